@@ -1,0 +1,102 @@
+"""A1: the seed's MLP, weights and batch, rebuilt from its printed numbers (PyTorch side).
+
+Every value is computed in Python floats (f64) with the C library's sin/cos, as
+Rust's f64 does, and rounded to f32 exactly once, so both sides start bit-identical.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+#: The seed's published numbers, which the A1 reconstruction must reproduce.
+SEED_SGD_LOSSES = (1.1400575637817383, 1.105960726737976, 1.0757620334625244)
+SEED_FC2_BIAS_GRAD = (0.11327312141656876, 0.03841985762119293, -0.1516929566860199)
+SEED_ADAM_LOSSES = (1.14005756, 1.10198629, 1.06721914, 1.03404224, 1.00236571)
+SGD_LR = 0.1
+ADAM_LR = 0.01
+ADAM_EPS = 1e-8
+LABELS = (0, 2, 1, 2)
+
+
+def a1_arrays() -> dict[str, np.ndarray]:
+    """Inputs and initial parameters in PyTorch layout, as f32 (labels i64)."""
+    x = [[0.1 * (4 * b + f) - 0.5 for f in range(4)] for b in range(4)]
+    fc1_w = [[0.5 * math.sin(4 * o + i + 1) for i in range(4)] for o in range(8)]
+    fc1_b = [0.01 * o for o in range(8)]
+    fc2_w = [[0.5 * math.cos(8 * o + i + 1) for i in range(8)] for o in range(3)]
+    fc2_b = [-0.02 * o for o in range(3)]
+    f32 = lambda v: np.array(v, dtype=np.float64).astype(np.float32)
+    return {
+        "x": f32(x),
+        "y": np.array(LABELS, dtype=np.int64),
+        "fc1.weight": f32(fc1_w),
+        "fc1.bias": f32(fc1_b),
+        "fc2.weight": f32(fc2_w),
+        "fc2.bias": f32(fc2_b),
+    }
+
+
+def a1_f32_arithmetic_inputs() -> dict[str, np.ndarray]:
+    """The S3 mistake: x and biases computed in f32 arithmetic (`0.1 * k as f32 - 0.5` in Rust)."""
+    k = np.arange(16, dtype=np.float32)
+    o8 = np.arange(8, dtype=np.float32)
+    return {
+        "x": (np.float32(0.1) * k - np.float32(0.5)).reshape(4, 4),
+        "fc1.bias": np.float32(0.01) * o8,
+    }
+
+
+def a1_model():
+    """The A1 MLP (fc1 -> ReLU -> fc2) with the A1 weights."""
+    import torch
+    from torch import nn
+
+    class Mlp(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc1 = nn.Linear(4, 8)
+            self.fc2 = nn.Linear(8, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc2(torch.relu(self.fc1(x)))
+
+    arrays = a1_arrays()
+    model = Mlp()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(torch.from_numpy(arrays[name]))
+    return model
+
+
+def a1_data():
+    """The A1 batch: x [4, 4] f32 and labels y [4] i64."""
+    import torch
+
+    arrays = a1_arrays()
+    return torch.from_numpy(arrays["x"]), torch.from_numpy(arrays["y"])
+
+
+def a1_optimizer(model, optim: str):
+    """The seed's optimizers: SGD lr 0.1, or Adam lr 0.01 with PyTorch's eps 1e-8."""
+    import torch
+
+    if optim == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=SGD_LR)
+    if optim == "adam":
+        return torch.optim.Adam(model.parameters(), lr=ADAM_LR, eps=ADAM_EPS)
+    raise ValueError(f"unknown optimizer {optim!r}; use sgd or adam")
+
+
+def record_torch(path, *, steps: int = 1, optim: str = "sgd"):
+    """Record the A1 PyTorch side (the seed's train_step.py) into a trace at ``path``."""
+    import torch
+
+    from burnside.torch import record
+
+    torch.use_deterministic_algorithms(True)
+    model = a1_model()
+    x, y = a1_data()
+    return record(model, a1_optimizer(model, optim), {"x": x, "y": y}, path, steps=steps,
+                  metadata={"model": "a1"})

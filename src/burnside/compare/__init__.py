@@ -1,0 +1,17 @@
+"""Compare two traces tensor by tensor: absolute error, ULPs, structure, earliest divergence."""
+
+from burnside.compare.comparison import Comparison, StructureProblem, TensorRow, compare_traces
+from burnside.compare.tensor_diff import ElementStats, diff_arrays
+from burnside.compare.tolerance import Tolerance, Tolerances, load_tolerances
+
+__all__ = [
+    "Comparison",
+    "ElementStats",
+    "StructureProblem",
+    "TensorRow",
+    "Tolerance",
+    "Tolerances",
+    "compare_traces",
+    "diff_arrays",
+    "load_tolerances",
+]

@@ -1,0 +1,186 @@
+"""`compare_traces`: a pure function from two traces and tolerances to a `Comparison`."""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from burnside.compare.tensor_diff import ElementStats, diff_arrays
+from burnside.compare.tolerance import Tolerance, Tolerances
+from burnside.errors import TraceError
+from burnside.trace import Trace, parse_name
+
+
+@dataclass(frozen=True)
+class TensorRow:
+    """One tensor compared on both sides."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    stats: ElementStats
+    tol: Tolerance
+
+    @property
+    def passed(self) -> bool:
+        """Every element within tolerance."""
+        return self.stats.out_of_tol == 0
+
+    @property
+    def stage(self) -> str | None:
+        """The pipeline stage of this tensor (None for names outside the v1 grammar)."""
+        parsed = parse_name(self.name)
+        return parsed.stage if parsed else None
+
+    @property
+    def worst_index(self) -> tuple[int, ...] | None:
+        """Multi-dimensional index of the worst element."""
+        if self.stats.worst_index is None:
+            return None
+        if not self.shape:
+            return ()
+        return tuple(int(i) for i in np.unravel_index(self.stats.worst_index, self.shape))
+
+
+@dataclass(frozen=True)
+class StructureProblem:
+    """A tensor present on both sides whose shape or dtype differs."""
+
+    name: str
+    what: str  # "shape" or "dtype"
+    a: str
+    b: str
+    hint: str | None = None
+
+
+@dataclass
+class Comparison:
+    """The result of comparing trace A (usually PyTorch) with trace B (usually burn)."""
+
+    a: Trace
+    b: Trace
+    rows: list[TensorRow]
+    only_in_a: list[str] = field(default_factory=list)
+    only_in_b: list[str] = field(default_factory=list)
+    structure: list[StructureProblem] = field(default_factory=list)
+
+    @property
+    def steps(self) -> int:
+        """Steps covered (the larger of the two traces)."""
+        return max(self.a.steps, self.b.steps, 1)
+
+    @property
+    def start_mismatch(self) -> list[TensorRow]:
+        """Inputs / initial params that are not bit-identical: outputs then measure that difference too."""
+        return [r for r in self.rows if not r.stats.identical and _is_shared_start(r.name)]
+
+    @property
+    def failed_rows(self) -> list[TensorRow]:
+        """Rows with elements out of tolerance."""
+        return [r for r in self.rows if not r.passed]
+
+    @property
+    def first_divergence(self) -> TensorRow | None:
+        """The earliest tensor in pipeline order that is out of tolerance: usually the cause of the rest."""
+        return next((r for r in self.rows if not r.passed), None)
+
+    @property
+    def worst(self) -> float:
+        """Largest absolute difference over all rows."""
+        return max((r.stats.max_abs for r in self.rows), default=0.0)
+
+    @property
+    def passed(self) -> bool:
+        """Same structure, bit-identical start, every element within tolerance."""
+        return not (self.failed_rows or self.only_in_a or self.only_in_b or self.structure or self.start_mismatch)
+
+    def display_name(self, name: str) -> str:
+        """Drop `step0.` when both traces hold a single step, so A1's table reads like the seed's."""
+        if self.steps == 1 and name.startswith("step0."):
+            return name[len("step0."):]
+        return name
+
+    def to_dict(self) -> dict:
+        """Everything, for `--json`."""
+        return {
+            "a": {"path": str(self.a.path), "framework": self.a.framework, "steps": self.a.steps},
+            "b": {"path": str(self.b.path), "framework": self.b.framework, "steps": self.b.steps},
+            "passed": self.passed,
+            "worst": self.worst,
+            "first_divergence": self.first_divergence.name if self.first_divergence else None,
+            "start_mismatch": [r.name for r in self.start_mismatch],
+            "only_in_a": self.only_in_a,
+            "only_in_b": self.only_in_b,
+            "structure": [vars(p) for p in self.structure],
+            "tensors": [_row_dict(r) for r in self.rows],
+        }
+
+
+def _row_dict(row: TensorRow) -> dict:
+    s = row.stats
+    return {
+        "name": row.name,
+        "dtype": row.dtype,
+        "shape": list(row.shape),
+        "n": s.n,
+        "max_abs_diff": s.max_abs,
+        "max_ulps": s.max_ulps,
+        "worst_index": list(row.worst_index) if row.worst_index is not None else None,
+        "differing": s.differing,
+        "out_of_tol": s.out_of_tol,
+        "nonfinite_a_only": s.nonfinite_a_only,
+        "nonfinite_b_only": s.nonfinite_b_only,
+        "identical": s.identical,
+        "atol": row.tol.atol,
+        "rtol": row.tol.rtol,
+        "ulps": row.tol.ulps,
+        "passed": row.passed,
+    }
+
+
+def _is_shared_start(name: str) -> bool:
+    parsed = parse_name(name)
+    return parsed is not None and parsed.is_shared_start
+
+
+def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, only: str | None = None) -> Comparison:
+    """Compare every tensor the two traces share, one at a time, in pipeline order.
+
+    Never transposes: a shape that is the other's transpose is a structure problem with a hint.
+    Raises TraceError when the traces share no tensor at all (not traces of the same run).
+    """
+    tolerances = tolerances or Tolerances()
+    names_a, names_b = set(a.names), set(b.names)
+    selected = lambda name: only is None or fnmatch.fnmatchcase(name, only) or fnmatch.fnmatchcase(
+        name.removeprefix("step0."), only)
+    common = [n for n in a.names if n in names_b and selected(n)]
+    if not common and names_a & names_b == set():
+        raise TraceError(f"{a.path} and {b.path} share no tensor names; are they traces of the same model "
+                         "(see docs/trace-format.md for the names)?")
+    if not common:
+        raise TraceError(f"--only {only!r} matches no tensor present in both traces")
+    comparison = Comparison(
+        a=a,
+        b=b,
+        rows=[],
+        only_in_a=[n for n in a.names if n not in names_b and selected(n)],
+        only_in_b=[n for n in b.names if n not in names_a and selected(n)],
+    )
+    for name in common:
+        ia, ib = a.info(name), b.info(name)
+        if ia.shape != ib.shape:
+            hint = None
+            if len(ia.shape) == 2 and ia.shape == ib.shape[::-1]:
+                hint = ("the shapes are transposes: one side stored a Linear weight in burn's [in, out] layout; "
+                        "the burn recorder must write PyTorch's [out, in]")
+            comparison.structure.append(StructureProblem(name, "shape", str(list(ia.shape)), str(list(ib.shape)), hint))
+            continue
+        if ia.dtype != ib.dtype:
+            comparison.structure.append(StructureProblem(name, "dtype", ia.dtype, ib.dtype))
+            continue
+        tol = tolerances.for_name(name)
+        stats = diff_arrays(a.array(name), b.array(name), ia.dtype, tol)
+        comparison.rows.append(TensorRow(name, ia.dtype, ia.shape, stats, tol))
+    return comparison

@@ -1,0 +1,166 @@
+"""Record a PyTorch training loop into a burnside trace (the reference side).
+
+Works for any `nn.Module`, loss function and optimizer (SGD, SGD with momentum,
+Adam, AdamW are described fully in the metadata; others are recorded with their
+class name and param-group settings).
+
+    from burnside.torch import export_init, record
+    export_init(model, {"x": x, "y": y}, "init.safetensors")
+    record(model, opt, {"x": x, "y": y}, "torch.safetensors", steps=3)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from burnside import __version__
+from burnside.errors import BurnsideError
+from burnside.trace import tensor_name, write_trace
+
+Batch = Mapping[str, torch.Tensor]
+
+# PyTorch state names are the trace's slot names already (docs/trace-format.md).
+_SLOTS = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer", "step")
+
+
+def optimizer_config(optimizer: torch.optim.Optimizer) -> dict:
+    """The optimizer's full configuration as trace metadata (first param group)."""
+    group = optimizer.param_groups[0]
+    kind = type(optimizer).__name__
+    config: dict = {"lr": float(group["lr"])}
+    if kind == "SGD":
+        config = {"name": "sgd", **config, "momentum": float(group["momentum"]),
+                  "dampening": float(group["dampening"]), "nesterov": bool(group["nesterov"]),
+                  "weight_decay": float(group["weight_decay"]), "weight_decay_kind": "l2"}
+    elif kind in ("Adam", "AdamW"):
+        config = {"name": kind.lower(), **config, "betas": [float(b) for b in group["betas"]],
+                  "eps": float(group["eps"]), "weight_decay": float(group["weight_decay"]),
+                  "weight_decay_kind": "decoupled" if kind == "AdamW" or group.get("decoupled_weight_decay") else "l2",
+                  "amsgrad": bool(group["amsgrad"])}
+    else:
+        plain = {k: v for k, v in group.items() if k != "params" and isinstance(v, (int, float, bool, str))}
+        config = {"name": kind.lower(), **plain}
+    if len(optimizer.param_groups) > 1:
+        config["param_groups"] = len(optimizer.param_groups)
+    return config
+
+
+def _numpy(t: torch.Tensor) -> np.ndarray:
+    t = t.detach().cpu()
+    if t.dtype == torch.bfloat16:
+        raise BurnsideError("recording bfloat16 tensors is not supported yet; record in float32")
+    return t.numpy().copy()
+
+
+def export_init(model: nn.Module, inputs: Batch, path: str | Path) -> Path:
+    """Write the initial parameters and one batch (PyTorch names and layout) for the other side.
+
+    Float tensors are written as f32, integer tensors (labels) as i64.
+    """
+    tensors: dict[str, np.ndarray] = {}
+    params = [name for name, _ in model.named_parameters()]
+    for name, p in model.named_parameters():
+        tensors[f"params.{name}"] = _numpy(p.float())
+    for name, t in inputs.items():
+        tensors[f"inputs.{name}"] = _numpy(t.float() if t.is_floating_point() else t.long())
+    metadata = {"params": params, "inputs": list(inputs), "framework": "pytorch",
+                "framework_version": torch.__version__, "recorder": f"burnside {__version__}"}
+    return write_trace(Path(path), tensors, metadata, kind="init")
+
+
+def _default_forward(model: nn.Module, batch: Batch) -> torch.Tensor:
+    return model(batch["x"])
+
+
+def record(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batches: Batch | Sequence[Batch],
+    path: str | Path,
+    *,
+    steps: int | None = None,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = nn.functional.cross_entropy,
+    forward: Callable[[nn.Module, Batch], torch.Tensor] = _default_forward,
+    target: str = "y",
+    metadata: Mapping[str, object] | None = None,
+) -> Path:
+    """Train ``steps`` steps and write every tensor of every step to a trace at ``path``.
+
+    ``batches`` is one batch (reused every step, as in the seed) or one batch per step.
+    ``forward(model, batch)`` gives the logits (default ``model(batch["x"])``);
+    ``loss_fn(logits, batch[target])`` the scalar loss.
+    """
+    per_step = [batches] if isinstance(batches, Mapping) else list(batches)
+    steps = steps if steps is not None else len(per_step)
+    if steps < 1:
+        raise BurnsideError("record needs at least one step")
+    if len(per_step) not in (1, steps):
+        raise BurnsideError(f"got {len(per_step)} batches for {steps} steps; give one batch or one per step")
+    named = list(model.named_parameters())
+    names_by_param = {id(p): name for name, p in named}
+    tensors: dict[str, np.ndarray] = {}
+    grads_len: list[int] = []
+    losses: list[float] = []
+
+    def loss_of(batch: Batch) -> torch.Tensor:
+        return loss_fn(forward(model, batch), batch[target])
+
+    for k in range(steps):
+        batch = per_step[k % len(per_step)]
+        for name, t in batch.items():
+            tensors[tensor_name(k, "inputs", name)] = _numpy(t)
+        for name, p in named:
+            tensors[tensor_name(k, "params_before", name)] = _numpy(p)
+        logits = forward(model, batch)
+        loss = loss_fn(logits, batch[target])
+        tensors[tensor_name(k, "logits")] = _numpy(logits)
+        tensors[tensor_name(k, "loss")] = _numpy(loss).reshape(())
+        losses.append(loss.item())
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grads_len.append(sum(p.grad is not None for _, p in named))
+        for name, p in named:
+            if p.grad is not None:
+                tensors[tensor_name(k, "grads", name)] = _numpy(p.grad)
+        optimizer.step()
+        for name, p in named:
+            tensors[tensor_name(k, "params_after", name)] = _numpy(p)
+        for p, state in optimizer.state.items():
+            pname = names_by_param.get(id(p))
+            if pname is None:
+                continue  # a parameter of another module: the recorded model never sees it
+            for slot in _SLOTS:
+                value = state.get(slot)
+                if isinstance(value, torch.Tensor):
+                    tensors[tensor_name(k, "optim", f"{slot}.{pname}")] = _numpy(value.float())
+                elif isinstance(value, (int, float)):
+                    tensors[tensor_name(k, "optim", f"{slot}.{pname}")] = np.array(value, dtype=np.float32)
+    with torch.no_grad():
+        last = per_step[(steps - 1) % len(per_step)]
+        tensors[tensor_name(steps - 1, "loss_after")] = _numpy(loss_of(last)).reshape(())
+    first = named[0][1] if named else None
+    meta = {
+        "framework": "pytorch",
+        "framework_version": torch.__version__,
+        "device": str(first.device) if first is not None else "cpu",
+        "dtype": str(first.dtype).removeprefix("torch.") if first is not None else "float32",
+        "steps": steps,
+        "optimizer": optimizer_config(optimizer),
+        "params": [name for name, _ in named],
+        "grads_len": grads_len,
+        "loss_fn": getattr(loss_fn, "__name__", type(loss_fn).__name__),
+        "recorder": f"burnside {__version__}",
+    }
+    meta.update(metadata or {})
+    if not all(math.isfinite(v) for v in losses):
+        meta["nonfinite_loss"] = "true"
+    return write_trace(Path(path), tensors, meta)
+
+
+__all__ = ["export_init", "optimizer_config", "record"]

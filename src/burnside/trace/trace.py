@@ -1,0 +1,200 @@
+"""`Trace`: one side's record of N training steps, read lazily from either file form."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from burnside.errors import TraceError
+from burnside.trace import json_file, safetensors_file
+from burnside.trace.dtypes import bf16_to_f32, dtype_of
+from burnside.trace.names import order_key, parse_name
+
+FORMAT_VERSION = 1
+#: Metadata keys whose safetensors value is JSON text (native JSON in the JSON form).
+JSON_KEYS = frozenset({"steps", "optimizer", "params", "grads_len", "inputs"})
+_FORMAT_KEY = "burnside.format"
+_VERSION_KEY = "burnside.version"
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """A tensor's dtype (safetensors name) and shape, known without reading its data."""
+
+    dtype: str
+    shape: tuple[int, ...]
+
+    @property
+    def n(self) -> int:
+        """Number of elements."""
+        return math.prod(self.shape)
+
+
+class Trace:
+    """A trace or init file. Tensor data is read on demand (memory-mapped for safetensors)."""
+
+    def __init__(self, path: Path, kind: str, metadata: dict, infos: dict[str, TensorInfo], source) -> None:
+        self.path = path
+        self.kind = kind
+        self.metadata = metadata
+        self._infos = infos
+        self._source = source
+        params = metadata.get("params") or []
+        self._param_order = {p: i for i, p in enumerate(params)}
+        self.names: tuple[str, ...] = tuple(sorted(infos, key=lambda n: order_key(n, self._param_order)))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._infos
+
+    def info(self, name: str) -> TensorInfo:
+        """dtype and shape of one tensor."""
+        return self._infos[name]
+
+    def array(self, name: str) -> np.ndarray:
+        """The tensor's data in its storage dtype (BF16 as raw uint16 bits); read-only."""
+        return self._source(name)
+
+    def values(self, name: str) -> np.ndarray:
+        """The tensor's values; BF16 widened to f32."""
+        array = self.array(name)
+        if self._infos[name].dtype == "BF16":
+            return bf16_to_f32(array)
+        return array
+
+    @property
+    def steps(self) -> int:
+        """Number of training steps recorded."""
+        return int(self.metadata.get("steps", 0))
+
+    @property
+    def framework(self) -> str:
+        """`pytorch`, `burn`, or what the recorder said."""
+        return str(self.metadata.get("framework", "unknown"))
+
+    @property
+    def optimizer(self) -> dict:
+        """The optimizer configuration (may be empty for foreign files)."""
+        value = self.metadata.get("optimizer") or {}
+        return value if isinstance(value, dict) else {}
+
+    @property
+    def params(self) -> list[str]:
+        """Parameter paths in module order."""
+        return list(self.metadata.get("params") or [])
+
+    def order_key(self, name: str) -> tuple:
+        """Pipeline-order sort key of a tensor name, using this trace's parameter order."""
+        return order_key(name, self._param_order)
+
+    def __repr__(self) -> str:
+        return f"Trace({str(self.path)!r}, {len(self._infos)} tensors, framework={self.framework!r})"
+
+
+def open_trace(path: str | Path, kind: str = "trace") -> Trace:
+    """Open a trace (or, with ``kind="init"``, an init file) in either form.
+
+    Raises TraceError with a one-line message for anything unusable.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise TraceError(f"{path}: no such file")
+    if path.is_dir():
+        raise TraceError(f"{path}: is a directory, expected a trace file")
+    if path.suffix == ".json" or (path.suffix != ".safetensors" and not safetensors_file.is_safetensors(path)):
+        return _open_json(path, kind)
+    return _open_safetensors(path, kind)
+
+
+def _open_safetensors(path: Path, kind: str) -> Trace:
+    raw, entries, size = safetensors_file.read_index(path)
+    _check_header(path, kind, raw.get(_FORMAT_KEY), raw.get(_VERSION_KEY))
+    metadata = decode_metadata(path, raw)
+    mapped = safetensors_file.MappedFile(path, size)
+    infos = {name: TensorInfo(e.dtype, e.shape) for name, e in entries.items()}
+    return Trace(path, kind, metadata, infos, lambda name: mapped.array(entries[name]))
+
+
+def _open_json(path: Path, kind: str) -> Trace:
+    fmt, version, metadata, tensors = json_file.read(path)
+    if fmt != json_file.JSON_FORMAT:
+        raise TraceError(f"{path}: not a burnside JSON trace (format is {fmt!r}, expected {json_file.JSON_FORMAT!r})")
+    _check_header(path, kind, metadata.get(_FORMAT_KEY, "trace"), str(version))
+    infos = {name: TensorInfo(dtype, tuple(a.shape)) for name, (dtype, a) in tensors.items()}
+    arrays = {name: a for name, (_, a) in tensors.items()}
+    for a in arrays.values():
+        a.flags.writeable = False
+    return Trace(path, kind, dict(metadata), infos, arrays.__getitem__)
+
+
+def _check_header(path: Path, kind: str, fmt: str | None, version: str | None) -> None:
+    if fmt is None:
+        raise TraceError(f"{path}: not a burnside {kind} file (no {_FORMAT_KEY} in its metadata); "
+                         "record it with burnside.torch or the burnside-trace crate")
+    if fmt != kind:
+        raise TraceError(f"{path}: is a burnside {fmt} file, expected a {kind} file")
+    if str(version) != str(FORMAT_VERSION):
+        raise TraceError(f"{path}: trace format version {version} is not supported "
+                         f"(this burnside reads version {FORMAT_VERSION}); upgrade burnside or re-record")
+
+
+def decode_metadata(path: Path, raw: Mapping[str, str]) -> dict:
+    """safetensors string metadata -> native values (JSON keys parsed)."""
+    out: dict = {}
+    for key, value in raw.items():
+        if key in (_FORMAT_KEY, _VERSION_KEY):
+            continue
+        if key in JSON_KEYS:
+            try:
+                out[key] = json.loads(value)
+            except json.JSONDecodeError:
+                raise TraceError(f"{path}: metadata {key!r} is not valid JSON: {value[:60]!r}") from None
+        else:
+            out[key] = value
+    return out
+
+
+def encode_metadata(metadata: Mapping, kind: str = "trace") -> dict[str, str]:
+    """Native metadata -> safetensors string metadata."""
+    out = {_FORMAT_KEY: kind, _VERSION_KEY: str(FORMAT_VERSION)}
+    for key, value in metadata.items():
+        out[key] = json.dumps(value) if key in JSON_KEYS else str(value)
+    return out
+
+
+def write_trace(path: str | Path, tensors: Mapping[str, np.ndarray], metadata: Mapping, kind: str = "trace") -> Path:
+    """Write numpy tensors + metadata as a trace; the suffix (.json/.safetensors) picks the form."""
+    path = Path(path)
+    if path.suffix == ".json":
+        if kind != "trace":
+            raise TraceError(f"{path}: {kind} files are safetensors only; use a .safetensors suffix")
+        typed = {name: (dtype_of(a), np.asarray(a)) for name, a in tensors.items()}
+        json_file.write(path, typed, dict(metadata))
+    elif path.suffix == ".safetensors":
+        safetensors_file.write(path, dict(tensors), encode_metadata(metadata, kind))
+    else:
+        raise TraceError(f"{path}: unknown trace suffix {path.suffix!r}; use .safetensors or .json")
+    return path
+
+
+def convert_trace(src: str | Path, dst: str | Path) -> Path:
+    """Rewrite a trace in the other form (by ``dst``'s suffix), bit for bit."""
+    trace = open_trace(src)
+    if any(trace.info(n).dtype == "BF16" for n in trace.names) and Path(dst).suffix != ".json":
+        raise TraceError(f"{src}: writing BF16 tensors to safetensors from JSON is not supported yet; keep the JSON form")
+    tensors = {name: np.array(trace.array(name)) for name in trace.names}
+    if Path(dst).suffix == ".json":
+        typed = {name: (trace.info(name).dtype, a) for name, a in tensors.items()}
+        json_file.write(Path(dst), typed, trace.metadata)
+        return Path(dst)
+    return write_trace(dst, tensors, trace.metadata)
+
+
+def iter_names(trace: Trace, stages: Iterable[str]) -> list[str]:
+    """Names of the given stages, in pipeline order."""
+    wanted = set(stages)
+    return [n for n in trace.names if (p := parse_name(n)) is not None and p.stage in wanted]
