@@ -1,0 +1,33 @@
+"""The rule registry: one module per rule, keyed by its stable ID.
+
+Each rule module defines `ID`, `NAME`, `SEVERITY`, `SUMMARY`, a docstring in
+four sections (What it does / Why is this bad? / Example / Use instead), and
+`check(unit) -> Iterable[Hit]`.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from burnside.lint.rules import (
+    bs001_step_result_discarded,
+    bs002_grads_from_other_module,
+    bs003_optimizer_reused_after_discard,
+    bs004_adam_default_epsilon,
+    bs005_sgd_default_dampening,
+)
+
+RULES: dict[str, ModuleType] = {
+    module.ID: module
+    for module in (
+        bs001_step_result_discarded,
+        bs002_grads_from_other_module,
+        bs003_optimizer_reused_after_discard,
+        bs004_adam_default_epsilon,
+        bs005_sgd_default_dampening,
+    )
+}
+
+
+def rule(rule_id: str) -> ModuleType | None:
+    return RULES.get(rule_id.strip().upper())

@@ -1,0 +1,184 @@
+"""Module-optimizer `step` call sites and what happens to their result.
+
+A call `RECV.step(a, b, c)` counts as a module step (burn's
+`optim.step(lr, module, grads) -> module`) when it has exactly three arguments
+and the third one is gradients. The third argument is gradients when, after
+stripping `&`, `*` and parentheses, it is
+
+* a name that reads as gradients: `grads`, `grad`, `gradients`, `*_grads`,
+  `grads_*` (any case), or a field ending in such a name (`self.grads`);
+* a name bound in the same function by `let` from an expression mentioning
+  `GradientsParams`, `from_grads`, `from_module`, `.grads()` or a `*grads*`
+  call, or typed `GradientsParams` (binding type or parameter type);
+* a call to one of those (`GradientsParams::from_grads(...)`,
+  `accumulator.grads()`, `make_grads(...)`).
+
+Everything else is left alone: scheduler `step()`, environment `step(action)`,
+four-argument tensor-level `step(lr, tensor, grad, state)`, and three-argument
+steps whose last argument is a closure or anything else (L-BFGS
+`step(lr, module, &mut closure)`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from burnside.lint.bindings import bindings_of
+from burnside.lint.suppression import in_test_code
+from burnside.lint.syntax import (
+    LOOP_KINDS,
+    SourceUnit,
+    arguments_of,
+    compact,
+    enclosing_function,
+    receiver_of,
+    text,
+)
+
+if TYPE_CHECKING:
+    from tree_sitter import Node
+
+_GRADS_NAME_RE = re.compile(r"^(grads?|gradients?|\w*_grads?|grads?_\w*)$", re.IGNORECASE)
+_GRADS_SOURCE_RE = re.compile(r"GradientsParams|from_grads|from_module|\bgrads\s*\(|_grads\s*\(", re.IGNORECASE)
+# Reading optimizer state right after a discarded step is how optimizer unit tests
+# populate state on purpose; in test code that makes the discard deliberate.
+_STATE_READ_TEMPLATE = r"\b{receiver}\s*\.\s*(to_record|into_record|into_bytes|save|load_record)\b"
+
+_WRAPPERS = frozenset({"reference_expression", "unary_expression", "parenthesized_expression"})
+
+
+def strip_wrappers(node: Node) -> Node:
+    """`&x`, `&*x`, `*x`, `(x)` → `x`."""
+    while node.type in _WRAPPERS:
+        inner = [c for c in node.named_children if c.type not in ("mutable_specifier",)]
+        if not inner:
+            break
+        node = inner[-1]
+    return node
+
+
+@dataclass
+class StepSite:
+    call: Node
+    receiver: str
+    function: Node | None
+    module_arg: Node
+    discard: str | None
+    in_loop: bool
+    deliberate: bool
+
+    @property
+    def discarded(self) -> bool:
+        return self.discard is not None and not self.deliberate
+
+
+def _is_gradients(arg: Node, function: Node | None) -> bool:
+    arg = strip_wrappers(arg)
+    if arg.type == "identifier":
+        name = text(arg)
+        if _GRADS_NAME_RE.match(name):
+            return True
+        if function is None:
+            return False
+        binding = bindings_of(function).latest(name, arg.start_byte)
+        if binding is None:
+            return False
+        if "GradientsParams" in binding.type_text:
+            return True
+        return binding.value is not None and bool(_GRADS_SOURCE_RE.search(text(binding.value)))
+    if arg.type == "field_expression":
+        field = arg.child_by_field_name("field")
+        return field is not None and bool(_GRADS_NAME_RE.match(text(field)))
+    if arg.type == "call_expression":
+        callee = arg.child_by_field_name("function")
+        return callee is not None and bool(_GRADS_SOURCE_RE.search(text(callee) + "("))
+    return False
+
+
+def _read_after(decl: Node, name: str) -> bool:
+    scope = decl.parent
+    if scope is None:
+        return True
+    after = scope.text[decl.end_byte - scope.start_byte :]
+    return re.search(rb"\b" + re.escape(name.encode()) + rb"\b", after) is not None
+
+
+def discard_kind(call: Node) -> str | None:
+    """How the step's result is dropped, or None when it flows somewhere."""
+    node = call
+    parent = node.parent
+    while parent is not None and parent.type == "parenthesized_expression":
+        node, parent = parent, parent.parent
+    if parent is None:
+        return None
+    if parent.type == "expression_statement":
+        return "expression statement"
+    if parent.type == "let_declaration":
+        pattern = parent.child_by_field_name("pattern")
+        if pattern is None:
+            return None
+        name = text(pattern)
+        if name == "_":
+            return "`let _ =`"
+        if pattern.type == "identifier":
+            if name.startswith("_"):
+                return f"`let {name} =`"
+            if not _read_after(parent, name):
+                return f"binding `{name}` never read"
+        return None
+    if parent.type == "assignment_expression":
+        left = parent.child_by_field_name("left")
+        if left is not None and text(left).strip() == "_":
+            return "`_ =`"
+    return None
+
+
+def _in_loop(call: Node, function: Node | None) -> bool:
+    current = call.parent
+    stop = function.start_byte if function is not None else -1
+    while current is not None and current.start_byte > stop:
+        if current.type in LOOP_KINDS:
+            return True
+        current = current.parent
+    return False
+
+
+def _deliberate(call: Node, receiver: str, function: Node | None) -> bool:
+    if function is None or not in_test_code(call):
+        return False
+    after = function.text[call.end_byte - function.start_byte :].decode("utf-8", "replace")
+    last = receiver.rsplit(".", 1)[-1]
+    return re.search(_STATE_READ_TEMPLATE.format(receiver=re.escape(last)), after) is not None
+
+
+def step_sites(unit: SourceUnit) -> list[StepSite]:
+    """Module-optimizer step calls in source order (computed once per file)."""
+    cached = unit.memo.get("step_sites")
+    if cached is not None:
+        return cached
+    sites = []
+    for call in unit.nodes("step_call"):
+        args = arguments_of(call)
+        if len(args) != 3:
+            continue
+        function = enclosing_function(call)
+        if not _is_gradients(args[2], function):
+            continue
+        receiver_node = receiver_of(call)
+        receiver = compact(receiver_node) if receiver_node is not None else ""
+        discard = discard_kind(call)
+        sites.append(
+            StepSite(
+                call=call,
+                receiver=receiver,
+                function=function,
+                module_arg=args[1],
+                discard=discard,
+                in_loop=_in_loop(call, function),
+                deliberate=discard is not None and _deliberate(call, receiver, function),
+            )
+        )
+    unit.memo["step_sites"] = sites
+    return sites
