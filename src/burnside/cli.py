@@ -42,3 +42,8 @@ def main() -> None:
 
 # --- commands -------------------------------------------------------------
 # Each command module registers itself here; keep this list in pipeline order.
+
+# lint: `burnside lint` and `burnside explain` (src/burnside/lint/command.py).
+from burnside.lint.command import register as _register_lint  # noqa: E402
+
+_register_lint(app)
