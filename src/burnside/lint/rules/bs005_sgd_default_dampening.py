@@ -47,6 +47,10 @@ def check(unit: SourceUnit):
     for chain in config_chains(unit, frozenset({"MomentumConfig"})):
         if "with_dampening" in chain.methods:
             continue
+        parent = chain.outermost.parent
+        if parent is not None and parent.type == "base_field_initializer":
+            # `MomentumConfig { .., ..MomentumConfig::new() }`: judged as a literal below.
+            continue
         yield Hit(node=chain.new_call, message=SUMMARY, help=_HELP)
     for literal in unit.nodes("momentum_struct"):
         body = literal.child_by_field_name("body")
