@@ -1,0 +1,21 @@
+"""The diagnosis rules, in the order they are reported (causes before symptoms)."""
+
+from burnside.diagnose.rules import (
+    d001_step_result_discarded,
+    d002_grads_from_other_module,
+    d003_optimizer_state_without_model,
+    d004_adam_epsilon,
+    d005_optimizer_config,
+    d006_inputs_not_identical,
+    d007_layout_transposed,
+)
+
+RULES = (
+    d006_inputs_not_identical,
+    d007_layout_transposed,
+    d002_grads_from_other_module,
+    d001_step_result_discarded,
+    d003_optimizer_state_without_model,
+    d004_adam_epsilon,
+    d005_optimizer_config,
+)

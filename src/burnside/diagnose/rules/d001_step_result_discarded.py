@@ -1,0 +1,54 @@
+"""D001 optimizer step result discarded.
+
+## What it does
+Finds steps after which one side's parameters are bit-identical to what they were
+before the step, although that side computed non-zero gradients and the other side's
+parameters moved.
+
+## Why is this bad?
+burn's `optim.step(lr, model, grads)` takes the module by value and returns the
+updated one. Code ported from PyTorch often drops that result, usually after rustc's
+E0382/E0507 suggested `.clone()`: it compiles without a warning, and the loss never
+moves. With Adam the optimizer state advances anyway (see D003).
+
+## Example
+```rust
+optim.step(0.1, model.clone(), grads);
+```
+
+## Use instead
+```rust
+model = optim.step(0.1, model, grads);
+// inside fn(model: &mut Mlp, ...):
+*model = optim.step(lr, model.clone(), grads);
+```
+"""
+
+from __future__ import annotations
+
+from burnside.compare import Comparison
+from burnside.diagnose.diagnosis import Diagnosis
+from burnside.diagnose.evidence import grads_nonzero, params_unchanged, steps_of
+
+ID = "D001"
+TITLE = "optimizer step result discarded"
+
+
+def check(comparison: Comparison) -> list[Diagnosis]:
+    """One diagnosis per side whose updates never landed."""
+    found = []
+    for side, other in ((comparison.a, comparison.b), (comparison.b, comparison.a)):
+        stuck = [k for k in steps_of(side)
+                 if params_unchanged(side, k) and grads_nonzero(side, k) and params_unchanged(other, k) is False]
+        if not stuck:
+            continue
+        steps = ", ".join(map(str, stuck))
+        found.append(Diagnosis(
+            ID, TITLE,
+            f"{side.framework} ({side.path.name}): parameters after step {steps} are bit-identical to before, "
+            f"with non-zero gradients, while {other.framework}'s moved",
+            "assign the step's result: `model = optim.step(lr, model, grads);` "
+            "(in a `&mut` helper: `*model = optim.step(lr, model.clone(), grads);`); "
+            "`burnside lint` finds the line (BS001)",
+        ))
+    return found

@@ -1,0 +1,55 @@
+"""D002 gradients matched to another module.
+
+## What it does
+Finds steps where one side's optimizer received gradients for fewer parameters than
+the other side's (burn: `GradientsParams::len()` is 0 or short).
+
+## Why is this bad?
+`GradientsParams::from_grads(grads, &module)` looks up each of `module`'s parameters by
+`ParamId`. Given a module that did not build the loss (a re-initialised copy, a model
+rebuilt with `Param::from_tensor`), it finds nothing: `len() == 0`, and `step` returns
+the module unchanged. No warning, no panic.
+
+## Example
+```rust
+let other = a1_model(&device);
+let loss = ce.forward(model.forward(x), y);
+let grads = GradientsParams::from_grads(loss.backward(), &other);
+```
+
+## Use instead
+```rust
+let grads = GradientsParams::from_grads(loss.backward(), &model);
+debug_assert_eq!(grads.len(), 4); // the number of parameter tensors being trained
+```
+"""
+
+from __future__ import annotations
+
+from burnside.compare import Comparison
+from burnside.diagnose.diagnosis import Diagnosis
+from burnside.diagnose.evidence import grads_len, steps_of
+
+ID = "D002"
+TITLE = "gradients matched to another module"
+
+
+def check(comparison: Comparison) -> list[Diagnosis]:
+    """One diagnosis per side that got fewer gradients than the other."""
+    found = []
+    for side, other in ((comparison.a, comparison.b), (comparison.b, comparison.a)):
+        short = []
+        for k in steps_of(side):
+            mine, theirs = grads_len(side, k), grads_len(other, k)
+            if mine is not None and theirs is not None and mine < theirs:
+                short.append(f"step {k}: {mine} (vs {theirs})")
+        if short:
+            found.append(Diagnosis(
+                ID, TITLE,
+                f"{side.framework} ({side.path.name}): gradients for fewer parameters than {other.framework}: "
+                + "; ".join(short),
+                "pass the module whose forward built the loss: "
+                "`GradientsParams::from_grads(loss.backward(), &model)`, and assert "
+                "`debug_assert_eq!(grads.len(), N)` with N the number of parameter tensors",
+            ))
+    return found

@@ -1,0 +1,43 @@
+"""D004 Adam epsilon differs between the sides.
+
+## What it does
+Compares the `eps` of the two sides' Adam/AdamW configurations.
+
+## Why is this bad?
+burn's `AdamConfig::new()` defaults to `epsilon = 1e-5`; PyTorch's `Adam` uses `1e-8`.
+The update `m / (sqrt(v) + eps)` then differs wherever `sqrt(v)` is small, and the
+port drifts from the first step without any error.
+
+## Example
+```rust
+let mut optim = AdamConfig::new().init();
+```
+
+## Use instead
+```rust
+let mut optim = AdamConfig::new().with_epsilon(1e-8).init();
+```
+"""
+
+from __future__ import annotations
+
+from burnside.compare import Comparison
+from burnside.diagnose.diagnosis import Diagnosis
+
+ID = "D004"
+TITLE = "Adam epsilon differs"
+
+
+def check(comparison: Comparison) -> list[Diagnosis]:
+    """A diagnosis when both sides use Adam-family optimizers with different eps."""
+    a, b = comparison.a.optimizer, comparison.b.optimizer
+    if a.get("name") not in ("adam", "adamw") or b.get("name") not in ("adam", "adamw"):
+        return []
+    if "eps" not in a or "eps" not in b or float(a["eps"]) == float(b["eps"]):
+        return []
+    return [Diagnosis(
+        ID, TITLE,
+        f"{comparison.a.framework} eps={a['eps']:g}, {comparison.b.framework} eps={b['eps']:g}",
+        f"set it explicitly on the burn side: `AdamConfig::new().with_epsilon({a['eps']:g})` "
+        "(burn's default is 1e-5, PyTorch's 1e-8)",
+    )]

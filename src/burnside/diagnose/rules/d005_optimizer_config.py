@@ -1,0 +1,60 @@
+"""D005 optimizer configuration differs between the sides.
+
+## What it does
+Compares the two traces' optimizer configurations key by key (name, lr, betas,
+momentum, dampening, nesterov, weight decay and its kind), apart from Adam's epsilon
+(D004).
+
+## Why is this bad?
+Defaults differ between the frameworks: burn's `MomentumConfig` has dampening 0.1
+(PyTorch 0); burn's `Adam` weight decay is L2 on the gradient like `torch.optim.Adam`,
+while `AdamW` decouples it. A port that relies on defaults trains a different
+optimizer and drifts from the first step.
+
+## Example
+```rust
+let optim = SgdConfig::new().with_momentum(Some(MomentumConfig::new().with_momentum(0.9))).init();
+```
+
+## Use instead
+```rust
+let momentum = MomentumConfig::new().with_momentum(0.9).with_dampening(0.0).with_nesterov(false);
+let optim = SgdConfig::new().with_momentum(Some(momentum)).init();
+```
+"""
+
+from __future__ import annotations
+
+from burnside.compare import Comparison
+from burnside.diagnose.diagnosis import Diagnosis
+
+ID = "D005"
+TITLE = "optimizer configuration differs"
+_KEYS = ("name", "lr", "betas", "momentum", "dampening", "nesterov", "weight_decay", "weight_decay_kind", "amsgrad")
+_FIXES = {
+    "dampening": "set `MomentumConfig::with_dampening(...)` explicitly (burn's default is 0.1, PyTorch's 0)",
+    "weight_decay_kind": "use burn's `AdamW` for `torch.optim.AdamW` (decoupled) and `Adam` for L2 decay",
+    "lr": "pass the same learning rate to `optim.step(lr, ...)`",
+}
+
+
+def check(comparison: Comparison) -> list[Diagnosis]:
+    """A diagnosis listing every differing key, when the traces describe their optimizers."""
+    a, b = comparison.a.optimizer, comparison.b.optimizer
+    if not a or not b:
+        return []
+    differing = [k for k in _KEYS if k in a and k in b and _norm(a[k]) != _norm(b[k])]
+    if not differing:
+        return []
+    evidence = "; ".join(f"{k}: {comparison.a.framework} {a[k]!r}, {comparison.b.framework} {b[k]!r}"
+                         for k in differing)
+    fixes = [_FIXES[k] for k in differing if k in _FIXES] or ["configure the burn optimizer like the PyTorch one"]
+    return [Diagnosis(ID, TITLE, evidence, "; ".join(fixes))]
+
+
+def _norm(value: object) -> object:
+    if isinstance(value, (list, tuple)):
+        return tuple(float(v) for v in value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    return float(value)

@@ -1,0 +1,1 @@
+"""Presenting results: the comparison table and plots."""

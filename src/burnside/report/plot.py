@@ -1,0 +1,44 @@
+"""Plots a person would rather see than read: loss curves and per-step drift."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from burnside.atomic import atomic_output
+from burnside.compare import Comparison
+from burnside.trace import parse_name
+
+
+def plot_drift(comparison: Comparison, path: Path) -> Path:
+    """Loss per step on both sides (left) and max|diff| per step and stage (right), to a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = range(comparison.steps)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for trace in (comparison.a, comparison.b):
+        losses = [float(trace.values(f"step{k}.loss")) for k in steps if f"step{k}.loss" in trace]
+        left.plot(range(len(losses)), losses, marker="o", label=f"{trace.framework} ({trace.path.name})")
+    left.set(title="loss before each step", xlabel="step", ylabel="loss")
+    left.legend(fontsize=8)
+    by_stage: dict[str, dict[int, float]] = {}
+    for row in comparison.rows:
+        parsed = parse_name(row.name)
+        if parsed is None:
+            continue
+        cell = by_stage.setdefault(parsed.stage, {})
+        cell[parsed.step] = max(cell.get(parsed.step, 0.0), row.stats.max_abs)
+    for stage, per_step in by_stage.items():
+        xs = sorted(per_step)
+        # log scale: show exact zeros at the floor instead of dropping them
+        right.plot(xs, [max(per_step[x], 1e-12) for x in xs], marker=".", label=stage)
+    right.set_yscale("log")
+    right.set(title="max |A - B| per step (1e-12 = identical)", xlabel="step", ylabel="max |diff|")
+    right.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    with atomic_output(path, "wb") as handle:
+        fig.savefig(handle, format="png", dpi=110)
+    plt.close(fig)
+    return path

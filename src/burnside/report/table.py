@@ -1,0 +1,62 @@
+"""Render a `Comparison` as the seed's table: a row per tensor, then the verdict line."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.text import Text
+
+from burnside.compare import Comparison, TensorRow
+
+
+def _ulps(row: TensorRow) -> str:
+    return "-" if row.stats.max_ulps is None else str(row.stats.max_ulps)
+
+
+def row_line(comparison: Comparison, row: TensorRow, width: int) -> Text:
+    """One row: name, n, max|diff|, max ulps, worst index, out-of-tolerance count."""
+    s = row.stats
+    at = "-" if row.worst_index is None else "[" + ",".join(map(str, row.worst_index)) + "]"
+    text = Text(f"{comparison.display_name(row.name):<{width}} n={s.n:>3}  max|diff|={s.max_abs:.2e}"
+                f"  ulps={_ulps(row):>3}  at={at:<7} out={s.out_of_tol}")
+    if s.nonfinite_a_only or s.nonfinite_b_only:
+        text.append(f"  non-finite only in A: {s.nonfinite_a_only}, only in B: {s.nonfinite_b_only}", style="red")
+    if not row.passed:
+        text.append("  FAIL", style="bold red")
+    return text
+
+
+def verdict_line(comparison: Comparison) -> Text:
+    """`worst=1.19e-07 tol=1e-06 OK` (the tolerance shown is the default one)."""
+    tol = comparison.rows[0].tol.describe() if comparison.rows else "tol=?"
+    ok = comparison.passed
+    text = Text(f"worst={comparison.worst:.2e} {tol} ")
+    text.append("OK" if ok else "FAIL", style="bold green" if ok else "bold red")
+    return text
+
+
+def render(comparison: Comparison, console: Console) -> None:
+    """Print the whole comparison: start check, structure, rows, verdict, earliest divergence."""
+    a, b = comparison.a, comparison.b
+    console.print(Text(f"A: {a.path}  ({a.framework} {a.metadata.get('framework_version', '')})", style="dim"))
+    console.print(Text(f"B: {b.path}  ({b.framework} {b.metadata.get('framework_version', '')})", style="dim"))
+    for row in comparison.start_mismatch:
+        console.print(Text(
+            f"not bit-identical before the step: {comparison.display_name(row.name)}: {row.stats.differing} of "
+            f"{row.stats.n} elements differ, up to {_ulps(row)} ulps (max|diff|={row.stats.max_abs:.2e}); "
+            "every output below measures this input difference too", style="bold yellow"))
+    for name in comparison.only_in_a:
+        console.print(Text(f"only in A: {comparison.display_name(name)}", style="red"))
+    for name in comparison.only_in_b:
+        console.print(Text(f"only in B: {comparison.display_name(name)}", style="red"))
+    for problem in comparison.structure:
+        line = f"{problem.what} mismatch: {comparison.display_name(problem.name)}: A {problem.a}, B {problem.b}"
+        console.print(Text(line + (f" ({problem.hint})" if problem.hint else ""), style="red"))
+    width = max((len(comparison.display_name(r.name)) for r in comparison.rows), default=10) + 1
+    for row in comparison.rows:
+        console.print(row_line(comparison, row, width))
+    console.print(verdict_line(comparison))
+    first = comparison.first_divergence
+    if first is not None:
+        console.print(Text(f"first divergence: {first.name} (max|diff|={first.stats.max_abs:.2e}, "
+                           f"{first.stats.out_of_tol} of {first.stats.n} out of tolerance); "
+                           "later rows usually follow from it", style="yellow"))
