@@ -1,0 +1,57 @@
+"""The engine: prefilter, parallel workers, and burn's own source tree."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from burnside.lint import lint_paths, select_rules
+from burnside.lint.engine import POOL_MIN_FILES, PREFILTER
+from fixture_findings import FIXTURES
+
+BURN_SRC = Path("/work/burn-src")
+
+
+def _tree(root: Path, copies: int) -> None:
+    plain = "pub fn add(a: u32, b: u32) -> u32 {\n    a + b\n}\n" * 20
+    for i in range(copies):
+        directory = root / f"crate{i % 7}" / "src"
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / f"plain{i}.rs").write_text(plain)
+        if i % 10 == 0:
+            shutil.copy(FIXTURES / "seed_discard.rs", directory / f"train{i}.rs")
+
+
+def test_prefilter_only_parses_candidate_files(tmp_path):
+    _tree(tmp_path, 40)
+    report = lint_paths([tmp_path], select_rules(), root=tmp_path, jobs=1)
+    assert report.files_seen == 44
+    assert report.files_parsed == 4
+    assert len(report.findings) == 4 * 4
+
+
+def test_prefilter_tokens():
+    for token in (b"optim.step(", b"from_grads", b"AdamConfig", b"AdamWConfig", b"MomentumConfig", b"with_momentum"):
+        assert PREFILTER.search(b"fn f() { " + token + b" }")
+    assert PREFILTER.search(b"fn f() { let stepper = 1; }") is None
+
+
+def test_two_workers_give_the_same_findings_as_one(tmp_path):
+    _tree(tmp_path, POOL_MIN_FILES + 50)
+    one = lint_paths([tmp_path], select_rules(), root=tmp_path, jobs=1)
+    two = lint_paths([tmp_path], select_rules(), root=tmp_path, jobs=2)
+    assert one.files_seen == two.files_seen > POOL_MIN_FILES
+    assert one.files_parsed == two.files_parsed
+    assert one.findings == two.findings
+    assert len(two.findings) > 0
+
+
+@pytest.mark.skipif(not BURN_SRC.exists(), reason="burn's source is not checked out at /work/burn-src")
+def test_burn_source_tree_has_no_training_bug_findings():
+    report = lint_paths([BURN_SRC], select_rules(["BS001", "BS002", "BS003"]), root=BURN_SRC)
+    assert report.files_seen > 1000
+    assert report.files_parsed > 50
+    assert report.skipped == []
+    assert [(f.rule, f.path, f.line) for f in report.findings] == []
