@@ -171,9 +171,10 @@ def experiments_run(
 def main() -> None:
     """Console-script entry point: user errors become one red line and exit code 2."""
     try:
-        app(standalone_mode=False)
+        # Without standalone mode click returns typer.Exit's code instead of exiting.
+        code = app(standalone_mode=False)
     except BurnsideError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", markup=True, soft_wrap=True)
+        err_console.print(Text("error: ", style="bold red") + Text(str(exc)), soft_wrap=True)
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
@@ -187,6 +188,7 @@ def main() -> None:
             exc.show()
             sys.exit(exc.exit_code)
         raise
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 # --- commands -------------------------------------------------------------

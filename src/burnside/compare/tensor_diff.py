@@ -168,9 +168,10 @@ def _ulp_distance(ia: np.ndarray, ib: np.ndarray, wide, minimum: int) -> np.ndar
     kb = ib.astype(wide)
     ka = np.where(ka < 0, minimum - ka, ka)
     kb = np.where(kb < 0, minimum - kb, kb)
-    if wide is np.int64 and ia.dtype == np.int64:
-        # f64: the difference of two keys can exceed int64; float64 is exact below 2**53.
-        return np.abs(ka.astype(np.float64) - kb.astype(np.float64))
+    if ia.dtype == np.int64:
+        # f64: the difference of two keys can exceed int64, but never uint64: subtract modulo 2**64.
+        d = ka.view(np.uint64) - kb.view(np.uint64)
+        return np.where(ka >= kb, d, np.uint64(0) - d)
     return np.abs(ka - kb)
 
 

@@ -1,0 +1,249 @@
+"""burnside compare on traces built for each case of the core issue's §3."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from burnside.a1 import a1_arrays, a1_f32_arithmetic_inputs
+from burnside.compare import Tolerance, Tolerances, compare_traces, diff_arrays
+from burnside.compare.tensor_diff import CHUNK
+from burnside.errors import TraceError
+from burnside.trace import open_trace
+
+from .conftest import a1_like_tensors, next_f32, run_cli
+
+
+def _compare(write, a, b, **kw):
+    return compare_traces(open_trace(write("a.safetensors", a)), open_trace(write("b.safetensors", b, "burn")), **kw)
+
+
+def test_identical_traces_pass_with_zero_worst(write):
+    t = a1_like_tensors()
+    c = _compare(write, t, dict(t))
+    assert c.passed
+    assert c.worst == 0.0
+    assert all(r.stats.identical for r in c.rows)
+    assert c.first_divergence is None
+
+
+def test_one_ulp_near_one_is_1_19e_7_and_within_1e_6(write):
+    # The seed's worst: one f32 ulp near 1 (loss 1.14) is 1.19e-07, inside tol 1e-6.
+    a = a1_like_tensors()
+    b = dict(a)
+    b["step0.loss"] = np.array(next_f32(a["step0.loss"]), dtype=np.float32)
+    c = _compare(write, a, b)
+    row = next(r for r in c.rows if r.name == "step0.loss")
+    assert row.stats.max_ulps == 1
+    assert row.stats.max_abs == pytest.approx(1.1920929e-07, rel=1e-6)
+    assert c.passed
+    assert f"{c.worst:.2e}" == "1.19e-07"
+
+
+def test_out_of_tolerance_fails_and_names_first_divergence(write):
+    a = a1_like_tensors()
+    b = dict(a)
+    g = a["step0.grads.fc1.weight"].copy()
+    g[3, 2] += 1e-3
+    b["step0.grads.fc1.weight"] = g
+    pa = a["step0.params_after.fc2.bias"].copy()
+    pa[1] += 1e-2
+    b["step0.params_after.fc2.bias"] = pa
+    c = _compare(write, a, b)
+    assert not c.passed
+    assert c.first_divergence.name == "step0.grads.fc1.weight"
+    row = c.first_divergence
+    assert row.worst_index == (3, 2)
+    assert row.stats.out_of_tol == 1
+    assert [r.name for r in c.failed_rows] == ["step0.grads.fc1.weight", "step0.params_after.fc2.bias"]
+
+
+def test_f32_arithmetic_inputs_are_caught_before_outputs(write):
+    # Seed S3: computing inputs in f32 makes 7 of 16 inputs differ by 1-3 ulps and fc1.bias[5] by 1 ulp.
+    a = a1_like_tensors()
+    b = dict(a)
+    f32 = a1_f32_arithmetic_inputs()
+    b["step0.inputs.x"] = f32["x"]
+    b["step0.params_before.fc1.bias"] = f32["fc1.bias"]
+    c = _compare(write, a, b)
+    mismatch = {r.name: r for r in c.start_mismatch}
+    assert set(mismatch) == {"step0.inputs.x", "step0.params_before.fc1.bias"}
+    x = mismatch["step0.inputs.x"].stats
+    assert x.differing == 7
+    assert 1 <= x.max_ulps <= 3
+    bias = mismatch["step0.params_before.fc1.bias"].stats
+    assert bias.differing == 1 and bias.max_ulps == 1
+    assert mismatch["step0.params_before.fc1.bias"].worst_index == (5,)
+    assert a1_arrays()["x"].reshape(-1)[3] == np.float32(-0.20000000298023224)
+    assert f32["x"].reshape(-1)[3] == np.float32(-0.19999998807907104)
+    assert not c.passed  # every row is within 1e-6, but the start is not bit-identical
+    assert not c.failed_rows
+
+
+def test_nan_at_same_place_is_equal_one_sided_is_failure_per_side(write):
+    a = a1_like_tensors()
+    b = dict(a)
+    la, lb = a["step0.logits"].copy(), a["step0.logits"].copy()
+    la[0, 0] = lb[0, 0] = np.nan
+    lb[1, 1] = np.inf
+    la[2, 2] = np.nan
+    a["step0.logits"], b["step0.logits"] = la, lb
+    c = _compare(write, a, b)
+    row = next(r for r in c.rows if r.name == "step0.logits")
+    assert row.stats.nonfinite_a_only == 1  # la[2,2]
+    assert row.stats.nonfinite_b_only == 1  # lb[1,1]
+    assert row.stats.out_of_tol == 2
+    assert row.stats.differing == 2  # the shared NaN at [0,0] is equal
+    assert not row.passed
+
+
+def test_infinities_of_opposite_sign_differ():
+    a = np.array([np.inf, 1.0], dtype=np.float32)
+    b = np.array([-np.inf, 1.0], dtype=np.float32)
+    s = diff_arrays(a, b, "F32", Tolerance())
+    assert s.out_of_tol == 1 and s.worst_index == 0
+
+
+def test_transposed_shape_is_a_structure_problem_with_hint_never_transposed(write):
+    a = a1_like_tensors()
+    b = dict(a)
+    b["step0.grads.fc1.weight"] = np.ascontiguousarray(a["step0.grads.fc1.weight"].T)
+    b["step0.loss"] = a["step0.loss"].astype(np.float64)
+    c = _compare(write, a, b)
+    problems = {p.name: p for p in c.structure}
+    assert problems["step0.grads.fc1.weight"].what == "shape"
+    assert "transpose" in problems["step0.grads.fc1.weight"].hint
+    assert problems["step0.loss"].what == "dtype"
+    assert "step0.grads.fc1.weight" not in {r.name for r in c.rows}
+    assert not c.passed
+
+
+def test_missing_names_are_listed_per_side(write):
+    a = a1_like_tensors()
+    b = dict(a)
+    del b["step0.loss_after"]
+    b["step0.optim.momentum_buffer.fc1.bias"] = np.zeros(8, np.float32)
+    c = _compare(write, a, b)
+    assert c.only_in_a == ["step0.loss_after"]
+    assert c.only_in_b == ["step0.optim.momentum_buffer.fc1.bias"]
+    assert not c.passed
+
+
+def test_traces_with_nothing_in_common_are_unusable(write):
+    with pytest.raises(TraceError, match="share no tensor names"):
+        _compare(write, {"step0.loss": np.float32(1)}, {"step0.logits": np.zeros(2, np.float32)})
+
+
+def test_rows_come_in_pipeline_order_step_by_step(write):
+    t = a1_like_tensors()
+    two = {**t, **{k.replace("step0.", "step1."): v for k, v in t.items()}}
+    c = _compare(write, two, dict(two))
+    stages = [(r.name.split(".")[0], r.stage) for r in c.rows]
+    assert stages.index(("step0", "loss_after")) < stages.index(("step1", "inputs"))
+    assert c.rows[0].name == "step0.inputs.x"
+    names = [r.name for r in c.rows if r.stage == "grads" and r.name.startswith("step0")]
+    assert names == [f"step0.grads.{p}" for p in ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias")]
+
+
+@pytest.mark.parametrize(("dtype", "np_dtype"), [("F64", np.float64), ("F32", np.float32), ("F16", np.float16)])
+def test_ulps_are_counted_in_the_tensors_own_dtype(dtype, np_dtype):
+    a = np.array([1.0, -2.0, 0.0], dtype=np_dtype)
+    b = a.copy()
+    b[0] = np.nextafter(np.nextafter(a[0], np_dtype(2)), np_dtype(2))  # 2 ulps up
+    b[2] = -np.nextafter(np_dtype(0), np_dtype(1))  # smallest negative subnormal: 1 ulp from +0
+    s = diff_arrays(a, b, dtype, Tolerance())
+    assert s.max_ulps == 2
+    assert s.differing == 2
+
+
+def test_negative_zero_equals_zero_in_ulps():
+    s = diff_arrays(np.array([0.0], np.float32), np.array([-0.0], np.float32), "F32", Tolerance())
+    assert s.max_ulps == 0 and s.out_of_tol == 0 and s.differing == 1
+
+
+def test_bf16_ulps_from_raw_bits():
+    one = np.array([0x3F80], dtype=np.uint16)  # 1.0
+    up3 = np.array([0x3F83], dtype=np.uint16)  # 3 bf16 ulps above (0.0078125 each)
+    s = diff_arrays(one, up3, "BF16", Tolerance(atol=0.01))
+    assert s.max_ulps == 3
+    assert s.max_abs == pytest.approx(3 * 2**-7)
+    assert s.out_of_tol == 1
+
+
+def test_ulps_tolerance_accepts_elements_within_n_ulps():
+    a = np.array([1e6], np.float32)
+    b = np.array([next_f32(1e6, 2)], np.float32)  # 2 ulps = 0.125 at 1e6
+    assert diff_arrays(a, b, "F32", Tolerance(atol=1e-6)).out_of_tol == 1
+    assert diff_arrays(a, b, "F32", Tolerance(atol=1e-6, ulps=2)).out_of_tol == 0
+    assert diff_arrays(a, b, "F32", Tolerance(atol=1e-6, rtol=1e-6)).out_of_tol == 0
+
+
+def test_integer_tensors_must_be_equal():
+    s = diff_arrays(np.array([0, 2, 1, 2]), np.array([0, 2, 2, 2]), "I64", Tolerance(atol=10))
+    assert s.out_of_tol == 1 and s.worst_index == 2 and s.max_ulps is None
+
+
+def test_large_tensor_walks_chunks_on_threads_and_finds_the_worst():
+    n = 5 * CHUNK + 123
+    a = np.linspace(-1, 1, n, dtype=np.float32)
+    b = a.copy()
+    b[4 * CHUNK + 7] += np.float32(0.5)
+    b[CHUNK + 1] = np.nextafter(b[CHUNK + 1], np.float32(9))
+    s = diff_arrays(a, b, "F32", Tolerance())
+    assert s.worst_index == 4 * CHUNK + 7
+    assert s.differing == 2
+    assert s.out_of_tol == 1
+    assert s.max_abs == pytest.approx(0.5, abs=1e-6)
+
+
+def test_per_tensor_tolerances_from_a_file(tmp_path, write):
+    from burnside.compare import load_tolerances
+
+    a = a1_like_tensors()
+    b = dict(a)
+    b["step0.logits"] = a["step0.logits"] + np.float32(1e-4)
+    spec = tmp_path / "tol.toml"
+    spec.write_text('[default]\natol = 1e-6\n[tensors."*.logits"]\natol = 1e-3\n')
+    tolerances = load_tolerances(spec, Tolerance())
+    assert _compare(write, a, b, tolerances=tolerances).passed
+    assert not _compare(write, a, b, tolerances=Tolerances()).passed
+
+
+def test_only_glob_restricts_rows(write):
+    t = a1_like_tensors()
+    c = _compare(write, t, dict(t), only="grads.*")
+    assert {r.stage for r in c.rows} == {"grads"}
+
+
+# --- the command itself: table, exit codes, JSON ---------------------------------------------
+
+def test_cli_table_reads_like_the_seed_and_exits_0(write):
+    t = a1_like_tensors()
+    b = dict(t)
+    b["step0.loss"] = np.array(next_f32(t["step0.loss"]), np.float32)
+    proc = run_cli("compare", str(write("a.json", t)), str(write("b.safetensors", b, "burn")))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    loss = next(line for line in lines if line.startswith("loss "))
+    assert "n=  1" in loss and "max|diff|=1.19e-07" in loss and "ulps=  1" in loss
+    assert any(line.startswith("grads.fc1.weight") and "n= 32" in line for line in lines)
+    assert lines[-1] == "worst=1.19e-07 tol=1e-06 OK"
+
+
+def test_cli_mismatch_exits_1_and_json_has_everything(write):
+    t = a1_like_tensors()
+    b = dict(t)
+    b["step0.logits"] = t["step0.logits"] + np.float32(0.01)
+    a_path, b_path = write("a.safetensors", t), write("b.safetensors", b, "burn")
+    proc = run_cli("compare", str(a_path), str(b_path))
+    assert proc.returncode == 1
+    assert "FAIL" in proc.stdout.splitlines()[-2] or "FAIL" in proc.stdout
+    assert "first divergence: step0.logits" in proc.stdout
+    proc = run_cli("compare", str(a_path), str(b_path), "--json")
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 1
+    assert doc["passed"] is False and doc["first_divergence"] == "step0.logits"
+    row = next(r for r in doc["tensors"] if r["name"] == "step0.logits")
+    assert row["out_of_tol"] == 12 and row["max_ulps"] > 0 and len(row["worst_index"]) == 2
