@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from burnside.lint import lint_paths, select_rules
-from burnside.lint.engine import POOL_MIN_FILES, PREFILTER
+from burnside.lint.engine import POOL_MIN_FILES, PREFILTER, needs_parsing
 from fixture_findings import FIXTURES
 
 BURN_SRC = Path("/work/burn-src")
@@ -33,9 +33,11 @@ def test_prefilter_only_parses_candidate_files(tmp_path):
 
 
 def test_prefilter_tokens():
-    for token in (b"optim.step(", b"from_grads", b"AdamConfig", b"AdamWConfig", b"MomentumConfig", b"with_momentum"):
-        assert PREFILTER.search(b"fn f() { " + token + b" }")
-    assert PREFILTER.search(b"fn f() { let stepper = 1; }") is None
+    for token in (b"optim.step(", b"optim.step (", b"from_grads", b"AdamConfig", b"AdamWConfig", b"MomentumConfig", b"with_momentum"):
+        source = b"fn f() { " + token + b" }"
+        assert PREFILTER.search(source) and needs_parsing(source)
+    for source in (b"fn f() { let stepper = 1; }", b"fn step_size() {}", b""):
+        assert PREFILTER.search(source) is None and not needs_parsing(source)
 
 
 def test_two_workers_give_the_same_findings_as_one(tmp_path):

@@ -14,6 +14,16 @@ from burnside.lint.finding import Finding, Severity
 # Every rule starts from one of these tokens; a file without any of them cannot
 # produce a finding, and most Rust files have none, so they are never parsed.
 PREFILTER = re.compile(rb"step\s*\(|from_grads|AdamW?Config|MomentumConfig|with_momentum")
+# Plain substring tests run at memchr speed; the regex only confirms `step` hits.
+_PLAIN_TOKENS = (b"from_grads", b"AdamConfig", b"AdamWConfig", b"MomentumConfig", b"with_momentum")
+_STEP_CALL = re.compile(rb"step\s*\(")
+
+
+def needs_parsing(source: bytes) -> bool:
+    """The byte-level prefilter (same answer as `PREFILTER.search`, faster)."""
+    if b"step" in source and _STEP_CALL.search(source) is not None:
+        return True
+    return any(token in source for token in _PLAIN_TOKENS)
 
 # Below this many files, forking workers costs more than it saves.
 POOL_MIN_FILES = 300
@@ -53,30 +63,38 @@ def select_rules(select: list[str] | None = None, ignore: list[str] | None = Non
     return [r for r in chosen if r not in ignored]
 
 
-def discover(paths: list[Path]) -> list[Path]:
+def discover(paths: list[Path]) -> list[str]:
     """`.rs` files under the given paths, skipping `target/` and hidden directories.
 
     A file named explicitly is linted whatever its extension.
     """
-    files: list[Path] = []
+    files: list[str] = []
     for path in paths:
         if not path.exists():
             raise BurnsideError(f"{path} does not exist; pass a .rs file or a directory")
         if path.is_file():
-            files.append(path)
+            files.append(str(path))
             continue
         for dirpath, dirnames, filenames in os.walk(path):
             dirnames[:] = sorted(d for d in dirnames if d != "target" and not d.startswith("."))
-            files.extend(Path(dirpath, name) for name in sorted(filenames) if name.endswith(".rs"))
+            files.extend(os.path.join(dirpath, name) for name in sorted(filenames) if name.endswith(".rs"))
     return files
 
 
-def display_path(path: Path, root: Path) -> str:
-    """Repo-relative POSIX path when the file is under `root`, else the path as given."""
-    try:
-        return path.resolve().relative_to(root.resolve()).as_posix()
-    except ValueError:
-        return path.as_posix()
+def display_path(path: Path | str, root: Path | str) -> str:
+    """Repo-relative POSIX path when the file is under `root`, else the path as given.
+
+    String arithmetic on absolute paths rather than Path.resolve(): resolving
+    every file's symlinks cost more than linting burn's whole tree.
+    """
+    absolute = os.path.abspath(path)
+    base = os.path.abspath(root)
+    if absolute == base:
+        return os.path.basename(absolute)
+    prefix = base if base.endswith(os.sep) else base + os.sep
+    if absolute.startswith(prefix):
+        return absolute[len(prefix) :].replace(os.sep, "/")
+    return str(path).replace(os.sep, "/")
 
 
 def lint_source(path: str, source: bytes, rule_ids: list[str]) -> list[Finding]:
@@ -134,7 +152,7 @@ def _lint_files(files: list[tuple[str, str]], rule_ids: list[str]) -> LintReport
             report.skipped.append((shown, "not UTF-8"))
             continue
         report.lines += source.count(b"\n")
-        if PREFILTER.search(source) is None:
+        if not needs_parsing(source):
             continue
         report.files_parsed += 1
         report.findings.extend(lint_source(shown, source, rule_ids))
@@ -157,7 +175,7 @@ def lint_paths(
     jobs: int | None = None,
 ) -> LintReport:
     root = root or Path.cwd()
-    files = [(str(p), display_path(p, root)) for p in discover(paths)]
+    files = [(p, display_path(p, root)) for p in discover(paths)]
     jobs = jobs if jobs is not None else min(2, os.cpu_count() or 1)
     report = LintReport()
     if jobs <= 1 or len(files) < POOL_MIN_FILES:
@@ -165,10 +183,14 @@ def lint_paths(
     else:
         from concurrent.futures import ProcessPoolExecutor
 
-        # Interleaved chunks so big and small directories spread evenly.
-        chunks = [files[i :: jobs * 4] for i in range(jobs * 4)]
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=_pool_context()) as pool:
-            for part in pool.map(_lint_files, chunks, [rule_ids] * len(chunks)):
-                report.merge(part)
+        # Interleaved shares so big and small directories spread evenly. The
+        # parent lints share 0 itself while jobs-1 forked workers take the rest:
+        # one fork fewer, and no idle parent.
+        shares = [files[i::jobs] for i in range(jobs)]
+        with ProcessPoolExecutor(max_workers=jobs - 1, mp_context=_pool_context()) as pool:
+            pending = [pool.submit(_lint_files, share, rule_ids) for share in shares[1:]]
+            report.merge(_lint_files(shares[0], rule_ids))
+            for future in pending:
+                report.merge(future.result())
     report.findings.sort(key=lambda f: f.sort_key)
     return report
