@@ -1,0 +1,124 @@
+"""Diagnosis rules on traces recorded from real PyTorch runs that reproduce each failure."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from burnside.a1 import a1_data, a1_f32_arithmetic_inputs, a1_model, record_torch
+from burnside.compare import compare_traces
+from burnside.diagnose import diagnose, rule_doc
+from burnside.torch import record
+from burnside.trace import open_trace, write_trace
+
+from .conftest import run_cli
+
+
+def _batch():
+    x, y = a1_data()
+    return {"x": x, "y": y}
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    return record_torch(tmp_path_factory.mktemp("ref") / "sgd.safetensors", steps=2)
+
+
+def _rules(a, b) -> dict:
+    return {d.rule: d for d in diagnose(compare_traces(open_trace(a), open_trace(b)))}
+
+
+def test_d001_updates_that_never_land(tmp_path, reference):
+    # The optimizer steps a copy: the recorded model keeps its parameters, as after a dropped step result.
+    model = a1_model()
+    opt = torch.optim.SGD(copy.deepcopy(model).parameters(), lr=0.1)
+    stuck = record(model, opt, _batch(), tmp_path / "stuck.safetensors", steps=2)
+    found = _rules(reference, stuck)
+    assert "D001" in found
+    assert "step 0, 1" in found["D001"].evidence
+    assert "model = optim.step(lr, model, grads)" in found["D001"].fix
+
+
+def test_d002_gradients_for_another_module(tmp_path, reference):
+    model, other = a1_model(), a1_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    empty = record(model, opt, _batch(), tmp_path / "empty.safetensors", steps=2,
+                   forward=lambda m, b: other(b["x"]))
+    assert open_trace(empty).metadata["grads_len"] == [0, 0]
+    found = _rules(reference, empty)
+    assert "D002" in found and "step 0: 0 (vs 4)" in found["D002"].evidence
+    assert "D001" not in found  # no gradient at all is D002's case, not a dropped update
+
+
+def test_d003_optimizer_state_moves_without_the_model(tmp_path):
+    adam = record_torch(tmp_path / "adam.safetensors", steps=3, optim="adam")
+    model = a1_model()
+    frozen = record(model, torch.optim.Adam(model.parameters(), lr=0.0, eps=1e-8), _batch(),
+                    tmp_path / "frozen.safetensors", steps=3)
+    found = _rules(adam, frozen)
+    assert "D003" in found and "step count is 3" in found["D003"].evidence
+    assert "D001" in found
+
+
+def test_d004_adam_epsilon(tmp_path):
+    adam = record_torch(tmp_path / "adam.safetensors", steps=2, optim="adam")
+    model = a1_model()
+    burn_default = record(model, torch.optim.Adam(model.parameters(), lr=0.01, eps=1e-5), _batch(),
+                          tmp_path / "eps.safetensors", steps=2)
+    found = _rules(adam, burn_default)
+    assert "with_epsilon(1e-08)" in found["D004"].fix
+    assert "D005" not in found
+
+
+def test_d005_momentum_dampening(tmp_path):
+    model = a1_model()
+    a = record(model, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), _batch(), tmp_path / "a.json")
+    model = a1_model()
+    b = record(model, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, dampening=0.1), _batch(),
+               tmp_path / "b.json")
+    found = _rules(a, b)
+    assert "dampening" in found["D005"].evidence and "with_dampening" in found["D005"].fix
+
+
+def test_d006_inputs_computed_in_f32(tmp_path, reference):
+    model = a1_model()
+    bad_x = torch.from_numpy(a1_f32_arithmetic_inputs()["x"])
+    _, y = a1_data()
+    f32 = record(model, torch.optim.SGD(model.parameters(), lr=0.1), {"x": bad_x, "y": y},
+                 tmp_path / "f32.safetensors", steps=2)
+    found = _rules(reference, f32)
+    assert "inputs.x: 7 of 16 differ" in found["D006"].evidence
+
+
+def test_d007_burn_layout(tmp_path, reference):
+    trace = open_trace(reference)
+    tensors = {n: np.array(trace.array(n)) for n in trace.names}
+    for n in list(tensors):
+        if n.endswith("fc1.weight") and ".params_before." not in n:
+            tensors[n] = np.ascontiguousarray(tensors[n].T)
+    burn_layout = write_trace(tmp_path / "layout.safetensors", tensors, trace.metadata)
+    found = _rules(reference, burn_layout)
+    assert "step0.grads.fc1.weight (A [8, 4], B [4, 8])" in found["D007"].evidence
+
+
+def test_every_rule_has_the_four_sections():
+    from burnside.diagnose import RULES
+
+    for rule in RULES:
+        doc = rule.__doc__
+        for section in ("## What it does", "## Why is this bad?", "## Example", "## Use instead"):
+            assert section in doc, (rule.ID, section)
+    assert rule_doc("d004").ID == "D004"
+
+
+def test_cli_prints_the_diagnosis_with_its_fix(tmp_path, reference):
+    model = a1_model()
+    stuck = record(model, torch.optim.SGD(copy.deepcopy(model).parameters(), lr=0.1), _batch(),
+                   tmp_path / "stuck.safetensors", steps=2)
+    proc = run_cli("compare", str(reference), str(stuck))
+    assert proc.returncode == 1
+    assert "D001 optimizer step result discarded" in proc.stdout
+    assert "first divergence: step0.params_after.fc1.weight" in proc.stdout
