@@ -12,7 +12,8 @@ every name in that expression back to its own `let` (a few levels deep). If
 is fine: that covers GAN-style code, where the generator's gradients flow
 through the discriminator's `forward`. When the chain cannot be resolved (the
 loss is a parameter, or comes from another function with no `forward` call in
-sight), the rule says nothing.
+sight, or only a loss function's `forward`, such as `mse.forward(output, y)`
+with `output` a parameter), the rule says nothing.
 
 ## Why is this bad?
 
@@ -183,7 +184,9 @@ def check(unit: SourceUnit):
             continue
         chain = _Chain(bindings)
         chain.add(loss)
-        if not chain.forward_receivers:
+        # Only a loss function's forward in sight (`mse.forward(output, y)` with
+        # `output` a parameter) means the module behind the loss is unknown.
+        if not any(not _LOSS_FN_RE.search(r) for r in chain.forward_receivers):
             continue
         module = _unclone(args[1])
         if module.type not in ("identifier", "field_expression", "self"):
