@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 ALLOW_RE = re.compile(rb"burnside:\s*allow\(([^)]*)\)")
 _TEST_ATTRIBUTE_RE = re.compile(r"^#\[\s*((\w+\s*::\s*)*test\s*[\](]|cfg\s*\((?!.*\bnot\s*\().*\btest\b)")
+_TEST_FN_RE = re.compile(r"^#\[\s*(\w+\s*::\s*)*test\s*[\](]")
 _PREFIX_KINDS = frozenset({"attribute_item", "line_comment", "block_comment"})
 
 
@@ -83,3 +84,11 @@ def in_test_code(node: Node) -> bool:
             if sibling.type == "attribute_item" and _TEST_ATTRIBUTE_RE.match(text(sibling)):
                 return True
     return False
+
+
+def is_test_function(function: Node) -> bool:
+    """Whether a `fn` item carries `#[test]` (or `#[tokio::test]` and the like)."""
+    return any(
+        sibling.type == "attribute_item" and _TEST_FN_RE.match(text(sibling))
+        for sibling in _leading_siblings(function)
+    )

@@ -11,7 +11,8 @@ gradients (named `grads`/`*_grads`/`gradients`, bound from
 `GradientsParams`). Scheduler `step()`, environment `step(action)` and
 four-argument tensor-level `step` calls are not module steps. In test code, a
 discarded step followed by reading the optimizer's state (`to_record()`,
-`into_bytes()`, `save(...)`) is treated as deliberate.
+`into_bytes()`, `save(...)`) is treated as deliberate, and so is one that is
+the last statement of a `#[test]` function (a "does not panic" test).
 
 ## Why is this bad?
 
