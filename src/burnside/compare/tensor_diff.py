@@ -20,13 +20,15 @@ CHUNK = 1 << 19  # elements per chunk: keeps temporaries ~ 30 MiB per thread
 _WORKERS = min(2, os.cpu_count() or 1)
 _pool: ThreadPoolExecutor | None = None
 
-# dtype -> (signed integer view of the bits, wider integer for distances, minimum of the view)
+# dtype -> (signed integer view of the bits, unsigned twin, type the arithmetic runs in)
 _BITS = {
-    "F64": (np.int64, np.int64, np.iinfo(np.int64).min),
-    "F32": (np.int32, np.int64, np.iinfo(np.int32).min),
-    "F16": (np.int16, np.int32, np.iinfo(np.int16).min),
-    "BF16": (np.int16, np.int32, np.iinfo(np.int16).min),
+    "F64": (np.int64, np.uint64, np.float64),
+    "F32": (np.int32, np.uint32, np.float32),
+    "F16": (np.int16, np.uint16, np.float32),
+    "BF16": (np.int16, np.uint16, np.float32),
 }
+# Elements whose working-precision |a-b| lies this close (relatively) to the bound are rechecked in f64.
+_BORDER = 2.0**-20
 
 
 @dataclass(frozen=True)
@@ -111,69 +113,100 @@ def _exact_chunk(a: np.ndarray, b: np.ndarray, dtype: str, tol: Tolerance, offse
 
 
 def _float_chunk(a: np.ndarray, b: np.ndarray, dtype: str, tol: Tolerance, offset: int) -> _Partial:
-    view, wide, minimum = _BITS[dtype]
+    view, unsigned, work = _BITS[dtype]
     ia = a.view(view)
     ib = b.view(view)
     neq = ia != ib
-    idx = np.flatnonzero(neq)
-    if idx.size == 0:
+    differing = int(np.count_nonzero(neq))
+    if differing == 0:
         return _Partial()
-    ia, ib = ia[idx], ib[idx]
-    af = ia.view(a.dtype).astype(np.float64) if dtype != "BF16" else _bf16_values(ia)
-    bf = ib.view(b.dtype).astype(np.float64) if dtype != "BF16" else _bf16_values(ib)
-    diff = np.abs(af - bf)
-    finite = np.isfinite(diff)
-    if finite.all():
-        return _finite_stats(af, bf, diff, ia, ib, wide, minimum, idx, tol, offset, idx.size)
-    # Slow path: some element is NaN or infinite on at least one side.
+    idx = None
+    if differing * 8 < neq.size:  # sparse: look only at the elements whose bits differ
+        idx = np.flatnonzero(neq)
+        ia, ib = ia[idx], ib[idx]
+    av, bv = _values(ia, dtype, work), _values(ib, dtype, work)
+    diff = av - bv
+    np.abs(diff, out=diff)
+    if not np.isfinite(diff.max()):
+        return _nonfinite_chunk(av.astype(np.float64), bv.astype(np.float64), ia, ib, unsigned, idx, tol, offset)
+    part = _finite_stats(av, bv, diff, ia, ib, unsigned, tol)
+    part.differing = differing
+    part.worst = offset + (int(idx[part.worst]) if idx is not None else part.worst)
+    return part
+
+
+def _values(bits: np.ndarray, dtype: str, work) -> np.ndarray:
+    """Element values in the working type (f64 for F64, else f32, which holds f16/bf16 exactly)."""
+    if dtype == "BF16":
+        return (bits.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+    if dtype == "F16":
+        return bits.view(np.float16).astype(np.float32)
+    return bits.view(work)
+
+
+def _finite_stats(av, bv, diff, ia, ib, unsigned, tol: Tolerance) -> _Partial:
+    """Stats of finite elements; `worst` is an index into these arrays."""
+    if tol.rtol:
+        diff = np.abs(av.astype(np.float64) - bv.astype(np.float64))
+        bad = diff > tol.atol + tol.rtol * np.abs(bv.astype(np.float64))
+    else:
+        bad = diff > diff.dtype.type(tol.atol)
+        if diff.dtype != np.float64:
+            # |a-b| was rounded to f32: settle the elements that lie within rounding of the bound in f64.
+            near = np.flatnonzero(np.abs(diff - np.float32(tol.atol)) <= np.float32(tol.atol * _BORDER))
+            if near.size:
+                exact = np.abs(av[near].astype(np.float64) - bv[near].astype(np.float64))
+                bad[near] = exact > tol.atol
+    ulps = _ulp_distance(ia, ib, unsigned)
+    if tol.ulps is not None:
+        bad &= ulps > tol.ulps
+    worst = int(np.argmax(diff))
+    return _Partial(
+        max_abs=abs(float(av[worst]) - float(bv[worst])),  # exact in f64 for any f32/f16 pair
+        max_ulps=int(ulps.max()),
+        worst=worst,
+        out=int(np.count_nonzero(bad)),
+    )
+
+
+def _nonfinite_chunk(af, bf, ia, ib, unsigned, idx, tol: Tolerance, offset: int) -> _Partial:
+    """Some element is NaN or infinite on at least one side: the careful path, in f64."""
     nan_a, nan_b = np.isnan(af), np.isnan(bf)
     fin_a, fin_b = np.isfinite(af), np.isfinite(bf)
     both_nan = nan_a & nan_b
     nf_a = int(np.count_nonzero(~fin_a & fin_b))
     nf_b = int(np.count_nonzero(fin_a & ~fin_b))
-    clash = int(np.count_nonzero(~fin_a & ~fin_b & ~both_nan & (af != bf)))  # +inf vs -inf, NaN vs inf
-    keep = fin_a & fin_b
+    clash = int(np.count_nonzero(~fin_a & ~fin_b & ~both_nan & (ia != ib)))  # +inf vs -inf, NaN vs inf
+    keep = np.flatnonzero(fin_a & fin_b)
+    position = (lambda i: offset + int(idx[i])) if idx is not None else (lambda i: offset + int(i))
     part = _Partial()
-    if keep.any():
-        sel = np.flatnonzero(keep)
-        part = _finite_stats(af[sel], bf[sel], diff[sel], ia[sel], ib[sel], wide, minimum, idx[sel], tol, offset, 0)
-    part.differing = int(idx.size - np.count_nonzero(both_nan))
+    if keep.size:
+        diff = np.abs(af[keep] - bf[keep])
+        part = _finite_stats(af[keep], bf[keep], diff, ia[keep], ib[keep], unsigned, tol)
+        part.worst = position(keep[part.worst])
+    # identical bits (when not gathered) and NaN == NaN are not differences
+    part.differing = int(np.count_nonzero((ia != ib) & ~both_nan))
     part.out += nf_a + nf_b + clash
     part.nf_a, part.nf_b = nf_a, nf_b
-    if part.worst is None and part.differing:
-        bad = np.flatnonzero(~keep & ~both_nan)
-        part.max_abs, part.worst = float("inf"), offset + int(idx[bad[0]])
+    if nf_a + nf_b + clash:  # a value finite on one side only is infinitely far off
+        bad = np.flatnonzero(~(fin_a & fin_b) & ~both_nan & (ia != ib))
+        part.max_abs, part.worst = float("inf"), position(bad[0])
     return part
 
 
-def _finite_stats(af, bf, diff, ia, ib, wide, minimum, idx, tol: Tolerance, offset: int, differing: int) -> _Partial:
-    ulps = _ulp_distance(ia, ib, wide, minimum)
-    bound = tol.atol + tol.rtol * np.abs(bf) if tol.rtol else tol.atol
-    bad = diff > bound
-    if tol.ulps is not None:
-        bad &= ulps > tol.ulps
-    worst = int(np.argmax(diff))
-    return _Partial(
-        differing=differing,
-        max_abs=float(diff[worst]),
-        max_ulps=int(ulps.max()),
-        worst=offset + int(idx[worst]),
-        out=int(np.count_nonzero(bad)),
-    )
+def _ulp_distance(ia: np.ndarray, ib: np.ndarray, unsigned) -> np.ndarray:
+    """Distance in representable values: bits mapped onto a monotone integer line (-0 == +0).
+
+    A negative float's bits map to minus its magnitude bits, which stays inside the signed
+    type; the difference of two keys may not, but always fits the unsigned twin, so it is
+    taken modulo 2**w as max - min.
+    """
+    ka, kb = _ordered(ia), _ordered(ib)
+    return np.maximum(ka, kb).view(unsigned) - np.minimum(ka, kb).view(unsigned)
 
 
-def _ulp_distance(ia: np.ndarray, ib: np.ndarray, wide, minimum: int) -> np.ndarray:
-    """Distance in representable values: bits mapped to a monotone integer line (-0 == +0)."""
-    ka = ia.astype(wide)
-    kb = ib.astype(wide)
-    ka = np.where(ka < 0, minimum - ka, ka)
-    kb = np.where(kb < 0, minimum - kb, kb)
-    if ia.dtype == np.int64:
-        # f64: the difference of two keys can exceed int64, but never uint64: subtract modulo 2**64.
-        d = ka.view(np.uint64) - kb.view(np.uint64)
-        return np.where(ka >= kb, d, np.uint64(0) - d)
-    return np.abs(ka - kb)
-
-
-def _bf16_values(bits: np.ndarray) -> np.ndarray:
-    return (bits.view(np.uint16).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+def _ordered(bits: np.ndarray) -> np.ndarray:
+    width = bits.dtype.itemsize * 8
+    sign = bits >> (width - 1)  # 0 or -1
+    magnitude = bits & bits.dtype.type(np.iinfo(bits.dtype).max)
+    return (magnitude ^ sign) - sign  # two's-complement negation where the sign bit was set
