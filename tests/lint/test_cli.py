@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from burnside.cli import app
-from fixture_findings import FIXTURES
+from tests.lint.fixture_findings import FIXTURES
 
 runner = CliRunner()
 

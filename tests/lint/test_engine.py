@@ -9,7 +9,7 @@ import pytest
 
 from burnside.lint import lint_paths, select_rules
 from burnside.lint.engine import POOL_MIN_FILES, PREFILTER, needs_parsing
-from fixture_findings import FIXTURES
+from tests.lint.fixture_findings import FIXTURES
 
 BURN_SRC = Path("/work/burn-src")
 

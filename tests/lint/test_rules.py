@@ -6,7 +6,7 @@ import pytest
 
 from burnside.lint import lint_paths, lint_source, select_rules
 from burnside.lint.finding import Severity
-from fixture_findings import FIXTURES, findings_of
+from tests.lint.fixture_findings import FIXTURES, findings_of
 
 
 def test_bs001_bad():

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from burnside.cli import app
-from fixture_findings import FIXTURES
+from tests.lint.fixture_findings import FIXTURES
 
 pytestmark = pytest.mark.skipif(shutil.which("cargo") is None, reason="cargo is not on PATH")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from burnside.lint import lint_paths
 from burnside.lint.finding import Severity
-from fixture_findings import FIXTURES, findings_of
+from tests.lint.fixture_findings import FIXTURES, findings_of
 
 
 def test_allow_comments():
