@@ -15,6 +15,7 @@ def plot_drift(comparison: Comparison, path: Path) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     steps = range(comparison.steps)
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
@@ -34,7 +35,11 @@ def plot_drift(comparison: Comparison, path: Path) -> Path:
         xs = sorted(per_step)
         # log scale: show exact zeros at the floor instead of dropping them
         right.plot(xs, [max(per_step[x], 1e-12) for x in xs], marker=".", label=stage)
+    if comparison.rows:
+        right.axhline(comparison.rows[0].tol.atol, color="black", linestyle="--", linewidth=0.8, label="tolerance")
     right.set_yscale("log")
+    for axis in (left, right):
+        axis.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     right.set(title="max |A - B| per step (1e-12 = identical)", xlabel="step", ylabel="max |diff|")
     right.legend(fontsize=7, ncol=2)
     fig.tight_layout()
