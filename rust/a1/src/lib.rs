@@ -1,0 +1,20 @@
+//! The seed's A1 case: a two-layer MLP, its weights and its batch of four, written out
+//! value by value so the burn side starts from exactly the numbers the PyTorch side uses.
+//!
+//! Every value is computed in f64 and rounded to f32 once, as `burnside.a1` does in Python;
+//! [`Arithmetic::F32`] reproduces the tempting shortcut of computing in f32 (seed item S3).
+
+mod arithmetic;
+mod batch;
+mod mlp;
+
+pub use arithmetic::Arithmetic;
+pub use batch::{a1_data, a1_data_with, a1_inputs, a1_labels};
+pub use mlp::{Mlp, a1_model, a1_model_with, ce};
+
+/// Learning rate of the seed's SGD runs.
+pub const SGD_LR: f64 = 0.1;
+/// Learning rate of the seed's Adam runs.
+pub const ADAM_LR: f64 = 0.01;
+/// Adam's epsilon in the seed (PyTorch's default; burn's default is 1e-5).
+pub const ADAM_EPS: f32 = 1e-8;

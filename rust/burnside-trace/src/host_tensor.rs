@@ -1,0 +1,153 @@
+use burn::tensor::{DType, TensorData};
+
+use crate::TraceError;
+
+/// The element types a trace or init file holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostDType {
+    /// 32-bit float: parameters, activations, gradients, optimizer state.
+    F32,
+    /// 64-bit float.
+    F64,
+    /// 64-bit signed integer: class labels.
+    I64,
+}
+
+impl HostDType {
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            HostDType::F32 => 4,
+            HostDType::F64 | HostDType::I64 => 8,
+        }
+    }
+}
+
+/// A tensor on the host, row-major and little-endian: what goes into or comes out of a file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostTensor {
+    /// Element type.
+    pub dtype: HostDType,
+    /// Dimensions, outermost first; empty for a 0-d scalar.
+    pub shape: Vec<usize>,
+    /// The elements, row-major, little-endian.
+    pub bytes: Vec<u8>,
+}
+
+impl HostTensor {
+    /// An f32 tensor from its values and shape.
+    pub fn from_f32(values: &[f32], shape: Vec<usize>) -> Self {
+        let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        Self { dtype: HostDType::F32, shape, bytes }
+    }
+
+    /// An i64 tensor from its values and shape.
+    pub fn from_i64(values: &[i64], shape: Vec<usize>) -> Self {
+        let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        Self { dtype: HostDType::I64, shape, bytes }
+    }
+
+    /// Copy burn tensor data to the host: f64 stays f64, other floats become f32, integers i64.
+    pub fn from_data(data: TensorData) -> Result<Self, TraceError> {
+        let shape = data.shape().to_vec();
+        let dtype = data.dtype();
+        let mismatch = |e: burn::tensor::DataError| TraceError::Mismatch {
+            name: String::from("<tensor>"),
+            message: format!("cannot read {dtype:?} data: {e:?}"),
+        };
+        Ok(match dtype {
+            DType::F64 => {
+                let values = data.try_into_vec_as::<f64>().map_err(mismatch)?;
+                let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+                Self { dtype: HostDType::F64, shape, bytes }
+            }
+            d if d.is_float() => Self::from_f32(&data.try_into_vec_as::<f32>().map_err(mismatch)?, shape),
+            _ => Self::from_i64(&data.try_into_vec_as::<i64>().map_err(mismatch)?, shape),
+        })
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// Whether the tensor has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The elements as f32, if this is an f32 tensor.
+    pub fn to_f32(&self) -> Option<Vec<f32>> {
+        (self.dtype == HostDType::F32).then(|| {
+            self.bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect()
+        })
+    }
+
+    /// The elements as i64, if this is an i64 tensor.
+    pub fn to_i64(&self) -> Option<Vec<i64>> {
+        (self.dtype == HostDType::I64).then(|| {
+            self.bytes
+                .chunks_exact(8)
+                .map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes")))
+                .collect()
+        })
+    }
+
+    /// Burn tensor data with the same elements and shape.
+    pub fn to_data(&self) -> TensorData {
+        let dtype = match self.dtype {
+            HostDType::F32 => DType::F32,
+            HostDType::F64 => DType::F64,
+            HostDType::I64 => DType::I64,
+        };
+        TensorData::from_bytes_vec(self.bytes.clone(), self.shape.clone(), dtype)
+    }
+
+    /// The same tensor with its shape replaced; the element count must not change.
+    pub fn reshaped(mut self, shape: Vec<usize>) -> Self {
+        debug_assert_eq!(shape.iter().product::<usize>(), self.len());
+        self.shape = shape;
+        self
+    }
+
+    /// The transpose of a 2-d tensor (`[a, b]` becomes `[b, a]`), moving whole elements.
+    pub fn transposed(&self) -> Self {
+        assert_eq!(self.shape.len(), 2, "only a 2-d tensor has a transpose here");
+        let (rows, cols, size) = (self.shape[0], self.shape[1], self.dtype.size());
+        let mut bytes = vec![0_u8; self.bytes.len()];
+        for r in 0..rows {
+            for c in 0..cols {
+                let from = (r * cols + c) * size;
+                let to = (c * rows + r) * size;
+                bytes[to..to + size].copy_from_slice(&self.bytes[from..from + size]);
+            }
+        }
+        Self { dtype: self.dtype, shape: vec![cols, rows], bytes }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transpose_moves_elements_bit_for_bit() {
+        let t = HostTensor::from_f32(&[1.0, 2.0, 3.0, 4.0, 5.0, -0.0], vec![2, 3]);
+        let tt = t.transposed();
+        assert_eq!(tt.shape, vec![3, 2]);
+        assert_eq!(tt.to_f32().unwrap(), vec![1.0, 4.0, 2.0, 5.0, 3.0, -0.0]);
+        assert!(tt.to_f32().unwrap()[5].is_sign_negative());
+        assert_eq!(tt.transposed(), t);
+    }
+
+    #[test]
+    fn data_round_trip_keeps_dtype_and_bits() {
+        let t = HostTensor::from_i64(&[0, 2, 1, 2], vec![4]);
+        assert_eq!(HostTensor::from_data(t.to_data()).unwrap(), t);
+        let f = HostTensor::from_f32(&[0.1, f32::MIN_POSITIVE], vec![2]);
+        assert_eq!(HostTensor::from_data(f.to_data()).unwrap(), f);
+    }
+}

@@ -1,0 +1,74 @@
+use std::collections::BTreeMap;
+
+use burn::optim::ModuleOptimizer;
+use burn::tensor::DType;
+use burn_pack::{Reader, Scalar};
+
+use crate::{HostTensor, ParamEntry, TraceError};
+
+/// The optimizer's per-parameter state in PyTorch's names and layout:
+/// `(slot, param path) -> tensor`, e.g. `("exp_avg", "fc1.weight")`.
+///
+/// burn keeps the state private; it comes out through the optimizer's record
+/// (`ModuleOptimizer::into_bytes`, a burnpack buffer whose tensors are named
+/// `{param_id}.{field}`, e.g. `{id}.momentum.moment_1`, and whose scalars hold `{id}.momentum.time`).
+/// Slots are renamed (`moment_1` → `exp_avg`, `moment_2` → `exp_avg_sq`, `max_moment_2` →
+/// `max_exp_avg_sq`, `velocity` → `momentum_buffer`, `time` → `step` as an f32 scalar); a field
+/// without a PyTorch counterpart keeps its burn name. `Linear` weight moments are transposed.
+/// State of a parameter that is not in `params` (another module's) is an error.
+pub fn optimizer_state(
+    optim: &ModuleOptimizer,
+    params: &[ParamEntry],
+) -> Result<BTreeMap<(String, String), HostTensor>, TraceError> {
+    let bad = |what: String| TraceError::OptimizerState(what);
+    let bytes = optim.into_bytes().map_err(|e| bad(format!("cannot serialize the optimizer record: {e:?}")))?;
+    let reader = Reader::from_bytes(bytes).map_err(|e| bad(format!("cannot read the optimizer record: {e:?}")))?;
+    let by_id: BTreeMap<u64, &ParamEntry> = params.iter().map(|p| (p.id.val(), p)).collect();
+    let param_of = |name: &str| -> Result<(&ParamEntry, String), TraceError> {
+        let (id, field) = name.split_once('.').ok_or_else(|| bad(format!("unexpected record entry `{name}`")))?;
+        let entry = id
+            .parse::<u64>()
+            .ok()
+            .and_then(|id| by_id.get(&id).copied())
+            .ok_or_else(|| bad(format!("record entry `{name}` belongs to no parameter of this module")))?;
+        Ok((entry, field.rsplit('.').next().unwrap_or(field).to_string()))
+    };
+
+    let mut state = BTreeMap::new();
+    for (name, scalar) in reader.scalars() {
+        let (entry, leaf) = param_of(name)?;
+        if leaf.starts_with("__") {
+            continue; // burn's own bookkeeping (the parameter's rank)
+        }
+        let value = match *scalar {
+            Scalar::Int(v) => v as f32,
+            Scalar::UInt(v) => v as f32,
+            Scalar::Float(v) => v as f32,
+            Scalar::Bool(v) => f32::from(u8::from(v)),
+        };
+        state.insert((torch_slot(&leaf), entry.path.clone()), HostTensor::from_f32(&[value], vec![]));
+    }
+    let tensors = reader.into_tensors().map_err(|e| bad(format!("cannot read the record's tensors: {e:?}")))?;
+    for tensor in tensors {
+        let (name, dtype, shape, _param_id, bytes) =
+            tensor.into_parts().map_err(|e| bad(format!("cannot read a record tensor: {e:?}")))?;
+        let (entry, leaf) = param_of(&name)?;
+        let data = burn::tensor::TensorData::from_bytes_vec(bytes.to_vec(), shape, dtype);
+        let host = HostTensor::from_data(if dtype == DType::F32 { data } else { data.convert::<f32>() })?;
+        state.insert((torch_slot(&leaf), entry.path.clone()), entry.to_torch_layout(host));
+    }
+    Ok(state)
+}
+
+/// PyTorch's name for a burn optimizer state field.
+fn torch_slot(leaf: &str) -> String {
+    match leaf {
+        "moment_1" => "exp_avg",
+        "moment_2" => "exp_avg_sq",
+        "max_moment_2" => "max_exp_avg_sq",
+        "velocity" => "momentum_buffer",
+        "time" => "step",
+        other => other,
+    }
+    .to_string()
+}

@@ -1,0 +1,107 @@
+//! S1: N training steps on A1 (SGD lr 0.1, or Adam lr 0.01 with eps 1e-8), recorded as a
+//! burnside trace with `burnside-trace`.
+//!
+//! ```text
+//! train-step -o burn.safetensors [--steps N] [--optim sgd|adam] [--f32-inputs] [--init INIT]
+//! ```
+//!
+//! Without `--init` the model and batch are A1 built in Rust (f64, rounded once to f32);
+//! `--f32-inputs` computes inputs and biases in f32 instead (S3). With `--init` the parameters
+//! and the batch come from a `burnside.torch.export_init` file, the contract `burnside check`
+//! uses for any port. The last line is `JSON: {...}` with the losses.
+
+use std::error::Error;
+use std::path::PathBuf;
+
+use a1::{Arithmetic, Mlp, a1_data_with, a1_model_with, ce};
+use burn::optim::GradientsParams;
+use burn::tensor::{Device, Int, Tensor};
+use burnside_trace::{InitFile, OptimizerSpec, TraceRecorder};
+
+/// Command-line options.
+struct Options {
+    out: PathBuf,
+    steps: usize,
+    optimizer: OptimizerSpec,
+    arithmetic: Arithmetic,
+    init: Option<PathBuf>,
+}
+
+fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
+    let mut out = None;
+    let mut steps = 1;
+    let mut optimizer = OptimizerSpec::sgd(a1::SGD_LR);
+    let mut arithmetic = Arithmetic::F64RoundedOnce;
+    let mut init = None;
+    while let Some(arg) = args.next() {
+        let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
+        match arg.as_str() {
+            "-o" | "--out" => out = Some(PathBuf::from(value()?)),
+            "--steps" => steps = value()?.parse().map_err(|e| format!("--steps: {e}"))?,
+            "--optim" => {
+                optimizer = match value()?.as_str() {
+                    "sgd" => OptimizerSpec::sgd(a1::SGD_LR),
+                    "adam" => OptimizerSpec::adam(a1::ADAM_LR),
+                    other => return Err(format!("--optim {other}: expected sgd or adam")),
+                }
+            }
+            "--f32-inputs" => arithmetic = Arithmetic::F32,
+            "--init" => init = Some(PathBuf::from(value()?)),
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    let out = out.ok_or("missing -o FILE")?;
+    if steps == 0 {
+        return Err("--steps must be at least 1".to_string());
+    }
+    Ok(Options { out, steps, optimizer, arithmetic, init })
+}
+
+fn main() -> Result<(), Box<dyn Error>> {
+    let options = parse(std::env::args().skip(1))?;
+    let device = Device::default().autodiff();
+    let (mut model, x, y): (Mlp, Tensor<2>, Tensor<1, Int>) = match &options.init {
+        Some(path) => {
+            let init = InitFile::read(path)?;
+            let model = init.load_module(a1_model_with(&device, options.arithmetic))?;
+            (model, init.float_input::<2>("x", &device)?, init.int_input::<1>("y", &device)?)
+        }
+        None => {
+            let (x, y) = a1_data_with(&device, options.arithmetic);
+            (a1_model_with(&device, options.arithmetic), x, y)
+        }
+    };
+    let ce = ce(&device);
+    let lr = options.optimizer.lr();
+    let mut optim = options.optimizer.init();
+    let mut recorder = TraceRecorder::new(options.optimizer.clone());
+    let mut losses = Vec::with_capacity(options.steps);
+
+    for step in 0..options.steps {
+        recorder.input(step, "x", x.to_data())?;
+        recorder.input(step, "y", y.to_data())?;
+        recorder.params_before(step, &model)?;
+        let logits = model.forward(x.clone());
+        recorder.logits(step, &logits)?;
+        let loss = ce.forward(logits, y.clone());
+        recorder.loss(step, &loss)?;
+        losses.push(loss.clone().into_scalar::<f32>());
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        debug_assert_eq!(grads.len(), 4, "every A1 parameter has a gradient");
+        recorder.grads(step, &model, &grads)?;
+        model = optim.step(lr, model, grads);
+        recorder.params_after(step, &model)?;
+        recorder.optim(step, &model, &optim)?;
+    }
+    let loss_after = ce.forward(model.forward(x.clone()), y.clone());
+    recorder.loss_after(options.steps - 1, &loss_after)?;
+    recorder.write(&options.out)?;
+
+    let loss_after: f32 = loss_after.into_scalar();
+    println!("losses {losses:?}  loss_after {loss_after}");
+    println!(
+        "JSON: {}",
+        serde_json::json!({"trace": options.out, "losses": losses, "loss_after": loss_after})
+    );
+    Ok(())
+}
