@@ -135,6 +135,30 @@ def _record_burn_a1(path: Path, *, steps: int, optim: str) -> Path:
                      "run `burnside run a1 --side torch` for the PyTorch side alone")
 
 
+@app.command()
+def explain(rule_id: str = typer.Argument(..., help="A lint rule (BS001) or diagnosis rule (D001).")) -> None:
+    """Print what a lint or diagnosis rule checks, why it matters, and how to fix it."""
+    from rich.markdown import Markdown
+    from rich.panel import Panel
+
+    from burnside.diagnose import RULES as DIAGNOSIS_RULES
+    from burnside.diagnose import rule_doc
+    from burnside.lint.rules import RULES as LINT_RULES
+    from burnside.lint.rules import rule as lint_rule
+
+    lint = lint_rule(rule_id)
+    if lint is not None:
+        title = f"{lint.ID} ({lint.NAME}) · default severity: {lint.SEVERITY.value}"
+        doc = lint.__doc__
+    elif (diagnosis := rule_doc(rule_id)) is not None:
+        title = f"{diagnosis.ID} ({diagnosis.TITLE}) · diagnosis rule of `burnside compare`"
+        doc = diagnosis.__doc__
+    else:
+        known = ", ".join([*LINT_RULES, *sorted(r.ID for r in DIAGNOSIS_RULES)])
+        raise BurnsideError(f"unknown rule {rule_id}; known rules: {known}")
+    Console(highlight=False).print(Panel(Markdown(doc or ""), title=title, title_align="left"))
+
+
 experiments_app = typer.Typer(help="The seed pages' experiments S1-S16.", no_args_is_help=True)
 app.add_typer(experiments_app, name="experiments")
 
@@ -194,7 +218,7 @@ def main() -> None:
 # --- commands -------------------------------------------------------------
 # Each command module registers itself here; keep this list in pipeline order.
 
-# lint: `burnside lint` and `burnside explain` (src/burnside/lint/command.py).
+# lint: `burnside lint` (src/burnside/lint/command.py).
 from burnside.lint.command import register as _register_lint  # noqa: E402
 
 _register_lint(app)

@@ -172,7 +172,15 @@ def test_explain_prints_the_rule_docstring():
     for heading in ("What it does", "Why is this bad?", "Example", "Use instead"):
         assert heading in result.stdout
     assert "BS002" in result.stdout and "ParamId" in result.stdout
-    assert runner.invoke(app, ["explain", "BS042"]).exit_code == 2
+    unknown = subprocess.run([sys.executable, "-c", "from burnside.cli import main; main()", "explain", "BS042"],
+                             capture_output=True, text=True)
+    assert unknown.returncode == 2 and unknown.stderr.startswith("error: unknown rule BS042")
+
+
+def test_explain_knows_the_diagnosis_rules_too():
+    result = runner.invoke(app, ["explain", "d004"])
+    assert result.exit_code == 0
+    assert "D004" in result.stdout and "with_epsilon(1e-8)" in result.stdout
 
 
 @pytest.mark.parametrize("rule_id", ["BS001", "BS002", "BS003", "BS004", "BS005"])

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from enum import Enum
 from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
+from burnside.atomic import atomic_output
 from burnside.errors import BurnsideError
 
 
@@ -28,16 +29,9 @@ def _split(value: str | None) -> list[str] | None:
 
 def write_atomically(path: Path, content: str) -> None:
     """Readers of `--output` never see a half-written report."""
-    directory = path.resolve().parent
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(content)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    path.resolve().parent.mkdir(parents=True, exist_ok=True)
+    with atomic_output(path, "w") as handle:
+        handle.write(content)
 
 
 def _exit(code: int):
@@ -47,7 +41,7 @@ def _exit(code: int):
 
 
 def _fail(message: str, code: int = 2):
-    Console(stderr=True, highlight=False).print(f"[bold red]error:[/] {message}", soft_wrap=True)
+    Console(stderr=True, highlight=False).print(Text("error: ", style="bold red") + Text(message), soft_wrap=True)
     _exit(code)
 
 
@@ -104,21 +98,5 @@ def lint(
     _exit(1 if report.has_errors else 0)
 
 
-def explain(rule_id: str = typer.Argument(..., help="A rule ID, e.g. BS001.")) -> None:
-    """Print what a lint rule checks, why it matters, and how to fix it."""
-    from rich.markdown import Markdown
-    from rich.panel import Panel
-
-    from burnside.lint.rules import RULES, rule
-
-    module = rule(rule_id)
-    if module is None:
-        _fail(f"unknown rule {rule_id}; known rules: {', '.join(RULES)}")
-    console = Console()
-    title = f"{module.ID} ({module.NAME}) · default severity: {module.SEVERITY.value}"
-    console.print(Panel(Markdown(module.__doc__ or ""), title=title, title_align="left"))
-
-
 def register(app: typer.Typer) -> None:
     app.command("lint")(lint)
-    app.command("explain")(explain)
