@@ -182,5 +182,7 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
             continue
         tol = tolerances.for_name(name)
         stats = diff_arrays(a.array(name), b.array(name), ia.dtype, tol)
+        a.release(name)
+        b.release(name)
         comparison.rows.append(TensorRow(name, ia.dtype, ia.shape, stats, tol))
     return comparison

@@ -111,6 +111,15 @@ class MappedFile:
         return flat.reshape(entry.shape)
 
 
+    def release(self, entry: Entry) -> None:
+        """Unmap a compared tensor's pages (they stay in the page cache): keeps RSS to one tensor."""
+        if self._mmap is None or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        start = entry.begin - entry.begin % mmap.PAGESIZE
+        if entry.end > start:
+            self._mmap.madvise(mmap.MADV_DONTNEED, start, entry.end - start)
+
+
 def write(path: Path, tensors: dict[str, np.ndarray], metadata: dict[str, str]) -> None:
     """Write tensors (numpy, already in storage dtype) and string metadata atomically."""
     payload = safetensors_save({k: np.ascontiguousarray(v).reshape(np.shape(v)) for k, v in tensors.items()}, metadata=metadata)

@@ -38,8 +38,10 @@ class TensorInfo:
 class Trace:
     """A trace or init file. Tensor data is read on demand (memory-mapped for safetensors)."""
 
-    def __init__(self, path: Path, kind: str, metadata: dict, infos: dict[str, TensorInfo], source) -> None:
+    def __init__(self, path: Path, kind: str, metadata: dict, infos: dict[str, TensorInfo], source,
+                 release=None) -> None:
         self.path = path
+        self._release = release
         self.kind = kind
         self.metadata = metadata
         self._infos = infos
@@ -58,6 +60,11 @@ class Trace:
     def array(self, name: str) -> np.ndarray:
         """The tensor's data in its storage dtype (BF16 as raw uint16 bits); read-only."""
         return self._source(name)
+
+    def release(self, name: str) -> None:
+        """Done with this tensor for now: let a memory-mapped file drop its pages from RSS."""
+        if self._release is not None:
+            self._release(name)
 
     def values(self, name: str) -> np.ndarray:
         """The tensor's values; BF16 widened to f32."""
@@ -116,7 +123,8 @@ def _open_safetensors(path: Path, kind: str) -> Trace:
     metadata = decode_metadata(path, raw)
     mapped = safetensors_file.MappedFile(path, size)
     infos = {name: TensorInfo(e.dtype, e.shape) for name, e in entries.items()}
-    return Trace(path, kind, metadata, infos, lambda name: mapped.array(entries[name]))
+    return Trace(path, kind, metadata, infos, lambda name: mapped.array(entries[name]),
+                 lambda name: mapped.release(entries[name]))
 
 
 def _open_json(path: Path, kind: str) -> Trace:
