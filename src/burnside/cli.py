@@ -14,7 +14,7 @@ from rich.text import Text
 
 from burnside.compare import Comparison, Tolerance, Tolerances, compare_traces, load_tolerances
 from burnside.diagnose import diagnose
-from burnside.errors import BuildError, BurnsideError
+from burnside.errors import BurnsideError
 from burnside.report.table import render
 from burnside.trace import convert_trace, open_trace
 
@@ -130,9 +130,10 @@ def run_target(
 
 
 def _record_burn_a1(path: Path, *, steps: int, optim: str) -> Path:
-    # burn side: provided by burnside.burn.a1 (the burn-side issue).
-    raise BuildError("the burn side of A1 is not built yet in this version of burnside; "
-                     "run `burnside run a1 --side torch` for the PyTorch side alone")
+    # burn side: builds rust/train-step (progress shown) and runs it (src/burnside/burn/a1.py).
+    from burnside.burn.a1 import record_a1
+
+    return record_a1(path, steps=steps, optim=optim, console=console)
 
 
 @app.command()
@@ -222,3 +223,8 @@ def main() -> None:
 from burnside.lint.command import register as _register_lint  # noqa: E402
 
 _register_lint(app)
+
+# check: `burnside check`, a user's burn port against a PyTorch trace (src/burnside/burn/check.py).
+from burnside.burn.check import register as _register_check  # noqa: E402
+
+_register_check(app)

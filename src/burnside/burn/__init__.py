@@ -1,0 +1,33 @@
+"""The burn side: build burnside's Rust programs (or a user's port) with cargo and run them.
+
+- `cargo`: find cargo and the shared target directory, build with a progress display, and
+  build the programs that must not compile to read rustc's verdict.
+- `binary`: run a built program with a timeout and parse its `JSON: {...}` line.
+- `a1`: record the seed's A1 model on burn (`burnside run a1`).
+- `check`: build a user's port, run it on the PyTorch side's starting point, compare.
+"""
+
+from burnside.burn.binary import BinaryRun, run_binary
+from burnside.burn.cargo import (
+    BuildResult,
+    CompileError,
+    build,
+    build_workspace,
+    expect_compile_error,
+    find_cargo,
+    rust_workspace,
+    target_dir,
+)
+
+__all__ = [
+    "BinaryRun",
+    "BuildResult",
+    "CompileError",
+    "build",
+    "build_workspace",
+    "expect_compile_error",
+    "find_cargo",
+    "run_binary",
+    "rust_workspace",
+    "target_dir",
+]

@@ -1,0 +1,32 @@
+"""The seed's A1 on burn: build `train-step` and record its trace (`burnside run a1`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+from burnside.burn.binary import run_binary
+from burnside.burn.cargo import build_workspace
+
+
+def record_a1(out: Path, *, steps: int = 1, optim: str = "sgd", console: Console | None = None,
+              f32_inputs: bool = False, init: Path | None = None) -> Path:
+    """Record ``steps`` steps of A1 on burn (SGD lr 0.1 or Adam lr 0.01, eps 1e-8) into ``out``.
+
+    The model and batch are built in Rust (f64, rounded once); ``f32_inputs`` computes inputs
+    and biases in f32 instead (S3); ``init`` loads a `burnside.torch.export_init` file instead.
+    """
+    if optim not in ("sgd", "adam"):
+        raise ValueError(f"unknown optimizer {optim!r}; use sgd or adam")
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    binary = build_workspace(console).executables["train-step"]
+    args = ["-o", str(out), "--steps", str(steps), "--optim", optim]
+    if f32_inputs:
+        args.append("--f32-inputs")
+    if init is not None:
+        args += ["--init", str(init)]
+    out.unlink(missing_ok=True)
+    run_binary(binary, args, expect_file=out)
+    return out

@@ -1,0 +1,58 @@
+"""Run a built burn program with a timeout and read its machine-readable `JSON: {...}` line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from burnside.errors import RunError
+
+_JSON_PREFIX = "JSON: "
+
+
+@dataclass
+class BinaryRun:
+    """One run: what it printed, the parsed JSON line (if any), how long it took."""
+
+    name: str
+    stdout: str
+    stderr: str
+    json: dict | None
+    seconds: float
+
+    @property
+    def text(self) -> str:
+        """What the program printed for people (stdout without the JSON line)."""
+        return "\n".join(l for l in self.stdout.splitlines() if not l.startswith(_JSON_PREFIX))
+
+
+def _last_line(text: str) -> str:
+    lines = [l for l in text.splitlines() if l.strip()]
+    return lines[-1] if lines else "(no output on stderr)"
+
+
+def run_binary(path: Path, args: list[str] | None = None, *, timeout: float = 300,
+               expect_file: Path | None = None) -> BinaryRun:
+    """Run ``path`` with ``args``; a non-zero exit, a timeout or a missing ``expect_file`` is a RunError."""
+    name = Path(path).name
+    command = [str(path), *(args or [])]
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        raise RunError(f"{name} did not finish within {timeout:.0f}s") from exc
+    except OSError as exc:
+        raise RunError(f"cannot run {name}: {exc}") from exc
+    seconds = time.monotonic() - start
+    if proc.returncode != 0:
+        raise RunError(f"{name} exited with status {proc.returncode}: {_last_line(proc.stderr)}")
+    if expect_file is not None and not Path(expect_file).is_file():
+        raise RunError(f"{name} exited cleanly but wrote no trace at {expect_file}: {_last_line(proc.stderr)}")
+    parsed = None
+    for line in proc.stdout.splitlines():
+        if line.startswith(_JSON_PREFIX):
+            parsed = json.loads(line[len(_JSON_PREFIX):])
+    return BinaryRun(name, proc.stdout, proc.stderr, parsed, seconds)
