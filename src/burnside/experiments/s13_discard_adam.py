@@ -1,0 +1,57 @@
+"""S13: pitb-opt `discard adam`, dropped Adam steps still advance the moments."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from burnside.experiments import Context, Experiment, ExperimentResult
+
+TOL = 1e-6
+
+
+def torch_adam_losses(steps: int) -> list[float]:
+    """The loss before each of ``steps`` PyTorch Adam steps (lr 0.01, eps 1e-8) on A1."""
+    from torch import nn
+
+    from burnside.a1 import a1_data, a1_model, a1_optimizer
+
+    x, y = a1_data()
+    model = a1_model()
+    opt = a1_optimizer(model, "adam")
+    losses = []
+    for _ in range(steps):
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.item()))
+    return losses
+
+
+def run(ctx: Context) -> ExperimentResult:
+    """A: 3 dropped then fixed (same Adam); B: fresh; C: 3 dropped then a new Adam. C == B, A drifts."""
+    from burnside.burn.programs import run_program
+
+    run = run_program("discard", ["adam"], console=ctx.console if ctx.progress else None)
+    ctx.console.print(run.text, markup=False)
+    out = run.json
+    torch = torch_adam_losses(5)
+    ctx.console.print(f"PyTorch Adam: {[round(v, 8) for v in torch]}")
+    a, b = np.array(out["a"], dtype=np.float32), np.array(out["b"], dtype=np.float32)
+    drift = np.abs(a - b)
+    ctx.console.print(f"|A - B| by step: {[f'{d:.1e}' for d in drift]}")
+    torch32 = np.array(torch, dtype=np.float32)
+    ulps = np.abs(b.view(np.int32).astype(np.int64) - torch32.view(np.int32).astype(np.int64))
+    diff = float(np.max(np.abs(b.astype(np.float64) - np.array(torch))))
+    return ExperimentResult(
+        claims=[
+            ("fresh == discarded+new, bit for bit", out["b_bits"] == out["c_bits"]),
+            (f"A drifts away from B step by step ({drift[4]:.1e} at step 5)",
+             bool(drift[4] > 1e-4 and all(drift[i] < drift[i + 1] for i in range(1, 4)))),
+            (f"B matches PyTorch Adam within {TOL:g} ({diff:.1e}, {int(ulps.max())} f32 ulps at most)", diff <= TOL),
+        ],
+        data=out | {"torch": torch},
+    )
+
+
+EXPERIMENT = Experiment("S13", "pitb-opt discard adam: A/B/C after dropped Adam steps", "001", ("burn", "torch"), run)
