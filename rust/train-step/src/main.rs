@@ -57,7 +57,15 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
     Ok(Options { out, steps, optimizer, arithmetic, init })
 }
 
-fn main() -> Result<(), Box<dyn Error>> {
+fn main() {
+    // The error's Display (not Debug) is the last stderr line, which burnside reports.
+    if let Err(error) = run() {
+        eprintln!("train-step: {error}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), Box<dyn Error>> {
     let options = parse(std::env::args().skip(1))?;
     let device = Device::default().autodiff();
     let (mut model, x, y): (Mlp, Tensor<2>, Tensor<1, Int>) = match &options.init {

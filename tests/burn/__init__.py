@@ -1,0 +1,1 @@
+"""Tests of the burn side: real cargo, real burn, real torch."""

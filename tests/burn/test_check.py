@@ -1,0 +1,34 @@
+"""`burnside check`: a port built from its crate, run from PyTorch's starting point, compared."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from burnside.burn.cargo import rust_workspace
+
+
+def check(torch_trace, out_dir, *args):
+    return subprocess.run([sys.executable, "-c", "from burnside.cli import main; main()", "check", "--torch-trace", str(torch_trace),
+                           "--burn-crate", str(rust_workspace() / "train-step"), "--bin", "train-step",
+                           "--out-dir", str(out_dir), *args], capture_output=True, text=True, timeout=900)
+
+
+def test_check_passes_for_a_faithful_port(a1_trace, tmp_path):
+    proc = check(a1_trace("torch", "sgd", 3).path, tmp_path, "--", "--steps", "3")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "tol=1e-06 OK" in proc.stdout
+    assert (tmp_path / "init.safetensors").is_file() and (tmp_path / "train-step.burn.safetensors").is_file()
+
+
+def test_check_fails_for_a_port_with_the_wrong_optimizer(a1_trace, tmp_path):
+    proc = check(a1_trace("torch", "sgd", 3).path, tmp_path, "--", "--steps", "3", "--optim", "adam")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+
+
+def test_check_of_a_missing_bin_is_one_line_exit_2(a1_trace, tmp_path):
+    proc = subprocess.run([sys.executable, "-c", "from burnside.cli import main; main()", "check", "--torch-trace",
+                           str(a1_trace("torch", "sgd", 1).path), "--burn-crate", str(rust_workspace() / "train-step"),
+                           "--bin", "nope", "--out-dir", str(tmp_path)], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: building train-step failed") and "reproduce with:" in proc.stderr
