@@ -42,7 +42,11 @@ mod tests {
     fn seven_of_sixteen_inputs_differ_in_f32_arithmetic() {
         let exact = a1_inputs(Arithmetic::F64RoundedOnce);
         let f32s = a1_inputs(Arithmetic::F32);
-        let differing = exact.iter().zip(&f32s).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+        let differing = exact
+            .iter()
+            .zip(&f32s)
+            .filter(|(a, b)| a.to_bits() != b.to_bits())
+            .count();
         assert_eq!(differing, 7);
     }
 

@@ -60,10 +60,18 @@ fn linear(
             weight[i * d_out + o] = wave(d_in * o + i + 1) as f32;
         }
     }
-    let bias: Vec<f32> = (0..d_out).map(|o| arithmetic.scaled(bias_step, o)).collect();
+    let bias: Vec<f32> = (0..d_out)
+        .map(|o| arithmetic.scaled(bias_step, o))
+        .collect();
     Linear {
-        weight: Param::from_tensor(Tensor::from_data(TensorData::new(weight, [d_in, d_out]), device)),
-        bias: Some(Param::from_tensor(Tensor::from_data(TensorData::new(bias, [d_out]), device))),
+        weight: Param::from_tensor(Tensor::from_data(
+            TensorData::new(weight, [d_in, d_out]),
+            device,
+        )),
+        bias: Some(Param::from_tensor(Tensor::from_data(
+            TensorData::new(bias, [d_out]),
+            device,
+        ))),
     }
 }
 
@@ -88,7 +96,13 @@ mod tests {
     fn f32_arithmetic_moves_fc1_bias_5_by_one_ulp() {
         let device = Device::default();
         let exact = values(a1_model(&device).fc1.bias.expect("bias").val());
-        let f32s = values(a1_model_with(&device, Arithmetic::F32).fc1.bias.expect("bias").val());
+        let f32s = values(
+            a1_model_with(&device, Arithmetic::F32)
+                .fc1
+                .bias
+                .expect("bias")
+                .val(),
+        );
         assert_eq!(exact[5] as f64, 0.05000000074505806);
         assert_eq!(f32s[5] as f64, 0.04999999701976776);
         let differing: Vec<usize> = (0..8).filter(|&o| exact[o] != f32s[o]).collect();

@@ -43,7 +43,11 @@ impl fmt::Display for TraceError {
         match self {
             TraceError::Io { path, source } => write!(f, "{}: {source}", path.display()),
             TraceError::Safetensors { path, message } => {
-                write!(f, "{}: not a readable safetensors file: {message}", path.display())
+                write!(
+                    f,
+                    "{}: not a readable safetensors file: {message}",
+                    path.display()
+                )
             }
             TraceError::Format { path, message } => write!(f, "{}: {message}", path.display()),
             TraceError::Mismatch { name, message } => write!(f, "tensor `{name}`: {message}"),

@@ -38,13 +38,21 @@ impl HostTensor {
     /// An f32 tensor from its values and shape.
     pub fn from_f32(values: &[f32], shape: Vec<usize>) -> Self {
         let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        Self { dtype: HostDType::F32, shape, bytes }
+        Self {
+            dtype: HostDType::F32,
+            shape,
+            bytes,
+        }
     }
 
     /// An i64 tensor from its values and shape.
     pub fn from_i64(values: &[i64], shape: Vec<usize>) -> Self {
         let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        Self { dtype: HostDType::I64, shape, bytes }
+        Self {
+            dtype: HostDType::I64,
+            shape,
+            bytes,
+        }
     }
 
     /// Copy burn tensor data to the host: f64 stays f64, other floats become f32, integers i64.
@@ -59,9 +67,15 @@ impl HostTensor {
             DType::F64 => {
                 let values = data.try_into_vec_as::<f64>().map_err(mismatch)?;
                 let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-                Self { dtype: HostDType::F64, shape, bytes }
+                Self {
+                    dtype: HostDType::F64,
+                    shape,
+                    bytes,
+                }
             }
-            d if d.is_float() => Self::from_f32(&data.try_into_vec_as::<f32>().map_err(mismatch)?, shape),
+            d if d.is_float() => {
+                Self::from_f32(&data.try_into_vec_as::<f32>().map_err(mismatch)?, shape)
+            }
             _ => Self::from_i64(&data.try_into_vec_as::<i64>().map_err(mismatch)?, shape),
         })
     }
@@ -115,7 +129,11 @@ impl HostTensor {
 
     /// The transpose of a 2-d tensor (`[a, b]` becomes `[b, a]`), moving whole elements.
     pub fn transposed(&self) -> Self {
-        assert_eq!(self.shape.len(), 2, "only a 2-d tensor has a transpose here");
+        assert_eq!(
+            self.shape.len(),
+            2,
+            "only a 2-d tensor has a transpose here"
+        );
         let (rows, cols, size) = (self.shape[0], self.shape[1], self.dtype.size());
         let mut bytes = vec![0_u8; self.bytes.len()];
         for r in 0..rows {
@@ -125,7 +143,11 @@ impl HostTensor {
                 bytes[to..to + size].copy_from_slice(&self.bytes[from..from + size]);
             }
         }
-        Self { dtype: self.dtype, shape: vec![cols, rows], bytes }
+        Self {
+            dtype: self.dtype,
+            shape: vec![cols, rows],
+            bytes,
+        }
     }
 }
 

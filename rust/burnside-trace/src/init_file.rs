@@ -22,14 +22,18 @@ impl InitFile {
         if format != "init" {
             return Err(TraceError::Format {
                 path: file.path.clone(),
-                message: format!("burnside.format is `{format}`, expected `init` (an init file from burnside.torch.export_init)"),
+                message: format!(
+                    "burnside.format is `{format}`, expected `init` (an init file from burnside.torch.export_init)"
+                ),
             });
         }
         let version = file.meta("burnside.version")?;
         if version != FORMAT_VERSION {
             return Err(TraceError::Format {
                 path: file.path.clone(),
-                message: format!("burnside.version {version} is not one this burnside-trace reads (it reads {FORMAT_VERSION})"),
+                message: format!(
+                    "burnside.version {version} is not one this burnside-trace reads (it reads {FORMAT_VERSION})"
+                ),
             });
         }
         Ok(Self { file })
@@ -42,19 +46,33 @@ impl InitFile {
 
     /// The names of the inputs (`x`, `y`, ...).
     pub fn input_names(&self) -> Vec<&str> {
-        self.file.tensors.keys().filter_map(|k| k.strip_prefix("inputs.")).collect()
+        self.file
+            .tensors
+            .keys()
+            .filter_map(|k| k.strip_prefix("inputs."))
+            .collect()
     }
 
     /// Input `name` as the file holds it.
     pub fn input(&self, name: &str) -> Result<&HostTensor, TraceError> {
-        self.file.tensors.get(&format!("inputs.{name}")).ok_or_else(|| TraceError::Format {
-            path: self.file.path.clone(),
-            message: format!("no tensor `inputs.{name}` (inputs here: {:?})", self.input_names()),
-        })
+        self.file
+            .tensors
+            .get(&format!("inputs.{name}"))
+            .ok_or_else(|| TraceError::Format {
+                path: self.file.path.clone(),
+                message: format!(
+                    "no tensor `inputs.{name}` (inputs here: {:?})",
+                    self.input_names()
+                ),
+            })
     }
 
     /// Float input `name` as a burn tensor of rank `D` on `device`, bit for bit.
-    pub fn float_input<const D: usize>(&self, name: &str, device: &Device) -> Result<Tensor<D>, TraceError> {
+    pub fn float_input<const D: usize>(
+        &self,
+        name: &str,
+        device: &Device,
+    ) -> Result<Tensor<D>, TraceError> {
         let input = self.input(name)?;
         check_rank(&format!("inputs.{name}"), input, D)?;
         if input.dtype == HostDType::I64 {
@@ -67,7 +85,11 @@ impl InitFile {
     }
 
     /// Integer input `name` (labels) as a burn tensor of rank `D` on `device`.
-    pub fn int_input<const D: usize>(&self, name: &str, device: &Device) -> Result<Tensor<D, Int>, TraceError> {
+    pub fn int_input<const D: usize>(
+        &self,
+        name: &str,
+        device: &Device,
+    ) -> Result<Tensor<D, Int>, TraceError> {
         let input = self.input(name)?;
         check_rank(&format!("inputs.{name}"), input, D)?;
         if input.dtype != HostDType::I64 {
@@ -84,7 +106,12 @@ impl InitFile {
     /// `require_grad` are kept. Every parameter must be in the file and every file parameter
     /// must be used, with the right shape; otherwise nothing is half-loaded and the error says why.
     pub fn load_module<M: Module>(&self, module: M) -> Result<M, TraceError> {
-        let mut loader = Loader { init: self, stack: Vec::new(), used: BTreeSet::new(), errors: Vec::new() };
+        let mut loader = Loader {
+            init: self,
+            stack: Vec::new(),
+            used: BTreeSet::new(),
+            errors: Vec::new(),
+        };
         let module = module.map(&mut loader);
         if let Some(error) = loader.errors.into_iter().next() {
             return Err(error);
@@ -99,7 +126,9 @@ impl InitFile {
         if !unused.is_empty() {
             return Err(TraceError::Format {
                 path: self.file.path.clone(),
-                message: format!("parameters {unused:?} are in the init file but not in the burn module"),
+                message: format!(
+                    "parameters {unused:?} are in the init file but not in the burn module"
+                ),
             });
         }
         Ok(module)
@@ -126,7 +155,8 @@ struct Loader<'a> {
 
 impl ModuleMapper for Loader<'_> {
     fn enter_module(&mut self, name: &str, container_type: &str) {
-        self.stack.push((name.to_string(), container_type.to_string()));
+        self.stack
+            .push((name.to_string(), container_type.to_string()));
     }
 
     fn exit_module(&mut self, _name: &str, _container_type: &str) {
@@ -134,7 +164,12 @@ impl ModuleMapper for Loader<'_> {
     }
 
     fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
-        let path = self.stack.iter().map(|(name, _)| name.as_str()).collect::<Vec<_>>().join(".");
+        let path = self
+            .stack
+            .iter()
+            .map(|(name, _)| name.as_str())
+            .collect::<Vec<_>>()
+            .join(".");
         let name = format!("params.{path}");
         let Some(stored) = self.init.param(&path) else {
             self.errors.push(TraceError::Format {
@@ -143,7 +178,11 @@ impl ModuleMapper for Loader<'_> {
             });
             return param;
         };
-        let value = if is_linear_weight(&self.stack, D) { stored.transposed() } else { stored.clone() };
+        let value = if is_linear_weight(&self.stack, D) {
+            stored.transposed()
+        } else {
+            stored.clone()
+        };
         let expected = param.val().dims().to_vec();
         if value.shape != expected || value.dtype == HostDType::I64 {
             self.errors.push(TraceError::Mismatch {

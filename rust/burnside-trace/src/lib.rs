@@ -35,7 +35,7 @@ pub use host_tensor::{HostDType, HostTensor};
 pub use init_file::InitFile;
 pub use optimizer_spec::OptimizerSpec;
 pub use optimizer_state::optimizer_state;
-pub use param_paths::{ParamEntry, param_paths};
+pub use param_paths::{ParamEntry, param_paths, param_values};
 pub use safetensors_file::{SafetensorsFile, write_safetensors};
 pub use trace_recorder::TraceRecorder;
 

@@ -54,46 +54,91 @@ pub enum OptimizerSpec {
 impl OptimizerSpec {
     /// Plain SGD with learning rate `lr`.
     pub fn sgd(lr: f64) -> Self {
-        OptimizerSpec::Sgd { lr, momentum: None, dampening: 0.0, nesterov: false, weight_decay: 0.0 }
+        OptimizerSpec::Sgd {
+            lr,
+            momentum: None,
+            dampening: 0.0,
+            nesterov: false,
+            weight_decay: 0.0,
+        }
     }
 
     /// Adam with learning rate `lr` and PyTorch's defaults (betas 0.9, 0.999; eps 1e-8).
     pub fn adam(lr: f64) -> Self {
-        OptimizerSpec::Adam { lr, betas: (0.9, 0.999), eps: 1e-8, weight_decay: 0.0, amsgrad: false }
+        OptimizerSpec::Adam {
+            lr,
+            betas: (0.9, 0.999),
+            eps: 1e-8,
+            weight_decay: 0.0,
+            amsgrad: false,
+        }
     }
 
     /// AdamW with learning rate `lr` and PyTorch's defaults (weight decay 0.01, eps 1e-8).
     pub fn adamw(lr: f64) -> Self {
-        OptimizerSpec::AdamW { lr, betas: (0.9, 0.999), eps: 1e-8, weight_decay: 0.01, amsgrad: false }
+        OptimizerSpec::AdamW {
+            lr,
+            betas: (0.9, 0.999),
+            eps: 1e-8,
+            weight_decay: 0.01,
+            amsgrad: false,
+        }
     }
 
     /// The learning rate to pass to `optim.step`.
     pub fn lr(&self) -> f64 {
         match self {
-            OptimizerSpec::Sgd { lr, .. } | OptimizerSpec::Adam { lr, .. } | OptimizerSpec::AdamW { lr, .. } => *lr,
+            OptimizerSpec::Sgd { lr, .. }
+            | OptimizerSpec::Adam { lr, .. }
+            | OptimizerSpec::AdamW { lr, .. } => *lr,
         }
     }
 
     /// The burn optimizer with exactly this configuration.
     pub fn init(&self) -> ModuleOptimizer {
         match *self {
-            OptimizerSpec::Sgd { momentum, dampening, nesterov, weight_decay, .. } => {
+            OptimizerSpec::Sgd {
+                momentum,
+                dampening,
+                nesterov,
+                weight_decay,
+                ..
+            } => {
                 let momentum = momentum.map(|m| {
-                    MomentumConfig::new().with_momentum(m).with_dampening(dampening).with_nesterov(nesterov)
+                    MomentumConfig::new()
+                        .with_momentum(m)
+                        .with_dampening(dampening)
+                        .with_nesterov(nesterov)
                 });
                 SgdConfig::new()
                     .with_momentum(momentum)
-                    .with_weight_decay((weight_decay != 0.0).then(|| WeightDecayConfig::new(weight_decay)))
+                    .with_weight_decay(
+                        (weight_decay != 0.0).then(|| WeightDecayConfig::new(weight_decay)),
+                    )
                     .init()
             }
-            OptimizerSpec::Adam { betas, eps, weight_decay, amsgrad, .. } => AdamConfig::new()
+            OptimizerSpec::Adam {
+                betas,
+                eps,
+                weight_decay,
+                amsgrad,
+                ..
+            } => AdamConfig::new()
                 .with_beta_1(betas.0)
                 .with_beta_2(betas.1)
                 .with_epsilon(eps)
                 .with_amsgrad(amsgrad)
-                .with_weight_decay((weight_decay != 0.0).then(|| WeightDecayConfig::new(weight_decay)))
+                .with_weight_decay(
+                    (weight_decay != 0.0).then(|| WeightDecayConfig::new(weight_decay)),
+                )
                 .init(),
-            OptimizerSpec::AdamW { betas, eps, weight_decay, amsgrad, .. } => AdamWConfig::new()
+            OptimizerSpec::AdamW {
+                betas,
+                eps,
+                weight_decay,
+                amsgrad,
+                ..
+            } => AdamWConfig::new()
                 .with_beta_1(betas.0)
                 .with_beta_2(betas.1)
                 .with_epsilon(eps)
@@ -107,24 +152,48 @@ impl OptimizerSpec {
     pub fn to_json(&self) -> Value {
         let mut object = Map::new();
         match *self {
-            OptimizerSpec::Sgd { lr, momentum, dampening, nesterov, weight_decay } => {
+            OptimizerSpec::Sgd {
+                lr,
+                momentum,
+                dampening,
+                nesterov,
+                weight_decay,
+            } => {
                 object.insert("name".into(), json!("sgd"));
                 object.insert("lr".into(), json!(lr));
                 object.insert("momentum".into(), json!(momentum.unwrap_or(0.0)));
-                object.insert("dampening".into(), json!(if momentum.is_some() { dampening } else { 0.0 }));
+                object.insert(
+                    "dampening".into(),
+                    json!(if momentum.is_some() { dampening } else { 0.0 }),
+                );
                 object.insert("nesterov".into(), json!(nesterov));
                 object.insert("weight_decay".into(), f32_json(weight_decay));
                 object.insert("weight_decay_kind".into(), json!("l2"));
             }
-            OptimizerSpec::Adam { lr, betas, eps, weight_decay, amsgrad }
-            | OptimizerSpec::AdamW { lr, betas, eps, weight_decay, amsgrad } => {
+            OptimizerSpec::Adam {
+                lr,
+                betas,
+                eps,
+                weight_decay,
+                amsgrad,
+            }
+            | OptimizerSpec::AdamW {
+                lr,
+                betas,
+                eps,
+                weight_decay,
+                amsgrad,
+            } => {
                 let (name, kind) = match self {
                     OptimizerSpec::Adam { .. } => ("adam", "l2"),
                     _ => ("adamw", "decoupled"),
                 };
                 object.insert("name".into(), json!(name));
                 object.insert("lr".into(), json!(lr));
-                object.insert("betas".into(), json!([f32_json(betas.0), f32_json(betas.1)]));
+                object.insert(
+                    "betas".into(),
+                    json!([f32_json(betas.0), f32_json(betas.1)]),
+                );
                 object.insert("eps".into(), f32_json(eps));
                 object.insert("weight_decay".into(), f32_json(weight_decay));
                 object.insert("weight_decay_kind".into(), json!(kind));
@@ -137,7 +206,10 @@ impl OptimizerSpec {
 
 /// An f32 setting as the decimal the user wrote (0.9, not 0.8999999761581421).
 fn f32_json(value: f32) -> Value {
-    let shortest: f64 = value.to_string().parse().expect("an f32 prints as a number");
+    let shortest: f64 = value
+        .to_string()
+        .parse()
+        .expect("an f32 prints as a number");
     json!(shortest)
 }
 
@@ -157,7 +229,10 @@ mod tests {
     #[test]
     fn plain_sgd_json_has_no_momentum() {
         let json = OptimizerSpec::sgd(0.1).to_json();
-        assert_eq!(json, json!({"name": "sgd", "lr": 0.1, "momentum": 0.0, "dampening": 0.0,
-            "nesterov": false, "weight_decay": 0.0, "weight_decay_kind": "l2"}));
+        assert_eq!(
+            json,
+            json!({"name": "sgd", "lr": 0.1, "momentum": 0.0, "dampening": 0.0,
+            "nesterov": false, "weight_decay": 0.0, "weight_decay_kind": "l2"})
+        );
     }
 }

@@ -21,16 +21,25 @@ pub fn optimizer_state(
     params: &[ParamEntry],
 ) -> Result<BTreeMap<(String, String), HostTensor>, TraceError> {
     let bad = |what: String| TraceError::OptimizerState(what);
-    let bytes = optim.into_bytes().map_err(|e| bad(format!("cannot serialize the optimizer record: {e:?}")))?;
-    let reader = Reader::from_bytes(bytes).map_err(|e| bad(format!("cannot read the optimizer record: {e:?}")))?;
+    let bytes = optim
+        .into_bytes()
+        .map_err(|e| bad(format!("cannot serialize the optimizer record: {e:?}")))?;
+    let reader = Reader::from_bytes(bytes)
+        .map_err(|e| bad(format!("cannot read the optimizer record: {e:?}")))?;
     let by_id: BTreeMap<u64, &ParamEntry> = params.iter().map(|p| (p.id.val(), p)).collect();
     let param_of = |name: &str| -> Result<(&ParamEntry, String), TraceError> {
-        let (id, field) = name.split_once('.').ok_or_else(|| bad(format!("unexpected record entry `{name}`")))?;
+        let (id, field) = name
+            .split_once('.')
+            .ok_or_else(|| bad(format!("unexpected record entry `{name}`")))?;
         let entry = id
             .parse::<u64>()
             .ok()
             .and_then(|id| by_id.get(&id).copied())
-            .ok_or_else(|| bad(format!("record entry `{name}` belongs to no parameter of this module")))?;
+            .ok_or_else(|| {
+                bad(format!(
+                    "record entry `{name}` belongs to no parameter of this module"
+                ))
+            })?;
         Ok((entry, field.rsplit('.').next().unwrap_or(field).to_string()))
     };
 
@@ -46,16 +55,29 @@ pub fn optimizer_state(
             Scalar::Float(v) => v as f32,
             Scalar::Bool(v) => f32::from(u8::from(v)),
         };
-        state.insert((torch_slot(&leaf), entry.path.clone()), HostTensor::from_f32(&[value], vec![]));
+        state.insert(
+            (torch_slot(&leaf), entry.path.clone()),
+            HostTensor::from_f32(&[value], vec![]),
+        );
     }
-    let tensors = reader.into_tensors().map_err(|e| bad(format!("cannot read the record's tensors: {e:?}")))?;
+    let tensors = reader
+        .into_tensors()
+        .map_err(|e| bad(format!("cannot read the record's tensors: {e:?}")))?;
     for tensor in tensors {
-        let (name, dtype, shape, _param_id, bytes) =
-            tensor.into_parts().map_err(|e| bad(format!("cannot read a record tensor: {e:?}")))?;
+        let (name, dtype, shape, _param_id, bytes) = tensor
+            .into_parts()
+            .map_err(|e| bad(format!("cannot read a record tensor: {e:?}")))?;
         let (entry, leaf) = param_of(&name)?;
         let data = burn::tensor::TensorData::from_bytes_vec(bytes.to_vec(), shape, dtype);
-        let host = HostTensor::from_data(if dtype == DType::F32 { data } else { data.convert::<f32>() })?;
-        state.insert((torch_slot(&leaf), entry.path.clone()), entry.to_torch_layout(host));
+        let host = HostTensor::from_data(if dtype == DType::F32 {
+            data
+        } else {
+            data.convert::<f32>()
+        })?;
+        state.insert(
+            (torch_slot(&leaf), entry.path.clone()),
+            entry.to_torch_layout(host),
+        );
     }
     Ok(state)
 }

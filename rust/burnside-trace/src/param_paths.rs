@@ -12,43 +12,77 @@ pub struct ParamEntry {
     pub path: String,
     /// A `Linear` weight: burn `[in, out]`, PyTorch `[out, in]`.
     pub linear_weight: bool,
-    /// The value as burn holds it.
-    pub value: HostTensor,
 }
 
 impl ParamEntry {
-    /// The value in PyTorch layout.
-    pub fn torch_value(&self) -> HostTensor {
-        self.to_torch_layout(self.value.clone())
-    }
-
-    /// Bring a tensor shaped like this parameter in burn (a gradient, a moment) to PyTorch layout.
+    /// Bring a tensor shaped like this parameter in burn (its value, a gradient, a moment) to
+    /// PyTorch layout.
     pub fn to_torch_layout(&self, tensor: HostTensor) -> HostTensor {
-        if self.linear_weight { tensor.transposed() } else { tensor }
+        if self.linear_weight {
+            tensor.transposed()
+        } else {
+            tensor
+        }
     }
 }
 
-/// Every float parameter of `module` in module order, with its field path.
-pub fn param_paths<M: Module>(module: &M) -> Result<Vec<ParamEntry>, TraceError> {
-    let mut visitor = PathVisitor::default();
+/// Every float parameter of `module` in module order, with its field path (no data copied).
+pub fn param_paths<M: Module>(module: &M) -> Vec<ParamEntry> {
+    let mut visitor = PathVisitor {
+        stack: Vec::new(),
+        entries: Vec::new(),
+        values: None,
+    };
     module.visit(&mut visitor);
-    match visitor.error {
-        Some(error) => Err(error),
-        None => Ok(visitor.entries),
-    }
+    visitor.entries
 }
 
-/// Walks a module keeping the stack of field names and container types it is inside.
-#[derive(Default)]
+/// Every float parameter of `module` in module order with its value in PyTorch layout.
+pub fn param_values<M: Module>(module: &M) -> Result<Vec<(ParamEntry, HostTensor)>, TraceError> {
+    let mut visitor = PathVisitor {
+        stack: Vec::new(),
+        entries: Vec::new(),
+        values: Some(Vec::new()),
+    };
+    module.visit(&mut visitor);
+    let values = visitor
+        .values
+        .unwrap_or_default()
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(visitor
+        .entries
+        .into_iter()
+        .zip(values)
+        .map(|(entry, value)| {
+            let value = entry.to_torch_layout(value);
+            (entry, value)
+        })
+        .collect())
+}
+
+/// Walks a module keeping the stack of field names and the types that declare them.
 struct PathVisitor {
     stack: Vec<(String, String)>,
     entries: Vec<ParamEntry>,
-    error: Option<TraceError>,
+    /// The values in burn layout, when asked for.
+    values: Option<Vec<Result<HostTensor, TraceError>>>,
+}
+
+impl PathVisitor {
+    fn path(&self) -> String {
+        self.stack
+            .iter()
+            .map(|(name, _)| name.as_str())
+            .collect::<Vec<_>>()
+            .join(".")
+    }
 }
 
 impl ModuleVisitor for PathVisitor {
     fn enter_module(&mut self, name: &str, container_type: &str) {
-        self.stack.push((name.to_string(), container_type.to_string()));
+        self.stack
+            .push((name.to_string(), container_type.to_string()));
     }
 
     fn exit_module(&mut self, _name: &str, _container_type: &str) {
@@ -56,15 +90,13 @@ impl ModuleVisitor for PathVisitor {
     }
 
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-        let path = self.stack.iter().map(|(name, _)| name.as_str()).collect::<Vec<_>>().join(".");
-        match HostTensor::from_data(param.val().into_data()) {
-            Ok(value) => self.entries.push(ParamEntry {
-                id: param.id,
-                linear_weight: is_linear_weight(&self.stack, D),
-                path,
-                value,
-            }),
-            Err(error) => self.error = Some(error),
+        self.entries.push(ParamEntry {
+            id: param.id,
+            path: self.path(),
+            linear_weight: is_linear_weight(&self.stack, D),
+        });
+        if let Some(values) = self.values.as_mut() {
+            values.push(HostTensor::from_data(param.val().into_data()));
         }
     }
 }
@@ -98,13 +130,23 @@ mod tests {
             layers: vec![LinearConfig::new(3, 3).with_bias(false).init(&device)],
             scale: Param::from_tensor(Tensor::zeros([2, 2], &device)),
         };
-        let entries = param_paths(&net).unwrap();
-        let names: Vec<(&str, bool)> = entries.iter().map(|e| (e.path.as_str(), e.linear_weight)).collect();
+        let entries = param_paths(&net);
+        let names: Vec<(&str, bool)> = entries
+            .iter()
+            .map(|e| (e.path.as_str(), e.linear_weight))
+            .collect();
         assert_eq!(
             names,
-            vec![("encoder.weight", true), ("encoder.bias", false), ("layers.0.weight", true), ("scale", false)]
+            vec![
+                ("encoder.weight", true),
+                ("encoder.bias", false),
+                ("layers.0.weight", true),
+                ("scale", false)
+            ]
         );
-        assert_eq!(entries[0].value.shape, vec![2, 3]);
-        assert_eq!(entries[0].torch_value().shape, vec![3, 2]);
+        let values = param_values(&net).unwrap();
+        assert_eq!(values[0].0, entries[0]);
+        assert_eq!(values[0].1.shape, vec![3, 2], "PyTorch layout");
+        assert_eq!(net.encoder.weight.val().dims(), [2, 3], "burn layout");
     }
 }

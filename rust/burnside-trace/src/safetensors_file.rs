@@ -21,13 +21,21 @@ impl SafetensorsFile {
     /// Read a whole safetensors file; only F32, F64 and I64 tensors are accepted.
     pub fn read(path: impl AsRef<Path>) -> Result<Self, TraceError> {
         let path = path.as_ref().to_path_buf();
-        let buffer = std::fs::read(&path).map_err(|source| TraceError::Io { path: path.clone(), source })?;
+        let buffer = std::fs::read(&path).map_err(|source| TraceError::Io {
+            path: path.clone(),
+            source,
+        })?;
         let bad = |e: safetensors::SafeTensorError| TraceError::Safetensors {
             path: path.clone(),
             message: e.to_string(),
         };
         let (_, header) = SafeTensors::read_metadata(&buffer).map_err(bad)?;
-        let metadata = header.metadata().clone().unwrap_or_default().into_iter().collect();
+        let metadata = header
+            .metadata()
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
         let file = SafeTensors::deserialize(&buffer).map_err(bad)?;
         let mut tensors = BTreeMap::new();
         for (name, view) in file.tensors() {
@@ -38,22 +46,35 @@ impl SafetensorsFile {
                 other => {
                     return Err(TraceError::Format {
                         path: path.clone(),
-                        message: format!("tensor `{name}` has dtype {other:?}; burnside-trace reads F32, F64 and I64"),
+                        message: format!(
+                            "tensor `{name}` has dtype {other:?}; burnside-trace reads F32, F64 and I64"
+                        ),
                     });
                 }
             };
-            let tensor = HostTensor { dtype, shape: view.shape().to_vec(), bytes: view.data().to_vec() };
+            let tensor = HostTensor {
+                dtype,
+                shape: view.shape().to_vec(),
+                bytes: view.data().to_vec(),
+            };
             tensors.insert(name, tensor);
         }
-        Ok(Self { path, tensors, metadata })
+        Ok(Self {
+            path,
+            tensors,
+            metadata,
+        })
     }
 
     /// A metadata value, or a format error naming the missing key.
     pub fn meta(&self, key: &str) -> Result<&str, TraceError> {
-        self.metadata.get(key).map(String::as_str).ok_or_else(|| TraceError::Format {
-            path: self.path.clone(),
-            message: format!("metadata key `{key}` is missing"),
-        })
+        self.metadata
+            .get(key)
+            .map(String::as_str)
+            .ok_or_else(|| TraceError::Format {
+                path: self.path.clone(),
+                message: format!("metadata key `{key}` is missing"),
+            })
     }
 }
 
@@ -66,7 +87,10 @@ pub fn write_safetensors(
     metadata: &BTreeMap<String, String>,
 ) -> Result<(), TraceError> {
     let path = path.as_ref();
-    let bad = |message: String| TraceError::Safetensors { path: path.to_path_buf(), message };
+    let bad = |message: String| TraceError::Safetensors {
+        path: path.to_path_buf(),
+        message,
+    };
     let mut views = Vec::with_capacity(tensors.len());
     for (name, tensor) in tensors {
         let dtype = match tensor.dtype {
@@ -81,13 +105,22 @@ pub fn write_safetensors(
     let metadata: HashMap<String, String> = metadata.clone().into_iter().collect();
     let bytes = safetensors::serialize(views, Some(metadata)).map_err(|e| bad(e.to_string()))?;
 
-    let io = |source: std::io::Error| TraceError::Io { path: path.to_path_buf(), source };
+    let io = |source: std::io::Error| TraceError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let file_name = path.file_name().ok_or_else(|| io(std::io::Error::other("no file name")))?;
-    let temp = dir.join(format!(".{}.{}.tmp", file_name.to_string_lossy(), std::process::id()));
+    let file_name = path
+        .file_name()
+        .ok_or_else(|| io(std::io::Error::other("no file name")))?;
+    let temp = dir.join(format!(
+        ".{}.{}.tmp",
+        file_name.to_string_lossy(),
+        std::process::id()
+    ));
     let written = std::fs::File::create(&temp)
         .and_then(|mut file| file.write_all(&bytes).and_then(|()| file.sync_all()))
         .and_then(|()| std::fs::rename(&temp, path));

@@ -7,8 +7,8 @@ use burn::tensor::{Tensor, TensorData};
 use serde_json::{Value, json};
 
 use crate::{
-    BURN_VERSION, FORMAT_VERSION, HostTensor, OptimizerSpec, ParamEntry, TraceError, optimizer_state,
-    param_paths, write_safetensors,
+    BURN_VERSION, FORMAT_VERSION, HostTensor, OptimizerSpec, ParamEntry, TraceError,
+    optimizer_state, param_paths, param_values, write_safetensors,
 };
 
 /// Records what one burn training loop computes, step by step, and writes it as a burnside
@@ -72,19 +72,28 @@ impl TraceRecorder {
         self.record_params(step, "params_after", module)
     }
 
-    fn record_params<M: Module>(&mut self, step: usize, stage: &str, module: &M) -> Result<(), TraceError> {
-        let entries = param_paths(module)?;
+    fn record_params<M: Module>(
+        &mut self,
+        step: usize,
+        stage: &str,
+        module: &M,
+    ) -> Result<(), TraceError> {
+        let values = param_values(module)?;
         if self.params.is_empty() {
-            self.params = entries.iter().map(|e| e.path.clone()).collect();
+            self.params = values.iter().map(|(entry, _)| entry.path.clone()).collect();
         }
-        for entry in entries {
-            self.put(step, &format!("{stage}.{}", entry.path), entry.torch_value());
+        for (entry, value) in values {
+            self.put(step, &format!("{stage}.{}", entry.path), value);
         }
         Ok(())
     }
 
     /// The model's output at step `step`.
-    pub fn logits<const D: usize>(&mut self, step: usize, logits: &Tensor<D>) -> Result<(), TraceError> {
+    pub fn logits<const D: usize>(
+        &mut self,
+        step: usize,
+        logits: &Tensor<D>,
+    ) -> Result<(), TraceError> {
         let tensor = HostTensor::from_data(logits.to_data())?;
         self.put(step, "logits", tensor);
         Ok(())
@@ -114,21 +123,30 @@ impl TraceRecorder {
         module: &M,
         grads: &GradientsParams,
     ) -> Result<(), TraceError> {
-        let mut visitor = GradsVisitor { grads, stack: Vec::new(), found: Vec::new() };
+        let entries = param_paths(module);
+        let mut visitor = GradsVisitor {
+            grads,
+            index: 0,
+            found: Vec::new(),
+        };
         module.visit(&mut visitor);
-        let entries = param_paths(module)?;
-        for (path, data) in visitor.found {
-            let entry = entries.iter().find(|e| e.path == path).expect("visited parameters have entries");
+        for (index, data) in visitor.found {
+            let entry = &entries[index];
             let tensor = entry.to_torch_layout(HostTensor::from_data(data)?);
-            self.put(step, &format!("grads.{path}"), tensor);
+            self.put(step, &format!("grads.{}", entry.path), tensor);
         }
         self.grads_len.insert(step, grads.len());
         Ok(())
     }
 
     /// The optimizer's state after step `step` (`optim.{slot}.{param}`); plain SGD has none.
-    pub fn optim<M: Module>(&mut self, step: usize, module: &M, optim: &ModuleOptimizer) -> Result<(), TraceError> {
-        let entries: Vec<ParamEntry> = param_paths(module)?;
+    pub fn optim<M: Module>(
+        &mut self,
+        step: usize,
+        module: &M,
+        optim: &ModuleOptimizer,
+    ) -> Result<(), TraceError> {
+        let entries: Vec<ParamEntry> = param_paths(module);
         for ((slot, path), tensor) in optimizer_state(optim, &entries)? {
             self.put(step, &format!("optim.{slot}.{path}"), tensor);
         }
@@ -142,7 +160,10 @@ impl TraceRecorder {
 
     /// The metadata the trace will carry.
     pub fn metadata(&self) -> Result<BTreeMap<String, String>, TraceError> {
-        let incomplete = |message: String| TraceError::Mismatch { name: "trace".to_string(), message };
+        let incomplete = |message: String| TraceError::Mismatch {
+            name: "trace".to_string(),
+            message,
+        };
         if self.steps == 0 {
             return Err(incomplete("no step recorded".to_string()));
         }
@@ -153,12 +174,17 @@ impl TraceRecorder {
                     return Err(incomplete(format!("step {step} has no {stage}")));
                 }
             }
-            let len = self.grads_len.get(&step).ok_or_else(|| incomplete(format!("step {step} has no grads")))?;
+            let len = self
+                .grads_len
+                .get(&step)
+                .ok_or_else(|| incomplete(format!("step {step} has no grads")))?;
             grads_len.push(*len);
         }
         let last = self.steps - 1;
         if !self.tensors.contains_key(&format!("step{last}.loss_after")) {
-            return Err(incomplete(format!("the last step ({last}) has no loss_after")));
+            return Err(incomplete(format!(
+                "the last step ({last}) has no loss_after"
+            )));
         }
         let mut metadata = self.metadata.clone();
         let mut set = |key: &str, value: String| {
@@ -172,7 +198,10 @@ impl TraceRecorder {
         set("optimizer", self.optimizer.to_json().to_string());
         set("params", Value::from(self.params.clone()).to_string());
         set("grads_len", json!(grads_len).to_string());
-        set("recorder", format!("burnside-trace {}", env!("CARGO_PKG_VERSION")));
+        set(
+            "recorder",
+            format!("burnside-trace {}", env!("CARGO_PKG_VERSION")),
+        );
         Ok(metadata)
     }
 
@@ -193,26 +222,20 @@ fn scalar(loss: &Tensor<1>, what: &str) -> Result<HostTensor, TraceError> {
     Ok(tensor.reshaped(vec![]))
 }
 
-/// Collects `grads.get::<D>(id)` for every float parameter, by field path.
+/// Collects `grads.get::<D>(id)` for every float parameter, by its index in module order
+/// (the order `param_paths` lists them in; the rank `D` is only known inside the visit).
 struct GradsVisitor<'a> {
     grads: &'a GradientsParams,
-    stack: Vec<String>,
-    found: Vec<(String, TensorData)>,
+    index: usize,
+    found: Vec<(usize, TensorData)>,
 }
 
 impl ModuleVisitor for GradsVisitor<'_> {
-    fn enter_module(&mut self, name: &str, _container_type: &str) {
-        self.stack.push(name.to_string());
-    }
-
-    fn exit_module(&mut self, _name: &str, _container_type: &str) {
-        self.stack.pop();
-    }
-
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
         if let Some(grad) = self.grads.get::<D>(param.id) {
-            self.found.push((self.stack.join("."), grad.into_data()));
+            self.found.push((self.index, grad.into_data()));
         }
+        self.index += 1;
     }
 }
 

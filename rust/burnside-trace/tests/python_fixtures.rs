@@ -9,7 +9,9 @@ use burn::nn::loss::CrossEntropyLossConfig;
 use burn::nn::{Linear, LinearConfig};
 use burn::optim::GradientsParams;
 use burn::tensor::Device;
-use burnside_trace::{HostDType, InitFile, OptimizerSpec, SafetensorsFile, TraceError, TraceRecorder, param_paths};
+use burnside_trace::{
+    HostDType, InitFile, OptimizerSpec, SafetensorsFile, TraceError, TraceRecorder, param_values,
+};
 
 #[derive(Module, Debug)]
 struct Tiny {
@@ -17,7 +19,9 @@ struct Tiny {
 }
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -27,7 +31,9 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 fn tiny(device: &Device) -> Tiny {
-    Tiny { fc: LinearConfig::new(3, 2).init(device) }
+    Tiny {
+        fc: LinearConfig::new(3, 2).init(device),
+    }
 }
 
 #[test]
@@ -35,16 +41,26 @@ fn init_file_loads_bit_for_bit_in_burn_layout() {
     let device = Device::default().autodiff();
     let init = InitFile::read(fixture("tiny_init.safetensors")).unwrap();
     let model = init.load_module(tiny(&device)).unwrap();
-    assert_eq!(model.fc.weight.val().dims(), [3, 2], "burn keeps Linear weights as [in, out]");
-    for entry in param_paths(&model).unwrap() {
-        assert_eq!(&entry.torch_value(), init.param(&entry.path).unwrap(), "{}", entry.path);
+    assert_eq!(
+        model.fc.weight.val().dims(),
+        [3, 2],
+        "burn keeps Linear weights as [in, out]"
+    );
+    for (entry, value) in param_values(&model).unwrap() {
+        assert_eq!(&value, init.param(&entry.path).unwrap(), "{}", entry.path);
     }
     assert!(model.fc.weight.val().is_require_grad());
     let x = init.float_input::<2>("x", &device).unwrap();
-    assert_eq!(x.into_data().try_to_vec::<f32>().unwrap(), vec![1.0, 2.0, 3.0, -0.5, 0.25, 4.0]);
+    assert_eq!(
+        x.into_data().try_to_vec::<f32>().unwrap(),
+        vec![1.0, 2.0, 3.0, -0.5, 0.25, 4.0]
+    );
     let y = init.int_input::<1>("y", &device).unwrap();
     assert_eq!(y.into_data().try_into_vec_as::<i64>().unwrap(), vec![1, 0]);
-    assert!(init.int_input::<1>("x", &device).is_err(), "a float input is not read as labels");
+    assert!(
+        init.int_input::<1>("x", &device).is_err(),
+        "a float input is not read as labels"
+    );
 }
 
 #[test]
@@ -53,7 +69,10 @@ fn one_recorded_step_reads_back_in_pytorch_layout_and_matches_numpy() {
     let init = InitFile::read(fixture("tiny_init.safetensors")).unwrap();
     let reference = SafetensorsFile::read(fixture("tiny_trace.safetensors")).unwrap();
     let mut model = init.load_module(tiny(&device)).unwrap();
-    let (x, y) = (init.float_input::<2>("x", &device).unwrap(), init.int_input::<1>("y", &device).unwrap());
+    let (x, y) = (
+        init.float_input::<2>("x", &device).unwrap(),
+        init.int_input::<1>("y", &device).unwrap(),
+    );
     let spec = OptimizerSpec::adam(0.01);
     let mut optim = spec.init();
     let mut recorder = TraceRecorder::new(spec.clone());
@@ -63,23 +82,46 @@ fn one_recorded_step_reads_back_in_pytorch_layout_and_matches_numpy() {
     recorder.params_before(0, &model).unwrap();
     let logits = model.forward_logits(x.clone());
     recorder.logits(0, &logits).unwrap();
-    let loss = CrossEntropyLossConfig::new().init(&device).forward(logits, y.clone());
+    let loss = CrossEntropyLossConfig::new()
+        .init(&device)
+        .forward(logits, y.clone());
     recorder.loss(0, &loss).unwrap();
     let grads = GradientsParams::from_grads(loss.backward(), &model);
     recorder.grads(0, &model, &grads).unwrap();
     model = optim.step(spec.lr(), model, grads);
     recorder.params_after(0, &model).unwrap();
     recorder.optim(0, &model, &optim).unwrap();
-    let loss_after = CrossEntropyLossConfig::new().init(&device).forward(model.forward_logits(x), y);
+    let loss_after = CrossEntropyLossConfig::new()
+        .init(&device)
+        .forward(model.forward_logits(x), y);
     recorder.loss_after(0, &loss_after).unwrap();
     let path = scratch("tiny_burn.safetensors");
     recorder.write(&path).unwrap();
 
     let trace = SafetensorsFile::read(&path).unwrap();
-    let t = |name: &str| trace.tensors.get(name).unwrap_or_else(|| panic!("no {name}"));
-    let r = |name: &str| reference.tensors.get(name).unwrap_or_else(|| panic!("no {name} in fixture"));
-    for name in ["step0.inputs.x", "step0.inputs.y", "step0.params_before.fc.weight", "step0.params_before.fc.bias"] {
-        assert_eq!(t(name), r(name), "{name} must be bit-identical to the Python side");
+    let t = |name: &str| {
+        trace
+            .tensors
+            .get(name)
+            .unwrap_or_else(|| panic!("no {name}"))
+    };
+    let r = |name: &str| {
+        reference
+            .tensors
+            .get(name)
+            .unwrap_or_else(|| panic!("no {name} in fixture"))
+    };
+    for name in [
+        "step0.inputs.x",
+        "step0.inputs.y",
+        "step0.params_before.fc.weight",
+        "step0.params_before.fc.bias",
+    ] {
+        assert_eq!(
+            t(name),
+            r(name),
+            "{name} must be bit-identical to the Python side"
+        );
     }
     let close = |name: &str, tol: f32| {
         let (a, b) = (t(name).to_f32().unwrap(), r(name).to_f32().unwrap());
@@ -101,13 +143,23 @@ fn one_recorded_step_reads_back_in_pytorch_layout_and_matches_numpy() {
     let grad = t("step0.grads.fc.weight").to_f32().unwrap();
     let m1 = t("step0.optim.exp_avg.fc.weight").to_f32().unwrap();
     for (g, m) in grad.iter().zip(&m1) {
-        assert!((m - (1.0 - 0.9_f32) * g).abs() <= 1e-7, "exp_avg {m} vs 0.1 * grad {g}");
+        assert!(
+            (m - (1.0 - 0.9_f32) * g).abs() <= 1e-7,
+            "exp_avg {m} vs 0.1 * grad {g}"
+        );
     }
-    for (key, value) in [("burnside.format", "trace"), ("burnside.version", "1"), ("framework", "burn"),
-        ("steps", "1"), ("grads_len", "[2]"), ("params", r#"["fc.weight","fc.bias"]"#)] {
+    for (key, value) in [
+        ("burnside.format", "trace"),
+        ("burnside.version", "1"),
+        ("framework", "burn"),
+        ("steps", "1"),
+        ("grads_len", "[2]"),
+        ("params", r#"["fc.weight","fc.bias"]"#),
+    ] {
         assert_eq!(trace.meta(key).unwrap(), value, "{key}");
     }
-    let optimizer: serde_json::Value = serde_json::from_str(trace.meta("optimizer").unwrap()).unwrap();
+    let optimizer: serde_json::Value =
+        serde_json::from_str(trace.meta("optimizer").unwrap()).unwrap();
     assert_eq!(optimizer["eps"], 1e-8);
 }
 
@@ -126,9 +178,17 @@ fn a_module_that_does_not_match_the_init_file_is_refused() {
     }
     let device = Device::default().autodiff();
     let init = InitFile::read(fixture("tiny_init.safetensors")).unwrap();
-    let error = init.load_module(Renamed { head: LinearConfig::new(3, 2).init(&device) }).unwrap_err();
+    let error = init
+        .load_module(Renamed {
+            head: LinearConfig::new(3, 2).init(&device),
+        })
+        .unwrap_err();
     assert!(error.to_string().contains("params.head.weight"), "{error}");
-    let error = init.load_module(Tiny { fc: LinearConfig::new(2, 3).init(&device) }).unwrap_err();
+    let error = init
+        .load_module(Tiny {
+            fc: LinearConfig::new(2, 3).init(&device),
+        })
+        .unwrap_err();
     assert!(matches!(error, TraceError::Mismatch { .. }), "{error}");
 }
 

@@ -7,7 +7,12 @@ use burn::tensor::Device;
 
 /// One step that hands a clone to the optimizer and drops what it returns: the model never
 /// changes, but a stateful optimizer (Adam) still records the step. Returns the loss before it.
-pub fn train_step_discarding(model: &mut Mlp, optim: &mut ModuleOptimizer, lr: f64, device: &Device) -> f32 {
+pub fn train_step_discarding(
+    model: &mut Mlp,
+    optim: &mut ModuleOptimizer,
+    lr: f64,
+    device: &Device,
+) -> f32 {
     let (x, y) = a1_data(device);
     let loss = ce(device).forward(model.forward(x), y);
     let v: f32 = loss.clone().into_scalar();

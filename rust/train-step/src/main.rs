@@ -54,7 +54,13 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
     if steps == 0 {
         return Err("--steps must be at least 1".to_string());
     }
-    Ok(Options { out, steps, optimizer, arithmetic, init })
+    Ok(Options {
+        out,
+        steps,
+        optimizer,
+        arithmetic,
+        init,
+    })
 }
 
 fn main() {
@@ -72,7 +78,11 @@ fn run() -> Result<(), Box<dyn Error>> {
         Some(path) => {
             let init = InitFile::read(path)?;
             let model = init.load_module(a1_model_with(&device, options.arithmetic))?;
-            (model, init.float_input::<2>("x", &device)?, init.int_input::<1>("y", &device)?)
+            (
+                model,
+                init.float_input::<2>("x", &device)?,
+                init.int_input::<1>("y", &device)?,
+            )
         }
         None => {
             let (x, y) = a1_data_with(&device, options.arithmetic);

@@ -20,10 +20,14 @@ fn bits(values: &[f32]) -> Vec<u32> {
 fn sgd(device: &Device) {
     let mut model = a1_model(device);
     let mut optim = SgdConfig::new().init();
-    let clone: Vec<f32> = (0..3).map(|_| train_step_discarding(&mut model, &mut optim, SGD_LR, device)).collect();
+    let clone: Vec<f32> = (0..3)
+        .map(|_| train_step_discarding(&mut model, &mut optim, SGD_LR, device))
+        .collect();
     let mut model = a1_model(device);
     let mut optim = SgdConfig::new().init();
-    let fixed: Vec<f32> = (0..3).map(|_| train_step(&mut model, &mut optim, SGD_LR, device)).collect();
+    let fixed: Vec<f32> = (0..3)
+        .map(|_| train_step(&mut model, &mut optim, SGD_LR, device))
+        .collect();
     println!("clone: losses {clone:?}");
     println!("fixed: losses {fixed:?}");
     println!(
@@ -35,7 +39,9 @@ fn sgd(device: &Device) {
 
 fn adam_table(device: &Device) {
     let post_fix = |model: &mut a1::Mlp, optim: &mut ModuleOptimizer| -> Vec<f32> {
-        (0..5).map(|_| train_step(model, optim, ADAM_LR, device)).collect()
+        (0..5)
+            .map(|_| train_step(model, optim, ADAM_LR, device))
+            .collect()
     };
     // A: three dropped steps, then the fix with the same Adam.
     let mut model = a1_model(device);
@@ -57,7 +63,13 @@ fn adam_table(device: &Device) {
 
     println!("step  after 3 discarded  fresh Adam   discarded+new Adam");
     for step in 0..5 {
-        println!("{:>4}  {:<19.8}{:<13.8}{:.8}", step + 1, a[step], b[step], c[step]);
+        println!(
+            "{:>4}  {:<19.8}{:<13.8}{:.8}",
+            step + 1,
+            a[step],
+            b[step],
+            c[step]
+        );
     }
     let same = bits(&b) == bits(&c);
     println!("fresh == discarded+new, bit for bit: {same}");

@@ -19,6 +19,8 @@ fn main() {
     let device = Device::default().autodiff();
     let mut model = a1_model(&device);
     let mut optim = SgdConfig::new().init();
-    let losses: Vec<f32> = (0..3).map(|_| train_step(&mut model, &mut optim, &device)).collect();
+    let losses: Vec<f32> = (0..3)
+        .map(|_| train_step(&mut model, &mut optim, &device))
+        .collect();
     println!("losses {losses:?}");
 }

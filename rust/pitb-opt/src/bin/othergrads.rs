@@ -6,7 +6,14 @@ use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::Device;
 
 fn fc2_bias(m: &a1::Mlp) -> Vec<f32> {
-    m.fc2.bias.as_ref().expect("bias").val().into_data().try_to_vec::<f32>().expect("f32")
+    m.fc2
+        .bias
+        .as_ref()
+        .expect("bias")
+        .val()
+        .into_data()
+        .try_to_vec::<f32>()
+        .expect("f32")
 }
 
 fn main() {
@@ -23,5 +30,8 @@ fn main() {
     let other = optim.step(0.1, other, grads);
     let changed = fc2_bias(&other) != before;
     println!("fc2.bias changed: {changed}");
-    println!("JSON: {}", serde_json::json!({"grads_len": len, "fc2_bias_changed": changed}));
+    println!(
+        "JSON: {}",
+        serde_json::json!({"grads_len": len, "fc2_bias_changed": changed})
+    );
 }

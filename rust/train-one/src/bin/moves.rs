@@ -27,7 +27,10 @@ fn main() {
     println!("GradientsParams.len()    {grads_len}");
     let mut ids = serde_json::Map::new();
     let mut found = Vec::new();
-    for (name, id) in [("fc1.weight", model.fc1.weight.id), ("fc2.weight", model.fc2.weight.id)] {
+    for (name, id) in [
+        ("fc1.weight", model.fc1.weight.id),
+        ("fc2.weight", model.fc2.weight.id),
+    ] {
         let is_some = grads.get::<2>(id).is_some();
         println!("  {name} id {id}  get::<2> is_some = {is_some}");
         ids.insert(name.to_string(), id.to_string().into());
