@@ -82,3 +82,21 @@ def test_s11_helper_is_e0507_with_a_clone_suggestion(programs):
 def test_the_must_not_compile_programs_stay_out_of_a_normal_build(programs):
     assert "noassign" not in programs.executables and "helper" not in programs.executables
     assert programs.returncode == 0
+
+
+def test_s16_grads_len_assertion_is_live_and_stops_mismatched_gradients(programs):
+    from burnside.burn.binary import expect_panic
+
+    message = expect_panic(programs.executables["othergrads"], ["--checked"])
+    assert "assertion `left == right` failed" in message
+    assert "  left: 0\n right: 4" in message
+
+
+def test_a_program_expected_to_panic_that_exits_cleanly_is_an_error(programs):
+    import pytest
+
+    from burnside.burn.binary import expect_panic
+    from burnside.errors import RunError
+
+    with pytest.raises(RunError, match="othergrads was expected to panic but exited with status 0"):
+        expect_panic(programs.executables["othergrads"])

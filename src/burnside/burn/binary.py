@@ -56,3 +56,22 @@ def run_binary(path: Path, args: list[str] | None = None, *, timeout: float = 30
         if line.startswith(_JSON_PREFIX):
             parsed = json.loads(line[len(_JSON_PREFIX):])
     return BinaryRun(name, proc.stdout, proc.stderr, parsed, seconds)
+
+
+def expect_panic(path: Path, args: list[str] | None = None, *, timeout: float = 300) -> str:
+    """Run ``path`` expecting a Rust panic; return the panic message (stderr, without backtrace).
+
+    A clean exit is a RunError: the program was meant to be stopped by an assertion.
+    """
+    import os
+
+    name = Path(path).name
+    try:
+        proc = subprocess.run([str(path), *(args or [])], capture_output=True, text=True, timeout=timeout,
+                              env={**os.environ, "RUST_BACKTRACE": "0"})
+    except subprocess.TimeoutExpired as exc:
+        raise RunError(f"{name} did not finish within {timeout:.0f}s") from exc
+    if proc.returncode == 0 or "panicked at" not in proc.stderr:
+        raise RunError(f"{name} was expected to panic but exited with status {proc.returncode}: "
+                       f"{_last_line(proc.stderr)}")
+    return "\n".join(l for l in proc.stderr.splitlines() if not l.startswith("note: run with `RUST_BACKTRACE"))

@@ -26,20 +26,23 @@ def step_sites(root) -> tuple[set[tuple[str, int]], set[tuple[str, int]]]:
 def run(ctx: Context) -> ExperimentResult:
     """grads.len() == 4, the first losses, and an assignment left of every `optim.step(`."""
     from burnside.burn.cargo import rust_workspace
-    from burnside.burn.programs import run_program
+    from burnside.burn.binary import expect_panic
+    from burnside.burn.programs import built_programs, run_program
     from burnside.lint import lint_paths, select_rules
 
     console = ctx.console if ctx.progress else None
     rust = rust_workspace()
     out = ctx.console.print
 
-    # 1. debug_assert_eq!(grads.len(), 4): the training programs carry it; the numbers it checks.
-    sources = [rust / "pitb-opt/src/lib.rs", rust / "train-step/src/main.rs"]
+    # 1. debug_assert_eq!(grads.len(), 4): in the training programs, and live in their builds.
+    sources = [rust / "pitb-opt/src/lib.rs", rust / "train-step/src/main.rs", rust / "pitb-opt/src/bin/othergrads.rs"]
     asserting = [p for p in sources if "debug_assert_eq!(grads.len(), 4" in p.read_text()]
     good_len = run_program("moves", console=console).json["grads_len"]
-    bad_len = run_program("othergrads", console=console).json["grads_len"]
     out(f"1. debug_assert_eq!(grads.len(), {A1_PARAMS}) in {', '.join(p.relative_to(rust).as_posix() for p in asserting)}")
-    out(f"   a correct step: grads.len() = {good_len}; gradients paired with another model: grads.len() = {bad_len}")
+    out(f"   a correct step: grads.len() = {good_len}; othergrads --checked (gradients paired with another model):")
+    panic = expect_panic(built_programs(console).executables["othergrads"], ["--checked"])
+    out(panic, markup=False)
+    caught = "assertion `left == right` failed" in panic and "left: 0" in panic and "right: 4" in panic
 
     # 2. The first losses: bit-identical means no update landed.
     sgd = run_program("discard", ["sgd"], console=console).json
@@ -58,8 +61,8 @@ def run(ctx: Context) -> ExperimentResult:
     return ExperimentResult(
         claims=[
             (f"the training programs assert grads.len() == {A1_PARAMS}", len(asserting) == len(sources)),
-            (f"the check holds for a correct step ({good_len}) and fails for mismatched gradients ({bad_len})",
-             good_len == A1_PARAMS and bad_len != A1_PARAMS),
+            (f"the check passes a correct step (grads.len() = {good_len})", good_len == A1_PARAMS),
+            ("the check stops the mismatched gradients: assertion failed, left: 0, right: 4", caught),
             ("the first losses expose the clone version and pass the fixed one",
              stuck["clone"] and not stuck["fixed"]),
             (f"burnside lint flags exactly the {len(bare)} optim.step( calls with no assignment on their left",

@@ -1,5 +1,9 @@
 //! S14: gradients from `model` paired with `other` (same values, fresh ParamIds): the
 //! container is empty and the step silently changes nothing. Last line: `JSON: {...}`.
+//!
+//! `othergrads --checked` (S16) makes the same pairing behind the page's check,
+//! `debug_assert_eq!(grads.len(), 4)`, which stops it with a panic (debug assertions are on
+//! for this crate's release builds, see the workspace's Cargo.toml).
 
 use a1::{a1_data, a1_model, ce};
 use burn::optim::{GradientsParams, SgdConfig};
@@ -24,6 +28,9 @@ fn main() {
     let other = a1_model(&device); // same values, new ParamIds
     let loss = ce(&device).forward(model.forward(x), y);
     let grads = GradientsParams::from_grads(loss.backward(), &other);
+    if std::env::args().nth(1).as_deref() == Some("--checked") {
+        debug_assert_eq!(grads.len(), 4, "GradientsParams must hold every A1 parameter");
+    }
     let len = grads.len();
     println!("GradientsParams::len() = {len}");
     let before = fc2_bias(&other);
