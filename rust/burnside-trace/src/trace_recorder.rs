@@ -276,4 +276,38 @@ mod tests {
         recorder.optim(0, &layer, &optim).unwrap();
         assert!(recorder.tensors().is_empty());
     }
+
+    #[test]
+    fn sgd_momentum_velocity_is_recorded_as_momentum_buffer_in_pytorch_layout() {
+        let device = Device::default().autodiff();
+        let layer = LinearConfig::new(2, 3).init(&device);
+        let spec = OptimizerSpec::Sgd {
+            lr: 0.1,
+            momentum: Some(0.9),
+            dampening: 0.0,
+            nesterov: false,
+            weight_decay: 0.0,
+        };
+        let mut optim = spec.init();
+        let loss = layer.forward(Tensor::<2>::ones([1, 2], &device)).sum();
+        let grads = GradientsParams::from_grads(loss.backward(), &layer);
+        let mut recorder = TraceRecorder::new(spec);
+        recorder.grads(0, &layer, &grads).unwrap();
+        let layer = optim.step(0.1, layer, grads);
+        recorder.optim(0, &layer, &optim).unwrap();
+        let names: Vec<&str> = recorder.tensors().keys().map(String::as_str).collect();
+        assert_eq!(
+            names,
+            vec![
+                "step0.grads.bias",
+                "step0.grads.weight",
+                "step0.optim.momentum_buffer.bias",
+                "step0.optim.momentum_buffer.weight",
+            ]
+        );
+        let buffer = &recorder.tensors()["step0.optim.momentum_buffer.weight"];
+        assert_eq!(buffer.shape, vec![3, 2], "PyTorch layout");
+        // With dampening 0, the first velocity is the gradient itself.
+        assert_eq!(buffer, &recorder.tensors()["step0.grads.weight"]);
+    }
 }

@@ -29,7 +29,11 @@ fn main() {
     let loss = ce(&device).forward(model.forward(x), y);
     let grads = GradientsParams::from_grads(loss.backward(), &other);
     if std::env::args().nth(1).as_deref() == Some("--checked") {
-        debug_assert_eq!(grads.len(), 4, "GradientsParams must hold every A1 parameter");
+        debug_assert_eq!(
+            grads.len(),
+            4,
+            "GradientsParams must hold every A1 parameter"
+        );
     }
     let len = grads.len();
     println!("GradientsParams::len() = {len}");
