@@ -2,15 +2,17 @@
 
 - `cargo`: find cargo and the shared target directory, build with a progress display, and
   build the programs that must not compile to read rustc's verdict.
-- `binary`: run a built program with a timeout and parse its `JSON: {...}` line.
+- `binary`: run a built program with a timeout and parse its `JSON: {...}` line (or expect a panic).
 - `a1`: record the seed's A1 model on burn (`burnside run a1`).
 - `check`: build a user's port, run it on the PyTorch side's starting point, compare.
+- `programs`: burnside's own programs, built once per process and run by name.
 """
 
-from burnside.burn.binary import BinaryRun, run_binary
+from burnside.burn.binary import BinaryRun, expect_panic, run_binary
 from burnside.burn.cargo import (
     BuildResult,
     CompileError,
+    Diagnostic,
     build,
     build_workspace,
     expect_compile_error,
@@ -23,9 +25,11 @@ __all__ = [
     "BinaryRun",
     "BuildResult",
     "CompileError",
+    "Diagnostic",
     "build",
     "build_workspace",
     "expect_compile_error",
+    "expect_panic",
     "find_cargo",
     "run_binary",
     "rust_workspace",
