@@ -94,6 +94,9 @@ def run_target(
     steps: int = typer.Option(1, "--steps", min=1, help="Training steps."),
     optim: Optim = typer.Option(Optim.sgd, "--optim", help="sgd (lr 0.1) or adam (lr 0.01, eps 1e-8)."),
     tol: float = typer.Option(1e-6, "--tol", help="Absolute tolerance per element."),
+    rtol: float = typer.Option(0.0, "--rtol", help="Relative tolerance (|a-b| <= tol + rtol*|b|)."),
+    ulps: Optional[int] = typer.Option(None, "--ulps", help="Also accept elements within this many ULPs."),
+    tolerances: Optional[Path] = typer.Option(None, "--tolerances", help="Per-tensor tolerances (.toml/.json)."),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
 ) -> None:
     """Run the seed's A1 training step on PyTorch and burn, and compare every tensor."""
@@ -114,12 +117,14 @@ def run_target(
         console.print(Text(f"torch side: {steps} step(s) of {optim.value} → {path}", style="dim"))
     if side in (Side.both, Side.burn):
         path = output or run_dir / f"{stem}.burn.safetensors"
-        traces["burn"] = _record_burn_a1(path, steps=steps, optim=optim.value)
+        from burnside.burn.a1 import record_a1  # builds rust/train-step (progress shown), then runs it
+
+        traces["burn"] = record_a1(path, steps=steps, optim=optim.value, console=console)
         console.print(Text(f"burn side: {steps} step(s) of {optim.value} → {path}", style="dim"))
     if side is not Side.both:
         return
     comparison = compare_traces(open_trace(traces["torch"]), open_trace(traces["burn"]),
-                                Tolerances(Tolerance(atol=tol)))
+                                _tolerances(tol, rtol, ulps, tolerances))
     code = _report(comparison, as_json)
     if steps > 1 and not as_json:
         from burnside.report.plot import plot_drift
@@ -127,13 +132,6 @@ def run_target(
         png = plot_drift(comparison, run_dir / f"{stem}.png")
         console.print(Text(f"plot: {png}", style="dim"))
     raise typer.Exit(code)
-
-
-def _record_burn_a1(path: Path, *, steps: int, optim: str) -> Path:
-    # burn side: builds rust/train-step (progress shown) and runs it (src/burnside/burn/a1.py).
-    from burnside.burn.a1 import record_a1
-
-    return record_a1(path, steps=steps, optim=optim, console=console)
 
 
 @app.command()
