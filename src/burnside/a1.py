@@ -91,11 +91,10 @@ def a1_optimizer(model, optim: str):
 
 def record_torch(path, *, steps: int = 1, optim: str = "sgd"):
     """Record the A1 PyTorch side (the seed's train_step.py) into a trace at ``path``."""
-    import torch
-
     from burnside.torch import record
 
-    torch.use_deterministic_algorithms(True)
+    # No torch.use_deterministic_algorithms: it imports torch._dynamo (~2 s), and A1's CPU
+    # kernels (addmm, relu, cross_entropy) are deterministic already.
     model = a1_model()
     x, y = a1_data()
     return record(model, a1_optimizer(model, optim), {"x": x, "y": y}, path, steps=steps,
