@@ -109,6 +109,7 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=None, help="where to write the traces (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the traces")
     parser.add_argument("--skip-torch", action="store_true", help="skip torch.testing.assert_close")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per contender; the median is shown")
     args = parser.parse_args()
     directory = args.dir or Path(tempfile.mkdtemp(prefix="burnside-bench-"))
     directory.mkdir(parents=True, exist_ok=True)
@@ -127,10 +128,14 @@ def main() -> None:
                       ("numpy pass (mmap chunks)", [sys.executable, "-c", NUMPY_PASS, str(a), str(b)])]
         if not args.skip_torch:
             contenders.append(("torch assert_close", [sys.executable, "-c", TORCH_ASSERT_CLOSE, str(a), str(b)]))
-        print(f"{'contender':<26} {'wall s':>7} {'GB/s':>6} {'peak RSS MiB':>13} {'peak private MiB':>17} exit")
+        print(f"median of {args.repeat} runs each (min in parentheses)")
+        print(f"{'contender':<26} {'wall s':>13} {'GB/s':>6} {'peak RSS MiB':>13} {'peak private MiB':>17} exit")
         for label, argv in contenders:
-            wall, code, rss, anon = measure(argv)
-            print(f"{label:<26} {wall:7.2f} {total / wall / 1e9:6.2f} {rss / 2**20:13.0f} {anon / 2**20:17.0f} {code:>4}")
+            runs = sorted((measure(argv) for _ in range(args.repeat)), key=lambda r: r[0])
+            wall, code, rss, anon = runs[len(runs) // 2]
+            rss, anon = max(r[2] for r in runs), max(r[3] for r in runs)
+            print(f"{label:<26} {wall:6.2f} ({runs[0][0]:4.2f}) {total / wall / 1e9:6.2f} {rss / 2**20:13.0f} "
+                  f"{anon / 2**20:17.0f} {code:>4}")
         print("targets for burnside compare: <= 1.0 s wall, <= 256 MiB private memory")
     finally:
         if not args.keep and args.dir is None:
