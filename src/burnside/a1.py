@@ -89,6 +89,23 @@ def a1_optimizer(model, optim: str):
     raise ValueError(f"unknown optimizer {optim!r}; use sgd or adam")
 
 
+def torch_losses(steps: int, optim: str = "sgd") -> list[float]:
+    """The PyTorch side's loss before each of ``steps`` steps on A1 (the seed's step_helper.py loop)."""
+    from torch import nn
+
+    x, y = a1_data()
+    model = a1_model()
+    opt = a1_optimizer(model, optim)
+    losses = []
+    for _ in range(steps):
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
 def record_torch(path, *, steps: int = 1, optim: str = "sgd"):
     """Record the A1 PyTorch side (the seed's train_step.py) into a trace at ``path``."""
     from burnside.torch import record

@@ -38,22 +38,22 @@ def test_s8_clone_discard_leaves_the_loss_bit_identical_without_a_warning(progra
 
 
 def test_s12_clone_version_stuck_fixed_version_matches_pytorch(programs):
-    from burnside.experiments.s12_discard_sgd import torch_losses
+    from burnside.a1 import torch_losses
 
     out = run(programs, "discard", "sgd")
     assert len(set(out["clone_bits"])) == 1
-    assert np.allclose(out["fixed"], torch_losses("sgd", 3), rtol=0, atol=1.2e-7)
+    assert np.allclose(out["fixed"], torch_losses(3, "sgd"), rtol=0, atol=1.2e-7)
     assert np.allclose(out["fixed"], [1.1400574, 1.1059608, 1.075762], rtol=0, atol=1e-6)
 
 
 def test_s13_new_adam_equals_fresh_and_reused_adam_drifts(programs):
-    from burnside.experiments.s13_discard_adam import torch_adam_losses
+    from burnside.a1 import torch_losses
 
     out = run(programs, "discard", "adam")
     assert out["c_bits"] == out["b_bits"]
     assert abs(out["a"][4] - out["b"][4]) > 1e-4
     assert out["a"][0] == out["b"][0]  # the first post-fix loss is before any post-fix update
-    assert np.allclose(out["b"], torch_adam_losses(5), rtol=0, atol=1e-6)
+    assert np.allclose(out["b"], torch_losses(5, "adam"), rtol=0, atol=1e-6)
 
 
 def test_s14_othergrads_empty_and_unchanged(programs):

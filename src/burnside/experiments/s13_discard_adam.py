@@ -9,33 +9,15 @@ from burnside.experiments import Context, Experiment, ExperimentResult
 TOL = 1e-6
 
 
-def torch_adam_losses(steps: int) -> list[float]:
-    """The loss before each of ``steps`` PyTorch Adam steps (lr 0.01, eps 1e-8) on A1."""
-    from torch import nn
-
-    from burnside.a1 import a1_data, a1_model, a1_optimizer
-
-    x, y = a1_data()
-    model = a1_model()
-    opt = a1_optimizer(model, "adam")
-    losses = []
-    for _ in range(steps):
-        loss = nn.functional.cross_entropy(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(float(loss.item()))
-    return losses
-
-
 def run(ctx: Context) -> ExperimentResult:
     """A: 3 dropped then fixed (same Adam); B: fresh; C: 3 dropped then a new Adam. C == B, A drifts."""
+    from burnside.a1 import torch_losses
     from burnside.burn.programs import run_program
 
     run = run_program("discard", ["adam"], console=ctx.console if ctx.progress else None)
     ctx.console.print(run.text, markup=False)
     out = run.json
-    torch = torch_adam_losses(5)
+    torch = torch_losses(5, "adam")
     ctx.console.print(f"PyTorch Adam: {[round(v, 8) for v in torch]}")
     a, b = np.array(out["a"], dtype=np.float32), np.array(out["b"], dtype=np.float32)
     drift = np.abs(a - b)
