@@ -199,6 +199,10 @@ def main() -> None:
     except BurnsideError as exc:
         err_console.print(Text("error: ", style="bold red") + Text(str(exc)), soft_wrap=True)
         sys.exit(exc.exit_code)
+    except OSError as exc:  # permission denied, disk full, ...: the user's to fix, not a traceback
+        where = f"{exc.filename}: " if exc.filename else ""
+        err_console.print(Text("error: ", style="bold red") + Text(f"{where}{exc.strerror or exc}"), soft_wrap=True)
+        sys.exit(2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except (typer.Abort, KeyboardInterrupt):

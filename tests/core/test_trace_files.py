@@ -139,3 +139,9 @@ def test_cli_bad_input_is_one_line_exit_2_no_traceback(tmp_path):
         lines = [line for line in proc.stderr.splitlines() if line.strip()]
         assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
     assert not (tmp_path / "x.json").exists()
+
+
+def test_an_output_directory_that_cannot_be_made_is_one_line_exit_2():
+    proc = run_cli("run", "a1", "--side", "torch", "--out-dir", "/proc/burnside-out")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "error: /proc/burnside-out: No such file or directory"
