@@ -40,6 +40,14 @@ class Optim(str, Enum):
     adam = "adam"
 
 
+class Bug(str, Enum):
+    """The pages' silent failures (burnside.burn.a1.BUGS)."""
+
+    discard = "discard"
+    othergrads = "othergrads"
+    epsilon = "epsilon"
+
+
 def _tolerances(tol: float, rtol: float, ulps: int | None, tolerances: Path | None) -> Tolerances:
     default = Tolerance(atol=tol, rtol=rtol, ulps=ulps)
     return load_tolerances(tolerances, default) if tolerances else Tolerances(default)
@@ -97,6 +105,8 @@ def run_target(
     rtol: float = typer.Option(0.0, "--rtol", help="Relative tolerance (|a-b| <= tol + rtol*|b|)."),
     ulps: Optional[int] = typer.Option(None, "--ulps", help="Also accept elements within this many ULPs."),
     tolerances: Optional[Path] = typer.Option(None, "--tolerances", help="Per-tensor tolerances (.toml/.json)."),
+    bug: Optional[Bug] = typer.Option(None, "--bug", help="Build one of the pages' silent failures into the "
+                                      "burn side, to see burnside name it."),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
 ) -> None:
     """Run the seed's A1 training step on PyTorch and burn, and compare every tensor."""
@@ -104,12 +114,17 @@ def run_target(
         raise BurnsideError(f"unknown target {target!r}; the one target so far is a1")
     if output is not None and side is Side.both:
         raise BurnsideError("-o names one trace file; use it with --side torch or --side burn (or use --out-dir)")
-    stem = f"a1-{optim.value}-{steps}"
+    if bug is not None and side is Side.torch:
+        raise BurnsideError("--bug changes the burn side; use it with --side burn or both")
+    if bug is Bug.epsilon and optim is not Optim.adam:
+        raise BurnsideError("--bug epsilon is Adam's default epsilon; add --optim adam")
+    torch_stem = f"a1-{optim.value}-{steps}"
+    stem = torch_stem + (f"-{bug.value}" if bug else "")  # the PyTorch side has no bug to name
     run_dir = out_dir / "a1"
     run_dir.mkdir(parents=True, exist_ok=True)
     traces: dict[str, Path] = {}
     if side in (Side.both, Side.torch):
-        path = output or run_dir / f"{stem}.torch.safetensors"
+        path = output or run_dir / f"{torch_stem}.torch.safetensors"
         with console.status("recording the PyTorch side (importing torch)…"):
             from burnside.a1 import record_torch
 
@@ -119,7 +134,8 @@ def run_target(
         path = output or run_dir / f"{stem}.burn.safetensors"
         from burnside.burn.a1 import record_a1  # builds rust/train-step (progress shown), then runs it
 
-        traces["burn"] = record_a1(path, steps=steps, optim=optim.value, console=console)
+        traces["burn"] = record_a1(path, steps=steps, optim=optim.value, console=console,
+                                   bug=bug.value if bug else None)
         console.print(Text(f"burn side: {steps} step(s) of {optim.value} → {path}", style="dim"))
     if side is not Side.both:
         return

@@ -10,19 +10,28 @@ from burnside.burn.binary import run_binary
 from burnside.burn.cargo import build_workspace
 
 
+#: The pages' silent failures that `pitb-opt`'s `bugs` program can build into the A1 loop.
+BUGS = ("discard", "othergrads", "epsilon")
+
+
 def record_a1(out: Path, *, steps: int = 1, optim: str = "sgd", console: Console | None = None,
-              f32_inputs: bool = False, init: Path | None = None) -> Path:
+              f32_inputs: bool = False, init: Path | None = None, bug: str | None = None) -> Path:
     """Record ``steps`` steps of A1 on burn (SGD lr 0.1 or Adam lr 0.01, eps 1e-8) into ``out``.
 
     The model and batch are built in Rust (f64, rounded once); ``f32_inputs`` computes inputs
     and biases in f32 instead (S3); ``init`` loads a `burnside.torch.export_init` file instead.
+    ``bug`` (one of BUGS) records the loop with that failure built in (`pitb-opt`'s `bugs`).
     """
     if optim not in ("sgd", "adam"):
         raise ValueError(f"unknown optimizer {optim!r}; use sgd or adam")
+    if bug is not None and (bug not in BUGS or f32_inputs or init is not None):
+        raise ValueError(f"bug must be one of {BUGS}, without f32_inputs or init")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    binary = build_workspace(console).executables["train-step"]
+    binary = build_workspace(console).executables["bugs" if bug else "train-step"]
     args = ["-o", str(out), "--steps", str(steps), "--optim", optim]
+    if bug is not None:
+        args += ["--bug", bug]
     if f32_inputs:
         args.append("--f32-inputs")
     if init is not None:
