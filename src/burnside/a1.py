@@ -27,7 +27,9 @@ def a1_arrays() -> dict[str, np.ndarray]:
     fc1_b = [0.01 * o for o in range(8)]
     fc2_w = [[0.5 * math.cos(8 * o + i + 1) for i in range(8)] for o in range(3)]
     fc2_b = [-0.02 * o for o in range(3)]
-    f32 = lambda v: np.array(v, dtype=np.float64).astype(np.float32)
+    def f32(values) -> np.ndarray:  # computed in f64, rounded to f32 exactly once
+        return np.array(values, dtype=np.float64).astype(np.float32)
+
     return {
         "x": f32(x),
         "y": np.array(LABELS, dtype=np.int64),

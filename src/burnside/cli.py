@@ -6,7 +6,6 @@ import json
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -73,9 +72,9 @@ def compare(
     b: Path = typer.Argument(..., help="Trace B (usually burn)."),
     tol: float = typer.Option(1e-6, "--tol", help="Absolute tolerance per element."),
     rtol: float = typer.Option(0.0, "--rtol", help="Relative tolerance (|a-b| <= tol + rtol*|b|)."),
-    ulps: Optional[int] = typer.Option(None, "--ulps", help="Also accept elements within this many ULPs."),
-    only: Optional[str] = typer.Option(None, "--only", help="Compare only names matching this glob."),
-    tolerances: Optional[Path] = typer.Option(None, "--tolerances", help="Per-tensor tolerances (.toml/.json)."),
+    ulps: int | None = typer.Option(None, "--ulps", help="Also accept elements within this many ULPs."),
+    only: str | None = typer.Option(None, "--only", help="Compare only names matching this glob."),
+    tolerances: Path | None = typer.Option(None, "--tolerances", help="Per-tensor tolerances (.toml/.json)."),
     as_json: bool = typer.Option(False, "--json", help="Print the whole result as JSON."),
 ) -> None:
     """Compare two traces tensor by tensor (exit 0 within tolerance, 1 mismatch, 2 unusable input)."""
@@ -97,15 +96,15 @@ def convert(
 def run_target(
     target: str = typer.Argument(..., help="What to run: a1 (the seed's model)."),
     side: Side = typer.Option(Side.both, "--side", help="Run both sides and compare, or one side only."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="With --side torch|burn: the trace file."),
+    output: Path | None = typer.Option(None, "-o", "--output", help="With --side torch|burn: the trace file."),
     out_dir: Path = typer.Option(Path("burnside-out"), "--out-dir", help="Where traces and plots go."),
     steps: int = typer.Option(1, "--steps", min=1, help="Training steps."),
     optim: Optim = typer.Option(Optim.sgd, "--optim", help="sgd (lr 0.1) or adam (lr 0.01, eps 1e-8)."),
     tol: float = typer.Option(1e-6, "--tol", help="Absolute tolerance per element."),
     rtol: float = typer.Option(0.0, "--rtol", help="Relative tolerance (|a-b| <= tol + rtol*|b|)."),
-    ulps: Optional[int] = typer.Option(None, "--ulps", help="Also accept elements within this many ULPs."),
-    tolerances: Optional[Path] = typer.Option(None, "--tolerances", help="Per-tensor tolerances (.toml/.json)."),
-    bug: Optional[Bug] = typer.Option(None, "--bug", help="Build one of the pages' silent failures into the "
+    ulps: int | None = typer.Option(None, "--ulps", help="Also accept elements within this many ULPs."),
+    tolerances: Path | None = typer.Option(None, "--tolerances", help="Per-tensor tolerances (.toml/.json)."),
+    bug: Bug | None = typer.Option(None, "--bug", help="Build one of the pages' silent failures into the "
                                       "burn side, to see burnside name it."),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
 ) -> None:

@@ -119,11 +119,23 @@ def test_json_truncated_and_wrong_count(tmp_path):
         open_trace(path)
 
 
-def test_failed_write_leaves_no_file(tmp_path):
+def test_a_tensor_a_trace_cannot_hold_is_refused_before_writing(tmp_path):
     bad = {"step0.loss": np.array(["not a float"])}
-    with pytest.raises(Exception):
+    with pytest.raises(TraceError, match="dtype <U11, which a trace cannot hold"):
         write_trace(tmp_path / "t.safetensors", bad, base_metadata())
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_write_that_fails_midway_leaves_the_old_file_and_no_temporary(tmp_path):
+    from burnside.atomic import atomic_output
+
+    target = tmp_path / "t.json"
+    target.write_text("old")
+    with pytest.raises(RuntimeError), atomic_output(target, "w") as handle:
+        handle.write("half of the new")
+        raise RuntimeError("disk full")
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["t.json"]
 
 
 def test_cli_bad_input_is_one_line_exit_2_no_traceback(tmp_path):

@@ -9,7 +9,6 @@ from rich.console import Console
 from burnside.burn.binary import run_binary
 from burnside.burn.cargo import build_workspace
 
-
 #: The pages' silent failures that `pitb-opt`'s `bugs` program can build into the A1 loop.
 BUGS = ("discard", "othergrads", "epsilon")
 

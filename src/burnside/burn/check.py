@@ -14,7 +14,6 @@ with `burnside_trace::TraceRecorder`, and writes OUT. `rust/train-step` is a com
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 import typer
@@ -57,7 +56,7 @@ def check(
     torch_trace: Path = typer.Option(..., "--torch-trace", help="The PyTorch side's trace (burnside.torch.record)."),
     burn_crate: Path = typer.Option(..., "--burn-crate", help="Directory of the burn port's crate (its Cargo.toml)."),
     bin_name: str = typer.Option(..., "--bin", help="The port's binary."),
-    args: Optional[list[str]] = typer.Argument(None, help="Passed to the binary after `--`."),
+    args: list[str] | None = typer.Argument(None, help="Passed to the binary after `--`."),
     out_dir: Path = typer.Option(Path("burnside-out/check"), "--out-dir", help="Where the init file and burn trace go."),
     tol: float = typer.Option(1e-6, "--tol", help="Absolute tolerance per element."),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),

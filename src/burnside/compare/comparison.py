@@ -153,8 +153,11 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
     """
     tolerances = tolerances or Tolerances()
     names_a, names_b = set(a.names), set(b.names)
-    selected = lambda name: only is None or fnmatch.fnmatchcase(name, only) or fnmatch.fnmatchcase(
-        name.removeprefix("step0."), only)
+
+    def selected(name: str) -> bool:
+        # `--only grads.*` matches single-step names as the table prints them, without `step0.`
+        return only is None or fnmatch.fnmatchcase(name, only) or fnmatch.fnmatchcase(name.removeprefix("step0."), only)
+
     common = [n for n in a.names if n in names_b and selected(n)]
     if not common and names_a & names_b == set():
         raise TraceError(f"{a.path} and {b.path} share no tensor names; are they traces of the same model "

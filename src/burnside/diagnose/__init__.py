@@ -16,7 +16,7 @@ def diagnose(comparison: Comparison) -> list[Diagnosis]:
 
 def rule_doc(rule_id: str) -> ModuleType | None:
     """The rule module with this ID (its docstring is what `burnside explain` prints)."""
-    return next((r for r in RULES if r.ID == rule_id.upper()), None)
+    return next((r for r in RULES if rule_id.upper() == r.ID), None)
 
 
 __all__ = ["Diagnosis", "RULES", "diagnose", "rule_doc"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import io
 import sys
 from enum import Enum
 from pathlib import Path
@@ -77,7 +77,7 @@ def lint(
         if output is None:
             render_text(report, Console(highlight=False, soft_wrap=True))
         else:
-            console = Console(record=True, file=open(os.devnull, "w"), width=200, color_system=None, soft_wrap=True)
+            console = Console(record=True, file=io.StringIO(), width=200, color_system=None, soft_wrap=True)
             render_text(report, console)
             write_atomically(output, console.export_text())
     else:

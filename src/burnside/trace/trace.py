@@ -177,6 +177,12 @@ def encode_metadata(metadata: Mapping, kind: str = "trace") -> dict[str, str]:
 def write_trace(path: str | Path, tensors: Mapping[str, np.ndarray], metadata: Mapping, kind: str = "trace") -> Path:
     """Write numpy tensors + metadata as a trace; the suffix (.json/.safetensors) picks the form."""
     path = Path(path)
+    for name, array in tensors.items():
+        try:
+            dtype_of(np.asarray(array))
+        except ValueError:
+            raise TraceError(f"{path}: tensor {name!r} has dtype {np.asarray(array).dtype}, "
+                             "which a trace cannot hold") from None
     if path.suffix == ".json":
         if kind != "trace":
             raise TraceError(f"{path}: {kind} files are safetensors only; use a .safetensors suffix")
