@@ -76,10 +76,17 @@ def compare(
     only: str | None = typer.Option(None, "--only", help="Compare only names matching this glob."),
     tolerances: Path | None = typer.Option(None, "--tolerances", help="Per-tensor tolerances (.toml/.json)."),
     as_json: bool = typer.Option(False, "--json", help="Print the whole result as JSON."),
+    plot: Path | None = typer.Option(None, "--plot", help="Also write a PNG of loss and drift per step."),
 ) -> None:
     """Compare two traces tensor by tensor (exit 0 within tolerance, 1 mismatch, 2 unusable input)."""
     comparison = compare_traces(open_trace(a), open_trace(b), _tolerances(tol, rtol, ulps, tolerances), only)
-    raise typer.Exit(_report(comparison, as_json))
+    code = _report(comparison, as_json)
+    if plot is not None:
+        from burnside.report.plot import plot_drift
+
+        plot_drift(comparison, plot)
+        err_console.print(Text(f"plot: {plot}", style="dim"))
+    raise typer.Exit(code)
 
 
 @app.command()

@@ -122,3 +122,14 @@ def test_cli_prints_the_diagnosis_with_its_fix(tmp_path, reference):
     assert proc.returncode == 1
     assert "D001 optimizer step result discarded" in proc.stdout
     assert "first divergence: step0.params_after.fc1.weight" in proc.stdout
+
+
+def test_compare_plots_loss_and_drift_per_step(tmp_path, reference):
+    model = a1_model()
+    stuck = record(model, torch.optim.SGD(copy.deepcopy(model).parameters(), lr=0.1), _batch(),
+                   tmp_path / "stuck.safetensors", steps=2)
+    png = tmp_path / "drift.png"
+    proc = run_cli("compare", str(reference), str(stuck), "--plot", str(png))
+    assert proc.returncode == 1
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert proc.stderr.strip() == f"plot: {png}"
