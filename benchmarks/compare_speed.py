@@ -24,9 +24,10 @@ from pathlib import Path
 import numpy as np
 
 
-def build_traces(directory: Path, size_mib: int, count: int) -> tuple[Path, Path]:
+def build_traces(directory: Path, size_mib: int, count: int, dense: bool = False) -> tuple[Path, Path]:
     """Two traces; four of `count` tensors differ: every element by 1 ulp, a sparse few,
-    one element far out of tolerance, one NaN on one side."""
+    one element far out of tolerance, one NaN on one side. With `dense`, every element of
+    every tensor differs by 1 ulp (the worst case: nothing can be skipped)."""
     from burnside.trace import write_trace
 
     n = size_mib * 1024 * 1024 // 4 // count
@@ -37,7 +38,7 @@ def build_traces(directory: Path, size_mib: int, count: int) -> tuple[Path, Path
     for i, name in enumerate(names):
         a = rng.standard_normal(n, dtype=np.float32)
         b = a.copy()
-        if i == 1:
+        if dense or i == 1:
             b = np.nextafter(a, np.float32(np.inf))  # every element 1 ulp up
         elif i == 2:
             idx = rng.choice(n, 1000, replace=False)
@@ -110,14 +111,16 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the traces")
     parser.add_argument("--skip-torch", action="store_true", help="skip torch.testing.assert_close")
     parser.add_argument("--repeat", type=int, default=3, help="runs per contender; the median is shown")
+    parser.add_argument("--dense", action="store_true", help="every element of every tensor differs (worst case)")
     args = parser.parse_args()
     directory = args.dir or Path(tempfile.mkdtemp(prefix="burnside-bench-"))
     directory.mkdir(parents=True, exist_ok=True)
     try:
         t0 = time.perf_counter()
-        a, b = build_traces(directory, args.size_mib, args.tensors)
+        a, b = build_traces(directory, args.size_mib, args.tensors, args.dense)
         total = a.stat().st_size + b.stat().st_size
-        print(f"traces: 2 x {a.stat().st_size / 2**30:.2f} GiB, {args.tensors} tensors each, "
+        print(f"traces: 2 x {a.stat().st_size / 2**30:.2f} GiB, {args.tensors} tensors each"
+              f"{' (every element differs)' if args.dense else ''}, "
               f"built in {time.perf_counter() - t0:.1f} s; {os.cpu_count()} cores")
         for path in (a, b):  # warm the page cache for every contender alike
             with path.open("rb") as handle:

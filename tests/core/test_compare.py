@@ -247,3 +247,41 @@ def test_cli_mismatch_exits_1_and_json_has_everything(write):
     assert doc["passed"] is False and doc["first_divergence"] == "step0.logits"
     row = next(r for r in doc["tensors"] if r["name"] == "step0.logits")
     assert row["out_of_tol"] == 12 and row["max_ulps"] > 0 and len(row["worst_index"]) == 2
+
+
+def _reference_stats(a: np.ndarray, b: np.ndarray, atol: float):
+    """The obvious, slow definition: exact |a-b| in f64, ULPs via Python integers."""
+    bits = {np.float32: (np.int32, 31), np.float64: (np.int64, 63)}[a.dtype.type]
+    ia, ib = a.view(bits[0]).astype(object), b.view(bits[0]).astype(object)
+
+    def key(v):
+        return -(v & ((1 << bits[1]) - 1)) if v < 0 else v
+
+    ulps = [abs(key(x) - key(y)) for x, y in zip(ia, ib, strict=True)]
+    diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
+    return int(np.count_nonzero(ia != ib)), float(diff.max()), max(ulps), int(np.count_nonzero(diff > atol))
+
+
+@pytest.mark.parametrize("np_dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("spread", ["ulps", "signs", "bound"])
+def test_dense_chunks_agree_with_the_slow_definition(np_dtype, spread):
+    rng = np.random.default_rng(7)
+    n = 3 * CHUNK + 17  # several chunks on the threads, and a short last one
+    a = (rng.standard_normal(n) * 1e-3).astype(np_dtype)
+    if spread == "ulps":  # every element a few ULPs away
+        b = a.view(np.int32 if np_dtype is np.float32 else np.int64) + rng.integers(-5, 6, n).astype(
+            np.int32 if np_dtype is np.float32 else np.int64)
+        b = b.view(np_dtype)
+    elif spread == "signs":  # values around zero, many crossing it, and -0 against +0
+        b = (a + (rng.standard_normal(n) * 1e-3).astype(np_dtype)).astype(np_dtype)
+        a[:10], b[:10] = np_dtype(0.0), np_dtype(-0.0)
+    else:  # differences right at the tolerance, where f32 rounding of |a-b| matters
+        a = rng.uniform(-1, 1, n).astype(np_dtype)
+        b = (a.astype(np.float64) + rng.choice([-1, 1], n) * 1e-6 * rng.uniform(0.999999, 1.000001, n)).astype(np_dtype)
+    stats = diff_arrays(a, b, "F32" if np_dtype is np.float32 else "F64", Tolerance(atol=1e-6))
+    differing, max_abs, max_ulps, out = _reference_stats(a, b, 1e-6)
+    assert stats.differing == differing
+    assert stats.max_abs == max_abs
+    assert stats.max_ulps == max_ulps
+    assert stats.out_of_tol == out
+    assert abs(float(a[stats.worst_index]) - float(b[stats.worst_index])) == max_abs
