@@ -54,7 +54,10 @@ def run_binary(path: Path, args: list[str] | None = None, *, timeout: float = 30
     parsed = None
     for line in proc.stdout.splitlines():
         if line.startswith(_JSON_PREFIX):
-            parsed = json.loads(line[len(_JSON_PREFIX):])
+            try:
+                parsed = json.loads(line[len(_JSON_PREFIX):])
+            except json.JSONDecodeError:
+                raise RunError(f"{name} printed a malformed JSON line: {line[:80]}") from None
     return BinaryRun(name, proc.stdout, proc.stderr, parsed, seconds)
 
 
