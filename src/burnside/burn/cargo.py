@@ -114,10 +114,13 @@ def _cargo(args: list[str], cwd: Path, what: str, console: Console | None) -> Bu
     start = time.monotonic()
     with tempfile.TemporaryFile(mode="w+") as stderr:
         proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        plain = console is not None and not console.is_terminal
         progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                            console=console, transient=True, disable=console is None)
+                            console=console, transient=True, disable=console is None or plain)
+        if plain:  # no live display on a pipe or in CI: say what is happening, once
+            console.print(f"building {what} with cargo into {target_dir()} (a cold build takes minutes)…")
         with progress:
-            task = progress.add_task(f"building {what}", total=None)
+            task = progress.add_task(f"building {what} (a cold build takes minutes)", total=None)
             assert proc.stdout is not None
             for line in proc.stdout:
                 try:
@@ -134,6 +137,8 @@ def _cargo(args: list[str], cwd: Path, what: str, console: Console | None) -> Bu
                 elif reason == "compiler-message":
                     diagnostics.append(Diagnostic.from_message(msg))
             returncode = proc.wait()
+        if plain:
+            console.print(f"cargo finished in {time.monotonic() - start:.1f} s ({artifacts} crates checked or built)")
         stderr.seek(0)
         err = stderr.read()
     return BuildResult(command, returncode, executables, diagnostics, err, artifacts, time.monotonic() - start)
