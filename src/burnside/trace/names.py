@@ -18,10 +18,6 @@ STAGES: tuple[str, ...] = (
 )
 STAGE_INDEX = {stage: i for i, stage in enumerate(STAGES)}
 
-#: Stages that must be bit-identical on both sides before outputs mean anything (seed S3).
-#: `params_before` only counts at step 0: later steps' params are themselves outputs.
-SHARED_START_STAGES = ("inputs", "params_before")
-
 _NAME = re.compile(r"^step(?P<step>\d+)\.(?P<stage>[a-z_]+)(?:\.(?P<rest>.+))?$")
 
 
@@ -51,7 +47,10 @@ class TensorName:
 
     @property
     def is_shared_start(self) -> bool:
-        """True for tensors both sides must start from bit-identically."""
+        """True for tensors both sides must start from bit-identically (seed S3).
+
+        `params_before` only counts at step 0: later steps' params are themselves outputs.
+        """
         return self.stage == "inputs" or (self.stage == "params_before" and self.step == 0)
 
 

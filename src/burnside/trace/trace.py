@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,7 +13,7 @@ import numpy as np
 from burnside.errors import TraceError
 from burnside.trace import json_file, safetensors_file
 from burnside.trace.dtypes import bf16_to_f32, dtype_of
-from burnside.trace.names import order_key, parse_name
+from burnside.trace.names import order_key
 
 FORMAT_VERSION = 1
 #: Metadata keys whose safetensors value is JSON text (native JSON in the JSON form).
@@ -206,9 +206,3 @@ def convert_trace(src: str | Path, dst: str | Path) -> Path:
         json_file.write(Path(dst), typed, trace.metadata)
         return Path(dst)
     return write_trace(dst, tensors, trace.metadata)
-
-
-def iter_names(trace: Trace, stages: Iterable[str]) -> list[str]:
-    """Names of the given stages, in pipeline order."""
-    wanted = set(stages)
-    return [n for n in trace.names if (p := parse_name(n)) is not None and p.stage in wanted]
