@@ -3,23 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from enum import Enum
 
-
-class Severity(str, Enum):
-    ERROR = "error"
-    WARNING = "warning"
-    INFO = "info"
-
-    def demoted(self) -> Severity:
-        """One level down; info stays info so test code still shows its notes."""
-        if self is Severity.ERROR:
-            return Severity.WARNING
-        return Severity.INFO
-
-    @property
-    def rank(self) -> int:
-        return {"error": 0, "warning": 1, "info": 2}[self.value]
+from burnside.rule import Severity
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ def sarif_rules() -> list[dict]:
             {
                 "id": rule_id,
                 "name": module.NAME,
-                "shortDescription": {"text": module.SUMMARY},
+                "shortDescription": {"text": module.TITLE},
                 "fullDescription": {"text": " ".join(_section(doc, "What it does").split())},
                 "help": {"text": doc.strip(), "markdown": doc.strip()},
                 "defaultConfiguration": {"level": _LEVEL[module.SEVERITY]},

@@ -28,10 +28,13 @@ from __future__ import annotations
 
 from burnside.compare import Comparison
 from burnside.diagnose.diagnosis import Diagnosis
+from burnside.rule import Severity
 from burnside.diagnose.evidence import grads_nonzero, params_unchanged, steps_of
 
 ID = "D001"
+NAME = "step-result-discarded"
 TITLE = "optimizer step result discarded"
+SEVERITY = Severity.ERROR
 
 
 def check(comparison: Comparison) -> list[Diagnosis]:

@@ -28,10 +28,13 @@ from __future__ import annotations
 
 from burnside.compare import Comparison
 from burnside.diagnose.diagnosis import Diagnosis
+from burnside.rule import Severity
 from burnside.diagnose.evidence import grads_len, steps_of
 
 ID = "D002"
+NAME = "grads-from-other-module"
 TITLE = "gradients matched to another module"
+SEVERITY = Severity.ERROR
 
 
 def check(comparison: Comparison) -> list[Diagnosis]:

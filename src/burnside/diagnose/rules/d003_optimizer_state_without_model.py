@@ -27,10 +27,13 @@ from __future__ import annotations
 
 from burnside.compare import Comparison
 from burnside.diagnose.diagnosis import Diagnosis
+from burnside.rule import Severity
 from burnside.diagnose.evidence import optim_step_count, params_unchanged, steps_of
 
 ID = "D003"
+NAME = "optimizer-state-without-model"
 TITLE = "optimizer state advanced without the model"
+SEVERITY = Severity.ERROR
 
 
 def check(comparison: Comparison) -> list[Diagnosis]:

@@ -23,9 +23,12 @@ from __future__ import annotations
 
 from burnside.compare import Comparison
 from burnside.diagnose.diagnosis import Diagnosis
+from burnside.rule import Severity
 
 ID = "D004"
+NAME = "adam-epsilon"
 TITLE = "Adam epsilon differs"
+SEVERITY = Severity.ERROR
 
 
 def check(comparison: Comparison) -> list[Diagnosis]:

@@ -27,9 +27,12 @@ from __future__ import annotations
 
 from burnside.compare import Comparison
 from burnside.diagnose.diagnosis import Diagnosis
+from burnside.rule import Severity
 
 ID = "D005"
+NAME = "optimizer-config"
 TITLE = "optimizer configuration differs"
+SEVERITY = Severity.ERROR
 _KEYS = ("name", "lr", "betas", "momentum", "dampening", "nesterov", "weight_decay", "weight_decay_kind", "amsgrad")
 _FIXES = {
     "dampening": "set `MomentumConfig::with_dampening(...)` explicitly (burn's default is 0.1, PyTorch's 0)",

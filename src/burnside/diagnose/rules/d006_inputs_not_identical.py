@@ -26,9 +26,12 @@ from __future__ import annotations
 
 from burnside.compare import Comparison
 from burnside.diagnose.diagnosis import Diagnosis
+from burnside.rule import Severity
 
 ID = "D006"
+NAME = "inputs-not-identical"
 TITLE = "inputs or initial parameters not bit-identical"
+SEVERITY = Severity.ERROR
 
 
 def check(comparison: Comparison) -> list[Diagnosis]:

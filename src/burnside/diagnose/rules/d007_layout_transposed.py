@@ -24,9 +24,12 @@ from __future__ import annotations
 
 from burnside.compare import Comparison
 from burnside.diagnose.diagnosis import Diagnosis
+from burnside.rule import Severity
 
 ID = "D007"
+NAME = "layout-transposed"
 TITLE = "tensor stored in the other framework's layout"
+SEVERITY = Severity.ERROR
 
 
 def check(comparison: Comparison) -> list[Diagnosis]:

@@ -1,6 +1,6 @@
 """The rule registry: one module per rule, keyed by its stable ID.
 
-Each rule module defines `ID`, `NAME`, `SEVERITY`, `SUMMARY`, a docstring in
+Each rule module defines `ID`, `NAME`, `SEVERITY`, `TITLE`, a docstring in
 four sections (What it does / Why is this bad? / Example / Use instead), and
 `check(unit) -> Iterable[Hit]`.
 """

@@ -47,7 +47,7 @@ from burnside.lint.syntax import SourceUnit, arguments_of, method_name, receiver
 ID = "BS001"
 NAME = "step-result-discarded"
 SEVERITY = Severity.ERROR
-SUMMARY = "result of optimizer step is discarded"
+TITLE = "result of optimizer step is discarded"
 
 
 def suggested_fix(site: StepSite) -> str:
@@ -75,9 +75,9 @@ def check(unit: SourceUnit):
     for site in step_sites(unit):
         if not site.discarded:
             continue
-        message = SUMMARY
+        message = TITLE
         if site.discard != "expression statement":
-            message = f"{SUMMARY} ({site.discard})"
+            message = f"{TITLE} ({site.discard})"
         yield Hit(
             node=site.call,
             message=message,

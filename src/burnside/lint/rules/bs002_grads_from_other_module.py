@@ -63,7 +63,7 @@ if TYPE_CHECKING:
 ID = "BS002"
 NAME = "grads-from-other-module"
 SEVERITY = Severity.WARNING
-SUMMARY = "gradients are taken against a module that did not build the loss"
+TITLE = "gradients are taken against a module that did not build the loss"
 
 _MAX_DEPTH = 6
 # Loss functions also have a `forward`; they are poor suggestions for the module.

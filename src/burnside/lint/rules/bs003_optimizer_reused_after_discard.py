@@ -40,7 +40,7 @@ from burnside.lint.syntax import SourceUnit
 ID = "BS003"
 NAME = "optimizer-reused-after-discarded-step"
 SEVERITY = Severity.WARNING
-SUMMARY = "optimizer is stepped again after a discarded step"
+TITLE = "optimizer is stepped again after a discarded step"
 
 
 def _same(a, b) -> bool:
@@ -73,6 +73,6 @@ def check(unit: SourceUnit):
                 reported.add(later.call.start_byte)
                 yield Hit(
                     node=later.call,
-                    message=f"{SUMMARY}: `{site.receiver}` advanced its state at line {line} without the module",
+                    message=f"{TITLE}: `{site.receiver}` advanced its state at line {line} without the module",
                     help=f"assign the result of the step at line {line}, so optimizer state and module stay in step",
                 )

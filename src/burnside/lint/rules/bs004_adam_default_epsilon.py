@@ -33,7 +33,7 @@ from burnside.lint.syntax import SourceUnit
 ID = "BS004"
 NAME = "adam-default-epsilon"
 SEVERITY = Severity.INFO
-SUMMARY = "Adam epsilon left at burn's default 1e-5 (PyTorch uses 1e-8)"
+TITLE = "Adam epsilon left at burn's default 1e-5 (PyTorch uses 1e-8)"
 
 _TYPES = frozenset({"AdamConfig", "AdamWConfig"})
 

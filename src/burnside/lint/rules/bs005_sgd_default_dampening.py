@@ -38,7 +38,7 @@ from burnside.lint.syntax import SourceUnit, text
 ID = "BS005"
 NAME = "sgd-default-dampening"
 SEVERITY = Severity.INFO
-SUMMARY = "SGD momentum dampening left at burn's default 0.1 (PyTorch uses 0)"
+TITLE = "SGD momentum dampening left at burn's default 0.1 (PyTorch uses 0)"
 
 _HELP = "set it explicitly to match PyTorch: `.with_dampening(0.0)`"
 
@@ -51,7 +51,7 @@ def check(unit: SourceUnit):
         if parent is not None and parent.type == "base_field_initializer":
             # `MomentumConfig { .., ..MomentumConfig::new() }`: judged as a literal below.
             continue
-        yield Hit(node=chain.new_call, message=SUMMARY, help=_HELP)
+        yield Hit(node=chain.new_call, message=TITLE, help=_HELP)
     for literal in unit.nodes("momentum_struct"):
         body = literal.child_by_field_name("body")
         if body is None:
@@ -66,4 +66,4 @@ def check(unit: SourceUnit):
                 if name is not None:
                     fields.add(text(name))
         if has_base and "dampening" not in fields:
-            yield Hit(node=literal, message=SUMMARY, help="name the field: `dampening: 0.0`")
+            yield Hit(node=literal, message=TITLE, help="name the field: `dampening: 0.0`")
