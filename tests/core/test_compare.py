@@ -285,3 +285,55 @@ def test_dense_chunks_agree_with_the_slow_definition(np_dtype, spread):
     assert stats.max_ulps == max_ulps
     assert stats.out_of_tol == out
     assert abs(float(a[stats.worst_index]) - float(b[stats.worst_index])) == max_abs
+
+
+def test_the_verdict_shows_the_tolerances_actually_used(tmp_path, write):
+    a = a1_like_tensors()
+    b = dict(a)
+    x = a["step0.inputs.x"].copy()
+    x[0, 0] += np.float32(0.5)
+    b["step0.inputs.x"] = x
+    spec = tmp_path / "tol.toml"
+    spec.write_text('[tensors."*.inputs.*"]\natol = 5\n[tensors."*.never.*"]\natol = 1\n')
+    proc = run_cli("compare", str(write("a.safetensors", a)), str(write("b.safetensors", b, "burn")),
+                   "--tolerances", str(spec))
+    verdict = next(line for line in proc.stdout.splitlines() if line.startswith("worst="))
+    # inputs must still be bit-identical (a failed start), but the line names both tolerances used
+    assert verdict == "worst=5.00e-01 tol=1e-06, *.inputs.*: tol=5 FAIL"
+    doc = json.loads(run_cli("compare", str(tmp_path / "a.safetensors"), str(tmp_path / "b.safetensors"),
+                             "--tolerances", str(spec), "--json").stdout)
+    assert doc["tolerances"] == [{"glob": None, "atol": 1e-6, "rtol": 0.0, "ulps": None},
+                                 {"glob": "*.inputs.*", "atol": 5.0, "rtol": 0.0, "ulps": None}]
+
+
+def _exact_reference(a: np.ndarray, b: np.ndarray, atol: float, rtol: float, ulps: int | None) -> int:
+    """Out-of-tolerance count by the slow, exact definition: rationals and Python-integer ULPs."""
+    from fractions import Fraction
+
+    bits = {np.float32: (np.int32, 31), np.float64: (np.int64, 63)}[a.dtype.type]
+    ia, ib = a.view(bits[0]).astype(object), b.view(bits[0]).astype(object)
+
+    def key(v):
+        return -(v & ((1 << bits[1]) - 1)) if v < 0 else v
+
+    out = 0
+    for x, y, kx, ky in zip(a.tolist(), b.tolist(), ia, ib, strict=True):
+        too_far = abs(Fraction(x) - Fraction(y)) > Fraction(atol) + Fraction(rtol) * abs(Fraction(y))
+        if too_far and (ulps is None or abs(key(kx) - key(ky)) > ulps):
+            out += 1
+    return out
+
+
+@pytest.mark.parametrize("np_dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("atol", "rtol", "ulps"), [(1e-6, 0.0, None), (1e-7, 1e-6, None), (0.0, 0.0, 3),
+                                                    (1e-7, 1e-6, 2)])
+def test_out_of_tolerance_matches_the_exact_definition_for_atol_rtol_and_ulps(np_dtype, atol, rtol, ulps):
+    rng = np.random.default_rng(11)
+    n = 20_000
+    a = rng.uniform(-2, 2, n).astype(np_dtype)
+    scale = atol + rtol * np.abs(a.astype(np.float64))
+    b = (a.astype(np.float64) + rng.choice([-1, 1], n) * scale * rng.uniform(0.99999, 1.00001, n)).astype(np_dtype)
+    step = np.int32 if np_dtype is np.float32 else np.int64
+    b[:200] = (a[:200].view(step) + rng.integers(-5, 6, 200).astype(step)).view(np_dtype)  # a few ULPs
+    stats = diff_arrays(a, b, "F32" if np_dtype is np.float32 else "F64", Tolerance(atol=atol, rtol=rtol, ulps=ulps))
+    assert stats.out_of_tol == _exact_reference(a, b, atol, rtol, ulps)

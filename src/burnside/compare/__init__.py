@@ -1,7 +1,8 @@
 """Compare two traces tensor by tensor: absolute error, ULPs, structure, earliest divergence."""
 
 from burnside.compare.comparison import Comparison, StructureProblem, TensorRow, compare_traces
-from burnside.compare.tensor_diff import ElementStats, diff_arrays
+from burnside.compare.summary import TraceSummary
+from burnside.compare.tensor_diff import ElementStats, diff_arrays, float_ulps, ulp_distance
 from burnside.compare.tolerance import Tolerance, Tolerances, load_tolerances
 
 __all__ = [
@@ -12,6 +13,9 @@ __all__ = [
     "Tolerance",
     "Tolerances",
     "compare_traces",
+    "TraceSummary",
     "diff_arrays",
+    "float_ulps",
     "load_tolerances",
+    "ulp_distance",
 ]

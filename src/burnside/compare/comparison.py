@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from burnside.compare.summary import TraceSummary, summarize
 from burnside.compare.tensor_diff import ElementStats, diff_arrays
 from burnside.compare.tolerance import Tolerance, Tolerances
 from burnside.errors import TraceError
@@ -52,15 +53,28 @@ class StructureProblem:
     what: str  # "shape" or "dtype"
     a: str
     b: str
-    hint: str | None = None
+    transposed: bool = False  # a 2-D shape that is the other side's transpose (D007)
+
+    @property
+    def hint(self) -> str | None:
+        """What a transposed shape means, for the report."""
+        if not self.transposed:
+            return None
+        return ("the shapes are transposes: one side stored a Linear weight in burn's [in, out] layout; "
+                "the burn recorder must write PyTorch's [out, in]")
 
 
 @dataclass
 class Comparison:
-    """The result of comparing trace A (usually PyTorch) with trace B (usually burn)."""
+    """The result of comparing trace A (usually PyTorch) with trace B (usually burn).
 
-    a: Trace
-    b: Trace
+    It holds summaries of the two traces, not the traces: everything the diagnosis and the
+    report need was read in compare's one pass.
+    """
+
+    a: TraceSummary
+    b: TraceSummary
+    tolerances: Tolerances
     rows: list[TensorRow]
     only_in_a: list[str] = field(default_factory=list)
     only_in_b: list[str] = field(default_factory=list)
@@ -96,48 +110,19 @@ class Comparison:
         """Same structure, bit-identical start, every element within tolerance."""
         return not (self.failed_rows or self.only_in_a or self.only_in_b or self.structure or self.start_mismatch)
 
+    def tolerances_used(self) -> list[tuple[str | None, Tolerance]]:
+        """The default tolerance, then each override that applied to a compared row (glob, tolerance)."""
+        used = [(None, self.tolerances.default)]
+        for pattern, tol in self.tolerances.overrides:
+            if any(self.tolerances.for_name(r.name) is tol for r in self.rows):
+                used.append((pattern, tol))
+        return used
+
     def display_name(self, name: str) -> str:
         """Drop `step0.` when both traces hold a single step, so A1's table reads like the seed's."""
         if self.steps == 1 and name.startswith("step0."):
             return name[len("step0."):]
         return name
-
-    def to_dict(self) -> dict:
-        """Everything, for `--json`."""
-        return {
-            "a": {"path": str(self.a.path), "framework": self.a.framework, "steps": self.a.steps},
-            "b": {"path": str(self.b.path), "framework": self.b.framework, "steps": self.b.steps},
-            "passed": self.passed,
-            "worst": self.worst,
-            "first_divergence": self.first_divergence.name if self.first_divergence else None,
-            "start_mismatch": [r.name for r in self.start_mismatch],
-            "only_in_a": self.only_in_a,
-            "only_in_b": self.only_in_b,
-            "structure": [vars(p) for p in self.structure],
-            "tensors": [_row_dict(r) for r in self.rows],
-        }
-
-
-def _row_dict(row: TensorRow) -> dict:
-    s = row.stats
-    return {
-        "name": row.name,
-        "dtype": row.dtype,
-        "shape": list(row.shape),
-        "n": s.n,
-        "max_abs_diff": s.max_abs,
-        "max_ulps": s.max_ulps,
-        "worst_index": list(row.worst_index) if row.worst_index is not None else None,
-        "differing": s.differing,
-        "out_of_tol": s.out_of_tol,
-        "nonfinite_a_only": s.nonfinite_a_only,
-        "nonfinite_b_only": s.nonfinite_b_only,
-        "identical": s.identical,
-        "atol": row.tol.atol,
-        "rtol": row.tol.rtol,
-        "ulps": row.tol.ulps,
-        "passed": row.passed,
-    }
 
 
 def _is_shared_start(name: str) -> bool:
@@ -165,8 +150,9 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
     if not common:
         raise TraceError(f"--only {only!r} matches no tensor present in both traces")
     comparison = Comparison(
-        a=a,
-        b=b,
+        a=summarize(a),
+        b=summarize(b),
+        tolerances=tolerances,
         rows=[],
         only_in_a=[n for n in a.names if n not in names_b and selected(n)],
         only_in_b=[n for n in b.names if n not in names_a and selected(n)],
@@ -174,11 +160,9 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
     for name in common:
         ia, ib = a.info(name), b.info(name)
         if ia.shape != ib.shape:
-            hint = None
-            if len(ia.shape) == 2 and ia.shape == ib.shape[::-1]:
-                hint = ("the shapes are transposes: one side stored a Linear weight in burn's [in, out] layout; "
-                        "the burn recorder must write PyTorch's [out, in]")
-            comparison.structure.append(StructureProblem(name, "shape", str(list(ia.shape)), str(list(ib.shape)), hint))
+            transposed = len(ia.shape) == 2 and ia.shape == ib.shape[::-1]
+            comparison.structure.append(
+                StructureProblem(name, "shape", str(list(ia.shape)), str(list(ib.shape)), transposed))
             continue
         if ia.dtype != ib.dtype:
             comparison.structure.append(StructureProblem(name, "dtype", ia.dtype, ib.dtype))

@@ -21,15 +21,14 @@ CHUNK = 1 << 17  # elements per chunk: a chunk and its temporaries stay in cache
 _WORKERS = min(2, os.cpu_count() or 1)
 _pool: ThreadPoolExecutor | None = None
 
-# dtype -> (signed integer view of the bits, unsigned twin, type the arithmetic runs in)
+# dtype -> (signed integer view of the bits, type the arithmetic runs in)
 _BITS = {
-    "F64": (np.int64, np.uint64, np.float64),
-    "F32": (np.int32, np.uint32, np.float32),
-    "F16": (np.int16, np.uint16, np.float32),
-    "BF16": (np.int16, np.uint16, np.float32),
+    "F64": (np.int64, np.float64),
+    "F32": (np.int32, np.float32),
+    "F16": (np.int16, np.float32),
+    "BF16": (np.int16, np.float32),
 }
-# Elements whose working-precision |a-b| lies this close (relatively) to the bound are rechecked in f64.
-_BORDER = 2.0**-20
+_UNSIGNED = {8: np.uint64, 4: np.uint32, 2: np.uint16}
 
 
 @dataclass(frozen=True)
@@ -114,7 +113,7 @@ def _exact_chunk(a: np.ndarray, b: np.ndarray, dtype: str, tol: Tolerance, offse
 
 
 def _float_chunk(a: np.ndarray, b: np.ndarray, dtype: str, tol: Tolerance, offset: int) -> _Partial:
-    view, unsigned, work = _BITS[dtype]
+    view, work = _BITS[dtype]
     ia = a.view(view)
     ib = b.view(view)
     scratch = _scratch(view, work, ia.size)
@@ -122,26 +121,26 @@ def _float_chunk(a: np.ndarray, b: np.ndarray, dtype: str, tol: Tolerance, offse
     differing = int(np.count_nonzero(d))
     if differing == 0:
         return _Partial()
-    dense = differing * 8 >= ia.size
-    if dense and dtype in ("F32", "F64") and not tol.rtol and tol.ulps is None:
-        part = _dense_stats(ia, ib, a.view(work), b.view(work), d, scratch, tol)
-        if part is not None:
-            part.differing = differing
-            part.worst += offset
-            return part
     idx = None
-    if not dense:  # sparse: look only at the elements whose bits differ
+    if differing * 8 < ia.size:  # sparse: look only at the elements whose bits differ (copies)
         idx = np.flatnonzero(d)
         ia, ib = ia[idx], ib[idx]
+        scratch = _Scratch(view, work, idx.size)
     av, bv = _values(ia, dtype, work), _values(ib, dtype, work)
-    diff = av - bv
+    diff = np.subtract(av, bv, out=scratch.diff)
     np.abs(diff, out=diff)
-    if not np.isfinite(diff.max()):
-        return _nonfinite_chunk(av.astype(np.float64), bv.astype(np.float64), ia, ib, unsigned, idx, tol, offset)
-    part = _finite_stats(av, bv, diff, ia, ib, unsigned, tol)
-    part.differing = differing
-    part.worst = offset + (int(idx[part.worst]) if idx is not None else part.worst)
-    return part
+    worst = int(np.argmax(diff))  # a NaN wins argmax, an infinity is the max: both are caught here
+    if not np.isfinite(diff[worst]):
+        return _nonfinite_chunk(av.astype(np.float64), bv.astype(np.float64), ia, ib, idx, tol, offset)
+    ulps = ulp_distance(ia, ib, scratch)
+    bad = tol.exceeded(av, bv, diff, ulps, out=scratch.mask)
+    return _Partial(
+        differing=differing,
+        max_abs=abs(float(av[worst]) - float(bv[worst])),  # exact in f64 for any f32/f16 pair
+        max_ulps=int(ulps.max()),
+        worst=offset + (int(idx[worst]) if idx is not None else worst),
+        out=int(np.count_nonzero(bad)),
+    )
 
 
 class _Scratch:
@@ -171,44 +170,33 @@ def _scratch(view, work, size: int) -> _Scratch:
     return sliced
 
 
-def _dense_stats(ia, ib, av, bv, d, scratch: _Scratch, tol: Tolerance) -> _Partial | None:
-    """Most elements differ (f32/f64, absolute tolerance): every step in place, no allocation.
+def ulp_distance(ia: np.ndarray, ib: np.ndarray, scratch: _Scratch | None = None) -> np.ndarray:
+    """The one definition of ULP distance: how many representable values lie between two floats.
 
-    `d` holds ia - ib, which for two values of the same sign is their ULP distance; pairs of
-    opposite sign are few and fixed up separately. Returns None when a value is not finite.
+    ``ia``/``ib`` are the floats' bits as signed integers (`a.view(np.int32)` for f32). Two
+    values of the same sign are ``|ia - ib|`` apart; across zero the distance is the sum of
+    both magnitudes, so -0 and +0 are 0 apart. The result is the unsigned twin of the bits'
+    type (the distance across zero may not fit the signed one). With ``scratch`` it is
+    computed in place in ``scratch.bits`` (overwritten).
     """
-    f = np.subtract(av, bv, out=scratch.diff)
-    np.abs(f, out=f)
-    worst = int(np.argmax(f))  # a NaN wins argmax, an infinity is the max: both are caught here
-    if not np.isfinite(f[worst]):
-        return None
-    np.bitwise_xor(ia, ib, out=scratch.xor)
-    opposite = np.less(scratch.xor, 0, out=scratch.mask)
-    max_opposite = 0
+    if scratch is None:
+        scratch = _Scratch(ia.dtype, np.float64, ia.size)
+    d = np.subtract(ia, ib, out=scratch.bits)  # exact for the same sign; wraps across zero, fixed below
+    np.abs(d, out=d)
+    distance = d.view(_UNSIGNED[ia.dtype.itemsize])
+    opposite = np.less(np.bitwise_xor(ia, ib, out=scratch.xor), 0, out=scratch.mask)
     if opposite.any():
         where = np.flatnonzero(opposite)
-        magnitude = np.iinfo(ia.dtype).max
-        # across zero the distance is the sum of both magnitudes (it fits in the unsigned twin)
-        sums = (ia[where] & magnitude).astype(np.uint64) + (ib[where] & magnitude).astype(np.uint64)
-        max_opposite = int(sums.max())
-        d[where] = 0
-    np.abs(d, out=d)
-    atol = tol.atol
-    if f.dtype == np.float32:
-        # |a-b| was rounded to f32: count above a band around the bound, settle the band in f64
-        above = int(np.count_nonzero(np.greater(f, np.float32(atol * (1 + _BORDER)), out=scratch.mask)))
-        band = np.greater(f, np.float32(atol * (1 - _BORDER)), out=scratch.mask)
-        if int(np.count_nonzero(band)) != above:
-            near = np.flatnonzero(band & (f <= np.float32(atol * (1 + _BORDER))))
-            above += int(np.count_nonzero(np.abs(av[near].astype(np.float64) - bv[near].astype(np.float64)) > atol))
-    else:
-        above = int(np.count_nonzero(np.greater(f, atol, out=scratch.mask)))
-    return _Partial(
-        max_abs=abs(float(av[worst]) - float(bv[worst])),
-        max_ulps=max(int(d.max()), max_opposite),
-        worst=worst,
-        out=above,
-    )
+        magnitude = ia.dtype.type(np.iinfo(ia.dtype).max)
+        distance[where] = ((ia[where] & magnitude).astype(distance.dtype)
+                           + (ib[where] & magnitude).astype(distance.dtype))
+    return distance
+
+
+def float_ulps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """ULP distance of two float arrays of the same dtype, element-wise (f64/f32/f16)."""
+    bits = {8: np.int64, 4: np.int32, 2: np.int16}[a.dtype.itemsize]
+    return ulp_distance(np.ascontiguousarray(a).view(bits), np.ascontiguousarray(b).view(bits))
 
 
 def _values(bits: np.ndarray, dtype: str, work) -> np.ndarray:
@@ -220,32 +208,7 @@ def _values(bits: np.ndarray, dtype: str, work) -> np.ndarray:
     return bits.view(work)
 
 
-def _finite_stats(av, bv, diff, ia, ib, unsigned, tol: Tolerance) -> _Partial:
-    """Stats of finite elements; `worst` is an index into these arrays."""
-    if tol.rtol:
-        diff = np.abs(av.astype(np.float64) - bv.astype(np.float64))
-        bad = diff > tol.atol + tol.rtol * np.abs(bv.astype(np.float64))
-    else:
-        bad = diff > diff.dtype.type(tol.atol)
-        if diff.dtype != np.float64:
-            # |a-b| was rounded to f32: settle the elements that lie within rounding of the bound in f64.
-            near = np.flatnonzero(np.abs(diff - np.float32(tol.atol)) <= np.float32(tol.atol * _BORDER))
-            if near.size:
-                exact = np.abs(av[near].astype(np.float64) - bv[near].astype(np.float64))
-                bad[near] = exact > tol.atol
-    ulps = _ulp_distance(ia, ib, unsigned)
-    if tol.ulps is not None:
-        bad &= ulps > tol.ulps
-    worst = int(np.argmax(diff))
-    return _Partial(
-        max_abs=abs(float(av[worst]) - float(bv[worst])),  # exact in f64 for any f32/f16 pair
-        max_ulps=int(ulps.max()),
-        worst=worst,
-        out=int(np.count_nonzero(bad)),
-    )
-
-
-def _nonfinite_chunk(af, bf, ia, ib, unsigned, idx, tol: Tolerance, offset: int) -> _Partial:
+def _nonfinite_chunk(af, bf, ia, ib, idx, tol: Tolerance, offset: int) -> _Partial:
     """Some element is NaN or infinite on at least one side: the careful path, in f64."""
     nan_a, nan_b = np.isnan(af), np.isnan(bf)
     fin_a, fin_b = np.isfinite(af), np.isfinite(bf)
@@ -257,9 +220,12 @@ def _nonfinite_chunk(af, bf, ia, ib, unsigned, idx, tol: Tolerance, offset: int)
     position = (lambda i: offset + int(idx[i])) if idx is not None else (lambda i: offset + int(i))
     part = _Partial()
     if keep.size:
-        diff = np.abs(af[keep] - bf[keep])
-        part = _finite_stats(af[keep], bf[keep], diff, ia[keep], ib[keep], unsigned, tol)
-        part.worst = position(keep[part.worst])
+        ka, kb = af[keep], bf[keep]
+        diff = np.abs(ka - kb)
+        ulps = ulp_distance(ia[keep], ib[keep])
+        worst = int(np.argmax(diff))
+        part = _Partial(max_abs=float(diff[worst]), max_ulps=int(ulps.max()), worst=position(keep[worst]),
+                        out=int(np.count_nonzero(tol.exceeded(ka, kb, diff, ulps))))
     # identical bits (when not gathered) and NaN == NaN are not differences
     part.differing = int(np.count_nonzero((ia != ib) & ~both_nan))
     part.out += nf_a + nf_b + clash
@@ -268,21 +234,3 @@ def _nonfinite_chunk(af, bf, ia, ib, unsigned, idx, tol: Tolerance, offset: int)
         bad = np.flatnonzero(~(fin_a & fin_b) & ~both_nan & (ia != ib))
         part.max_abs, part.worst = float("inf"), position(bad[0])
     return part
-
-
-def _ulp_distance(ia: np.ndarray, ib: np.ndarray, unsigned) -> np.ndarray:
-    """Distance in representable values: bits mapped onto a monotone integer line (-0 == +0).
-
-    A negative float's bits map to minus its magnitude bits, which stays inside the signed
-    type; the difference of two keys may not, but always fits the unsigned twin, so it is
-    taken modulo 2**w as max - min.
-    """
-    ka, kb = _ordered(ia), _ordered(ib)
-    return np.maximum(ka, kb).view(unsigned) - np.minimum(ka, kb).view(unsigned)
-
-
-def _ordered(bits: np.ndarray) -> np.ndarray:
-    width = bits.dtype.itemsize * 8
-    sign = bits >> (width - 1)  # 0 or -1
-    magnitude = bits & bits.dtype.type(np.iinfo(bits.dtype).max)
-    return (magnitude ^ sign) - sign  # two's-complement negation where the sign bit was set

@@ -6,9 +6,16 @@ import fnmatch
 import json
 import tomllib
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
+
 from burnside.errors import BurnsideError
+
+# Elements whose rounded |a-b| lies this close (relatively) to a bound involving rtol are
+# settled in exact rational arithmetic; with rtol 0 an exact two-sum settles them instead.
+_RTOL_BORDER = 2.0**-40
 
 
 @dataclass(frozen=True)
@@ -27,6 +34,50 @@ class Tolerance:
         if self.ulps is not None:
             text += f" ulps={self.ulps}"
         return text
+
+    def exceeded(self, a: np.ndarray, b: np.ndarray, diff: np.ndarray, ulps: np.ndarray,
+                 out: np.ndarray | None = None) -> np.ndarray:
+        """The one definition of "out of tolerance", element-wise and exact.
+
+        An element fails when |a-b| > atol + rtol*|b| in exact arithmetic and, if `ulps` is set,
+        it is also more than `ulps` representable values away. ``a``/``b`` are finite values in
+        their working type (f64 for F64, else f32), ``diff`` their |a-b| rounded to that type,
+        ``ulps`` their ULP distance; ``out`` is an optional bool buffer for the result.
+        """
+        if self.rtol:
+            bound = self.atol + self.rtol * np.abs(b.astype(np.float64))
+            exact = np.abs(a.astype(np.float64) - b.astype(np.float64))
+            bad = np.greater(exact, bound, out=out)
+            near = np.flatnonzero(np.abs(exact - bound) <= bound * _RTOL_BORDER)
+            for i in near:  # rare: settle exactly with rationals
+                fa, fb = Fraction(float(a[i])), Fraction(float(b[i]))
+                bad[i] = abs(fa - fb) > Fraction(self.atol) + Fraction(self.rtol) * abs(fb)
+        else:
+            work = diff.dtype.type
+            bad = np.greater(diff, work(self.atol), out=out)
+            # |a-b| was rounded to the working type: elements within rounding of atol are settled
+            # by an exact two-sum in f64 (a - b == s + e exactly).
+            border = 2.0**-20 if diff.dtype != np.float64 else 2.0**-50
+            near = np.flatnonzero(np.abs(diff - work(self.atol)) <= work(self.atol * border))
+            if near.size:
+                bad[near] = _exceeds_exactly(a[near].astype(np.float64), b[near].astype(np.float64), self.atol)
+        if self.ulps is not None:
+            bad &= ulps > self.ulps
+        return bad
+
+
+def _exceeds_exactly(a: np.ndarray, b: np.ndarray, atol: float) -> np.ndarray:
+    """|a-b| > atol exactly, for f64 values.
+
+    Knuth's two-sum gives a - b == s + e exactly, with s the rounded difference. Rounding is
+    monotone, so |s| > atol or |s| < atol already decides; at |s| == atol the sign of e does.
+    """
+    nb = -b
+    s = a + nb
+    bp = s - a
+    e = (a - (s - bp)) + (nb - bp)
+    mag = np.abs(s)
+    return (mag > atol) | ((mag == atol) & (np.sign(e) == np.sign(s)) & (e != 0))
 
 
 @dataclass(frozen=True)

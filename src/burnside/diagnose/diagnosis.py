@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -17,3 +18,14 @@ class Diagnosis:
     def to_dict(self) -> dict:
         """For `--json`."""
         return {"rule": self.rule, "title": self.title, "evidence": self.evidence, "fix": self.fix}
+
+
+def number(value: object) -> float | None:
+    """A finite real number from trace metadata, or None for anything else (a string, a list, NaN)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        result = float(value)
+    except OverflowError:
+        return None
+    return result if math.isfinite(result) else None

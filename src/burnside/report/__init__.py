@@ -1,1 +1,7 @@
-"""Presenting results: the comparison table and plots."""
+"""Presenting results: the comparison table, its JSON, and plots."""
+
+from burnside.report.json_report import comparison_json
+from burnside.report.plot import plot_drift
+from burnside.report.table import render
+
+__all__ = ["comparison_json", "plot_drift", "render"]

@@ -17,11 +17,10 @@ def plot_drift(comparison: Comparison, path: Path) -> Path:
     import matplotlib.pyplot as plt
     import matplotlib.ticker
 
-    steps = range(comparison.steps)
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    for trace in (comparison.a, comparison.b):
-        losses = [float(trace.values(f"step{k}.loss")) for k in steps if f"step{k}.loss" in trace]
-        left.plot(range(len(losses)), losses, marker="o", label=f"{trace.framework} ({trace.path.name})")
+    for side in (comparison.a, comparison.b):
+        steps = sorted(side.losses)
+        left.plot(steps, [side.losses[k] for k in steps], marker="o", label=side.name)
     left.set(title="loss before each step", xlabel="step", ylabel="loss")
     left.legend(fontsize=8)
     by_stage: dict[str, dict[int, float]] = {}
@@ -36,7 +35,8 @@ def plot_drift(comparison: Comparison, path: Path) -> Path:
         # log scale: show exact zeros at the floor instead of dropping them
         right.plot(xs, [max(per_step[x], 1e-12) for x in xs], marker=".", label=stage)
     if comparison.rows:
-        right.axhline(comparison.rows[0].tol.atol, color="black", linestyle="--", linewidth=0.8, label="tolerance")
+        default = comparison.tolerances.default
+        right.axhline(default.atol, color="black", linestyle="--", linewidth=0.8, label=f"tolerance {default.atol:g}")
     right.set_yscale("log")
     for axis in (left, right):
         axis.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))

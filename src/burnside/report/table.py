@@ -1,4 +1,4 @@
-"""Render a `Comparison` as the seed's table: a row per tensor, then the verdict line."""
+"""Render a `Comparison` as the seed's table: a row per tensor, the verdict line, the diagnoses."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.text import Text
 
 from burnside.compare import Comparison, TensorRow
+from burnside.diagnose import Diagnosis
 
 
 def _ulps(row: TensorRow) -> str:
@@ -25,20 +26,25 @@ def row_line(comparison: Comparison, row: TensorRow, width: int) -> Text:
     return text
 
 
+def tolerances_text(comparison: Comparison) -> str:
+    """`tol=1e-06`, then every override that applied: `tol=1e-06, *.inputs.*: tol=5`."""
+    return ", ".join(tol.describe() if glob is None else f"{glob}: {tol.describe()}"
+                     for glob, tol in comparison.tolerances_used())
+
+
 def verdict_line(comparison: Comparison) -> Text:
-    """`worst=1.19e-07 tol=1e-06 OK` (the tolerance shown is the default one)."""
-    tol = comparison.rows[0].tol.describe() if comparison.rows else "tol=?"
+    """`worst=1.19e-07 tol=1e-06 OK`, with the tolerances actually used (default and overrides)."""
     ok = comparison.passed
-    text = Text(f"worst={comparison.worst:.2e} {tol} ")
+    text = Text(f"worst={comparison.worst:.2e} {tolerances_text(comparison)} ")
     text.append("OK" if ok else "FAIL", style="bold green" if ok else "bold red")
     return text
 
 
-def render(comparison: Comparison, console: Console) -> None:
-    """Print the whole comparison: start check, structure, rows, verdict, earliest divergence."""
+def render(comparison: Comparison, diagnoses: list[Diagnosis], console: Console) -> None:
+    """Print the whole comparison: start check, structure, rows, verdict, earliest divergence, diagnoses."""
     a, b = comparison.a, comparison.b
-    console.print(Text(f"A: {a.path}  ({a.framework} {a.metadata.get('framework_version', '')})", style="dim"))
-    console.print(Text(f"B: {b.path}  ({b.framework} {b.metadata.get('framework_version', '')})", style="dim"))
+    console.print(Text(f"A: {a.path}  ({a.framework} {a.framework_version})", style="dim"))
+    console.print(Text(f"B: {b.path}  ({b.framework} {b.framework_version})", style="dim"))
     for row in comparison.start_mismatch:
         console.print(Text(
             f"not bit-identical before the step: {comparison.display_name(row.name)}: {row.stats.differing} of "
@@ -60,3 +66,6 @@ def render(comparison: Comparison, console: Console) -> None:
         console.print(Text(f"first divergence: {first.name} (max|diff|={first.stats.max_abs:.2e}, "
                            f"{first.stats.out_of_tol} of {first.stats.n} out of tolerance); "
                            "later rows usually follow from it", style="yellow"))
+    for d in diagnoses:
+        console.print(Text(f"{d.rule} {d.title}: ", style="bold magenta") + Text(d.evidence))
+        console.print(Text(f"  fix: {d.fix}", style="magenta"))

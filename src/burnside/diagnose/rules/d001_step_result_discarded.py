@@ -29,7 +29,6 @@ from __future__ import annotations
 from burnside.compare import Comparison
 from burnside.diagnose.diagnosis import Diagnosis
 from burnside.rule import Severity
-from burnside.diagnose.evidence import grads_nonzero, params_unchanged, steps_of
 
 ID = "D001"
 NAME = "step-result-discarded"
@@ -41,14 +40,14 @@ def check(comparison: Comparison) -> list[Diagnosis]:
     """One diagnosis per side whose updates never landed."""
     found = []
     for side, other in ((comparison.a, comparison.b), (comparison.b, comparison.a)):
-        stuck = [k for k in steps_of(side)
-                 if params_unchanged(side, k) and grads_nonzero(side, k) and params_unchanged(other, k) is False]
+        stuck = [k for k, unchanged in sorted(side.params_unchanged.items())
+                 if unchanged and side.grads_nonzero.get(k) and other.params_unchanged.get(k) is False]
         if not stuck:
             continue
         steps = ", ".join(map(str, stuck))
         found.append(Diagnosis(
             ID, TITLE,
-            f"{side.framework} ({side.path.name}): parameters after step {steps} are bit-identical to before, "
+            f"{side.name}: parameters after step {steps} are bit-identical to before, "
             f"with non-zero gradients, while {other.framework}'s moved",
             "assign the step's result: `model = optim.step(lr, model, grads);` "
             "(in a `&mut` helper: `*model = optim.step(lr, model.clone(), grads);`); "

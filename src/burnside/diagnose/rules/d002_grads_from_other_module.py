@@ -29,7 +29,6 @@ from __future__ import annotations
 from burnside.compare import Comparison
 from burnside.diagnose.diagnosis import Diagnosis
 from burnside.rule import Severity
-from burnside.diagnose.evidence import grads_len, steps_of
 
 ID = "D002"
 NAME = "grads-from-other-module"
@@ -42,14 +41,14 @@ def check(comparison: Comparison) -> list[Diagnosis]:
     found = []
     for side, other in ((comparison.a, comparison.b), (comparison.b, comparison.a)):
         short = []
-        for k in steps_of(side):
-            mine, theirs = grads_len(side, k), grads_len(other, k)
+        for k in sorted(side.grads_len):
+            mine, theirs = side.grads_len[k], other.grads_len.get(k)
             if mine is not None and theirs is not None and mine < theirs:
                 short.append(f"step {k}: {mine} (vs {theirs})")
         if short:
             found.append(Diagnosis(
                 ID, TITLE,
-                f"{side.framework} ({side.path.name}): gradients for fewer parameters than {other.framework}: "
+                f"{side.name}: gradients for fewer parameters than {other.framework}: "
                 + "; ".join(short),
                 "pass the module whose forward built the loss: "
                 "`GradientsParams::from_grads(loss.backward(), &model)`, and assert "

@@ -28,7 +28,6 @@ from __future__ import annotations
 from burnside.compare import Comparison
 from burnside.diagnose.diagnosis import Diagnosis
 from burnside.rule import Severity
-from burnside.diagnose.evidence import optim_step_count, params_unchanged, steps_of
 
 ID = "D003"
 NAME = "optimizer-state-without-model"
@@ -40,15 +39,15 @@ def check(comparison: Comparison) -> list[Diagnosis]:
     """One diagnosis per side whose optimizer counted steps the model did not take."""
     found = []
     for side in (comparison.a, comparison.b):
-        dropped = [k for k in steps_of(side) if params_unchanged(side, k)]
+        dropped = [k for k, unchanged in sorted(side.params_unchanged.items()) if unchanged]
         if not dropped:
             continue
         last = dropped[-1]
-        count = optim_step_count(side, last)
+        count = side.optim_step_count.get(last)
         if count is not None and count >= last + 1:
             found.append(Diagnosis(
                 ID, TITLE,
-                f"{side.framework} ({side.path.name}): the optimizer's step count is {count:g} after step {last}, "
+                f"{side.name}: the optimizer's step count is {count:g} after step {last}, "
                 f"though the parameters did not change in step(s) {', '.join(map(str, dropped))}",
                 "fix the discarded step (D001), then build a new optimizer: the old one holds moments "
                 "of updates the model never took",

@@ -22,7 +22,7 @@ let mut optim = AdamConfig::new().with_epsilon(1e-8).init();
 from __future__ import annotations
 
 from burnside.compare import Comparison
-from burnside.diagnose.diagnosis import Diagnosis
+from burnside.diagnose.diagnosis import Diagnosis, number
 from burnside.rule import Severity
 
 ID = "D004"
@@ -36,11 +36,12 @@ def check(comparison: Comparison) -> list[Diagnosis]:
     a, b = comparison.a.optimizer, comparison.b.optimizer
     if a.get("name") not in ("adam", "adamw") or b.get("name") not in ("adam", "adamw"):
         return []
-    if "eps" not in a or "eps" not in b or float(a["eps"]) == float(b["eps"]):
+    eps_a, eps_b = number(a.get("eps")), number(b.get("eps"))
+    if eps_a is None or eps_b is None or eps_a == eps_b:
         return []
     return [Diagnosis(
         ID, TITLE,
-        f"{comparison.a.framework} eps={a['eps']:g}, {comparison.b.framework} eps={b['eps']:g}",
-        f"set it explicitly on the burn side: `AdamConfig::new().with_epsilon({a['eps']:g})` "
+        f"{comparison.a.framework} eps={eps_a:g}, {comparison.b.framework} eps={eps_b:g}",
+        f"set it explicitly on the burn side: `AdamConfig::new().with_epsilon({eps_a:g})` "
         "(burn's default is 1e-5, PyTorch's 1e-8)",
     )]

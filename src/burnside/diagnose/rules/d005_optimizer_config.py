@@ -26,7 +26,7 @@ let optim = SgdConfig::new().with_momentum(Some(momentum)).init();
 from __future__ import annotations
 
 from burnside.compare import Comparison
-from burnside.diagnose.diagnosis import Diagnosis
+from burnside.diagnose.diagnosis import Diagnosis, number
 from burnside.rule import Severity
 
 ID = "D005"
@@ -57,7 +57,5 @@ def check(comparison: Comparison) -> list[Diagnosis]:
 
 def _norm(value: object) -> object:
     if isinstance(value, (list, tuple)):
-        return tuple(float(v) for v in value)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return value
-    return float(value)
+        return tuple(_norm(v) for v in value)
+    return number(value) if number(value) is not None else repr(value)

@@ -39,10 +39,18 @@ def check(comparison: Comparison) -> list[Diagnosis]:
     rows = comparison.start_mismatch
     if not rows:
         return []
-    parts = [f"{comparison.display_name(r.name)}: {r.stats.differing} of {r.stats.n} differ, up to "
-             f"{r.stats.max_ulps} ulps" for r in rows]
+    parts = [f"{comparison.display_name(r.name)}: {r.stats.differing} of {r.stats.n} differ{_how(r.stats)}"
+             for r in rows]
     return [Diagnosis(
         ID, TITLE, "; ".join(parts),
         "compute inputs and weights in f64 and round to f32 once on both sides, or load the PyTorch "
         "side's init file (`burnside.torch.export_init`) with burnside-trace",
     )]
+
+
+def _how(stats) -> str:
+    if stats.max_ulps is None:  # integer tensors (labels): any difference is a different value
+        return f" (max|diff|={stats.max_abs:g})"
+    if stats.max_ulps == 0:
+        return " only in the sign of zero (-0.0 against +0.0)"
+    return f", up to {stats.max_ulps} ulps"

@@ -34,7 +34,7 @@ SEVERITY = Severity.ERROR
 
 def check(comparison: Comparison) -> list[Diagnosis]:
     """A diagnosis naming the transposed tensors."""
-    transposed = [p for p in comparison.structure if p.what == "shape" and p.hint]
+    transposed = [p for p in comparison.structure if p.transposed]
     if not transposed:
         return []
     names = ", ".join(f"{comparison.display_name(p.name)} (A {p.a}, B {p.b})" for p in transposed)

@@ -1,0 +1,63 @@
+"""The comparison as JSON (`--json`): strict JSON, non-finite numbers as strings like the trace format."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from burnside.compare import Comparison, TensorRow
+from burnside.diagnose import Diagnosis
+
+
+def comparison_json(comparison: Comparison, diagnoses: list[Diagnosis]) -> str:
+    """Everything the table shows, the tolerances used, and the diagnoses, as one JSON document."""
+    first = comparison.first_divergence
+    doc = {
+        "a": comparison.a.to_dict(),
+        "b": comparison.b.to_dict(),
+        "passed": comparison.passed,
+        "worst": comparison.worst,
+        "tolerances": [{"glob": glob, **vars(tol)} for glob, tol in comparison.tolerances_used()],
+        "first_divergence": first.name if first else None,
+        "start_mismatch": [r.name for r in comparison.start_mismatch],
+        "only_in_a": comparison.only_in_a,
+        "only_in_b": comparison.only_in_b,
+        "structure": [{"name": p.name, "what": p.what, "a": p.a, "b": p.b, "transposed": p.transposed}
+                      for p in comparison.structure],
+        "tensors": [_row(r) for r in comparison.rows],
+        "diagnosis": [d.to_dict() for d in diagnoses],
+    }
+    return json.dumps(_strict(doc), indent=1, allow_nan=False)
+
+
+def _row(row: TensorRow) -> dict:
+    s = row.stats
+    return {
+        "name": row.name,
+        "dtype": row.dtype,
+        "shape": list(row.shape),
+        "n": s.n,
+        "max_abs_diff": s.max_abs,
+        "max_ulps": s.max_ulps,
+        "worst_index": list(row.worst_index) if row.worst_index is not None else None,
+        "differing": s.differing,
+        "out_of_tol": s.out_of_tol,
+        "nonfinite_a_only": s.nonfinite_a_only,
+        "nonfinite_b_only": s.nonfinite_b_only,
+        "identical": s.identical,
+        "atol": row.tol.atol,
+        "rtol": row.tol.rtol,
+        "ulps": row.tol.ulps,
+        "passed": row.passed,
+    }
+
+
+def _strict(value: object) -> object:
+    """NaN and infinities as "NaN" / "Infinity" / "-Infinity", as docs/trace-format.md writes them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(v) for v in value]
+    return value
