@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from burnside.burn.cargo import BuildResult
+from burnside.burn.cargo import CargoRun
 from burnside.trace import Trace, open_trace
 
 
 @pytest.fixture(scope="session")
-def programs() -> BuildResult:
+def programs() -> CargoRun:
     """The Rust workspace, built once (the first build of burn takes minutes; later ones are no-ops)."""
     from burnside.burn.programs import built_programs
 

@@ -44,7 +44,7 @@ def test_a_crate_that_fails_reports_rustc_first_error_and_the_command(tmp_path):
     message = str(caught.value)
     assert "error[E0308]: mismatched types (src/main.rs:2)" in message
     assert "src/main.rs:3" not in message  # the first error only
-    assert "cd " in message and "cargo build --release --message-format=json --bin broken" in message
+    assert "cd " in message and "cargo build --message-format=json --release --bin broken" in message
 
 
 def test_a_binary_that_fails_is_named_with_its_last_stderr_line(programs, tmp_path):

@@ -4,34 +4,39 @@
   build the programs that must not compile to read rustc's verdict.
 - `binary`: run a built program with a timeout and parse its `JSON: {...}` line (or expect a panic).
 - `a1`: record the seed's A1 model on burn (`burnside run a1`).
-- `check`: build a user's port, run it on the PyTorch side's starting point, compare.
+- `port`: build a user's port and run it from the PyTorch side's starting point (`burnside check`).
+- `freshness`: which sources a binary in the shared target directory was built from.
 - `programs`: burnside's own programs, built once per process and run by name.
 """
 
 from burnside.burn.binary import BinaryRun, expect_panic, run_binary
 from burnside.burn.cargo import (
-    BuildResult,
+    CargoRun,
+    check_crate,
     CompileError,
     Diagnostic,
     build,
     build_workspace,
     expect_compile_error,
     find_cargo,
+    run_cargo,
     rust_workspace,
     target_dir,
 )
 
 __all__ = [
     "BinaryRun",
-    "BuildResult",
+    "CargoRun",
     "CompileError",
     "Diagnostic",
     "build",
     "build_workspace",
+    "check_crate",
     "expect_compile_error",
     "expect_panic",
     "find_cargo",
     "run_binary",
+    "run_cargo",
     "rust_workspace",
     "target_dir",
 ]

@@ -26,7 +26,6 @@ def record_a1(out: Path, *, steps: int = 1, optim: str = "sgd", console: Console
     if bug is not None and (bug not in BUGS or f32_inputs or init is not None):
         raise ValueError(f"bug must be one of {BUGS}, without f32_inputs or init")
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     binary = build_workspace(console).executables["bugs" if bug else "train-step"]
     args = ["-o", str(out), "--steps", str(steps), "--optim", optim]
     if bug is not None:

@@ -14,18 +14,21 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from burnside.burn import freshness
 from burnside.errors import BuildError
 
 #: Where builds go unless CARGO_TARGET_DIR says otherwise; it outlives a CI checkout.
 DEFAULT_TARGET_DIR = Path.home() / ".cache" / "burnside" / "cargo-target"
 
 _NO_CARGO = "cargo not found: install Rust with rustup (https://rustup.rs) and re-run"
+_PIPE_EVERY = 10.0  # seconds between progress lines when output is not a terminal
 
 
 def find_cargo() -> str:
@@ -64,6 +67,10 @@ class Diagnostic:
     line: int | None
     target: str
     suggestions: list[str] = field(default_factory=list)
+    column: int | None = None
+    end_line: int | None = None
+    end_column: int | None = None
+    snippet: str = ""  # the source lines of the primary span
 
     @classmethod
     def from_message(cls, msg: dict) -> Diagnostic:
@@ -77,12 +84,16 @@ class Diagnostic:
                    rendered=diag.get("rendered") or diag["message"],
                    file=primary["file_name"] if primary else None,
                    line=primary["line_start"] if primary else None,
-                   target=msg.get("target", {}).get("name", ""), suggestions=suggestions)
+                   target=msg.get("target", {}).get("name", ""), suggestions=suggestions,
+                   column=primary["column_start"] if primary else None,
+                   end_line=primary["line_end"] if primary else None,
+                   end_column=primary["column_end"] if primary else None,
+                   snippet="\n".join(t.get("text", "") for t in primary.get("text", [])) if primary else "")
 
 
 @dataclass
-class BuildResult:
-    """What a build produced: executables by bin name, rustc diagnostics, the command, the time."""
+class CargoRun:
+    """One cargo invocation read from its JSON stream: artifacts, diagnostics, stderr, timing."""
 
     command: list[str]
     returncode: int
@@ -90,6 +101,7 @@ class BuildResult:
     diagnostics: list[Diagnostic]
     stderr: str
     artifacts: int
+    rebuilt: list[str]  # crates compiled by this run (not fresh)
     seconds: float
 
     def warnings(self, target: str | None = None) -> list[Diagnostic]:
@@ -102,25 +114,34 @@ class BuildResult:
         return [d for d in self.diagnostics if d.level == "error"]
 
 
-def _cargo(args: list[str], cwd: Path, what: str, console: Console | None) -> BuildResult:
-    """Run `cargo build ... --message-format=json`, showing progress on ``console``."""
-    import time
+def run_cargo(subcommand: str, args: list[str], cwd: Path, *, what: str, console: Console | None = None,
+              target: Path | None = None, env: dict[str, str] | None = None, expected: int | None = None) -> CargoRun:
+    """Run `cargo SUBCOMMAND --message-format=json ARGS` in ``cwd``; the one place cargo is driven.
 
-    command = [find_cargo(), "build", "--release", "--message-format=json", *args]
-    env = {**os.environ, "CARGO_TARGET_DIR": str(target_dir())}
+    On a terminal a live line shows crates done (of ``expected``, when known); on a pipe a
+    plain line every few seconds says the same, so a cold build is never minutes of silence.
+    """
+    command = [find_cargo(), subcommand, "--message-format=json", *args]
+    env = {**os.environ, **(env or {}), "CARGO_TARGET_DIR": str(target or target_dir())}
     executables: dict[str, Path] = {}
     diagnostics: list[Diagnostic] = []
+    rebuilt: list[str] = []
     artifacts = 0
     start = time.monotonic()
+    of = f" of about {expected}" if expected else ""
     with tempfile.TemporaryFile(mode="w+") as stderr:
-        proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        try:
+            proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        except OSError as exc:
+            raise BuildError(f"cannot run cargo ({exc.strerror}); check your Rust installation") from None
         plain = console is not None and not console.is_terminal
         progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                             console=console, transient=True, disable=console is None or plain)
-        if plain:  # no live display on a pipe or in CI: say what is happening, once
-            console.print(f"building {what} with cargo into {target_dir()} (a cold build takes minutes)…")
+        if plain:
+            console.print(f"building {what} with cargo into {env['CARGO_TARGET_DIR']}…")
+        last_line = start
         with progress:
-            task = progress.add_task(f"building {what} (a cold build takes minutes)", total=None)
+            task = progress.add_task(f"building {what}", total=None)
             assert proc.stdout is not None
             for line in proc.stdout:
                 try:
@@ -131,20 +152,26 @@ def _cargo(args: list[str], cwd: Path, what: str, console: Console | None) -> Bu
                 if reason == "compiler-artifact":
                     artifacts += 1
                     name = msg["target"]["name"]
+                    if not msg.get("fresh", False):
+                        rebuilt.append(name)
                     if msg.get("executable") and "bin" in msg["target"]["kind"]:
                         executables[name] = Path(msg["executable"])
-                    progress.update(task, description=f"building {what}: {artifacts} crates ready ({name})")
+                    progress.update(task, description=f"building {what}: {artifacts}{of} crates ({name})")
+                    if plain and time.monotonic() - last_line >= _PIPE_EVERY:
+                        last_line = time.monotonic()
+                        console.print(f"  {artifacts}{of} crates done, {last_line - start:.0f} s ({name})")
                 elif reason == "compiler-message":
                     diagnostics.append(Diagnostic.from_message(msg))
             returncode = proc.wait()
         if plain:
-            console.print(f"cargo finished in {time.monotonic() - start:.1f} s ({artifacts} crates checked or built)")
+            console.print(f"cargo finished in {time.monotonic() - start:.1f} s "
+                          f"({artifacts} crates checked, {len(rebuilt)} compiled)")
         stderr.seek(0)
         err = stderr.read()
-    return BuildResult(command, returncode, executables, diagnostics, err, artifacts, time.monotonic() - start)
+    return CargoRun(command, returncode, executables, diagnostics, err, artifacts, rebuilt, time.monotonic() - start)
 
 
-def _failure(result: BuildResult, cwd: Path, what: str) -> BuildError:
+def _failure(result: CargoRun, cwd: Path, what: str) -> BuildError:
     errors = result.errors()
     if errors:
         first = errors[0]
@@ -158,24 +185,65 @@ def _failure(result: BuildResult, cwd: Path, what: str) -> BuildError:
 
 
 def build(manifest_dir: Path, *, bins: list[str] | None = None, what: str | None = None,
-          extra: list[str] | None = None, console: Console | None = None) -> BuildResult:
-    """Build a crate or workspace in release mode; raise BuildError with rustc's first error."""
-    args = list(extra or [])
+          extra: list[str] | None = None, console: Console | None = None) -> CargoRun:
+    """Build a crate or workspace in release mode; raise BuildError with rustc's first error.
+
+    The executables returned are always the ones built from the sources in ``manifest_dir``,
+    whatever other copies of the same packages were built into the shared target directory
+    (see `freshness`), and stay so while they run.
+    """
+    args = [*(extra or []), "--release"]
     for name in bins or []:
         args += ["--bin", name]
     what = what or manifest_dir.name
-    result = _cargo(args, manifest_dir, what, console)
-    if result.returncode != 0:
-        raise _failure(result, manifest_dir, what)
-    missing = [b for b in bins or [] if b not in result.executables]
-    if missing:
-        raise BuildError(f"building {what} produced no binary named {', '.join(missing)}")
+    target = target_dir()
+    with freshness.locked(target):
+        sources = _forget_other_sources(manifest_dir, target, what)
+        result = run_cargo("build", args, manifest_dir, what=what, console=console, target=target,
+                           expected=freshness.expected_artifacts(target, manifest_dir))
+        if result.returncode != 0:
+            raise _failure(result, manifest_dir, what)
+        missing = [b for b in bins or [] if b not in result.executables]
+        if missing:
+            raise BuildError(f"building {what} produced no binary named {', '.join(missing)}")
+        freshness.record(target, sources, manifest_dir, result.artifacts)
+        result.executables = freshness.pin(target, sources, result.executables)
     return result
 
 
-def build_workspace(console: Console | None = None) -> BuildResult:
+def _forget_other_sources(manifest_dir: Path, target: Path, what: str) -> list[freshness.PathPackage]:
+    """Clean the path packages last built in ``target`` from other sources, so cargo rebuilds them."""
+    sources = freshness.path_packages(manifest_dir)
+    stale = freshness.stale_packages(target, sources)
+    if stale:
+        clean = subprocess.run([find_cargo(), "clean", "--release", *(a for n in stale for a in ("-p", n))],
+                               cwd=manifest_dir, env={**os.environ, "CARGO_TARGET_DIR": str(target)},
+                               capture_output=True, text=True)
+        if clean.returncode != 0:
+            raise BuildError(f"cargo clean failed in {manifest_dir}: {_last_line(clean.stderr)}")
+    return sources
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else "no output"
+
+
+def build_workspace(console: Console | None = None) -> CargoRun:
     """Build all of burnside's Rust programs (one feature set for all, so nothing rebuilds twice)."""
     return build(rust_workspace(), what="burnside's burn programs", extra=["--workspace"], console=console)
+
+
+def check_crate(crate: Path, *, rustflags: str, target: Path, console: Console | None = None) -> CargoRun:
+    """`cargo check` a crate with extra RUSTFLAGS in its own ``target`` directory, for rustc's lints.
+
+    Other RUSTFLAGS invalidate every cached artifact, so this never uses the build directory.
+    """
+    if not (crate / "Cargo.toml").is_file():
+        raise BuildError(f"{crate} has no Cargo.toml; give the directory of a crate")
+    flags = f"{os.environ.get('RUSTFLAGS', '')} {rustflags}".strip()
+    return run_cargo("check", [], crate, what=f"{crate.name} (cargo check)", console=console, target=target,
+                     env={"RUSTFLAGS": flags})
 
 
 @dataclass
@@ -200,8 +268,10 @@ def expect_compile_error(package: str, feature: str, bin_name: str,
     that compiles is a BuildError: it was written to be rejected.
     """
     workspace = rust_workspace()
-    result = _cargo(["--workspace", "--features", f"{package}/{feature}"], workspace,
-                    f"{package} {bin_name} (expected to fail)", console)
+    with freshness.locked(target_dir()):
+        _forget_other_sources(workspace, target_dir(), package)
+        result = run_cargo("build", ["--release", "--workspace", "--features", f"{package}/{feature}"], workspace,
+                           what=f"{package} {bin_name} (expected to fail)", console=console)
     errors = [d for d in result.errors() if d.target == bin_name]
     if result.returncode == 0 or not errors:
         if result.returncode != 0:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from rich.console import Console
 
 from burnside.burn.binary import BinaryRun, run_binary
-from burnside.burn.cargo import BuildResult, build_workspace
+from burnside.burn.cargo import CargoRun, build_workspace
 
-_built: BuildResult | None = None
+_built: CargoRun | None = None
 
 
-def built_programs(console: Console | None = None) -> BuildResult:
+def built_programs(console: Console | None = None) -> CargoRun:
     """The workspace build (cargo is asked once per process; it is a no-op when nothing changed)."""
     global _built
     if _built is None:

@@ -1,6 +1,6 @@
-"""`burnside check`: build a user's burn port, run it from the PyTorch side's starting point, compare.
+"""A user's burn port as the burn side: build it, run it from the PyTorch side's starting point.
 
-The contract with the port's binary (documented in `burnside check --help`):
+The contract with the port's binary (rust/README.md, `burnside check --help`):
 
     BIN --init INIT -o OUT [ARGS...]
 
@@ -16,9 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import typer
 from rich.console import Console
-from rich.text import Text
 
 from burnside.burn.binary import run_binary
 from burnside.burn.cargo import build
@@ -39,42 +37,18 @@ def init_from_trace(trace: Trace, path: Path) -> Path:
 
 
 def record_port(torch_trace: Path, burn_crate: Path, bin_name: str, args: list[str], out_dir: Path,
-                console: Console | None = None) -> Path:
-    """Build ``bin_name`` of the crate at ``burn_crate`` and run it on ``torch_trace``'s start; the burn trace."""
+                console: Console | None = None, *, out: Path | None = None) -> Path:
+    """Build ``bin_name`` of the crate at ``burn_crate``, run it from ``torch_trace``'s start; the burn trace.
+
+    The init file goes to ``out_dir/init.safetensors``, the trace to ``out`` (default
+    ``out_dir/{bin_name}.burn.safetensors``).
+    """
     if not (burn_crate / "Cargo.toml").is_file():
         raise BurnsideError(f"{burn_crate}: no Cargo.toml; --burn-crate takes the directory of the port's crate")
     out_dir.mkdir(parents=True, exist_ok=True)
     init = init_from_trace(open_trace(torch_trace), out_dir / "init.safetensors")
     binary = build(burn_crate, bins=[bin_name], console=console).executables[bin_name]
-    out = out_dir / f"{bin_name}.burn.safetensors"
+    out = out or out_dir / f"{bin_name}.burn.safetensors"
     out.unlink(missing_ok=True)
     run_binary(binary, ["--init", str(init), "-o", str(out), *args], expect_file=out)
     return out
-
-
-def check(
-    torch_trace: Path = typer.Option(..., "--torch-trace", help="The PyTorch side's trace (burnside.torch.record)."),
-    burn_crate: Path = typer.Option(..., "--burn-crate", help="Directory of the burn port's crate (its Cargo.toml)."),
-    bin_name: str = typer.Option(..., "--bin", help="The port's binary."),
-    args: list[str] | None = typer.Argument(None, help="Passed to the binary after `--`."),
-    out_dir: Path = typer.Option(Path("burnside-out/check"), "--out-dir", help="Where the init file and burn trace go."),
-    tol: float = typer.Option(1e-6, "--tol", help="Absolute tolerance per element."),
-    as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
-) -> None:
-    """Build a burn port, run it as `BIN --init INIT -o OUT [ARGS]`, and compare its trace with PyTorch's.
-
-    The port loads INIT (the PyTorch trace's starting point) with burnside_trace::InitFile and
-    records its steps with burnside_trace::TraceRecorder into OUT; see rust/train-step.
-    """
-    from burnside.cli import _report, console
-    from burnside.compare import Tolerance, Tolerances, compare_traces
-
-    out = record_port(torch_trace, burn_crate, bin_name, list(args or []), out_dir, console)
-    console.print(Text(f"burn side: {bin_name} → {out}", style="dim"))
-    comparison = compare_traces(open_trace(torch_trace), open_trace(out), Tolerances(Tolerance(atol=tol)))
-    raise typer.Exit(_report(comparison, as_json))
-
-
-def register(app: typer.Typer) -> None:
-    """Add `burnside check` to the CLI."""
-    app.command("check")(check)
