@@ -1,4 +1,4 @@
-"""`burnside lint` / `burnside explain` through the real typer app: formats, exit codes, files."""
+"""`burnside lint` / `burnside explain` through the real click app: formats, exit codes, files."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from burnside.cli import app
 from tests.lint.fixture_findings import FIXTURES
@@ -139,6 +139,10 @@ def test_sarif_uri_relative_to_cwd():
 
 def test_output_file_is_written_and_stdout_stays_empty(tmp_path):
     target = tmp_path / "reports" / "lint.json"
+    missing = invoke("lint", "seed_helper.rs", "--format", "json", "--output", str(target))
+    assert missing.exit_code == 2 and "directory" in missing.stderr and "does not exist" in missing.stderr
+    assert not target.parent.exists()  # like convert and --plot: no directory made on the user's behalf
+    target.parent.mkdir()
     result = invoke("lint", "seed_helper.rs", "--format", "json", "--output", str(target))
     assert result.exit_code == 1
     assert result.stdout == ""

@@ -6,7 +6,7 @@ import json
 import shutil
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from burnside.cli import app
 from tests.lint.fixture_findings import FIXTURES

@@ -33,10 +33,9 @@ class Context:
 
 @dataclass
 class ExperimentResult:
-    """The page's claims as (text, held) pairs, and any numbers worth returning."""
+    """The page's claims as (text, held) pairs."""
 
     claims: list[tuple[str, bool]] = field(default_factory=list)
-    data: dict = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -75,6 +74,20 @@ def get_experiment(experiment_id: str) -> Experiment:
     raise BurnsideError(f"unknown experiment {experiment_id!r}; known: {known} (see `burnside experiments list`)")
 
 
+def record_a1_pair(ctx: Context, stem: str, *, f32_inputs: bool = False, tolerances=None):
+    """One SGD step of A1 on both sides, compared: the `record_and_compare` the S1-S3 pages run."""
+    from burnside.a1 import record_torch
+    from burnside.burn.a1 import record_a1
+    from burnside.parity import record_and_compare
+
+    return record_and_compare(
+        lambda path: record_torch(path, steps=1, optim="sgd"),
+        lambda path, _: record_a1(path, steps=1, optim="sgd", f32_inputs=f32_inputs,
+                                  console=ctx.console if ctx.progress else None),
+        torch_out=ctx.workdir / "a1.torch.safetensors", burn_out=ctx.workdir / f"{stem}.burn.safetensors",
+        tolerances=tolerances)
+
+
 def run_experiment(experiment: Experiment, ctx: Context) -> ExperimentResult:
     """Run one experiment, then print each claim with its check mark."""
     ctx.console.print(Text(f"{experiment.id} · {experiment.title} (seed page {experiment.page})", style="bold"))
@@ -88,4 +101,5 @@ def run_experiment(experiment: Experiment, ctx: Context) -> ExperimentResult:
     return result
 
 
-__all__ = ["Context", "Experiment", "ExperimentResult", "all_experiments", "get_experiment", "run_experiment"]
+__all__ = ["Context", "Experiment", "ExperimentResult", "all_experiments", "get_experiment", "record_a1_pair",
+           "run_experiment"]

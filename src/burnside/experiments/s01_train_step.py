@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from burnside.experiments import Context, Experiment, ExperimentResult
+from burnside.experiments import Context, Experiment, ExperimentResult, record_a1_pair
 
 #: The seed's table: tensor -> element count.
 SEED_COUNTS = {"logits": 12, "loss": 1, "grads.fc1.weight": 32, "grads.fc1.bias": 8, "grads.fc2.weight": 24,
@@ -13,15 +13,9 @@ TOL = 1e-6
 
 def run(ctx: Context) -> ExperimentResult:
     """Record one SGD step (lr 0.1) of A1 in PyTorch and in burn, and compare every number."""
-    from burnside.a1 import record_torch
-    from burnside.burn.a1 import record_a1
-    from burnside.compare import Tolerance, Tolerances, compare_traces
-    from burnside.trace import open_trace
+    from burnside.compare import Tolerance, Tolerances
 
-    torch_path = record_torch(ctx.workdir / "a1.torch.safetensors", steps=1, optim="sgd")
-    burn_path = record_a1(ctx.workdir / "a1.burn.safetensors", steps=1, optim="sgd",
-                          console=ctx.console if ctx.progress else None)
-    comparison = compare_traces(open_trace(torch_path), open_trace(burn_path), Tolerances(Tolerance(atol=TOL)))
+    comparison = record_a1_pair(ctx, "a1", tolerances=Tolerances(Tolerance(atol=TOL))).comparison
     rows = {row.name.removeprefix("step0."): row for row in comparison.rows}
     for name in SEED_COUNTS:
         row = rows.get(name)
@@ -37,7 +31,6 @@ def run(ctx: Context) -> ExperimentResult:
              and not comparison.structure),
             (f"every tensor within {TOL:g} of PyTorch (worst {worst:.2e})", comparison.passed and worst <= TOL),
         ],
-        data={"worst": worst, "torch": str(torch_path), "burn": str(burn_path)},
     )
 
 

@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-from burnside.experiments import Context, Experiment, ExperimentResult
+from burnside.experiments import Context, Experiment, ExperimentResult, record_a1_pair
 
 
 def run(ctx: Context) -> ExperimentResult:
     """Both sides record one step; every tensor agrees within 1e-6 (the seed's worst: 1.19e-07)."""
-    from burnside.a1 import record_torch
-    from burnside.burn.a1 import record_a1
-    from burnside.compare import compare_traces
-    from burnside.report.table import render
-    from burnside.trace import open_trace
+    from burnside.report import render
 
-    torch_trace = open_trace(record_torch(ctx.workdir / "a1.torch.safetensors", steps=1, optim="sgd"))
-    burn_trace = open_trace(record_a1(ctx.workdir / "a1.burn.safetensors", steps=1, optim="sgd",
-                                      console=ctx.console))
-    comparison = compare_traces(torch_trace, burn_trace)
-    render(comparison, ctx.console)
+    parity = record_a1_pair(ctx, "a1")
+    comparison = parity.comparison
+    render(comparison, parity.diagnoses, ctx.console)
     expected = {"step0.logits": 12, "step0.loss": 1, "step0.grads.fc1.weight": 32, "step0.grads.fc1.bias": 8,
                 "step0.grads.fc2.weight": 24, "step0.grads.fc2.bias": 3, "step0.params_after.fc1.weight": 32,
                 "step0.params_after.fc1.bias": 8, "step0.params_after.fc2.weight": 24,
@@ -29,7 +23,6 @@ def run(ctx: Context) -> ExperimentResult:
             ("inputs and initial params bit-identical", not comparison.start_mismatch),
             (f"every tensor within 1e-6 (worst {comparison.worst:.2e})", comparison.passed),
         ],
-        data={"worst": comparison.worst},
     )
 
 

@@ -4,47 +4,36 @@ from __future__ import annotations
 
 import numpy as np
 
-from burnside.experiments import Context, Experiment, ExperimentResult
-
-
-def _ulps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """ULP distance between two f32 arrays of the same sign pattern (element-wise)."""
-    ia = a.astype(np.float32).view(np.int32).astype(np.int64)
-    ib = b.astype(np.float32).view(np.int32).astype(np.int64)
-    return np.abs(ia - ib)
+from burnside.experiments import Context, Experiment, ExperimentResult, record_a1_pair
 
 
 def run(ctx: Context) -> ExperimentResult:
     """burn's A1 built with `0.1 * k as f32 - 0.5`: the comparison must catch the start first."""
-    from burnside.a1 import record_torch
-    from burnside.burn.a1 import record_a1
-    from burnside.compare import Tolerance, Tolerances, compare_traces
-    from burnside.diagnose import diagnose
+    from burnside.compare import Tolerance, Tolerances, float_ulps
     from burnside.trace import open_trace
 
-    torch_trace = open_trace(record_torch(ctx.workdir / "a1.torch.safetensors", steps=1, optim="sgd"))
-    burn_trace = open_trace(record_a1(ctx.workdir / "a1-f32-inputs.burn.safetensors", steps=1, optim="sgd",
-                                      f32_inputs=True, console=ctx.console if ctx.progress else None))
+    parity = record_a1_pair(ctx, "a1-f32-inputs", f32_inputs=True, tolerances=Tolerances(Tolerance(atol=1e-6)))
+    torch_trace, burn_trace = open_trace(parity.torch_trace), open_trace(parity.burn_trace)
     x_torch = np.asarray(torch_trace.array("step0.inputs.x")).ravel()
     x_burn = np.asarray(burn_trace.array("step0.inputs.x")).ravel()
-    x_ulps = _ulps(x_torch, x_burn)
+    x_ulps = float_ulps(x_torch, x_burn)
     differing = np.flatnonzero(x_ulps)
     for k in differing:
         ctx.console.print(f"x[{k:>2}]  python {float(x_torch[k]):.17g}  rust f32 {float(x_burn[k]):.17g}  "
                           f"({int(x_ulps[k])} ulp)")
     bias_torch = np.asarray(torch_trace.array("step0.params_before.fc1.bias"))
     bias_burn = np.asarray(burn_trace.array("step0.params_before.fc1.bias"))
-    bias_ulps = _ulps(bias_torch, bias_burn)
+    bias_ulps = float_ulps(bias_torch, bias_burn)
     for o in np.flatnonzero(bias_ulps):
         ctx.console.print(f"fc1.bias[{o}]  python {float(bias_torch[o]):.17g}  rust f32 {float(bias_burn[o]):.17g}")
     other_params_equal = all(
         np.array_equal(np.asarray(torch_trace.array(n)), np.asarray(burn_trace.array(n)))
         for n in ("step0.params_before.fc1.weight", "step0.params_before.fc2.weight", "step0.params_before.fc2.bias"))
 
-    comparison = compare_traces(torch_trace, burn_trace, Tolerances(Tolerance(atol=1e-6)))
+    comparison = parity.comparison
     flagged = [row.name for row in comparison.start_mismatch]
     ctx.console.print(f"start not bit-identical: {', '.join(flagged)}")
-    diagnoses = diagnose(comparison)
+    diagnoses = parity.diagnoses
     for d in diagnoses:
         ctx.console.print(f"{d.rule} {d.title}: {d.evidence}")
     return ExperimentResult(
@@ -57,7 +46,6 @@ def run(ctx: Context) -> ExperimentResult:
              any(n.endswith("inputs.x") for n in flagged) and any(n.endswith("params_before.fc1.bias") for n in flagged)),
             ("a diagnosis names the starting point (D006)", any(d.rule == "D006" for d in diagnoses)),
         ],
-        data={"differing_inputs": [int(k) for k in differing], "max_ulps": int(x_ulps.max())},
     )
 
 

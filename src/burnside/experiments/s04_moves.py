@@ -31,7 +31,6 @@ def run(ctx: Context) -> ExperimentResult:
             ("fc2.bias ParamId unchanged", out["param_id_unchanged"] is True),
             ("param still require_grad", out["require_grad"] is True),
         ],
-        data=out,
     )
 
 

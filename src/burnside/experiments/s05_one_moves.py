@@ -52,7 +52,6 @@ def run(ctx: Context) -> ExperimentResult:
             ("a deep copy trained with model's optimizer is unchanged", not changed),
             ("the optimizer's own model has no grads", not any(has_grad)),
         ],
-        data={"before": before, "after": after},
     )
 
 

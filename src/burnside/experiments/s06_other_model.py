@@ -19,7 +19,6 @@ def run(ctx: Context) -> ExperimentResult:
             ("other's fc2.bias unchanged by the step", out["other_fc2_bias_changed"] is False),
             ("no warning, no panic: the program exited cleanly", moves.stderr.strip() == ""),
         ],
-        data=out,
     )
 
 

@@ -19,7 +19,6 @@ def run(ctx: Context) -> ExperimentResult:
             ("compiles without a warning", not warnings),
             ("loss before == loss after, bit for bit", before == after),
         ],
-        data=run.json,
     )
 
 

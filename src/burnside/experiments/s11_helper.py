@@ -16,7 +16,6 @@ def run(ctx: Context) -> ExperimentResult:
             (f"does not compile: {error.code} {error.message}", error.code == "E0507"),
             ("rustc suggests `.clone()`", error.suggests_clone),
         ],
-        data={"code": error.code, "file": error.file, "line": error.line},
     )
 
 

@@ -16,7 +16,6 @@ def run(ctx: Context) -> ExperimentResult:
             ("GradientsParams::len() = 0", run.json["grads_len"] == 0),
             ("fc2.bias changed: false", run.json["fc2_bias_changed"] is False),
         ],
-        data=run.json,
     )
 
 

@@ -20,7 +20,6 @@ def run(ctx: Context) -> ExperimentResult:
             ("the warning points at the `optim.step(` line",
              any(w.line is not None and "optim.step(" in _line(w) for w in hit)),
         ],
-        data={"warnings": [w.message for w in warnings]},
     )
 
 

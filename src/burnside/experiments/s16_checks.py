@@ -68,7 +68,6 @@ def run(ctx: Context) -> ExperimentResult:
             (f"burnside lint flags exactly the {len(bare)} optim.step( calls with no assignment on their left",
              bool(bare) and flagged == bare and not flagged & assigned),
         ],
-        data={"bare": sorted(bare), "assigned": sorted(assigned)},
     )
 
 

@@ -1,0 +1,43 @@
+"""`burnside check`: your burn port against your PyTorch trace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.text import Text
+
+from burnside.burn.port import record_port
+from burnside.cli.command import BurnsideCommand
+from burnside.cli.options import comparison_options, tolerances_from
+from burnside.cli.output import finish, stdout
+from burnside.parity import record_and_compare
+
+
+@click.command(cls=BurnsideCommand, context_settings={"ignore_unknown_options": True})
+@click.option("--torch-trace", type=click.Path(path_type=Path, dir_okay=False), required=True,
+              help="The PyTorch side's trace (burnside.torch.record).")
+@click.option("--burn-crate", type=click.Path(path_type=Path, file_okay=False), required=True,
+              help="Directory of the burn port's crate (its Cargo.toml).")
+@click.option("--bin", "bin_name", required=True, help="The port's binary.")
+@click.option("--out-dir", type=click.Path(path_type=Path, file_okay=False), default=Path("burnside-out/check"),
+              show_default=True, help="Where the init file and the burn trace go.")
+@comparison_options
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def check(torch_trace, burn_crate, bin_name, out_dir, tol, rtol, ulps, tolerances_file, only, as_json, plot,
+          args) -> None:
+    """Build a burn port, run it as `BIN --init INIT -o OUT [ARGS]`, compare its trace with PyTorch's.
+
+    The port loads INIT (the PyTorch trace's starting point) with burnside_trace::InitFile and
+    records its steps with burnside_trace::TraceRecorder into OUT; see rust/README.md. Arguments
+    after `--` go to the binary.
+    """
+    def burn_side(path: Path, torch: Path) -> Path:
+        recorded = record_port(torch, burn_crate, bin_name, list(args), out_dir, stdout, out=path)
+        stdout.print(Text(f"burn side: {bin_name} → {recorded}", style="dim"))
+        return recorded
+
+    parity = record_and_compare(torch_trace, burn_side, torch_out=torch_trace,
+                                burn_out=out_dir / f"{bin_name}.burn.safetensors",
+                                tolerances=tolerances_from(tol, rtol, ulps, tolerances_file), only=only)
+    finish(parity.comparison, parity.diagnoses, as_json=as_json, plot=plot)

@@ -1,0 +1,44 @@
+"""Options shared by the commands that compare (`compare`, `run`, `check`): tolerances and output."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+
+from burnside.compare import Tolerance, Tolerances, load_tolerances
+
+
+def _finite_non_negative(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise click.BadParameter(f"{value} is not a finite number >= 0")
+    return value
+
+
+def comparison_options(command: Callable) -> Callable:
+    """Add --tol, --rtol, --ulps, --tolerances, --only, --json and --plot to a command."""
+    options = [
+        click.option("--tol", type=float, default=1e-6, show_default=True, callback=_finite_non_negative,
+                     help="Absolute tolerance per element."),
+        click.option("--rtol", type=float, default=0.0, show_default=True, callback=_finite_non_negative,
+                     help="Relative tolerance: an element passes when |a-b| <= tol + rtol*|b|."),
+        click.option("--ulps", type=click.IntRange(min=0), default=None,
+                     help="Also accept elements within this many ULPs."),
+        click.option("--tolerances", "tolerances_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+                     help="Per-tensor tolerances (.toml or .json; see docs/compare.md)."),
+        click.option("--only", default=None, help="Compare only tensor names matching this glob."),
+        click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON."),
+        click.option("--plot", type=click.Path(path_type=Path, dir_okay=False), default=None,
+                     help="Also write a PNG of loss and drift per step."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def tolerances_from(tol: float, rtol: float, ulps: int | None, tolerances_file: Path | None) -> Tolerances:
+    """The default tolerance from the options, overridden per tensor by the file if given."""
+    default = Tolerance(atol=tol, rtol=rtol, ulps=ulps)
+    return load_tolerances(tolerances_file, default) if tolerances_file else Tolerances(default)

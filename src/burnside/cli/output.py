@@ -1,0 +1,28 @@
+"""How the comparing commands print a result and pick the exit code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.text import Text
+
+from burnside.compare import Comparison
+from burnside.diagnose import Diagnosis
+from burnside.report import comparison_json, plot_drift, render
+
+stdout = Console(highlight=False, soft_wrap=True)
+stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def finish(comparison: Comparison, diagnoses: list[Diagnosis], *, as_json: bool, plot: Path | None) -> None:
+    """Print the table and diagnoses (or JSON), write the plot if asked, exit 0 (OK) or 1 (mismatch)."""
+    if as_json:
+        click.echo(comparison_json(comparison, diagnoses))
+    else:
+        render(comparison, diagnoses, stdout)
+    if plot is not None:
+        plot_drift(comparison, plot)
+        stderr.print(Text(f"plot: {plot}", style="dim"))
+    raise click.exceptions.Exit(0 if comparison.passed else 1)

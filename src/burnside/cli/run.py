@@ -1,0 +1,82 @@
+"""`burnside run NAME`: a model of this repository on both sides (or one), compared."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.text import Text
+
+from burnside.cli.command import BurnsideCommand
+from burnside.cli.options import comparison_options, tolerances_from
+from burnside.cli.output import finish, stdout
+from burnside.errors import BurnsideError
+from burnside.parity import record_and_compare
+from burnside.targets import TARGETS, get_target
+
+_MAX_STEPS = 100_000
+
+
+@click.command(cls=BurnsideCommand)
+@click.argument("name", metavar="NAME")
+@click.option("--side", type=click.Choice(["both", "torch", "burn"]), default="both", show_default=True,
+              help="Run both sides and compare, or record one side only.")
+@click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="With --side torch|burn: the trace file to write.")
+@click.option("--out-dir", type=click.Path(path_type=Path, file_okay=False), default=Path("burnside-out"),
+              show_default=True, help="Where traces and plots go.")
+@click.option("--steps", type=click.IntRange(1, _MAX_STEPS), default=1, show_default=True, help="Training steps.")
+@click.option("--optim", type=click.Choice(["sgd", "adam"]), default="sgd", show_default=True,
+              help="The optimizer (a1: sgd lr 0.1, adam lr 0.01 eps 1e-8).")
+@click.option("--bug", default=None, help="Build one of the pages' silent failures into the burn side "
+              "(a1: discard, othergrads, epsilon), to see burnside name it.")
+@comparison_options
+def run(name, side, output, out_dir, steps, optim, bug, tol, rtol, ulps, tolerances_file, only, as_json,
+        plot) -> None:
+    """Train NAME on PyTorch and on burn from the same bits, and compare every tensor."""
+    target = get_target(name)
+    if optim not in target.optims:
+        raise BurnsideError(f"{target.name} trains with {' or '.join(target.optims)}, not {optim}")
+    if output is not None and side == "both":
+        raise BurnsideError("-o names one trace file; use it with --side torch or --side burn (or use --out-dir)")
+    if bug is not None:
+        if bug not in target.bugs:
+            raise BurnsideError(f"--bug {bug}: {target.name}'s burn side knows {', '.join(target.bugs) or 'no bugs'}")
+        if side == "torch":
+            raise BurnsideError("--bug changes the burn side; use it with --side burn or both")
+        if bug == "epsilon" and optim != "adam":
+            raise BurnsideError("--bug epsilon is Adam's default epsilon; add --optim adam")
+    torch_stem = f"{target.name}-{optim}-{steps}"
+    stem = torch_stem + (f"-{bug}" if bug else "")  # the PyTorch side has no bug to name
+    run_dir = out_dir / target.name
+
+    def torch_side(path: Path) -> Path:
+        with stdout.status("recording the PyTorch side (importing torch)…"):
+            recorded = target.record_torch(path, steps=steps, optim=optim)
+        stdout.print(Text(f"torch side: {steps} step(s) of {optim} → {recorded}", style="dim"))
+        return recorded
+
+    def burn_side(path: Path, torch_trace: Path | None) -> Path:
+        recorded = target.record_burn(path, torch_trace, steps=steps, optim=optim, bug=bug, console=stdout)
+        stdout.print(Text(f"burn side: {steps} step(s) of {optim} → {recorded}", style="dim"))
+        return recorded
+
+    if side != "both":
+        path = output or run_dir / f"{torch_stem if side == 'torch' else stem}.{side}.safetensors"
+        if output is None:
+            run_dir.mkdir(parents=True, exist_ok=True)
+        if side == "torch":
+            torch_side(path)
+        else:
+            burn_side(path, None)
+        return
+    run_dir.mkdir(parents=True, exist_ok=True)
+    parity = record_and_compare(torch_side, burn_side, torch_out=run_dir / f"{torch_stem}.torch.safetensors",
+                                burn_out=run_dir / f"{stem}.burn.safetensors",
+                                tolerances=tolerances_from(tol, rtol, ulps, tolerances_file), only=only)
+    if plot is None and steps > 1 and not as_json:
+        plot = run_dir / f"{stem}.png"
+    finish(parity.comparison, parity.diagnoses, as_json=as_json, plot=plot)
+
+
+run.help = f"{run.help}\n\nNAME is one of: {', '.join(f'{t.name} ({t.title})' for t in TARGETS.values())}."

@@ -1,0 +1,52 @@
+"""What `burnside run NAME` can run: models with a PyTorch side and a burn side in this repository."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+
+from burnside.errors import BurnsideError
+
+
+@dataclass(frozen=True)
+class Target:
+    """A model both sides can train: how to record each side for N steps of an optimizer."""
+
+    name: str
+    title: str
+    optims: tuple[str, ...]
+    bugs: tuple[str, ...]  # silent failures the burn side can build in, to see burnside name them
+    record_torch: Callable[..., Path]  # (path, *, steps, optim) -> path
+    record_burn: Callable[..., Path]  # (path, torch_trace, *, steps, optim, bug, console) -> path
+
+
+def _a1_torch(path: Path, *, steps: int, optim: str) -> Path:
+    from burnside.a1 import record_torch
+
+    return record_torch(path, steps=steps, optim=optim)
+
+
+def _a1_burn(path: Path, torch_trace: Path, *, steps: int, optim: str, bug: str | None,
+             console: Console | None) -> Path:
+    # A1's burn side builds its own model and batch in f64 like the seed (S1, S3), rather than
+    # loading the PyTorch trace's start: that the two starts are bit-identical is part of the proof.
+    from burnside.burn.a1 import record_a1
+
+    return record_a1(path, steps=steps, optim=optim, console=console, bug=bug)
+
+
+TARGETS: dict[str, Target] = {
+    "a1": Target("a1", "the seed's two-Linear MLP (SGD lr 0.1 or Adam lr 0.01, eps 1e-8)", ("sgd", "adam"),
+                 ("discard", "othergrads", "epsilon"), _a1_torch, _a1_burn),
+}
+
+
+def get_target(name: str) -> Target:
+    """The target called ``name`` (any case), or a BurnsideError listing the known ones."""
+    target = TARGETS.get(name.lower())
+    if target is None:
+        raise BurnsideError(f"unknown target {name!r}; known targets: {', '.join(TARGETS)}")
+    return target
