@@ -214,13 +214,12 @@ def build(manifest_dir: Path, *, bins: list[str] | None = None, what: str | None
 def _forget_other_sources(manifest_dir: Path, target: Path, what: str) -> list[freshness.PathPackage]:
     """Clean the path packages last built in ``target`` from other sources, so cargo rebuilds them."""
     sources = freshness.path_packages(manifest_dir)
-    stale = freshness.stale_packages(target, sources)
-    if stale:
-        clean = subprocess.run([find_cargo(), "clean", "--release", *(a for n in stale for a in ("-p", n))],
-                               cwd=manifest_dir, env={**os.environ, "CARGO_TARGET_DIR": str(target)},
-                               capture_output=True, text=True)
-        if clean.returncode != 0:
-            raise BuildError(f"cargo clean failed in {manifest_dir}: {_last_line(clean.stderr)}")
+    for name in freshness.stale_packages(target, sources):
+        clean = subprocess.run([find_cargo(), "clean", "--release", "-p", name], cwd=manifest_dir,
+                               env={**os.environ, "CARGO_TARGET_DIR": str(target)}, capture_output=True, text=True)
+        # A package not yet in the lock file (a crate's first build) has nothing to clean.
+        if clean.returncode != 0 and "did not match any packages" not in clean.stderr:
+            raise BuildError(f"cargo clean -p {name} failed in {manifest_dir}: {_last_line(clean.stderr)}")
     return sources
 
 
