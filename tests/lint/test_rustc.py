@@ -62,4 +62,4 @@ def test_missing_cargo_is_one_line_and_exit_two(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     result = runner.invoke(app, ["lint", str(CRATE / "src"), "--rustc", str(CRATE)])
     assert result.exit_code == 2
-    assert result.stderr.strip() == "error: cargo not found on PATH; install Rust (rustup) or drop --rustc"
+    assert result.stderr.strip() == "error: cargo not found: install Rust with rustup (https://rustup.rs) and re-run"
