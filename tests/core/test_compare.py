@@ -337,3 +337,29 @@ def test_out_of_tolerance_matches_the_exact_definition_for_atol_rtol_and_ulps(np
     b[:200] = (a[:200].view(step) + rng.integers(-5, 6, 200).astype(step)).view(np_dtype)  # a few ULPs
     stats = diff_arrays(a, b, "F32" if np_dtype is np.float32 else "F64", Tolerance(atol=atol, rtol=rtol, ulps=ulps))
     assert stats.out_of_tol == _exact_reference(a, b, atol, rtol, ulps)
+
+
+def test_tensors_recorded_under_other_names_are_paired_not_listed_one_by_one(write):
+    from burnside.compare.pairing import pair_renamed
+
+    a = a1_like_tensors()
+    a |= {f"step0.{stage}.bn.{p}": np.ones(3, np.float32) for stage in ("params_before", "grads", "params_after")
+          for p in ("weight", "bias")}
+    b = {k.replace("bn.weight", "bn.gamma").replace("bn.bias", "bn.beta"): v for k, v in a.items()}
+    b = {k.replace("fc2.bias", "fc2.b"): v for k, v in b.items()}  # an unknown rename, near enough to pair
+    c = _compare(write, a, b)
+    pairs, rest_a, rest_b = pair_renamed(c.only_in_a, c.only_in_b)
+    assert {(p.a, p.b, p.known) for p in pairs if "bn" in p.a} == {
+        (f"step0.{s}.bn.{x}", f"step0.{s}.bn.{y}", True)
+        for s in ("params_before", "grads", "params_after") for x, y in (("weight", "gamma"), ("bias", "beta"))}
+    assert ("step0.grads.fc2.bias", "step0.grads.fc2.b", False) in {(p.a, p.b, p.known) for p in pairs}
+    assert rest_a == rest_b == []
+    proc = run_cli("compare", str(write("a.safetensors", a)), str(write("b.safetensors", b, "burn")))
+    assert proc.returncode == 1
+    renames = [line for line in proc.stdout.splitlines() if line.startswith("named differently")]
+    assert len(renames) == 3
+    assert {"named differently: A bn.weight ↔ B bn.gamma? (3 tensors); record B's tensors under A's names "
+            "(a name mapping in the burn recorder)",
+            "named differently: A bn.bias ↔ B bn.beta? (3 tensors); record B's tensors under A's names "
+            "(a name mapping in the burn recorder)"} < set(renames)
+    assert not any(line.startswith("only in") for line in proc.stdout.splitlines())

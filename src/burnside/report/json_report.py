@@ -6,6 +6,7 @@ import json
 import math
 
 from burnside.compare import Comparison, TensorRow
+from burnside.compare.pairing import pair_renamed
 from burnside.diagnose import Diagnosis
 
 
@@ -22,6 +23,8 @@ def comparison_json(comparison: Comparison, diagnoses: list[Diagnosis]) -> str:
         "start_mismatch": [r.name for r in comparison.start_mismatch],
         "only_in_a": comparison.only_in_a,
         "only_in_b": comparison.only_in_b,
+        "renamed": [{"a": p.a, "b": p.b, "known": p.known}
+                    for p in pair_renamed(comparison.only_in_a, comparison.only_in_b)[0]],
         "structure": [{"name": p.name, "what": p.what, "a": p.a, "b": p.b, "transposed": p.transposed}
                       for p in comparison.structure],
         "tensors": [_row(r) for r in comparison.rows],

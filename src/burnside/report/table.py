@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.text import Text
 
 from burnside.compare import Comparison, TensorRow
+from burnside.compare.pairing import pair_renamed, rename_rules
 from burnside.diagnose import Diagnosis
 
 
@@ -50,9 +51,13 @@ def render(comparison: Comparison, diagnoses: list[Diagnosis], console: Console)
             f"not bit-identical before the step: {comparison.display_name(row.name)}: {row.stats.differing} of "
             f"{row.stats.n} elements differ, up to {_ulps(row)} ulps (max|diff|={row.stats.max_abs:.2e}); "
             "every output below measures this input difference too", style="bold yellow"))
-    for name in comparison.only_in_a:
+    pairs, only_a, only_b = pair_renamed(comparison.only_in_a, comparison.only_in_b)
+    for a_name, b_name, count in rename_rules(pairs):
+        console.print(Text(f"named differently: A {a_name} ↔ B {b_name}? ({count} tensors); record B's tensors "
+                           "under A's names (a name mapping in the burn recorder)", style="red"))
+    for name in only_a:
         console.print(Text(f"only in A: {comparison.display_name(name)}", style="red"))
-    for name in comparison.only_in_b:
+    for name in only_b:
         console.print(Text(f"only in B: {comparison.display_name(name)}", style="red"))
     for problem in comparison.structure:
         line = f"{problem.what} mismatch: {comparison.display_name(problem.name)}: A {problem.a}, B {problem.b}"
