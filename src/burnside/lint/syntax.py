@@ -20,6 +20,9 @@ CANDIDATE_QUERY = """
 (call_expression
   function: (field_expression field: (field_identifier) @_step (#eq? @_step "step"))) @step_call
 (call_expression
+  function: (generic_function
+    function: (field_expression field: (field_identifier) @_gstep (#eq? @_gstep "step")))) @step_call
+(call_expression
   function: (scoped_identifier name: (identifier) @_fn (#any-of? @_fn "from_grads" "new"))) @scoped_call
 (struct_expression name: (type_identifier) @_s (#eq? @_s "MomentumConfig")) @momentum_struct
 """
@@ -80,6 +83,14 @@ def enclosing_function(node: Node) -> Node | None:
     return enclosing(node, frozenset({"function_item"}))
 
 
+def block_tail(block: Node) -> Node | None:
+    """The last expression of a block, comments aside (its value when it has no `;`)."""
+    for child in reversed(block.named_children):
+        if child.type not in ("line_comment", "block_comment"):
+            return child
+    return None
+
+
 def arguments_of(call: Node) -> list[Node]:
     args = call.child_by_field_name("arguments")
     if args is None:
@@ -87,8 +98,16 @@ def arguments_of(call: Node) -> list[Node]:
     return [c for c in args.named_children if c.type not in ("line_comment", "block_comment", "attribute_item")]
 
 
-def method_name(call: Node) -> str | None:
+def callee(call: Node) -> Node | None:
+    """The called expression without turbofish arguments: `x.init::<B>` → `x.init`."""
     function = call.child_by_field_name("function")
+    if function is not None and function.type == "generic_function":
+        function = function.child_by_field_name("function")
+    return function
+
+
+def method_name(call: Node) -> str | None:
+    function = callee(call)
     if function is not None and function.type == "field_expression":
         name = function.child_by_field_name("field")
         return text(name) if name is not None else None
@@ -96,10 +115,23 @@ def method_name(call: Node) -> str | None:
 
 
 def receiver_of(call: Node) -> Node | None:
-    function = call.child_by_field_name("function")
+    function = callee(call)
     if function is not None and function.type == "field_expression":
         return function.child_by_field_name("value")
     return None
+
+
+def method_call_on(node: Node) -> Node | None:
+    """The call `node.m(..)` / `node.m::<..>(..)` when `node` is the receiver of one, else None."""
+    field = node.parent
+    if field is None or field.type != "field_expression" or field.child_by_field_name("value") != node:
+        return None
+    call = field.parent
+    if call is not None and call.type == "generic_function":
+        call = call.parent
+    if call is None or call.type != "call_expression":
+        return None
+    return call if callee(call) == field else None
 
 
 @dataclass
