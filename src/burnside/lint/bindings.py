@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from burnside.lint.syntax import text
+from burnside.lint.syntax import text, parent_of
 
 if TYPE_CHECKING:
     from tree_sitter import Node
@@ -110,7 +110,10 @@ def bindings_of(function: Node) -> FunctionBindings:
 
 
 def forget_trees() -> None:
+    from burnside.lint.syntax import forget_parents
+
     _per_function.clear()
+    forget_parents()
 
 
 def _identifier_cursor():
@@ -144,23 +147,23 @@ def uses_of(binder: Node, name: str) -> list[Node]:
     expression check the node's parent.
     """
     if binder.type == "parameter":
-        function = binder.parent.parent if binder.parent is not None else None
+        function = parent_of(parent_of(binder)) if parent_of(binder) is not None else None
         scope = function.child_by_field_name("body") if function is not None else None
         start = scope.start_byte if scope is not None else 0
     else:
-        scope = binder.parent
+        scope = parent_of(binder)
         start = binder.end_byte
     if scope is None:
         return []
     candidates = identifiers_in(scope, start, name)
     shadows = []
     for node in candidates:
-        parent = node.parent
+        parent = parent_of(node)
         if parent is not None and parent.type == "let_declaration" and parent.child_by_field_name("pattern") == node:
             shadows.append(parent)
     uses = []
     for node in candidates:
-        parent = node.parent
+        parent = parent_of(node)
         if parent is not None and parent.type == "let_declaration" and parent.child_by_field_name("pattern") == node:
             continue
         if any(_shadowed_by(let, node) for let in shadows):
@@ -170,5 +173,5 @@ def uses_of(binder: Node, name: str) -> list[Node]:
 
 
 def _shadowed_by(let: Node, use: Node) -> bool:
-    block = let.parent
+    block = parent_of(let)
     return let.end_byte <= use.start_byte and block is not None and block.start_byte <= use.start_byte < block.end_byte

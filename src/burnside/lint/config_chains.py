@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from burnside.lint.syntax import SourceUnit, enclosing_function, text
+from burnside.lint.syntax import SourceUnit, enclosing_function, text, parent_of
 
 if TYPE_CHECKING:
     from tree_sitter import Node
@@ -41,10 +41,10 @@ def config_chains(unit: SourceUnit, types: frozenset[str]) -> list[ConfigChain]:
         methods: list[str] = []
         outer = call
         while True:
-            parent = outer.parent
+            parent = parent_of(outer)
             if parent is None or parent.type != "field_expression":
                 break
-            grand = parent.parent
+            grand = parent_of(parent)
             field = parent.child_by_field_name("field")
             if grand is None or grand.type != "call_expression" or field is None:
                 break
@@ -57,7 +57,7 @@ def config_chains(unit: SourceUnit, types: frozenset[str]) -> list[ConfigChain]:
 
 def _methods_through_binding(outer: Node) -> list[str]:
     """Methods later called on `cfg` when the chain ends in `let cfg = ...;`."""
-    parent = outer.parent
+    parent = parent_of(outer)
     if parent is None or parent.type != "let_declaration":
         return []
     pattern = parent.child_by_field_name("pattern")

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 from burnside.lint.bindings import uses_of
 from burnside.lint.syntax import (
+    parent_of,
     SourceUnit,
     arguments_of,
     block_tail,
@@ -94,7 +95,7 @@ class ConfigOrigin:
 
 
 def _index_in(parent: Node, node: Node) -> int:
-    for i, child in enumerate(arguments_of(parent.parent)):
+    for i, child in enumerate(arguments_of(parent_of(parent))):
         if child == node:
             return i
     return -1
@@ -120,10 +121,10 @@ def _assigned_fields(uses: list[Node]) -> frozenset[str]:
     """`cfg.epsilon = 1e-8;` after the binding sets the field as surely as `with_epsilon` would."""
     found = set()
     for use in uses:
-        parent = use.parent
+        parent = parent_of(use)
         if parent is None or parent.type != "field_expression" or parent.child_by_field_name("value") != use:
             continue
-        grand = parent.parent
+        grand = parent_of(parent)
         if grand is not None and grand.type in ("assignment_expression", "compound_assignment_expr"):
             if grand.child_by_field_name("left") == parent:
                 name = parent.child_by_field_name("field")
@@ -136,7 +137,7 @@ def follow(unit_path: str, start: Node, setters: frozenset[str], flow: Flow, hop
     """Follow the value of `start` forward within its function, recording inits and escapes."""
     node = start
     while hops <= MAX_HOPS:
-        parent = node.parent
+        parent = parent_of(node)
         if parent is None:
             return
         kind = parent.type
@@ -166,7 +167,7 @@ def follow(unit_path: str, start: Node, setters: frozenset[str], flow: Flow, hop
             uses = uses_of(parent, text(pattern))
             assigned = _assigned_fields(uses)
             for use in uses:
-                if use.parent is not None and use.parent.type == "token_tree":
+                if parent_of(use) is not None and parent_of(use).type == "token_tree":
                     continue
                 follow(unit_path, use, setters | assigned, flow, hops + 1)
             return
@@ -183,7 +184,7 @@ def follow(unit_path: str, start: Node, setters: frozenset[str], flow: Flow, hop
             flow.escapes.append(Escape("field", text(node), struct, -1, False, setters))
             return
         if kind == "arguments":
-            call = parent.parent
+            call = parent_of(parent)
             if call is None or call.type != "call_expression":
                 return
             position = _index_in(parent, node)
@@ -209,7 +210,7 @@ def follow(unit_path: str, start: Node, setters: frozenset[str], flow: Flow, hop
         if kind == "block":
             if block_tail(parent) != node:
                 return
-            owner = parent.parent
+            owner = parent_of(parent)
             if owner is not None and owner.type == "function_item":
                 flow.escapes.append(Escape("return", _function_name(owner), _impl_type(owner), -1, False, setters))
                 return
@@ -407,7 +408,7 @@ class Crate:
                     if text(match["f"][0]) != escape.name:
                         continue
                     read = match["e"][0]
-                    parent = read.parent
+                    parent = parent_of(read)
                     if parent is not None and parent.type == "assignment_expression" and parent.child_by_field_name("left") == read:
                         continue
                     follow(unit.path, read, escape.setters, sub, hops + 1)
@@ -432,7 +433,7 @@ class Crate:
                 uses = uses_of(param, text(pattern))
                 assigned = _assigned_fields(uses)
                 for use in uses:
-                    if use.parent is not None and use.parent.type == "token_tree":
+                    if parent_of(use) is not None and parent_of(use).type == "token_tree":
                         continue
                     follow(unit.path, use, escape.setters | assigned, sub, hops + 1)
             if not found and escape.name == "new" and escape.qualifier:

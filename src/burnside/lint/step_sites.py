@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from burnside.lint.bindings import bindings_of, uses_of
 from burnside.lint.suppression import in_test_code, is_test_function
 from burnside.lint.syntax import (
+    parent_of,
     LOOP_KINDS,
     SourceUnit,
     arguments_of,
@@ -127,10 +128,10 @@ def _read_after(decl: Node, name: str) -> bool:
 
 def _closure_result(closure: Node) -> Node | None:
     """The combinator call whose result carries the closure's return value, if any."""
-    args = closure.parent
+    args = parent_of(closure)
     if args is None or args.type != "arguments":
         return None
-    call = args.parent
+    call = parent_of(args)
     if call is None or call.type != "call_expression" or method_name(call) not in _COMBINATORS:
         return None
     return call
@@ -139,13 +140,13 @@ def _closure_result(closure: Node) -> Node | None:
 def _value_node(call: Node) -> Node:
     """The outermost node carrying the call's value: through parentheses and block tails."""
     node = call
-    while node.parent is not None:
-        parent = node.parent
+    while parent_of(node) is not None:
+        parent = parent_of(node)
         if parent.type == "parenthesized_expression":
             node = parent
             continue
         if parent.type == "block" and block_tail(parent) == node:
-            if parent.parent is not None and parent.parent.type == "closure_expression":
+            if parent_of(parent) is not None and parent_of(parent).type == "closure_expression":
                 node = parent
                 continue
         break
@@ -155,7 +156,7 @@ def _value_node(call: Node) -> Node:
 def discard_kind(call: Node, depth: int = 0) -> str | None:
     """How the step's result is dropped, or None when it flows somewhere."""
     node = _value_node(call)
-    parent = node.parent
+    parent = parent_of(node)
     if parent is None:
         return None
     if parent.type == "closure_expression" and depth < 8:
@@ -188,12 +189,12 @@ def discard_kind(call: Node, depth: int = 0) -> str | None:
 
 
 def _in_loop(call: Node, function: Node | None) -> bool:
-    current = call.parent
+    current = parent_of(call)
     stop = function.start_byte if function is not None else -1
     while current is not None and current.start_byte > stop:
         if current.type in LOOP_KINDS:
             return True
-        current = current.parent
+        current = parent_of(current)
     return False
 
 
@@ -212,7 +213,7 @@ def _is_last_statement(call: Node, function: Node) -> bool:
         if node.type not in ("parenthesized_expression", "call_expression", "let_declaration",
                              "expression_statement", "assignment_expression"):
             return False
-        node = node.parent
+        node = parent_of(node)
     return False
 
 

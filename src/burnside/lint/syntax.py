@@ -16,16 +16,40 @@ if TYPE_CHECKING:
 # Candidate nodes are found by one query run in C; rules never walk the whole tree
 # in Python. Code inside comments, string literals and macro token trees never
 # becomes a call_expression in tree-sitter-rust, so those are excluded for free.
+# The patterns are single nodes (or one parent level off a chain) on purpose: a
+# pattern nested through `field_expression` keeps a partial match alive per link
+# of a method chain, which made a 10,000-call chain take minutes.
 CANDIDATE_QUERY = """
-(call_expression
-  function: (field_expression field: (field_identifier) @_step (#eq? @_step "step"))) @step_call
-(call_expression
-  function: (generic_function
-    function: (field_expression field: (field_identifier) @_gstep (#eq? @_gstep "step")))) @step_call
-(call_expression
-  function: (scoped_identifier name: (identifier) @_fn (#any-of? @_fn "from_grads" "new"))) @scoped_call
-(struct_expression name: (type_identifier) @_s (#eq? @_s "MomentumConfig")) @momentum_struct
+((field_identifier) @step (#eq? @step "step"))
+(scoped_identifier name: (identifier) @scoped (#any-of? @scoped "from_grads" "new"))
+(struct_expression name: (type_identifier) @momentum (#eq? @momentum "MomentumConfig"))
 """
+
+
+def _candidates(captures: dict[str, list[Node]]) -> dict[str, list[Node]]:
+    """The call and literal nodes the rules start from, from the query's name captures."""
+    found: dict[str, list[Node]] = {"step_call": [], "scoped_call": [], "momentum_struct": []}
+    for name in captures.get("step", []):
+        field = name.parent
+        if field is None or field.type != "field_expression":
+            continue
+        call = field.parent
+        if call is not None and call.type == "generic_function":
+            call = call.parent
+        if call is not None and call.type == "call_expression" and callee(call) == field:
+            found["step_call"].append(call)
+    for name in captures.get("scoped", []):
+        path = name.parent
+        call = path.parent if path is not None else None
+        if call is not None and call.type == "call_expression" and call.child_by_field_name("function") == path:
+            found["scoped_call"].append(call)
+    for name in captures.get("momentum", []):
+        if name.parent is not None:
+            found["momentum_struct"].append(name.parent)
+    for nodes in found.values():
+        nodes.sort(key=lambda n: n.start_byte)
+    return found
+
 
 _state: dict[str, object] = {}
 
@@ -55,6 +79,51 @@ def candidate_cursor():
     return _state["cursor"]
 
 
+# tree-sitter finds a node's parent by walking down from the root, so climbing
+# from a node n levels deep costs n² steps: minutes for a 10,000-deep chain.
+# One descent from the root records every ancestor on the way instead.
+_parents: dict[int, Node | None] = {}
+_roots: list[Node] = []
+
+
+def register_tree(root: Node) -> None:
+    """Make `parent_of` able to find ancestors of nodes in this tree (until `forget_parents`)."""
+    _roots.append(root)
+
+
+def forget_parents() -> None:
+    _parents.clear()
+    _roots.clear()
+
+
+def _descend(root: Node, node: Node) -> bool:
+    target = node.id
+    cursor = root.walk()
+    above = None
+    current = cursor.node
+    while current.id != target:
+        _parents[current.id] = above
+        if cursor.goto_first_child_for_byte(node.start_byte) is None:
+            return False
+        above, current = current, cursor.node
+        if current.start_byte > node.start_byte or current.end_byte < node.end_byte:
+            return False
+    _parents[target] = above
+    return True
+
+
+def parent_of(node: Node) -> Node | None:
+    """`node.parent`, in time linear in the node's depth over all its ancestors."""
+    key = node.id
+    if key in _parents:
+        return _parents[key]
+    if node.start_byte < node.end_byte:
+        for root in reversed(_roots):
+            if root.start_byte <= node.start_byte and node.end_byte <= root.end_byte and _descend(root, node):
+                return _parents[key]
+    return node.parent
+
+
 def text(node: Node) -> str:
     return node.text.decode("utf-8", errors="replace")
 
@@ -70,11 +139,11 @@ LOOP_KINDS = frozenset({"for_expression", "while_expression", "loop_expression"}
 
 
 def enclosing(node: Node, kinds: frozenset[str]) -> Node | None:
-    current = node.parent
+    current = parent_of(node)
     while current is not None:
         if current.type in kinds:
             return current
-        current = current.parent
+        current = parent_of(current)
     return None
 
 
@@ -123,12 +192,12 @@ def receiver_of(call: Node) -> Node | None:
 
 def method_call_on(node: Node) -> Node | None:
     """The call `node.m(..)` / `node.m::<..>(..)` when `node` is the receiver of one, else None."""
-    field = node.parent
+    field = parent_of(node)
     if field is None or field.type != "field_expression" or field.child_by_field_name("value") != node:
         return None
-    call = field.parent
+    call = parent_of(field)
     if call is not None and call.type == "generic_function":
-        call = call.parent
+        call = parent_of(call)
     if call is None or call.type != "call_expression":
         return None
     return call if callee(call) == field else None
@@ -148,9 +217,8 @@ class SourceUnit:
     @classmethod
     def parse(cls, path: str, source: bytes) -> SourceUnit:
         tree = parser().parse(source)
-        captures = candidate_cursor().captures(tree.root_node)
-        for nodes in captures.values():
-            nodes.sort(key=lambda n: n.start_byte)
+        register_tree(tree.root_node)
+        captures = _candidates(candidate_cursor().captures(tree.root_node))
         return cls(path=path, source=source, tree=tree, captures=captures)
 
     def nodes(self, capture: str) -> list[Node]:

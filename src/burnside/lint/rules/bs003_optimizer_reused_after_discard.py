@@ -46,7 +46,7 @@ from collections import defaultdict
 
 from burnside.lint.finding import Hit, Severity
 from burnside.lint.step_sites import StepSite, step_sites
-from burnside.lint.syntax import SourceUnit
+from burnside.lint.syntax import SourceUnit, parent_of
 
 ID = "BS003"
 NAME = "optimizer-reused-after-discarded-step"
@@ -61,7 +61,7 @@ _MAX_PAIRS = 32
 def _branch_path(node) -> dict[int, int]:
     """For each `match` / `if` above `node`: which arm or branch it sits in (by start byte)."""
     path: dict[int, int] = {}
-    child, current = node, node.parent
+    child, current = node, parent_of(node)
     while current is not None:
         if current.type == "match_block":
             path[current.start_byte] = child.start_byte
@@ -71,7 +71,7 @@ def _branch_path(node) -> dict[int, int]:
             path[current.start_byte] = 1 if in_else else 0
         elif current.type == "function_item":
             break
-        child, current = current, current.parent
+        child, current = current, parent_of(current)
     return path
 
 

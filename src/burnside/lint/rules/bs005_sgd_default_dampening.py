@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from burnside.lint.config_chains import config_chains
 from burnside.lint.finding import Hit, Severity
-from burnside.lint.syntax import SourceUnit, text
+from burnside.lint.syntax import SourceUnit, text, parent_of
 
 ID = "BS005"
 NAME = "sgd-default-dampening"
@@ -47,7 +47,7 @@ def check(unit: SourceUnit):
     for chain in config_chains(unit, frozenset({"MomentumConfig"})):
         if "with_dampening" in chain.methods:
             continue
-        parent = chain.outermost.parent
+        parent = parent_of(chain.outermost)
         if parent is not None and parent.type == "base_field_initializer":
             # `MomentumConfig { .., ..MomentumConfig::new() }`: judged as a literal below.
             continue
