@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING
 
 from burnside.lint.bindings import uses_of
 from burnside.lint.syntax import (
-    parent_of,
     SourceUnit,
     arguments_of,
     block_tail,
@@ -43,6 +42,8 @@ from burnside.lint.syntax import (
     enclosing,
     method_call_on,
     method_name,
+    parent_of,
+    pieces,
     text,
 )
 
@@ -133,7 +134,7 @@ def _assigned_fields(uses: list[Node]) -> frozenset[str]:
     return frozenset(found)
 
 
-def follow(unit_path: str, start: Node, setters: frozenset[str], flow: Flow, hops: int = 0) -> None:
+def follow(unit: SourceUnit, start: Node, setters: frozenset[str], flow: Flow, hops: int = 0) -> None:
     """Follow the value of `start` forward within its function, recording inits and escapes."""
     node = start
     while hops <= MAX_HOPS:
@@ -148,9 +149,7 @@ def follow(unit_path: str, start: Node, setters: frozenset[str], flow: Flow, hop
         if call is not None:
             name = method_name(call) or ""
             if name in TERMINALS:
-                flow.inits.append(
-                    Init(unit_path, call.start_point.row + 1, call.start_point.column + 1, setters)
-                )
+                flow.inits.append(Init(unit.path, unit.line(call), call.start_point.column + 1, setters))
                 return
             if name in _PASS_THROUGH:
                 node = call
@@ -169,7 +168,7 @@ def follow(unit_path: str, start: Node, setters: frozenset[str], flow: Flow, hop
             for use in uses:
                 if parent_of(use) is not None and parent_of(use).type == "token_tree":
                     continue
-                follow(unit_path, use, setters | assigned, flow, hops + 1)
+                follow(unit, use, setters | assigned, flow, hops + 1)
             return
         if kind == "field_initializer" and parent.child_by_field_name("value") == node:
             name_node = parent.child_by_field_name("field")
@@ -256,7 +255,7 @@ def config_origins(unit: SourceUnit, types: frozenset[str]) -> list[ConfigOrigin
         origin = memo.get(key)
         if origin is None:
             flow = Flow()
-            follow(unit.path, call, frozenset(), flow)
+            follow(unit, call, frozenset(), flow)
             origin = ConfigOrigin(type_name, call, flow)
             memo[key] = origin
         origins.append(origin)
@@ -310,7 +309,7 @@ class Crate:
     def __init__(self, files: list[tuple[str, str]], sources: dict[str, bytes] | None = None) -> None:
         self.files = files  # (real path, display path)
         self._bytes: dict[str, bytes] = dict(sources or {})
-        self._units: dict[str, SourceUnit] = {}
+        self._units: dict[tuple[str, int], SourceUnit] = {}
         self._sinks: dict[tuple, list[tuple[SourceUnit, Node, frozenset[str]]]] = {}
 
     def _source(self, real: str) -> bytes:
@@ -323,15 +322,17 @@ class Crate:
         return self._bytes[real]
 
     def _units_with(self, token: bytes):
+        pattern = re.compile(re.escape(token))
         for real, shown in self.files:
             source = self._source(real)
             if token not in source:
                 continue
-            unit = self._units.get(real)
-            if unit is None:
-                unit = SourceUnit.parse(shown, source)
-                self._units[real] = unit
-            yield unit
+            for line, start, piece in pieces(source, pattern):
+                unit = self._units.get((real, start))
+                if unit is None:
+                    unit = SourceUnit.parse(shown, piece, line)
+                    self._units[(real, start)] = unit
+                yield unit
 
     def _field_types(self, name: str) -> list[tuple[str, str, list[str]]]:
         """(struct, field type text, attribute texts) for every struct field called `name`."""
@@ -411,7 +412,7 @@ class Crate:
                     parent = parent_of(read)
                     if parent is not None and parent.type == "assignment_expression" and parent.child_by_field_name("left") == read:
                         continue
-                    follow(unit.path, read, escape.setters, sub, hops + 1)
+                    follow(unit, read, escape.setters, sub, hops + 1)
         elif escape.kind == "call":
             found = False
             for unit, function in self._functions(escape.name, escape.qualifier, escape.method):
@@ -435,7 +436,7 @@ class Crate:
                 for use in uses:
                     if parent_of(use) is not None and parent_of(use).type == "token_tree":
                         continue
-                    follow(unit.path, use, escape.setters | assigned, sub, hops + 1)
+                    follow(unit, use, escape.setters | assigned, sub, hops + 1)
             if not found and escape.name == "new" and escape.qualifier:
                 required = self._required_fields(escape.qualifier)
                 if required is not None and escape.position < len(required):
@@ -460,7 +461,7 @@ class Crate:
                     else:
                         continue
                     if called == escape.name:
-                        follow(unit.path, call, escape.setters, sub, hops + 1)
+                        follow(unit, call, escape.setters, sub, hops + 1)
         flow.inits.extend(sub.inits)
         for nested in sub.escapes:
             self.resolve(nested, config_type, flow, hops + 1, seen)
@@ -489,7 +490,7 @@ def default_left(unit: SourceUnit, types: frozenset[str], setter: str, message: 
         if missing:
             first = missing[0]
             note = ""
-            if first.line != origin.new_call.start_point.row + 1:
+            if first.line != unit.line(origin.new_call):
                 note = f"; turned into an optimizer at line {first.line}"
             yield Hit(node=origin.new_call, message=message.format(type=kind) + note, help=help)
         elif origin.flow.escapes:

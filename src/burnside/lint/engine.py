@@ -10,6 +10,7 @@ from pathlib import Path
 
 from burnside.errors import BurnsideError
 from burnside.lint.finding import Finding, Severity
+from burnside.lint.syntax import SPLIT_BYTES
 
 # Every rule starts from one of these tokens; a file without any of them cannot
 # produce a finding, and most Rust files have none, so they are never parsed.
@@ -156,14 +157,24 @@ def _finding(rule_id: str, severity: Severity, path: str, unit, hit) -> Finding:
         rule=rule_id,
         severity=severity,
         path=path,
-        line=row + 1,
+        line=row + 1 + unit.line_offset,
         column=unit.column(row, node.start_point.column),
-        end_line=node.end_point.row + 1,
+        end_line=node.end_point.row + 1 + unit.line_offset,
         end_column=unit.column(node.end_point.row, node.end_point.column),
         message=hit.message,
         help=hit.help,
         snippet=unit.lines[row].decode("utf-8", "replace").rstrip("\r") if row < len(unit.lines) else "",
     )
+
+
+def too_deep(source: bytes) -> str | None:
+    """Why `source` cannot be analysed, when it nests deeper than the query cursor reaches."""
+    if 2 * len(source) <= MAX_NESTING:
+        return None
+    bound = nesting_bound(source)
+    if bound <= MAX_NESTING:
+        return None
+    return f"syntax nested up to {bound:,} levels deep, over the {MAX_NESTING:,} the linter can follow"
 
 
 def lint_source(
@@ -172,37 +183,48 @@ def lint_source(
     rule_ids: list[str],
     pending: list[PendingFinding] | None = None,
     real_path: str | None = None,
+    skipped: list[tuple[str, str]] | None = None,
 ) -> list[Finding]:
-    """All findings for one file's bytes (no prefilter: the caller decides).
+    """All findings for one file's bytes (no prefilter beyond the rules' tokens: the caller decides).
 
     Configs that leave the file are appended to `pending` for the crate-wide
     pass; without a `pending` list they are resolved against this file alone.
+    A part too deeply nested to analyse is reported in `skipped` (a
+    BurnsideError without that list), never passed over silently.
     """
     from burnside.lint.bindings import forget_trees
     from burnside.lint.rules import RULES
     from burnside.lint.suppression import AllowComments, in_test_code
-    from burnside.lint.syntax import SourceUnit
+    from burnside.lint.syntax import SourceUnit, pieces
 
-    unit = SourceUnit.parse(path, source)
-    allow = AllowComments(source)
     findings = []
     own: list[PendingFinding] = []
-    try:
-        for rule_id in rule_ids:
-            rule = RULES[rule_id]
-            for hit in rule.check(unit):
-                node = hit.node
-                row = node.start_point.row
-                if allow.allows(rule_id, row, node):
-                    continue
-                severity = rule.SEVERITY.demoted() if in_test_code(node) else rule.SEVERITY
-                finding = _finding(rule_id, severity, path, unit, hit)
-                if hit.pending is not None:
-                    own.append(PendingFinding(finding, real_path or path, hit.pending))
-                else:
-                    findings.append(finding)
-    finally:
-        forget_trees()
+    big = len(source) > SPLIT_BYTES
+    for line_offset, _, piece in pieces(source, PREFILTER):
+        reason = too_deep(piece)
+        if reason is not None:
+            where = f"{path} (from line {line_offset + 1})" if big else path
+            if skipped is None:
+                raise BurnsideError(f"{where}: {reason}")
+            skipped.append((where, reason))
+            continue
+        unit = SourceUnit.parse(path, piece, line_offset)
+        allow = AllowComments(piece)
+        try:
+            for rule_id in rule_ids:
+                rule = RULES[rule_id]
+                for hit in rule.check(unit):
+                    node = hit.node
+                    if allow.allows(rule_id, node.start_point.row, node):
+                        continue
+                    severity = rule.SEVERITY.demoted() if in_test_code(node) else rule.SEVERITY
+                    finding = _finding(rule_id, severity, path, unit, hit)
+                    if hit.pending is not None:
+                        own.append(PendingFinding(finding, real_path or path, hit.pending))
+                    else:
+                        findings.append(finding)
+        finally:
+            forget_trees()
     if pending is not None:
         pending.extend(own)
     elif own:
@@ -274,15 +296,8 @@ def _lint_files(files: list[tuple[str, str]], rule_ids: list[str]) -> LintReport
         report.lines += source.count(b"\n")
         if not needs_parsing(source):
             continue
-        if 2 * len(source) > MAX_NESTING:
-            bound = nesting_bound(source)
-            if bound > MAX_NESTING:
-                report.skipped.append(
-                    (shown, f"syntax nested up to {bound:,} levels deep, over the {MAX_NESTING:,} the linter can follow")
-                )
-                continue
         report.files_parsed += 1
-        report.findings.extend(lint_source(shown, source, rule_ids, report.pending, real))
+        report.findings.extend(lint_source(shown, source, rule_ids, report.pending, real, report.skipped))
     return report
 
 

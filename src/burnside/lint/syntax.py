@@ -6,6 +6,8 @@ Everything that needs tree-sitter is created lazily and once per process, so tha
 
 from __future__ import annotations
 
+import bisect
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -213,13 +215,19 @@ class SourceUnit:
     captures: dict[str, list[Node]] = field(default_factory=dict)
     # Analyses shared by several rules (e.g. step sites for BS001 and BS003).
     memo: dict[str, object] = field(default_factory=dict)
+    # Rows of this unit start this many lines into the file (a piece of a large file).
+    line_offset: int = 0
 
     @classmethod
-    def parse(cls, path: str, source: bytes) -> SourceUnit:
+    def parse(cls, path: str, source: bytes, line_offset: int = 0) -> SourceUnit:
         tree = parser().parse(source)
         register_tree(tree.root_node)
         captures = _candidates(candidate_cursor().captures(tree.root_node))
-        return cls(path=path, source=source, tree=tree, captures=captures)
+        return cls(path=path, source=source, tree=tree, captures=captures, line_offset=line_offset)
+
+    def line(self, node: Node) -> int:
+        """1-based line of a node in the whole file."""
+        return node.start_point.row + 1 + self.line_offset
 
     def nodes(self, capture: str) -> list[Node]:
         return self.captures.get(capture, [])
@@ -233,3 +241,45 @@ class SourceUnit:
         if row >= len(self.lines):
             return byte_column + 1
         return len(self.lines[row][:byte_column].decode("utf-8", errors="replace")) + 1
+
+
+# Files above this size are cut into top-level items and only the items that
+# contain a rule's token are parsed: parsing is the one cost that grows with
+# the file rather than with the training code in it.
+SPLIT_BYTES = 1 << 20
+_PIECE_BYTES = 256 << 10
+# A top-level item ends at a `}` alone on its line at column 0 (rustfmt's layout).
+_ITEM_END = re.compile(rb"\n\}[ \t]*\r?\n")
+
+
+def pieces(source: bytes, tokens: re.Pattern[bytes]) -> list[tuple[int, int, bytes]]:
+    """(first line, start byte, bytes) of each top-level item of `source` that matches `tokens`.
+
+    A source below SPLIT_BYTES is one piece. A `}` at column 0 inside a raw
+    string can cut an item in two; each half is then parsed on its own, as
+    rustc never would, which only costs precision on that item.
+    """
+    if len(source) <= SPLIT_BYTES:
+        return [(0, 0, source)] if tokens.search(source) else []
+    ends = [m.end() for m in _ITEM_END.finditer(source)]
+    ends.append(len(source))
+    wanted: list[int] = []
+    for match in tokens.finditer(source):
+        index = bisect.bisect_right(ends, match.start())
+        if not wanted or wanted[-1] != index:
+            wanted.append(index)
+    # Neighbouring items that both need parsing are parsed together, up to a size.
+    spans: list[list[int]] = []
+    for index in wanted:
+        start = ends[index - 1] if index > 0 else 0
+        if spans and spans[-1][1] == start and spans[-1][1] - spans[-1][0] < _PIECE_BYTES:
+            spans[-1][1] = ends[index]
+        else:
+            spans.append([start, ends[index]])
+    result = []
+    line, counted_to = 0, 0
+    for start, end in spans:
+        line += source.count(b"\n", counted_to, start)
+        counted_to = start
+        result.append((line, start, source[start:end]))
+    return result
