@@ -156,6 +156,10 @@ class _Chain:
         self.add(binding.value, depth + 1)
 
     def mentions(self, module: str) -> bool:
+        for receiver in self.forward_receivers:
+            # `self.forward(x)` may run `self.policy_model`: a part of a forward's receiver built the loss too.
+            if module.startswith(receiver + "."):
+                return True
         for path in self.paths:
             if path == module or path.startswith(module + "."):
                 return True
