@@ -10,7 +10,9 @@ Flags `GradientsParams::from_grads(grads, &module)` in two cases:
 2. The gradients are then passed to `optim.step(lr, other, grads)` where
    `other` is a different module (not `module`, not a clone or alias of it,
    not a field of it or the module it is a field of), even when both appear
-   in the loss.
+   in the loss. Both must be field paths or names bound by `let` or a `fn`
+   parameter: a closure parameter (`Some(model).map(|m| ..)`) or a pattern
+   binding could be either, so it is left alone.
 
 The rule follows `grads` back to `X.backward()`, `X` back to its `let`, and
 every name in that expression back to its own `let` (a few levels deep). If
@@ -196,6 +198,13 @@ def _related(a: list[str], b: list[str]) -> bool:
     return False
 
 
+def _resolved(module: Node, bindings: FunctionBindings) -> bool:
+    """A field path, or a name bound by `let` or a fn parameter (not a closure or pattern binding)."""
+    if module.type in ("field_expression", "self"):
+        return True
+    return module.type == "identifier" and bindings.latest(text(module), module.start_byte) is not None
+
+
 def _from_grads_call(node: Node) -> Node | None:
     node = strip_wrappers(node)
     if node.type != "call_expression":
@@ -226,8 +235,7 @@ def _stepped_other_module(unit: SourceUnit):
             continue
         keyed = _unclone(args[1])
         stepped = _unclone(site.module_arg)
-        kinds = ("identifier", "field_expression", "self")
-        if keyed.type not in kinds or stepped.type not in kinds:
+        if not (_resolved(keyed, bindings) and _resolved(stepped, bindings)):
             continue
         if _related(_aliases(keyed, bindings), _aliases(stepped, bindings)):
             continue
