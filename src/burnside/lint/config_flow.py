@@ -321,11 +321,12 @@ class Crate:
                 self._bytes[real] = b""
         return self._bytes[real]
 
-    def _units_with(self, token: bytes):
+    def _units_with(self, token: bytes, also: bytes = b""):
+        """Parsed units (pieces, for large files) that contain `token`, in files that also contain `also`."""
         pattern = re.compile(re.escape(token))
         for real, shown in self.files:
             source = self._source(real)
-            if token not in source:
+            if token not in source or also not in source:
                 continue
             for line, start, piece in pieces(source, pattern):
                 unit = self._units.get((real, start))
@@ -334,11 +335,11 @@ class Crate:
                     self._units[(real, start)] = unit
                 yield unit
 
-    def _field_types(self, name: str) -> list[tuple[str, str, list[str]]]:
-        """(struct, field type text, attribute texts) for every struct field called `name`."""
+    def _field_types(self, name: str, config_type: str) -> list[tuple[str, str, list[str]]]:
+        """(struct, field type text, attribute texts) for struct fields called `name` in files naming the type."""
         found = []
         cursor = _query("fields", _FIELD_DECL_QUERY)
-        for unit in self._units_with(name.encode()):
+        for unit in self._units_with(name.encode(), config_type.encode()):
             for _, match in cursor.matches(unit.tree.root_node):
                 if text(match["field"][0]) != name:
                     continue
@@ -382,7 +383,7 @@ class Crate:
         return None
 
     def _functions(self, name: str, qualifier: str, method: bool):
-        for unit in self._units_with(f"fn {name}".encode()):
+        for unit in self._units_with(f"fn {name}".encode(), qualifier.encode()):
             cursor = _query("functions", "(function_item name: (identifier) @name) @fn")
             for _, match in cursor.matches(unit.tree.root_node):
                 if text(match["name"][0]) != name:
@@ -400,7 +401,7 @@ class Crate:
         seen.add((key, escape.setters))
         sub = Flow()
         if escape.kind == "field":
-            declared = self._field_types(escape.name)
+            declared = self._field_types(escape.name, config_type)
             if not any(config_type in type_text for _, type_text, _ in declared):
                 return
             for unit in self._units_with(b"." + escape.name.encode()):
