@@ -132,7 +132,7 @@ def test_bs004_good():
 
 
 def test_bs005_bad():
-    assert findings_of("bs005_bad.rs") == [("BS005", 6, 29), ("BS005", 8, 20)]
+    assert findings_of("bs005_bad.rs") == [("BS005", 6, 29), ("BS005", 8, 20), ("BS005", 15, 20)]
 
 
 def test_bs005_good():
