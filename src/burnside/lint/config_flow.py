@@ -402,7 +402,11 @@ class Crate:
         sub = Flow()
         if escape.kind == "field":
             declared = self._field_types(escape.name, config_type)
-            if not any(config_type in type_text for _, type_text, _ in declared):
+            # When the struct is known (a literal, a derived constructor), its own declaration decides.
+            if not any(
+                config_type in type_text and escape.qualifier in ("", struct)
+                for struct, type_text, _ in declared
+            ):
                 return
             for unit in self._units_with(b"." + escape.name.encode()):
                 cursor = _query("field_reads", "(field_expression field: (field_identifier) @f) @e")
