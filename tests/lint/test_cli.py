@@ -111,7 +111,7 @@ def test_sarif_output_with_root(tmp_path):
     driver = sarif["runs"][0]["tool"]["driver"]
     assert driver["name"] == "burnside"
     rules = {r["id"]: r for r in driver["rules"]}
-    assert list(rules) == ["BS001", "BS002", "BS003", "BS004", "BS005"]
+    assert list(rules) == ["BS001", "BS002", "BS003", "BS004", "BS005", "BS006"]
     assert rules["BS001"]["defaultConfiguration"]["level"] == "error"
     assert rules["BS004"]["defaultConfiguration"]["level"] == "note"
     assert rules["BS002"]["shortDescription"]["text"]

@@ -19,6 +19,10 @@ def test_bs001_bad():
         ("BS001", 30, 9),  # self.optim split over two lines
         ("BS001", 35, 9),  # method-call receiver, grads built inline
         ("BS001", 43, 10),  # parenthesised, accumulator.grads()
+        ("BS001", 48, 41),  # let _ = Some(..).map(|m| step)
+        ("BS001", 52, 5),  # gradients through a helper: to_params(grads)
+        ("BS001", 56, 5),  # turbofish step::<M>
+        ("BS001", 61, 9),  # statement inside a for_each closure
     ]
 
 
@@ -30,6 +34,7 @@ def test_bs001_messages_name_the_discard_and_the_fix():
     assert by_line[19].message.endswith("(`let _model =`)")
     assert by_line[24].message.endswith("(binding `updated` never read)")
     assert by_line[30].help == "assign the updated module: `self.model = self.optim.step(self.lr, self.model, grads);`"
+    assert by_line[48].message.endswith("(`let _ =`, through `.map(..)`)")
     assert all(f.severity is Severity.ERROR for f in report.findings)
 
 
@@ -42,7 +47,16 @@ def test_bs002_bad():
         ("BS002", 8, 62),
         ("BS002", 16, 52),
         ("BS002", 23, 66),
+        ("BS002", 31, 64),  # the generator reaches the loss only through .detach()
+        ("BS002", 38, 66),  # q2 is in the loss, but q1 is stepped
     ]
+
+
+def test_bs002_names_the_stepped_module():
+    report = lint_paths([FIXTURES / "bs002_bad.rs"], ["BS002"], root=FIXTURES, jobs=1)
+    by_line = {f.line: f for f in report.findings}
+    assert by_line[38].message == "gradients are taken against `self.q2`, but `self.q1` is stepped with them at line 39"
+    assert by_line[31].message == "gradients are taken against `generator`, but the loss was built by `discriminator`"
 
 
 def test_bs002_message_names_the_builder():
@@ -58,17 +72,59 @@ def test_bs002_good():
 
 
 def test_bs003_bad():
-    assert findings_of("bs003_bad.rs", select=["BS003"]) == [("BS003", 7, 5), ("BS003", 15, 17)]
+    assert findings_of("bs003_bad.rs", select=["BS003"]) == [("BS003", 7, 5), ("BS003", 15, 17), ("BS003", 23, 13)]
     # The BS003 sites sit on top of BS001 sites: both rules fire together.
-    assert findings_of("bs003_bad.rs", select=["BS001"]) == [("BS001", 6, 5), ("BS001", 15, 17)]
+    assert findings_of("bs003_bad.rs", select=["BS001"]) == [("BS001", 6, 5), ("BS001", 15, 17), ("BS001", 22, 13)]
 
 
 def test_bs003_good():
-    assert findings_of("bs003_good.rs") == []
+    assert findings_of("bs003_good.rs", select=["BS003"]) == []
+    # The discarded steps in one match arm and one if branch are still BS001s.
+    assert findings_of("bs003_good.rs") == [("BS001", 29, 21), ("BS001", 41, 9)]
 
 
 def test_bs004_bad():
-    assert findings_of("bs004_bad.rs") == [("BS004", 5, 17), ("BS004", 6, 19), ("BS004", 9, 18)]
+    assert findings_of("bs004_bad.rs") == [
+        ("BS004", 5, 17),
+        ("BS004", 6, 19),
+        ("BS004", 9, 18),
+        ("BS004", 14, 17),  # init::<B, Model<B>>()
+        ("BS004", 26, 28),  # let, then a #[derive(Config)] constructor argument, inited in another fn
+        ("BS004", 40, 25),  # struct literal field
+        ("BS004", 48, 5),  # returned by a helper, inited by its caller
+        ("BS004", 56, 15),  # `cfg` inited while only its clone got an epsilon
+        ("BS004", 67, 24),  # passed to a function that inits its parameter
+    ]
+
+
+def test_bs004_names_the_init():
+    report = lint_paths([FIXTURES / "bs004_bad.rs"], ["BS004"], root=FIXTURES, jobs=1)
+    by_line = {f.line: f for f in report.findings}
+    assert by_line[5].message == "`AdamConfig` epsilon left at burn's default 1e-5 (PyTorch uses 1e-8)"
+    assert by_line[26].message.endswith("; turned into an optimizer at line 32")
+    assert by_line[48].message.endswith("; turned into an optimizer at line 52")
+    assert by_line[67].message.endswith("; turned into an optimizer at line 63")
+
+
+def test_config_followed_across_files_of_a_crate():
+    crate = FIXTURES / "config_crate"
+    report = lint_paths([crate], select_rules(), root=crate, jobs=1)
+    assert [(f.rule, f.path, f.line, f.column) for f in report.findings] == [("BS004", "src/main.rs", 8, 28)]
+    assert report.findings[0].message.endswith("; turned into an optimizer at src/training.rs:18")
+    # Linted alone, main.rs cannot see the init, so it says nothing.
+    alone = lint_paths([crate / "src" / "main.rs"], select_rules(), root=crate, jobs=1)
+    assert alone.findings == []
+
+
+def test_bs006_bad():
+    assert findings_of("bs006_bad.rs") == [("BS006", 5, 17), ("BS006", 9, 15), ("BS006", 14, 5)]
+
+
+def test_bs006_good():
+    assert findings_of("bs006_good.rs") == []
+    # The allowed config is a real BS006 without its comment.
+    source = (FIXTURES / "bs006_good.rs").read_bytes().replace(b"// burnside: allow(BS006)", b"")
+    assert [(f.rule, f.line) for f in lint_source("x.rs", source, ["BS006"])] == [("BS006", 20)]
 
 
 def test_bs004_good():
@@ -76,7 +132,7 @@ def test_bs004_good():
 
 
 def test_bs005_bad():
-    assert findings_of("bs005_bad.rs") == [("BS005", 6, 29), ("BS005", 8, 20)]
+    assert findings_of("bs005_bad.rs") == [("BS005", 6, 29), ("BS005", 8, 20), ("BS005", 15, 20)]
 
 
 def test_bs005_good():
@@ -107,6 +163,12 @@ def test_canonical_training_loops_are_clean():
     assert findings_of("canonical_loops.rs") == []
 
 
+def test_regression_corpus_is_clean():
+    report = lint_paths([FIXTURES / "regression"], select_rules(), root=FIXTURES, jobs=1)
+    assert report.files_parsed == 4
+    assert [(f.rule, f.path, f.line) for f in report.findings] == []
+
+
 def test_comments_strings_and_macro_bodies_are_not_code():
     assert findings_of("comments_strings.rs") == []
     # The same call outside those contexts is found, so the fixture can fail.
@@ -118,4 +180,4 @@ def test_comments_strings_and_macro_bodies_are_not_code():
 
 def test_select_and_ignore():
     assert {r for r, _, _ in findings_of("seed_discard.rs", select=["BS004"])} == {"BS004"}
-    assert select_rules(ignore=["bs004", "BS005"]) == ["BS001", "BS002", "BS003"]
+    assert select_rules(ignore=["bs004", "BS005", "bs006"]) == ["BS001", "BS002", "BS003"]

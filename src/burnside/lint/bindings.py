@@ -1,9 +1,12 @@
 """Local `let` bindings and parameters of a function, looked up by name and position.
 
 Rules use this to follow a name back to the expression it was bound from
-(`grads` ← `GradientsParams::from_grads(...)`, `loss` ← `model.forward(...)`).
-It is a lexical approximation: the latest `let NAME` before a position wins,
-whatever block it sits in.
+(`grads` ← `GradientsParams::from_grads(...)`, `loss` ← `model.forward(...)`),
+and forward to where a bound value is used (`uses_of`). Backwards it is a
+lexical approximation: the latest `let NAME` before a position wins, whatever
+block it sits in. Forwards it resolves names on the syntax tree: the uses of a
+`let` are the identifiers of that name in its block after it, minus those
+shadowed by a later `let` of the same name in an enclosing block.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from burnside.lint.syntax import text
+from burnside.lint.syntax import text, parent_of
 
 if TYPE_CHECKING:
     from tree_sitter import Node
@@ -20,6 +23,8 @@ LET_QUERY = """
 (let_declaration pattern: (identifier) @name) @let
 (parameter pattern: (identifier) @param_name) @param
 """
+
+IDENTIFIER_QUERY = "(identifier) @id"
 
 _cache: dict[str, object] = {}
 
@@ -105,4 +110,68 @@ def bindings_of(function: Node) -> FunctionBindings:
 
 
 def forget_trees() -> None:
+    from burnside.lint.syntax import forget_parents
+
     _per_function.clear()
+    forget_parents()
+
+
+def _identifier_cursor():
+    if "identifiers" not in _cache:
+        from tree_sitter import Query, QueryCursor
+
+        from burnside.lint.syntax import _language
+
+        _cache["identifiers"] = QueryCursor(Query(_language(), IDENTIFIER_QUERY))
+    return _cache["identifiers"]
+
+
+def identifiers_in(scope: Node, start_byte: int, name: str) -> list[Node]:
+    """Identifier nodes spelled `name` in `scope` from `start_byte` on, in source order."""
+    cursor = _identifier_cursor()
+    cursor.set_byte_range(start_byte, scope.end_byte)
+    try:
+        found = cursor.captures(scope).get("id", [])
+    finally:
+        cursor.set_byte_range(0, 0xFFFFFFFF)
+    wanted = name.encode()
+    hits = [n for n in found if n.start_byte >= start_byte and n.text == wanted]
+    hits.sort(key=lambda n: n.start_byte)
+    return hits
+
+
+def uses_of(binder: Node, name: str) -> list[Node]:
+    """Where the value bound by `binder` (a `let_declaration` or a `parameter`) is read.
+
+    Identifiers inside macro token trees count as uses: callers that need an
+    expression check the node's parent.
+    """
+    if binder.type == "parameter":
+        function = parent_of(parent_of(binder)) if parent_of(binder) is not None else None
+        scope = function.child_by_field_name("body") if function is not None else None
+        start = scope.start_byte if scope is not None else 0
+    else:
+        scope = parent_of(binder)
+        start = binder.end_byte
+    if scope is None:
+        return []
+    candidates = identifiers_in(scope, start, name)
+    shadows = []
+    for node in candidates:
+        parent = parent_of(node)
+        if parent is not None and parent.type == "let_declaration" and parent.child_by_field_name("pattern") == node:
+            shadows.append(parent)
+    uses = []
+    for node in candidates:
+        parent = parent_of(node)
+        if parent is not None and parent.type == "let_declaration" and parent.child_by_field_name("pattern") == node:
+            continue
+        if any(_shadowed_by(let, node) for let in shadows):
+            continue
+        uses.append(node)
+    return uses
+
+
+def _shadowed_by(let: Node, use: Node) -> bool:
+    block = parent_of(let)
+    return let.end_byte <= use.start_byte and block is not None and block.start_byte <= use.start_byte < block.end_byte

@@ -1,17 +1,20 @@
-"""Builder chains on burn config types: `AdamConfig::new().with_x(..).init()`.
+"""Builder chains on `MomentumConfig`: which `with_*` setters a `MomentumConfig::new()` gets.
 
-BS004 and BS005 both ask which `with_*` setters and which terminal methods a
-`XConfig::new()` call is followed by, including through one `let` binding
-(`let cfg = AdamConfig::new(); ... cfg.init()`).
+BS005 asks whether `.with_dampening(..)` is ever called on a momentum config,
+along its builder chain (turbofish arguments skipped) and, when the chain is
+bound with `let`, on every use of that binding found by name resolution on
+the syntax tree (`burnside.lint.bindings.uses_of`, shadowing respected). A
+`cfg.dampening = 0.0;` assignment counts as the setter. The Adam rules, which
+also follow a config into other functions and files, use `config_flow`.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from burnside.lint.syntax import SourceUnit, enclosing_function, text
+from burnside.lint.bindings import uses_of
+from burnside.lint.syntax import SourceUnit, method_call_on, method_name, parent_of, text
 
 if TYPE_CHECKING:
     from tree_sitter import Node
@@ -23,6 +26,40 @@ class ConfigChain:
     new_call: Node
     outermost: Node
     methods: list[str]
+
+
+def _chain(start: Node) -> tuple[Node, list[str]]:
+    """The outermost call of the method chain on `start`, and the methods called along it."""
+    methods: list[str] = []
+    outer = start
+    while True:
+        call = method_call_on(outer)
+        if call is None:
+            return outer, methods
+        methods.append(method_name(call) or "")
+        outer = call
+
+
+def _methods_through_binding(outer: Node) -> list[str]:
+    """Methods called on, and fields assigned to, `cfg` after `let cfg = <chain>;`."""
+    parent = parent_of(outer)
+    if parent is None or parent.type != "let_declaration" or parent.child_by_field_name("value") != outer:
+        return []
+    pattern = parent.child_by_field_name("pattern")
+    if pattern is None or pattern.type != "identifier":
+        return []
+    methods: list[str] = []
+    for use in uses_of(parent, text(pattern)):
+        _, along = _chain(use)
+        methods.extend(along)
+        field = parent_of(use)
+        if field is not None and field.type == "field_expression" and field.child_by_field_name("value") == use:
+            assignment = parent_of(field)
+            name = field.child_by_field_name("field")
+            if assignment is not None and assignment.type == "assignment_expression" and name is not None:
+                if assignment.child_by_field_name("left") == field:
+                    methods.append(f"with_{text(name)}")
+    return methods
 
 
 def config_chains(unit: SourceUnit, types: frozenset[str]) -> list[ConfigChain]:
@@ -38,35 +75,7 @@ def config_chains(unit: SourceUnit, types: frozenset[str]) -> list[ConfigChain]:
         type_name = text(path).rsplit("::", 1)[-1].strip()
         if type_name not in types:
             continue
-        methods: list[str] = []
-        outer = call
-        while True:
-            parent = outer.parent
-            if parent is None or parent.type != "field_expression":
-                break
-            grand = parent.parent
-            field = parent.child_by_field_name("field")
-            if grand is None or grand.type != "call_expression" or field is None:
-                break
-            methods.append(text(field))
-            outer = grand
+        outer, methods = _chain(call)
         methods.extend(_methods_through_binding(outer))
         chains.append(ConfigChain(type_name, call, outer, methods))
     return chains
-
-
-def _methods_through_binding(outer: Node) -> list[str]:
-    """Methods later called on `cfg` when the chain ends in `let cfg = ...;`."""
-    parent = outer.parent
-    if parent is None or parent.type != "let_declaration":
-        return []
-    pattern = parent.child_by_field_name("pattern")
-    function = enclosing_function(outer)
-    if pattern is None or pattern.type != "identifier" or function is None:
-        return []
-    name = re.escape(text(pattern))
-    after = function.text[parent.end_byte - function.start_byte :].decode("utf-8", "replace")
-    methods: list[str] = []
-    for statement in re.findall(rf"\b{name}\b[^;]*", after):
-        methods.extend(re.findall(r"\.\s*(\w+)\s*\(", statement))
-    return methods

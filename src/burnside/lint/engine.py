@@ -10,6 +10,7 @@ from pathlib import Path
 
 from burnside.errors import BurnsideError
 from burnside.lint.finding import Finding, Severity
+from burnside.lint.syntax import SPLIT_BYTES
 
 # Every rule starts from one of these tokens; a file without any of them cannot
 # produce a finding, and most Rust files have none, so they are never parsed.
@@ -29,6 +30,26 @@ def needs_parsing(source: bytes) -> bool:
 POOL_MIN_FILES = 300
 
 
+# A tree deeper than tree-sitter's query cursor can walk (about 65,000 levels)
+# silently yields no candidates. Files that may get near it are measured first
+# and reported as skipped; real Rust code stays below a few hundred levels.
+MAX_NESTING = 50_000
+_OPENERS = b"{(["
+_CLOSERS = b"})]"
+# Characters that can add a level to a left-leaning chain: `a.b().c()`, `a + b + c`.
+_LINKS = b".+-*/%&|^<>="
+_SEPARATORS = b";{}"
+
+
+@dataclass(frozen=True)
+class PendingFinding:
+    """A finding that holds only if the crate-wide pass finds a matching init (see config_flow)."""
+
+    finding: Finding
+    real_path: str
+    pending: object  # config_flow.PendingConfig
+
+
 @dataclass
 class LintReport:
     findings: list[Finding] = field(default_factory=list)
@@ -36,6 +57,7 @@ class LintReport:
     files_parsed: int = 0
     lines: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    pending: list[PendingFinding] = field(default_factory=list)
 
     def merge(self, other: LintReport) -> None:
         self.findings.extend(other.findings)
@@ -43,6 +65,7 @@ class LintReport:
         self.files_parsed += other.files_parsed
         self.lines += other.lines
         self.skipped.extend(other.skipped)
+        self.pending.extend(other.pending)
 
     def count(self, severity: Severity) -> int:
         return sum(1 for f in self.findings if f.severity is severity)
@@ -97,42 +120,161 @@ def display_path(path: Path | str, root: Path | str) -> str:
     return str(path).replace(os.sep, "/")
 
 
-def lint_source(path: str, source: bytes, rule_ids: list[str]) -> list[Finding]:
-    """All findings for one file's bytes (no prefilter: the caller decides)."""
+def nesting_bound(source: bytes) -> int:
+    """An upper bound on how many levels deep the syntax tree of `source` nests.
+
+    Every bracket adds two levels (the bracketed node and its statement or
+    argument list); between two statement boundaries (`;`, `{`, `}`) every
+    method call or binary operator can add two more to a left-leaning chain.
+    Brackets inside strings and comments count too, so this only errs high.
+    """
+    # Cheap screen first: the totals bound the maxima, and almost every file passes.
+    total = sum(source.count(bytes([c])) for c in _OPENERS) + sum(source.count(bytes([c])) for c in _LINKS)
+    if 2 * total <= MAX_NESTING:
+        return 2 * total
+    import numpy as np
+
+    data = np.frombuffer(source, dtype=np.uint8)
+    step = np.zeros(256, dtype=np.int64)
+    step[list(_OPENERS)] = 1
+    step[list(_CLOSERS)] = -1
+    depth = np.cumsum(step[data])
+    deepest = int(depth.max()) if depth.size else 0
+    link = np.zeros(256, dtype=np.int64)
+    link[list(_LINKS)] = 1
+    running = np.cumsum(link[data])
+    separator = np.zeros(256, dtype=bool)
+    separator[list(_SEPARATORS)] = True
+    edges = np.concatenate(([0], running[separator[data]], running[-1:]))
+    longest = int(np.diff(edges).max()) if edges.size > 1 else 0
+    return 2 * (deepest + longest)
+
+
+def _finding(rule_id: str, severity: Severity, path: str, unit, hit) -> Finding:
+    node = hit.node
+    row = node.start_point.row
+    return Finding(
+        rule=rule_id,
+        severity=severity,
+        path=path,
+        line=row + 1 + unit.line_offset,
+        column=unit.column(row, node.start_point.column),
+        end_line=node.end_point.row + 1 + unit.line_offset,
+        end_column=unit.column(node.end_point.row, node.end_point.column),
+        message=hit.message,
+        help=hit.help,
+        snippet=unit.lines[row].decode("utf-8", "replace").rstrip("\r") if row < len(unit.lines) else "",
+    )
+
+
+def too_deep(source: bytes) -> str | None:
+    """Why `source` cannot be analysed, when it nests deeper than the query cursor reaches."""
+    if 2 * len(source) <= MAX_NESTING:
+        return None
+    bound = nesting_bound(source)
+    if bound <= MAX_NESTING:
+        return None
+    return f"syntax nested up to {bound:,} levels deep, over the {MAX_NESTING:,} the linter can follow"
+
+
+def lint_source(
+    path: str,
+    source: bytes,
+    rule_ids: list[str],
+    pending: list[PendingFinding] | None = None,
+    real_path: str | None = None,
+    skipped: list[tuple[str, str]] | None = None,
+) -> list[Finding]:
+    """All findings for one file's bytes (no prefilter beyond the rules' tokens: the caller decides).
+
+    Configs that leave the file are appended to `pending` for the crate-wide
+    pass; without a `pending` list they are resolved against this file alone.
+    A part too deeply nested to analyse is reported in `skipped` (a
+    BurnsideError without that list), never passed over silently.
+    """
     from burnside.lint.bindings import forget_trees
     from burnside.lint.rules import RULES
     from burnside.lint.suppression import AllowComments, in_test_code
-    from burnside.lint.syntax import SourceUnit
+    from burnside.lint.syntax import SourceUnit, pieces
 
-    unit = SourceUnit.parse(path, source)
-    allow = AllowComments(source)
     findings = []
+    own: list[PendingFinding] = []
+    big = len(source) > SPLIT_BYTES
+    for line_offset, _, piece in pieces(source, PREFILTER):
+        reason = too_deep(piece)
+        if reason is not None:
+            where = f"{path} (from line {line_offset + 1})" if big else path
+            if skipped is None:
+                raise BurnsideError(f"{where}: {reason}")
+            skipped.append((where, reason))
+            continue
+        unit = SourceUnit.parse(path, piece, line_offset)
+        allow = AllowComments(piece)
+        try:
+            for rule_id in rule_ids:
+                rule = RULES[rule_id]
+                for hit in rule.check(unit):
+                    node = hit.node
+                    if allow.allows(rule_id, node.start_point.row, node):
+                        continue
+                    severity = rule.SEVERITY.demoted() if in_test_code(node) else rule.SEVERITY
+                    finding = _finding(rule_id, severity, path, unit, hit)
+                    if hit.pending is not None:
+                        own.append(PendingFinding(finding, real_path or path, hit.pending))
+                    else:
+                        findings.append(finding)
+        finally:
+            forget_trees()
+    if pending is not None:
+        pending.extend(own)
+    elif own:
+        findings.extend(resolve_pending(own, [(real_path or path, path)], {real_path or path: source}))
+        findings.sort(key=lambda f: f.sort_key)
+    return findings
+
+
+def resolve_pending(
+    pending: list[PendingFinding],
+    files: list[tuple[str, str]],
+    sources: dict[str, bytes] | None = None,
+) -> list[Finding]:
+    """Follow configs that left their file through the other files of their crate.
+
+    A pending finding is reported, with the place of the init in its message,
+    when one of the inits it reaches lacks the setter.
+    """
+    if not pending:
+        return []
+    from dataclasses import replace
+
+    from burnside.lint.bindings import forget_trees
+    from burnside.lint.config_flow import Crate, Flow, crate_root
+
+    roots: dict[str, str] = {}
+    by_root: dict[str, list[tuple[str, str]]] = {}
+    for real, shown in files:
+        by_root.setdefault(crate_root(real, roots), []).append((real, shown))
+    crates: dict[str, Crate] = {}
+    found = []
     try:
-        for rule_id in rule_ids:
-            rule = RULES[rule_id]
-            for hit in rule.check(unit):
-                node = hit.node
-                row = node.start_point.row
-                if allow.allows(rule_id, row, node):
-                    continue
-                severity = rule.SEVERITY.demoted() if in_test_code(node) else rule.SEVERITY
-                findings.append(
-                    Finding(
-                        rule=rule_id,
-                        severity=severity,
-                        path=path,
-                        line=row + 1,
-                        column=unit.column(row, node.start_point.column),
-                        end_line=node.end_point.row + 1,
-                        end_column=unit.column(node.end_point.row, node.end_point.column),
-                        message=hit.message,
-                        help=hit.help,
-                        snippet=unit.lines[row].decode("utf-8", "replace").rstrip("\r") if row < len(unit.lines) else "",
-                    )
-                )
+        for item in pending:
+            root = crate_root(item.real_path, roots)
+            crate = crates.get(root)
+            if crate is None:
+                crate = crates[root] = Crate(by_root.get(root, []), sources)
+            config = item.pending
+            flow = Flow()
+            seen: set = set()
+            for escape in config.escapes:
+                crate.resolve(escape, config.config_type, flow, 0, seen)
+            missing = [i for i in flow.inits if config.setter not in i.setters]
+            if missing:
+                first = min(missing, key=lambda i: (i.path != item.finding.path, i.path, i.line))
+                where = f"line {first.line}" if first.path == item.finding.path else f"{first.path}:{first.line}"
+                found.append(replace(item.finding, message=f"{item.finding.message}; turned into an optimizer at {where}"))
     finally:
         forget_trees()
-    return findings
+    return found
 
 
 def _lint_files(files: list[tuple[str, str]], rule_ids: list[str]) -> LintReport:
@@ -155,7 +297,7 @@ def _lint_files(files: list[tuple[str, str]], rule_ids: list[str]) -> LintReport
         if not needs_parsing(source):
             continue
         report.files_parsed += 1
-        report.findings.extend(lint_source(shown, source, rule_ids))
+        report.findings.extend(lint_source(shown, source, rule_ids, report.pending, real, report.skipped))
     return report
 
 
@@ -192,5 +334,7 @@ def lint_paths(
             report.merge(_lint_files(shares[0], rule_ids))
             for future in pending:
                 report.merge(future.result())
+    report.findings.extend(resolve_pending(report.pending, files))
+    report.pending = []
     report.findings.sort(key=lambda f: f.sort_key)
     return report

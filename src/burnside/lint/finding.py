@@ -42,3 +42,6 @@ class Hit:
     node: object  # the tree-sitter node the finding points at
     message: str
     help: str
+    # A config that leaves its file (burnside.lint.config_flow.PendingConfig): the
+    # engine reports it only if the crate-wide pass finds an init without the setter.
+    pending: object = None

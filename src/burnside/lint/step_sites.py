@@ -11,7 +11,11 @@ stripping `&`, `*` and parentheses, it is
   `GradientsParams`, `from_grads`, `from_module`, `.grads()` or a `*grads*`
   call, or typed `GradientsParams` (binding type or parameter type);
 * a call to one of those (`GradientsParams::from_grads(...)`,
-  `accumulator.grads()`, `make_grads(...)`).
+  `accumulator.grads()`, `make_grads(...)`), or any call or method call that
+  takes gradients as an argument or receiver (`to_params(grads)`,
+  `grads.clone()`).
+
+Turbofish calls (`optim.step::<M>(...)`) count like plain ones.
 
 Everything else is left alone: scheduler `step()`, environment `step(action)`,
 four-argument tensor-level `step(lr, tensor, grad, state)`, and three-argument
@@ -25,14 +29,18 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from burnside.lint.bindings import bindings_of
+from burnside.lint.bindings import bindings_of, uses_of
 from burnside.lint.suppression import in_test_code, is_test_function
 from burnside.lint.syntax import (
+    parent_of,
     LOOP_KINDS,
     SourceUnit,
     arguments_of,
+    block_tail,
+    callee,
     compact,
     enclosing_function,
+    method_name,
     receiver_of,
     text,
 )
@@ -74,7 +82,15 @@ class StepSite:
         return self.discard is not None and not self.deliberate
 
 
-def _is_gradients(arg: Node, function: Node | None) -> bool:
+# Combinators whose closure's return value becomes (part of) their own result:
+# `Some(m).map(|m| optim.step(..))` yields the stepped module only if the result is kept.
+_COMBINATORS = frozenset({
+    "map", "and_then", "map_or", "map_or_else", "unwrap_or_else", "or_else", "then", "then_some",
+    "filter_map", "flat_map", "fold", "map_err",
+})
+
+
+def _is_gradients(arg: Node, function: Node | None, depth: int = 0) -> bool:
     arg = strip_wrappers(arg)
     if arg.type == "identifier":
         name = text(arg)
@@ -92,27 +108,64 @@ def _is_gradients(arg: Node, function: Node | None) -> bool:
         field = arg.child_by_field_name("field")
         return field is not None and bool(_GRADS_NAME_RE.match(text(field)))
     if arg.type == "call_expression":
-        callee = arg.child_by_field_name("function")
-        return callee is not None and bool(_GRADS_SOURCE_RE.search(text(callee) + "("))
+        function_node = callee(arg)
+        if function_node is not None and _GRADS_SOURCE_RE.search(text(function_node) + "("):
+            return True
+        if depth >= 3:
+            return False
+        # Gradients passed through a helper: `to_params(grads)`, `grads.clone()`.
+        inputs = arguments_of(arg)
+        receiver = receiver_of(arg)
+        if receiver is not None:
+            inputs.append(receiver)
+        return any(_is_gradients(i, function, depth + 1) for i in inputs)
     return False
 
 
 def _read_after(decl: Node, name: str) -> bool:
-    scope = decl.parent
-    if scope is None:
-        return True
-    after = scope.text[decl.end_byte - scope.start_byte :]
-    return re.search(rb"\b" + re.escape(name.encode()) + rb"\b", after) is not None
+    return bool(uses_of(decl, name))
 
 
-def discard_kind(call: Node) -> str | None:
-    """How the step's result is dropped, or None when it flows somewhere."""
+def _closure_result(closure: Node) -> Node | None:
+    """The combinator call whose result carries the closure's return value, if any."""
+    args = parent_of(closure)
+    if args is None or args.type != "arguments":
+        return None
+    call = parent_of(args)
+    if call is None or call.type != "call_expression" or method_name(call) not in _COMBINATORS:
+        return None
+    return call
+
+
+def _value_node(call: Node) -> Node:
+    """The outermost node carrying the call's value: through parentheses and block tails."""
     node = call
-    parent = node.parent
-    while parent is not None and parent.type == "parenthesized_expression":
-        node, parent = parent, parent.parent
+    while parent_of(node) is not None:
+        parent = parent_of(node)
+        if parent.type == "parenthesized_expression":
+            node = parent
+            continue
+        if parent.type == "block" and block_tail(parent) == node:
+            if parent_of(parent) is not None and parent_of(parent).type == "closure_expression":
+                node = parent
+                continue
+        break
+    return node
+
+
+def discard_kind(call: Node, depth: int = 0) -> str | None:
+    """How the step's result is dropped, or None when it flows somewhere."""
+    node = _value_node(call)
+    parent = parent_of(node)
     if parent is None:
         return None
+    if parent.type == "closure_expression" and depth < 8:
+        # The step is what the closure returns; judge the combinator's result instead.
+        outer = _closure_result(parent)
+        if outer is None:
+            return None
+        kind = discard_kind(outer, depth + 1)
+        return f"{kind}, through `.{method_name(outer)}(..)`" if kind is not None else None
     if parent.type == "expression_statement":
         return "expression statement"
     if parent.type == "let_declaration":
@@ -136,12 +189,12 @@ def discard_kind(call: Node) -> str | None:
 
 
 def _in_loop(call: Node, function: Node | None) -> bool:
-    current = call.parent
+    current = parent_of(call)
     stop = function.start_byte if function is not None else -1
     while current is not None and current.start_byte > stop:
         if current.type in LOOP_KINDS:
             return True
-        current = current.parent
+        current = parent_of(current)
     return False
 
 
@@ -160,7 +213,7 @@ def _is_last_statement(call: Node, function: Node) -> bool:
         if node.type not in ("parenthesized_expression", "call_expression", "let_declaration",
                              "expression_statement", "assignment_expression"):
             return False
-        node = node.parent
+        node = parent_of(node)
     return False
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from burnside.lint.syntax import ITEM_KINDS, text
+from burnside.lint.syntax import ITEM_KINDS, text, parent_of
 
 if TYPE_CHECKING:
     from tree_sitter import Node
@@ -55,11 +55,11 @@ class AllowComments:
 
 
 def _enclosing_items(node: Node):
-    current = node.parent
+    current = parent_of(node)
     while current is not None:
         if current.type in ITEM_KINDS:
             yield current
-        current = current.parent
+        current = parent_of(current)
 
 
 def _leading_siblings(item: Node):

@@ -6,6 +6,8 @@ Everything that needs tree-sitter is created lazily and once per process, so tha
 
 from __future__ import annotations
 
+import bisect
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -16,13 +18,40 @@ if TYPE_CHECKING:
 # Candidate nodes are found by one query run in C; rules never walk the whole tree
 # in Python. Code inside comments, string literals and macro token trees never
 # becomes a call_expression in tree-sitter-rust, so those are excluded for free.
+# The patterns are single nodes (or one parent level off a chain) on purpose: a
+# pattern nested through `field_expression` keeps a partial match alive per link
+# of a method chain, which made a 10,000-call chain take minutes.
 CANDIDATE_QUERY = """
-(call_expression
-  function: (field_expression field: (field_identifier) @_step (#eq? @_step "step"))) @step_call
-(call_expression
-  function: (scoped_identifier name: (identifier) @_fn (#any-of? @_fn "from_grads" "new"))) @scoped_call
-(struct_expression name: (type_identifier) @_s (#eq? @_s "MomentumConfig")) @momentum_struct
+((field_identifier) @step (#eq? @step "step"))
+(scoped_identifier name: (identifier) @scoped (#any-of? @scoped "from_grads" "new"))
+(struct_expression name: (type_identifier) @momentum (#eq? @momentum "MomentumConfig"))
 """
+
+
+def _candidates(captures: dict[str, list[Node]]) -> dict[str, list[Node]]:
+    """The call and literal nodes the rules start from, from the query's name captures."""
+    found: dict[str, list[Node]] = {"step_call": [], "scoped_call": [], "momentum_struct": []}
+    for name in captures.get("step", []):
+        field = name.parent
+        if field is None or field.type != "field_expression":
+            continue
+        call = field.parent
+        if call is not None and call.type == "generic_function":
+            call = call.parent
+        if call is not None and call.type == "call_expression" and callee(call) == field:
+            found["step_call"].append(call)
+    for name in captures.get("scoped", []):
+        path = name.parent
+        call = path.parent if path is not None else None
+        if call is not None and call.type == "call_expression" and call.child_by_field_name("function") == path:
+            found["scoped_call"].append(call)
+    for name in captures.get("momentum", []):
+        if name.parent is not None:
+            found["momentum_struct"].append(name.parent)
+    for nodes in found.values():
+        nodes.sort(key=lambda n: n.start_byte)
+    return found
+
 
 _state: dict[str, object] = {}
 
@@ -52,6 +81,51 @@ def candidate_cursor():
     return _state["cursor"]
 
 
+# tree-sitter finds a node's parent by walking down from the root, so climbing
+# from a node n levels deep costs n² steps: minutes for a 10,000-deep chain.
+# One descent from the root records every ancestor on the way instead.
+_parents: dict[int, Node | None] = {}
+_roots: list[Node] = []
+
+
+def register_tree(root: Node) -> None:
+    """Make `parent_of` able to find ancestors of nodes in this tree (until `forget_parents`)."""
+    _roots.append(root)
+
+
+def forget_parents() -> None:
+    _parents.clear()
+    _roots.clear()
+
+
+def _descend(root: Node, node: Node) -> bool:
+    target = node.id
+    cursor = root.walk()
+    above = None
+    current = cursor.node
+    while current.id != target:
+        _parents[current.id] = above
+        if cursor.goto_first_child_for_byte(node.start_byte) is None:
+            return False
+        above, current = current, cursor.node
+        if current.start_byte > node.start_byte or current.end_byte < node.end_byte:
+            return False
+    _parents[target] = above
+    return True
+
+
+def parent_of(node: Node) -> Node | None:
+    """`node.parent`, in time linear in the node's depth over all its ancestors."""
+    key = node.id
+    if key in _parents:
+        return _parents[key]
+    if node.start_byte < node.end_byte:
+        for root in reversed(_roots):
+            if root.start_byte <= node.start_byte and node.end_byte <= root.end_byte and _descend(root, node):
+                return _parents[key]
+    return node.parent
+
+
 def text(node: Node) -> str:
     return node.text.decode("utf-8", errors="replace")
 
@@ -67,17 +141,25 @@ LOOP_KINDS = frozenset({"for_expression", "while_expression", "loop_expression"}
 
 
 def enclosing(node: Node, kinds: frozenset[str]) -> Node | None:
-    current = node.parent
+    current = parent_of(node)
     while current is not None:
         if current.type in kinds:
             return current
-        current = current.parent
+        current = parent_of(current)
     return None
 
 
 def enclosing_function(node: Node) -> Node | None:
     """The innermost `fn` item; closures share their function's bindings."""
     return enclosing(node, frozenset({"function_item"}))
+
+
+def block_tail(block: Node) -> Node | None:
+    """The last expression of a block, comments aside (its value when it has no `;`)."""
+    for child in reversed(block.named_children):
+        if child.type not in ("line_comment", "block_comment"):
+            return child
+    return None
 
 
 def arguments_of(call: Node) -> list[Node]:
@@ -87,8 +169,16 @@ def arguments_of(call: Node) -> list[Node]:
     return [c for c in args.named_children if c.type not in ("line_comment", "block_comment", "attribute_item")]
 
 
-def method_name(call: Node) -> str | None:
+def callee(call: Node) -> Node | None:
+    """The called expression without turbofish arguments: `x.init::<B>` → `x.init`."""
     function = call.child_by_field_name("function")
+    if function is not None and function.type == "generic_function":
+        function = function.child_by_field_name("function")
+    return function
+
+
+def method_name(call: Node) -> str | None:
+    function = callee(call)
     if function is not None and function.type == "field_expression":
         name = function.child_by_field_name("field")
         return text(name) if name is not None else None
@@ -96,10 +186,23 @@ def method_name(call: Node) -> str | None:
 
 
 def receiver_of(call: Node) -> Node | None:
-    function = call.child_by_field_name("function")
+    function = callee(call)
     if function is not None and function.type == "field_expression":
         return function.child_by_field_name("value")
     return None
+
+
+def method_call_on(node: Node) -> Node | None:
+    """The call `node.m(..)` / `node.m::<..>(..)` when `node` is the receiver of one, else None."""
+    field = parent_of(node)
+    if field is None or field.type != "field_expression" or field.child_by_field_name("value") != node:
+        return None
+    call = parent_of(field)
+    if call is not None and call.type == "generic_function":
+        call = parent_of(call)
+    if call is None or call.type != "call_expression":
+        return None
+    return call if callee(call) == field else None
 
 
 @dataclass
@@ -112,14 +215,19 @@ class SourceUnit:
     captures: dict[str, list[Node]] = field(default_factory=dict)
     # Analyses shared by several rules (e.g. step sites for BS001 and BS003).
     memo: dict[str, object] = field(default_factory=dict)
+    # Rows of this unit start this many lines into the file (a piece of a large file).
+    line_offset: int = 0
 
     @classmethod
-    def parse(cls, path: str, source: bytes) -> SourceUnit:
+    def parse(cls, path: str, source: bytes, line_offset: int = 0) -> SourceUnit:
         tree = parser().parse(source)
-        captures = candidate_cursor().captures(tree.root_node)
-        for nodes in captures.values():
-            nodes.sort(key=lambda n: n.start_byte)
-        return cls(path=path, source=source, tree=tree, captures=captures)
+        register_tree(tree.root_node)
+        captures = _candidates(candidate_cursor().captures(tree.root_node))
+        return cls(path=path, source=source, tree=tree, captures=captures, line_offset=line_offset)
+
+    def line(self, node: Node) -> int:
+        """1-based line of a node in the whole file."""
+        return node.start_point.row + 1 + self.line_offset
 
     def nodes(self, capture: str) -> list[Node]:
         return self.captures.get(capture, [])
@@ -133,3 +241,45 @@ class SourceUnit:
         if row >= len(self.lines):
             return byte_column + 1
         return len(self.lines[row][:byte_column].decode("utf-8", errors="replace")) + 1
+
+
+# Files above this size are cut into top-level items and only the items that
+# contain a rule's token are parsed: parsing is the one cost that grows with
+# the file rather than with the training code in it.
+SPLIT_BYTES = 1 << 20
+_PIECE_BYTES = 256 << 10
+# A top-level item ends at a `}` alone on its line at column 0 (rustfmt's layout).
+_ITEM_END = re.compile(rb"\n\}[ \t]*\r?\n")
+
+
+def pieces(source: bytes, tokens: re.Pattern[bytes]) -> list[tuple[int, int, bytes]]:
+    """(first line, start byte, bytes) of each top-level item of `source` that matches `tokens`.
+
+    A source below SPLIT_BYTES is one piece. A `}` at column 0 inside a raw
+    string can cut an item in two; each half is then parsed on its own, as
+    rustc never would, which only costs precision on that item.
+    """
+    if len(source) <= SPLIT_BYTES:
+        return [(0, 0, source)] if tokens.search(source) else []
+    ends = [m.end() for m in _ITEM_END.finditer(source)]
+    ends.append(len(source))
+    wanted: list[int] = []
+    for match in tokens.finditer(source):
+        index = bisect.bisect_right(ends, match.start())
+        if not wanted or wanted[-1] != index:
+            wanted.append(index)
+    # Neighbouring items that both need parsing are parsed together, up to a size.
+    spans: list[list[int]] = []
+    for index in wanted:
+        start = ends[index - 1] if index > 0 else 0
+        if spans and spans[-1][1] == start and spans[-1][1] - spans[-1][0] < _PIECE_BYTES:
+            spans[-1][1] = ends[index]
+        else:
+            spans.append([start, ends[index]])
+    result = []
+    line, counted_to = 0, 0
+    for start, end in spans:
+        line += source.count(b"\n", counted_to, start)
+        counted_to = start
+        result.append((line, start, source[start:end]))
+    return result

@@ -15,6 +15,7 @@ from burnside.lint.rules import (
     bs003_optimizer_reused_after_discard,
     bs004_adam_default_epsilon,
     bs005_sgd_default_dampening,
+    bs006_adamw_default_weight_decay,
 )
 
 RULES: dict[str, ModuleType] = {
@@ -25,6 +26,7 @@ RULES: dict[str, ModuleType] = {
         bs003_optimizer_reused_after_discard,
         bs004_adam_default_epsilon,
         bs005_sgd_default_dampening,
+        bs006_adamw_default_weight_decay,
     )
 }
 

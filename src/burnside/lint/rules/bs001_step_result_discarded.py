@@ -5,11 +5,24 @@ Flags a module-optimizer step, `optim.step(lr, module, grads)`, whose result
 or to an underscore name (`let _ = ...`, `_ = ...`, `let _model = ...`), or
 bound to a name that is never read afterwards.
 
+A step returned from a closure counts as dropped when the result of the
+combinator it is passed to is dropped (`let _ = Some(m).map(|m| optim.step(..))`);
+a closure handed to any other function is left alone. Whether a binding is
+read is decided by name resolution on the syntax tree (shadowing respected).
+
 A step counts as a module step when it has three arguments and the third is
 gradients (named `grads`/`*_grads`/`gradients`, bound from
-`GradientsParams::from_grads`/`from_module`/`accumulator.grads()`, or typed
-`GradientsParams`). Scheduler `step()`, environment `step(action)` and
-four-argument tensor-level `step` calls are not module steps. In test code, a
+`GradientsParams::from_grads`/`from_module`/`accumulator.grads()`, typed
+`GradientsParams`, or a call taking such gradients, like `to_params(grads)`).
+Scheduler `step()`, environment `step(action)` and four-argument tensor-level
+`step` calls are not module steps; neither is L-BFGS `step(lr, module,
+&mut closure)`.
+
+Blind spots: gradients under a name and binding that say nothing about
+gradients (`optim.step(lr, m, g)` with `g: G` a generic parameter) are not
+recognised (`--rustc` adds rustc's type-aware `unused_results` for expression
+statements); a result stored somewhere and never read again (pushed into a
+`Vec` that is dropped) counts as used. In test code, a
 discarded step followed by reading the optimizer's state (`to_record()`,
 `into_bytes()`, `save(...)`) is treated as deliberate, and so is one that is
 the last statement of a `#[test]` function (a "does not panic" test).

@@ -1,8 +1,28 @@
 """## What it does
 
-Flags an `AdamConfig::new()` or `AdamWConfig::new()` builder chain that is
-turned into an optimizer (`.init()`) without an explicit `.with_epsilon(...)`.
-A chain bound with `let` is followed to its later `.init()`.
+Flags an `AdamConfig::new()` or `AdamWConfig::new()` whose value becomes an
+optimizer (`.init()`, `.init::<B, M>()`, `.build()`) without an explicit
+`.with_epsilon(...)` (or an `epsilon` field assignment) on the way. The finding
+sits on the `::new()` and names where the config is initialised.
+
+The config is followed by name resolution on the syntax tree (see
+`burnside.lint.config_flow`): along the builder chain, through `let` bindings
+and their uses, through `if`/`match` values, into struct literals and fields
+(`TrainingConfig { optimizer: cfg }`, `self.optimizer = cfg`,
+`.with_optimizer(cfg)`), into constructor arguments of `#[derive(Config)]`
+structs (`TrainingConfig::new(model, cfg)` → its required field at that
+position), into a called function's parameter, and out of a function as its
+return value to every call of that function; then to the `.init()` in
+another function or another linted file of the same crate (the directory
+holding the nearest `Cargo.toml`).
+
+Blind spots: a config read back from a file (`TrainingConfig::load(..)`)
+carries whatever epsilon was saved, so it is not a `::new()` and not checked;
+a field is followed by name, so a struct field of the config's type that is
+read through a different struct with a same-named field can be paired with
+the wrong init; configs stored in collections, `Option`s, trait objects or
+passed through macros are not followed; files of the crate that are not
+part of the lint run are not searched.
 
 ## Why is this bad?
 
@@ -26,8 +46,8 @@ let mut optim = AdamConfig::new().with_beta_2(0.999).with_epsilon(1e-8).init();
 
 from __future__ import annotations
 
-from burnside.lint.config_chains import config_chains
-from burnside.lint.finding import Hit, Severity
+from burnside.lint.config_flow import default_left
+from burnside.lint.finding import Severity
 from burnside.lint.syntax import SourceUnit
 
 ID = "BS004"
@@ -39,13 +59,10 @@ _TYPES = frozenset({"AdamConfig", "AdamWConfig"})
 
 
 def check(unit: SourceUnit):
-    for chain in config_chains(unit, _TYPES):
-        if "with_epsilon" in chain.methods:
-            continue
-        if not ({"init", "build"} & set(chain.methods)):
-            continue
-        yield Hit(
-            node=chain.new_call,
-            message=f"`{chain.config_type}` epsilon left at burn's default 1e-5 (PyTorch uses 1e-8)",
-            help="set it explicitly to match PyTorch: `.with_epsilon(1e-8)`",
-        )
+    yield from default_left(
+        unit,
+        _TYPES,
+        "with_epsilon",
+        "`{type}` epsilon left at burn's default 1e-5 (PyTorch uses 1e-8)",
+        "set it explicitly to match PyTorch: `.with_epsilon(1e-8)`",
+    )

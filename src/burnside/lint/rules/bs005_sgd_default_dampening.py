@@ -5,6 +5,16 @@ Flags SGD momentum configured without an explicit dampening: a
 `MomentumConfig { .. }` struct literal that fills `dampening` from a base
 (`..Default::default()`) instead of naming it.
 
+The setters are collected along the builder chain and, when the chain is
+bound with `let`, on every use of the binding (name resolution on the syntax
+tree, shadowing respected; `m.dampening = 0.0;` counts). Unlike BS004, the
+rule does not need to see the config initialised, and does not follow it into
+other functions or files.
+
+Blind spots: a momentum config built in a helper and dampened by its caller
+is reported at the helper (a false positive the allow comment silences); one
+passed through a struct field and dampened there is reported too.
+
 ## Why is this bad?
 
 burn's `MomentumConfig` defaults to `dampening = 0.1`; PyTorch's `SGD` defaults
@@ -33,7 +43,7 @@ from __future__ import annotations
 
 from burnside.lint.config_chains import config_chains
 from burnside.lint.finding import Hit, Severity
-from burnside.lint.syntax import SourceUnit, text
+from burnside.lint.syntax import SourceUnit, text, parent_of
 
 ID = "BS005"
 NAME = "sgd-default-dampening"
@@ -47,7 +57,7 @@ def check(unit: SourceUnit):
     for chain in config_chains(unit, frozenset({"MomentumConfig"})):
         if "with_dampening" in chain.methods:
             continue
-        parent = chain.outermost.parent
+        parent = parent_of(chain.outermost)
         if parent is not None and parent.type == "base_field_initializer":
             # `MomentumConfig { .., ..MomentumConfig::new() }`: judged as a literal below.
             continue

@@ -1,0 +1,507 @@
+"""Where an optimizer config built by `XConfig::new()` goes, and which setters it has when it is initialised.
+
+BS004 and BS006 ask one question: when an `AdamConfig` / `AdamWConfig` becomes
+an optimizer (`.init()`, `.init::<B, M>()`, `.build()`), was `.with_epsilon`
+(or `.with_weight_decay`) called on the way? The value is followed on the
+syntax tree, by name resolution rather than by spelling:
+
+* along a builder chain (`.with_*` setters collect, `.clone()` passes through,
+  turbofish arguments anywhere in the chain are skipped);
+* through `let` bindings to each use of the bound name (shadowing respected),
+  including `cfg.epsilon = 1e-8;` field assignments, which count as setters;
+* through the value of a block, an `if`/`else` or a `match` arm;
+* out of the function, as an `Escape`: into a struct field (a struct literal
+  `optimizer: cfg`, shorthand `Config { optimizer }`, an assignment
+  `self.optimizer = cfg`, a derived setter `.with_optimizer(cfg)`), into a call
+  argument (`TrainingConfig::new(model, cfg)`, `make_optim(cfg)`), or out as
+  the function's return value.
+
+Escapes are resolved across the files of one crate (`resolve`): a field into
+every `X.field` read in the crate, provided some struct there declares that
+field with the config's type; a constructor argument of a `#[derive(Config)]`
+struct into the field at that position among its required fields; a call
+argument into the callee's parameter; a return value into every call of the
+function. What cannot be followed (a config put in a `Vec`, an `Option`, a
+macro, a trait object, a field read through a destructuring `let`) is dropped
+silently: the rules would rather miss a default than invent one.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from burnside.lint.bindings import uses_of
+from burnside.lint.syntax import (
+    SourceUnit,
+    arguments_of,
+    block_tail,
+    callee,
+    enclosing,
+    method_call_on,
+    method_name,
+    parent_of,
+    pieces,
+    text,
+)
+
+if TYPE_CHECKING:
+    from tree_sitter import Node
+
+TERMINALS = frozenset({"init", "build"})
+_PASS_THROUGH = frozenset({"clone", "to_owned"})
+_TRANSPARENT = frozenset({"parenthesized_expression", "reference_expression", "try_expression"})
+_BRANCHES = frozenset({"if_expression", "else_clause", "match_arm", "match_block", "match_expression"})
+# Following stops after this many hops through bindings, calls and fields.
+MAX_HOPS = 8
+
+
+@dataclass(frozen=True)
+class Escape:
+    """A config value leaving the function it was followed in (picklable: crosses processes)."""
+
+    kind: str  # "field", "call" or "return"
+    name: str  # field name, or function name
+    qualifier: str  # struct / type the call or field belongs to, when known
+    position: int  # argument index for "call"; -1 for a method call's receiver-less index base
+    method: bool  # a `.name(..)` method call (parameters are counted after `self`)
+    setters: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Init:
+    """A config turned into an optimizer, and the setters it carried."""
+
+    path: str
+    line: int
+    column: int
+    setters: frozenset[str]
+
+
+@dataclass
+class Flow:
+    inits: list[Init] = field(default_factory=list)
+    escapes: list[Escape] = field(default_factory=list)
+
+
+@dataclass
+class ConfigOrigin:
+    """One `XConfig::new()` call and everywhere its value was followed to in its own file."""
+
+    config_type: str
+    new_call: Node
+    flow: Flow
+
+
+def _index_in(parent: Node, node: Node) -> int:
+    for i, child in enumerate(arguments_of(parent_of(parent))):
+        if child == node:
+            return i
+    return -1
+
+
+def _type_name(node: Node | None) -> str:
+    if node is None:
+        return ""
+    return re.split(r"[<\s]", text(node).rsplit("::", 1)[-1].strip(), maxsplit=1)[0]
+
+
+def _function_name(function: Node) -> str:
+    name = function.child_by_field_name("name")
+    return text(name) if name is not None else ""
+
+
+def _impl_type(node: Node) -> str:
+    impl = enclosing(node, frozenset({"impl_item"}))
+    return _type_name(impl.child_by_field_name("type")) if impl is not None else ""
+
+
+def _assigned_fields(uses: list[Node]) -> frozenset[str]:
+    """`cfg.epsilon = 1e-8;` after the binding sets the field as surely as `with_epsilon` would."""
+    found = set()
+    for use in uses:
+        parent = parent_of(use)
+        if parent is None or parent.type != "field_expression" or parent.child_by_field_name("value") != use:
+            continue
+        grand = parent_of(parent)
+        if grand is not None and grand.type in ("assignment_expression", "compound_assignment_expr"):
+            if grand.child_by_field_name("left") == parent:
+                name = parent.child_by_field_name("field")
+                if name is not None:
+                    found.add(f"with_{text(name)}")
+    return frozenset(found)
+
+
+def follow(unit: SourceUnit, start: Node, setters: frozenset[str], flow: Flow, hops: int = 0) -> None:
+    """Follow the value of `start` forward within its function, recording inits and escapes."""
+    node = start
+    while hops <= MAX_HOPS:
+        parent = parent_of(node)
+        if parent is None:
+            return
+        kind = parent.type
+        if kind in _TRANSPARENT:
+            node = parent
+            continue
+        call = method_call_on(node)
+        if call is not None:
+            name = method_name(call) or ""
+            if name in TERMINALS:
+                flow.inits.append(Init(unit.path, unit.line(call), call.start_point.column + 1, setters))
+                return
+            if name in _PASS_THROUGH:
+                node = call
+                continue
+            if name.startswith("with_"):
+                setters = setters | {name}
+                node = call
+                continue
+            return
+        if kind == "let_declaration" and parent.child_by_field_name("value") == node:
+            pattern = parent.child_by_field_name("pattern")
+            if pattern is None or pattern.type != "identifier":
+                return
+            uses = uses_of(parent, text(pattern))
+            assigned = _assigned_fields(uses)
+            for use in uses:
+                if parent_of(use) is not None and parent_of(use).type == "token_tree":
+                    continue
+                follow(unit, use, setters | assigned, flow, hops + 1)
+            return
+        if kind == "field_initializer" and parent.child_by_field_name("value") == node:
+            name_node = parent.child_by_field_name("field")
+            literal = enclosing(parent, frozenset({"struct_expression"}))
+            struct = _type_name(literal.child_by_field_name("name")) if literal is not None else ""
+            if name_node is not None:
+                flow.escapes.append(Escape("field", text(name_node), struct, -1, False, setters))
+            return
+        if kind == "shorthand_field_initializer":
+            literal = enclosing(parent, frozenset({"struct_expression"}))
+            struct = _type_name(literal.child_by_field_name("name")) if literal is not None else ""
+            flow.escapes.append(Escape("field", text(node), struct, -1, False, setters))
+            return
+        if kind == "arguments":
+            call = parent_of(parent)
+            if call is None or call.type != "call_expression":
+                return
+            position = _index_in(parent, node)
+            function = callee(call)
+            if function is None or position < 0:
+                return
+            if function.type == "field_expression":
+                name = method_name(call) or ""
+                if name.startswith("with_") and len(arguments_of(call)) == 1:
+                    flow.escapes.append(Escape("field", name[len("with_"):], "", -1, False, setters))
+                else:
+                    flow.escapes.append(Escape("call", name, "", position, True, setters))
+            elif function.type == "identifier":
+                flow.escapes.append(Escape("call", text(function), "", position, False, setters))
+            elif function.type == "scoped_identifier":
+                name_node = function.child_by_field_name("name")
+                qualifier = _type_name(function.child_by_field_name("path"))
+                if qualifier == "Self":
+                    qualifier = _impl_type(call)
+                if name_node is not None and text(name_node) not in ("Some", "Ok", "Box", "new_with"):
+                    flow.escapes.append(Escape("call", text(name_node), qualifier, position, False, setters))
+            return
+        if kind == "block":
+            if block_tail(parent) != node:
+                return
+            owner = parent_of(parent)
+            if owner is not None and owner.type == "function_item":
+                flow.escapes.append(Escape("return", _function_name(owner), _impl_type(owner), -1, False, setters))
+                return
+            if owner is not None and owner.type == "closure_expression":
+                return
+            node = parent
+            continue
+        if kind in _BRANCHES:
+            node = parent
+            continue
+        if kind == "return_expression":
+            function = enclosing(parent, frozenset({"function_item", "closure_expression"}))
+            if function is not None and function.type == "function_item":
+                flow.escapes.append(
+                    Escape("return", _function_name(function), _impl_type(function), -1, False, setters)
+                )
+            return
+        if kind == "assignment_expression" and parent.child_by_field_name("right") == node:
+            left = parent.child_by_field_name("left")
+            if left is not None and left.type == "field_expression":
+                name_node = left.child_by_field_name("field")
+                if name_node is not None:
+                    flow.escapes.append(Escape("field", text(name_node), "", -1, False, setters))
+            return
+        return
+
+
+def config_origins(unit: SourceUnit, types: frozenset[str]) -> list[ConfigOrigin]:
+    """Every `T::new()` for `T` in `types`, followed through its own file (computed once per file)."""
+    memo = unit.memo.setdefault("config_origins", {})
+    origins = []
+    for call in unit.nodes("scoped_call"):
+        function = call.child_by_field_name("function")
+        if function is None or function.type != "scoped_identifier":
+            continue
+        name = function.child_by_field_name("name")
+        if name is None or text(name) != "new":
+            continue
+        type_name = _type_name(function.child_by_field_name("path"))
+        if type_name not in types:
+            continue
+        key = call.start_byte
+        origin = memo.get(key)
+        if origin is None:
+            flow = Flow()
+            follow(unit, call, frozenset(), flow)
+            origin = ConfigOrigin(type_name, call, flow)
+            memo[key] = origin
+        origins.append(origin)
+    return origins
+
+
+# --- crate-wide resolution ----------------------------------------------------------------
+
+_FIELD_DECL_QUERY = """
+(struct_item name: (type_identifier) @struct
+  body: (field_declaration_list (field_declaration name: (field_identifier) @field type: (_) @type) @decl))
+"""
+_cache: dict[str, object] = {}
+
+
+def _query(key: str, source: str):
+    if key not in _cache:
+        from tree_sitter import Query, QueryCursor
+
+        from burnside.lint.syntax import _language
+
+        _cache[key] = QueryCursor(Query(_language(), source))
+    return _cache[key]
+
+
+def crate_root(path: str, memo: dict[str, str]) -> str:
+    """The nearest directory above `path` holding a Cargo.toml, or "" when there is none."""
+    directory = os.path.dirname(os.path.abspath(path))
+    seen = []
+    result = ""
+    while True:
+        if directory in memo:
+            result = memo[directory]
+            break
+        seen.append(directory)
+        if os.path.isfile(os.path.join(directory, "Cargo.toml")):
+            result = directory
+            break
+        up = os.path.dirname(directory)
+        if up == directory:
+            break
+        directory = up
+    for d in seen:
+        memo[d] = result
+    return result
+
+
+class Crate:
+    """The linted files of one crate, parsed on demand, for following configs across files."""
+
+    def __init__(self, files: list[tuple[str, str]], sources: dict[str, bytes] | None = None) -> None:
+        self.files = files  # (real path, display path)
+        self._bytes: dict[str, bytes] = dict(sources or {})
+        self._units: dict[tuple[str, int], SourceUnit] = {}
+        self._sinks: dict[tuple, list[tuple[SourceUnit, Node, frozenset[str]]]] = {}
+
+    def _source(self, real: str) -> bytes:
+        if real not in self._bytes:
+            try:
+                with open(real, "rb") as handle:
+                    self._bytes[real] = handle.read()
+            except OSError:
+                self._bytes[real] = b""
+        return self._bytes[real]
+
+    def _units_with(self, token: bytes, also: bytes = b""):
+        """Parsed units (pieces, for large files) that contain `token`, in files that also contain `also`."""
+        pattern = re.compile(re.escape(token))
+        for real, shown in self.files:
+            source = self._source(real)
+            if token not in source or also not in source:
+                continue
+            for line, start, piece in pieces(source, pattern):
+                unit = self._units.get((real, start))
+                if unit is None:
+                    unit = SourceUnit.parse(shown, piece, line)
+                    self._units[(real, start)] = unit
+                yield unit
+
+    def _field_types(self, name: str, config_type: str) -> list[tuple[str, str, list[str]]]:
+        """(struct, field type text, attribute texts) for struct fields called `name` in files naming the type."""
+        found = []
+        cursor = _query("fields", _FIELD_DECL_QUERY)
+        for unit in self._units_with(name.encode(), config_type.encode()):
+            for _, match in cursor.matches(unit.tree.root_node):
+                if text(match["field"][0]) != name:
+                    continue
+                found.append((text(match["struct"][0]), text(match["type"][0]), []))
+        return found
+
+    def _required_fields(self, struct: str) -> list[str] | None:
+        """The fields a `#[derive(Config)]` struct's `new` takes, in order; None if not such a struct."""
+        for unit in self._units_with(struct.encode()):
+            for node in unit.tree.root_node.named_children:
+                item = node
+                if item.type != "struct_item" or _type_name(item.child_by_field_name("name")) != struct:
+                    continue
+                attributes = []
+                sibling = item.prev_named_sibling
+                while sibling is not None and sibling.type in ("attribute_item", "line_comment", "block_comment"):
+                    attributes.append(text(sibling))
+                    sibling = sibling.prev_named_sibling
+                if not any(re.search(r"derive\s*\([^)]*\bConfig\b", a) for a in attributes):
+                    return None
+                body = item.child_by_field_name("body")
+                if body is None:
+                    return None
+                required = []
+                pending_attrs: list[str] = []
+                for child in body.named_children:
+                    if child.type == "attribute_item":
+                        pending_attrs.append(text(child))
+                        continue
+                    if child.type != "field_declaration":
+                        continue
+                    type_text = text(child.child_by_field_name("type")) if child.child_by_field_name("type") else ""
+                    has_default = any("default" in a and "config" in a for a in pending_attrs)
+                    pending_attrs = []
+                    if has_default or type_text.startswith("Option<"):
+                        continue
+                    name = child.child_by_field_name("name")
+                    if name is not None:
+                        required.append(text(name))
+                return required
+        return None
+
+    def _functions(self, name: str, qualifier: str, method: bool):
+        for unit in self._units_with(f"fn {name}".encode(), qualifier.encode()):
+            cursor = _query("functions", "(function_item name: (identifier) @name) @fn")
+            for _, match in cursor.matches(unit.tree.root_node):
+                if text(match["name"][0]) != name:
+                    continue
+                function = match["fn"][0]
+                if qualifier and _impl_type(function) not in (qualifier, ""):
+                    continue
+                yield unit, function
+
+    def resolve(self, escape: Escape, config_type: str, flow: Flow, hops: int, seen: set) -> None:
+        """Follow an escape into the crate's other functions and files, adding to `flow`."""
+        key = (escape.kind, escape.name, escape.qualifier, escape.position, escape.method)
+        if hops > MAX_HOPS or (key, escape.setters) in seen:
+            return
+        seen.add((key, escape.setters))
+        sub = Flow()
+        if escape.kind == "field":
+            declared = self._field_types(escape.name, config_type)
+            # When the struct is known (a literal, a derived constructor), its own declaration decides.
+            if not any(
+                config_type in type_text and escape.qualifier in ("", struct)
+                for struct, type_text, _ in declared
+            ):
+                return
+            for unit in self._units_with(b"." + escape.name.encode()):
+                cursor = _query("field_reads", "(field_expression field: (field_identifier) @f) @e")
+                for _, match in cursor.matches(unit.tree.root_node):
+                    if text(match["f"][0]) != escape.name:
+                        continue
+                    read = match["e"][0]
+                    parent = parent_of(read)
+                    if parent is not None and parent.type == "assignment_expression" and parent.child_by_field_name("left") == read:
+                        continue
+                    follow(unit, read, escape.setters, sub, hops + 1)
+        elif escape.kind == "call":
+            found = False
+            for unit, function in self._functions(escape.name, escape.qualifier, escape.method):
+                parameters = function.child_by_field_name("parameters")
+                if parameters is None:
+                    continue
+                params = [p for p in parameters.named_children if p.type in ("parameter", "self_parameter")]
+                if escape.method and params and params[0].type == "self_parameter":
+                    params = params[1:]
+                elif not escape.method and params and params[0].type == "self_parameter":
+                    continue
+                if escape.position >= len(params):
+                    continue
+                param = params[escape.position]
+                pattern = param.child_by_field_name("pattern")
+                if param.type != "parameter" or pattern is None or pattern.type != "identifier":
+                    continue
+                found = True
+                uses = uses_of(param, text(pattern))
+                assigned = _assigned_fields(uses)
+                for use in uses:
+                    if parent_of(use) is not None and parent_of(use).type == "token_tree":
+                        continue
+                    follow(unit, use, escape.setters | assigned, sub, hops + 1)
+            if not found and escape.name == "new" and escape.qualifier:
+                required = self._required_fields(escape.qualifier)
+                if required is not None and escape.position < len(required):
+                    sub.escapes.append(
+                        Escape("field", required[escape.position], escape.qualifier, -1, False, escape.setters)
+                    )
+        elif escape.kind == "return":
+            for unit in self._units_with(escape.name.encode()):
+                cursor = _query("calls", "(call_expression) @call")
+                for _, match in cursor.matches(unit.tree.root_node):
+                    call = match["call"][0]
+                    function = callee(call)
+                    if function is None:
+                        continue
+                    if function.type == "identifier":
+                        called = text(function)
+                    elif function.type == "scoped_identifier":
+                        name_node = function.child_by_field_name("name")
+                        called = text(name_node) if name_node is not None else ""
+                    elif function.type == "field_expression":
+                        called = method_name(call) or ""
+                    else:
+                        continue
+                    if called == escape.name:
+                        follow(unit, call, escape.setters, sub, hops + 1)
+        flow.inits.extend(sub.inits)
+        for nested in sub.escapes:
+            self.resolve(nested, config_type, flow, hops + 1, seen)
+
+
+@dataclass(frozen=True)
+class PendingConfig:
+    """A config whose inits in its own file all set the field, but which also leaves the file."""
+
+    config_type: str
+    setter: str
+    escapes: tuple[Escape, ...]
+
+
+def default_left(unit: SourceUnit, types: frozenset[str], setter: str, message: str, help: str):
+    """Hits for configs of `types` that reach an init without `setter`.
+
+    Inits found in the file itself are judged here; a config that also leaves
+    the file carries its escapes on the hit for the engine's crate-wide pass.
+    """
+    from burnside.lint.finding import Hit
+
+    for origin in config_origins(unit, types):
+        kind = origin.config_type
+        missing = [i for i in origin.flow.inits if setter not in i.setters]
+        if missing:
+            first = missing[0]
+            note = ""
+            if first.line != unit.line(origin.new_call):
+                note = f"; turned into an optimizer at line {first.line}"
+            yield Hit(node=origin.new_call, message=message.format(type=kind) + note, help=help)
+        elif origin.flow.escapes:
+            yield Hit(
+                node=origin.new_call,
+                message=message.format(type=kind),
+                help=help,
+                pending=PendingConfig(kind, setter, tuple(origin.flow.escapes)),
+            )
