@@ -7,8 +7,16 @@ from pathlib import Path
 from burnside.lint import lint_paths, select_rules
 
 FIXTURES = Path(__file__).parent / "fixtures"
+#: burnside's own burn programs, the seed pages' programs as they are built and run (rust/).
+RUST = Path(__file__).resolve().parents[2] / "rust"
+NOASSIGN = "train-one/src/bin/noassign.rs"  # S7
+HELPER = "pitb-opt/src/bin/helper.rs"  # S11
+OTHERGRADS = "pitb-opt/src/bin/othergrads.rs"  # S14
+LINT = "pitb-opt/src/bin/lint.rs"  # S15
+BUGS = "pitb-opt/src/bin/bugs.rs"  # `run a1 --bug`: a dropped step, other grads, Adam's default epsilon
+TRAIN_STEP = "train-step/src/main.rs"  # S1: the correct loop
 
 
-def findings_of(name: str, *, select: list[str] | None = None) -> list[tuple[str, int, int]]:
-    report = lint_paths([FIXTURES / name], select_rules(select), root=FIXTURES, jobs=1)
+def findings_of(name: str, *, select: list[str] | None = None, root: Path = FIXTURES) -> list[tuple[str, int, int]]:
+    report = lint_paths([root / name], select_rules(select), root=root, jobs=1)
     return [(f.rule, f.line, f.column) for f in report.findings]

@@ -13,15 +13,23 @@ import pytest
 from click.testing import CliRunner
 
 from burnside.cli import app
-from tests.lint.fixture_findings import FIXTURES
+from tests.lint.fixture_findings import (
+    BUGS,
+    FIXTURES,
+    HELPER,
+    NOASSIGN,
+    OTHERGRADS,
+    RUST,
+    TRAIN_STEP,
+)
 
 runner = CliRunner()
 
 EXPECTED_NOASSIGN_TEXT = """\
 error[BS001]: result of optimizer step is discarded
-  --> seed_noassign.rs:12:5
+  --> train-one/src/bin/noassign.rs:17:5
    |
-12 |     optim.step(0.1, model, grads);
+17 |     optim.step(0.1, model, grads);
    |     ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
    = help: assign the updated module: `model = optim.step(0.1, model, grads);`
 
@@ -39,22 +47,22 @@ def invoke(*args: str, cwd: Path = FIXTURES):
 
 
 def test_text_output_snapshot():
-    result = invoke("lint", "seed_noassign.rs")
+    result = invoke("lint", NOASSIGN, cwd=RUST)
     assert result.exit_code == 1
     assert result.stdout == EXPECTED_NOASSIGN_TEXT
 
 
 def test_text_output_for_a_multiline_warning_and_summary_counts():
-    result = invoke("lint", "seed_discard.rs")
+    result = invoke("lint", BUGS, cwd=RUST)
     assert result.exit_code == 1
     assert "warning[BS003]: `optim` is stepped again on every loop iteration" in result.stdout
     assert "info[BS004]: `AdamConfig` epsilon left at burn's default 1e-5" in result.stdout
-    assert result.stdout.rstrip().endswith("2 errors, 1 warnings, 1 infos in 1 files")
+    assert result.stdout.rstrip().endswith("1 errors, 2 warnings, 1 infos in 1 files")
 
 
 def test_exit_code_zero_when_only_warnings_or_clean():
-    assert invoke("lint", "seed_train_step.rs").exit_code == 0
-    assert invoke("lint", "seed_othergrads.rs").exit_code == 0  # BS002 is a warning
+    assert invoke("lint", TRAIN_STEP, cwd=RUST).exit_code == 0
+    assert invoke("lint", OTHERGRADS, cwd=RUST).exit_code == 0  # BS002 is a warning
 
 
 def test_exit_code_two_for_a_missing_path():
@@ -65,7 +73,7 @@ def test_exit_code_two_for_a_missing_path():
 
 
 def test_unknown_rule_is_a_usage_error():
-    result = invoke("lint", "seed_noassign.rs", "--select", "BS999")
+    result = invoke("lint", str(RUST / NOASSIGN), "--select", "BS999")
     assert result.exit_code == 2
     assert "unknown rule BS999" in result.stderr
 
@@ -78,8 +86,8 @@ def test_console_script_exit_codes(tmp_path):
     def run(*args):
         return subprocess.run([sys.executable, "-c", code, *args], cwd=FIXTURES, env=env, capture_output=True, text=True)
 
-    assert run("lint", "seed_noassign.rs").returncode == 1
-    assert run("lint", "seed_train_step.rs").returncode == 0
+    assert run("lint", str(RUST / NOASSIGN)).returncode == 1
+    assert run("lint", str(RUST / TRAIN_STEP)).returncode == 0
     missing = run("lint", str(tmp_path / "gone"))
     assert missing.returncode == 2
     assert "Traceback" not in missing.stderr
@@ -87,23 +95,24 @@ def test_console_script_exit_codes(tmp_path):
 
 
 def test_json_output():
-    result = invoke("lint", "seed_discard.rs", "--format", "json")
+    result = invoke("lint", BUGS, "--format", "json", cwd=RUST)
     assert result.exit_code == 1
     data = json.loads(result.stdout)
     assert [(d["rule"], d["severity"], d["line"], d["column"]) for d in data] == [
-        ("BS001", "error", 11, 5),
-        ("BS004", "info", 20, 21),
-        ("BS001", "error", 24, 9),
-        ("BS003", "warning", 24, 9),
+        ("BS004", "info", 84, 22),
+        ("BS001", "error", 142, 17),
+        ("BS003", "warning", 142, 17),
+        ("BS002", "warning", 145, 74),
     ]
-    first = data[0]
+    first = data[1]
     assert set(first) >= {"rule", "severity", "path", "line", "column", "end_line", "end_column", "message", "help"}
-    assert first["path"] == "seed_discard.rs"
-    assert (first["end_line"], first["end_column"]) == (11, 42)
+    assert first["path"] == BUGS
+    assert (first["end_line"], first["end_column"]) == (142, 53)
 
 
 def test_sarif_output_with_root(tmp_path):
-    result = invoke("lint", str(FIXTURES), "--format", "sarif", "--root", str(FIXTURES.parents[2]), cwd=tmp_path)
+    result = invoke("lint", str(FIXTURES), str(RUST / NOASSIGN), "--format", "sarif", "--root",
+                    str(FIXTURES.parents[2]), cwd=tmp_path)
     sarif = json.loads(result.stdout)
     assert sarif["version"] == "2.1.0"
     assert sarif["$schema"].endswith("sarif-2.1.0.json")
@@ -120,11 +129,11 @@ def test_sarif_output_with_root(tmp_path):
     results = sarif["runs"][0]["results"]
     levels = {r["level"] for r in results}
     assert levels == {"error", "warning", "note"}
-    noassign = [r for r in results if r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith("seed_noassign.rs")]
+    noassign = [r for r in results if r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith("noassign.rs")]
     assert len(noassign) == 1
     location = noassign[0]["locations"][0]["physicalLocation"]
-    assert location["artifactLocation"]["uri"] == "tests/lint/fixtures/seed_noassign.rs"
-    assert location["region"] == {"startLine": 12, "startColumn": 5, "endLine": 12, "endColumn": 34}
+    assert location["artifactLocation"]["uri"] == f"rust/{NOASSIGN}"
+    assert location["region"] == {"startLine": 17, "startColumn": 5, "endLine": 17, "endColumn": 34}
     assert noassign[0]["ruleId"] == "BS001"
     assert results[0]["ruleIndex"] == list(rules).index(results[0]["ruleId"])
 
@@ -134,28 +143,28 @@ def test_sarif_uri_relative_to_cwd():
     uris = {
         r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in json.loads(result.stdout)["runs"][0]["results"]
     }
-    assert uris == {"bs002_bad.rs", "seed_othergrads.rs"}
+    assert "bs002_bad.rs" in uris and "bs002_good.rs" not in uris
 
 
 def test_output_file_is_written_and_stdout_stays_empty(tmp_path):
     target = tmp_path / "reports" / "lint.json"
-    missing = invoke("lint", "seed_helper.rs", "--format", "json", "--output", str(target))
+    missing = invoke("lint", str(RUST / HELPER), "--format", "json", "--output", str(target))
     assert missing.exit_code == 2 and "directory" in missing.stderr and "does not exist" in missing.stderr
     assert not target.parent.exists()  # like convert and --plot: no directory made on the user's behalf
     target.parent.mkdir()
-    result = invoke("lint", "seed_helper.rs", "--format", "json", "--output", str(target))
+    result = invoke("lint", str(RUST / HELPER), "--format", "json", "--output", str(target))
     assert result.exit_code == 1
     assert result.stdout == ""
     assert json.loads(target.read_text())[0]["rule"] == "BS001"
     assert [p.name for p in target.parent.iterdir()] == ["lint.json"]  # no temp file left behind
     text_target = tmp_path / "lint.txt"
-    invoke("lint", "seed_noassign.rs", "--output", str(text_target))
+    invoke("lint", NOASSIGN, "--output", str(text_target), cwd=RUST)
     assert text_target.read_text() == EXPECTED_NOASSIGN_TEXT
 
 
 def test_skipped_files_are_listed_not_fatal(tmp_path):
     (tmp_path / "latin1.rs").write_bytes(b"// caf\xe9\nfn f() { optim.step(0.1, model.clone(), grads); }\n")
-    shutil.copy(FIXTURES / "seed_noassign.rs", tmp_path / "ok.rs")
+    shutil.copy(RUST / NOASSIGN, tmp_path / "ok.rs")
     result = invoke("lint", ".", cwd=tmp_path)
     assert result.exit_code == 1
     assert "skipped latin1.rs: not UTF-8" in result.stdout
@@ -165,7 +174,7 @@ def test_skipped_files_are_listed_not_fatal(tmp_path):
 def test_directory_walk_skips_target_and_hidden(tmp_path):
     for sub in ("target/debug", ".git", "src"):
         (tmp_path / sub).mkdir(parents=True)
-        shutil.copy(FIXTURES / "seed_noassign.rs", tmp_path / sub / "main.rs")
+        shutil.copy(RUST / NOASSIGN, tmp_path / sub / "main.rs")
     data = json.loads(invoke("lint", ".", "--format", "json", cwd=tmp_path).stdout)
     assert [d["path"] for d in data] == ["src/main.rs"]
 

@@ -9,7 +9,7 @@ import pytest
 
 from burnside.lint import lint_paths, select_rules
 from burnside.lint.engine import POOL_MIN_FILES, PREFILTER, needs_parsing
-from tests.lint.fixture_findings import FIXTURES
+from tests.lint.fixture_findings import BUGS, RUST
 
 BURN_SRC = Path("/work/burn-src")
 
@@ -21,7 +21,7 @@ def _tree(root: Path, copies: int) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         (directory / f"plain{i}.rs").write_text(plain)
         if i % 10 == 0:
-            shutil.copy(FIXTURES / "seed_discard.rs", directory / f"train{i}.rs")
+            shutil.copy(RUST / BUGS, directory / f"train{i}.rs")
 
 
 def test_prefilter_only_parses_candidate_files(tmp_path):

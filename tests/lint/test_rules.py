@@ -6,7 +6,17 @@ import pytest
 
 from burnside.lint import lint_paths, lint_source, select_rules
 from burnside.lint.finding import Severity
-from tests.lint.fixture_findings import FIXTURES, findings_of
+from tests.lint.fixture_findings import (
+    BUGS,
+    FIXTURES,
+    HELPER,
+    LINT,
+    NOASSIGN,
+    OTHERGRADS,
+    RUST,
+    TRAIN_STEP,
+    findings_of,
+)
 
 
 def test_bs001_bad():
@@ -142,20 +152,20 @@ def test_bs005_good():
 @pytest.mark.parametrize(
     ("fixture", "expected"),
     [
-        ("seed_noassign.rs", [("BS001", 12, 5)]),
-        ("seed_discard.rs", [("BS001", 11, 5), ("BS004", 20, 21), ("BS001", 24, 9), ("BS003", 24, 9)]),
-        ("seed_helper.rs", [("BS001", 9, 5)]),
-        ("seed_othergrads.rs", [("BS002", 11, 62)]),
-        ("seed_lint.rs", [("BS001", 12, 5)]),
-        ("seed_train_step.rs", []),
+        (NOASSIGN, [("BS001", 17, 5)]),
+        (BUGS, [("BS004", 84, 22), ("BS001", 142, 17), ("BS003", 142, 17), ("BS002", 145, 74)]),
+        (HELPER, [("BS001", 14, 5)]),
+        (OTHERGRADS, [("BS002", 30, 62)]),
+        (LINT, [("BS001", 16, 5)]),
+        (TRAIN_STEP, []),
     ],
 )
 def test_seed_programs(fixture, expected):
-    assert findings_of(fixture) == expected
+    assert findings_of(fixture, root=RUST) == expected
 
 
 def test_seed_helper_fix_writes_through_the_reference():
-    report = lint_paths([FIXTURES / "seed_helper.rs"], ["BS001"], root=FIXTURES, jobs=1)
+    report = lint_paths([RUST / HELPER], ["BS001"], root=RUST, jobs=1)
     assert report.findings[0].help == "assign the updated module: `*model = optim.step(0.1, model.clone(), grads);`"
 
 
@@ -179,5 +189,5 @@ def test_comments_strings_and_macro_bodies_are_not_code():
 
 
 def test_select_and_ignore():
-    assert {r for r, _, _ in findings_of("seed_discard.rs", select=["BS004"])} == {"BS004"}
+    assert {r for r, _, _ in findings_of(BUGS, select=["BS004"], root=RUST)} == {"BS004"}
     assert select_rules(ignore=["bs004", "BS005", "bs006"]) == ["BS001", "BS002", "BS003"]
