@@ -207,7 +207,7 @@ def build(manifest_dir: Path, *, bins: list[str] | None = None, what: str | None
         if missing:
             raise BuildError(f"building {what} produced no binary named {', '.join(missing)}")
         freshness.record(target, sources, manifest_dir, result.artifacts)
-        result.executables = freshness.pin(target, sources, result.executables)
+        result.executables = freshness.pin(target, sources, result.executables, args)
     return result
 
 

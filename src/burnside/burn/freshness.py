@@ -101,9 +101,10 @@ def record(target: Path, packages: list[PathPackage], manifest_dir: Path, artifa
     os.replace(tmp, target / _STATE / "state.json")
 
 
-def pin(target: Path, packages: list[PathPackage], executables: dict[str, Path]) -> dict[str, Path]:
-    """Hard-link each executable under a directory named by the sources' hash; return those paths."""
-    key = hashlib.sha256("".join(p.digest for p in packages).encode()).hexdigest()[:20]
+def pin(target: Path, packages: list[PathPackage], executables: dict[str, Path], args: list[str]) -> dict[str, Path]:
+    """Hard-link each executable under a directory named by the sources' hash and the cargo
+    arguments (profile, features); return those paths."""
+    key = hashlib.sha256("\0".join([*(p.digest for p in packages), *args]).encode()).hexdigest()[:20]
     pinned_root = target / _STATE / "bin"
     directory = pinned_root / key
     directory.mkdir(parents=True, exist_ok=True)
