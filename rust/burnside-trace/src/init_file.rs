@@ -1,4 +1,4 @@
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use burn::module::Module;
@@ -156,11 +156,10 @@ impl InitFile {
             }
         }
         let result = module.apply(tensors, None, Some(Box::new(PyTorchToBurnAdapter)), false);
-        let missing: Vec<&ParamEntry> = result
-            .missing
+        let missing_paths: BTreeSet<&str> = result.missing.iter().map(|(p, _)| p.as_str()).collect();
+        let missing: Vec<&ParamEntry> = entries
             .iter()
-            .filter_map(|(path, _)| entries.iter().find(|e| &e.path == path))
-            .filter(|e| !e.buffer)
+            .filter(|e| !e.buffer && missing_paths.contains(e.path.as_str()))
             .collect();
         unused.extend(
             result
@@ -194,7 +193,7 @@ impl InitFile {
             ));
             for entry in missing {
                 let hint = closest(&entry.torch, unused)
-                    .map(|u| format!(" <- `{u}`?"))
+                    .map(|(_, u)| format!(" <- `{u}`?"))
                     .unwrap_or_default();
                 lines.push(format!("    `{}` -> `{}`{hint}", entry.path, entry.torch));
             }
@@ -207,7 +206,7 @@ impl InitFile {
             let names: Vec<String> = entries.iter().map(|e| e.torch.clone()).collect();
             for name in unused {
                 let hint = closest(name, &names)
-                    .map(|n| format!(" (`{n}`?)"))
+                    .map(|(_, n)| format!(" (`{n}`?)"))
                     .unwrap_or_default();
                 lines.push(format!("    `{name}`{hint}"));
             }
@@ -228,7 +227,9 @@ impl InitFile {
         }
         let pair = missing
             .iter()
-            .find_map(|e| closest(&e.torch, unused).map(|u| (e.torch.clone(), u)));
+            .filter_map(|e| closest(&e.torch, unused).map(|(s, u)| (s, e.torch.clone(), u)))
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, torch, file)| (torch, file));
         lines.push(match pair {
             Some((torch, file)) => format!(
                 "fix: name the burn fields like the PyTorch module's attributes, or map the names once \
@@ -244,14 +245,18 @@ impl InitFile {
     }
 }
 
-/// The name in `candidates` most like `name`, if any is alike enough to be a likely rename.
-fn closest(name: &str, candidates: &[String]) -> Option<String> {
-    candidates
-        .iter()
-        .map(|c| (textdistance::nstr::jaro_winkler(name, c), c))
-        .filter(|(similarity, _)| *similarity >= 0.7)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, c)| c.clone())
+/// The name in `candidates` most like `name` and how alike (Jaro-Winkler, 0..1): among those
+/// with the same last segment (`weight`, `bias`, `running_var`) if there are any, since a rename
+/// keeps it; otherwise only one alike enough to be a likely rename.
+fn closest(name: &str, candidates: &[String]) -> Option<(f64, String)> {
+    let leaf = |s: &str| s.rsplit('.').next().map(str::to_string);
+    let best = |pool: &mut dyn Iterator<Item = &String>| {
+        pool.map(|c| (textdistance::nstr::jaro_winkler(name, c), c))
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(similarity, c)| (similarity, c.clone()))
+    };
+    best(&mut candidates.iter().filter(|c| leaf(c) == leaf(name)))
+        .or_else(|| best(&mut candidates.iter()).filter(|(similarity, _)| *similarity >= 0.8))
 }
 
 fn check_rank(name: &str, tensor: &HostTensor, rank: usize) -> Result<(), TraceError> {
@@ -264,3 +269,53 @@ fn check_rank(name: &str, tensor: &HostTensor, rank: usize) -> Result<(), TraceE
     Ok(())
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::nn::{BatchNorm, BatchNormConfig, LayerNorm, LayerNormConfig};
+    use crate::write_safetensors;
+
+    #[derive(Module, Debug)]
+    struct Norms {
+        bn: BatchNorm,
+        ln: LayerNorm,
+    }
+
+    #[test]
+    fn pytorch_norm_weights_and_running_stats_load_into_burn_names() {
+        let f32s = |v: &[f32]| HostTensor::from_f32(v, vec![v.len()]);
+        let tensors: BTreeMap<String, HostTensor> = [
+            ("params.bn.weight", f32s(&[1.5, 2.5])),
+            ("params.bn.bias", f32s(&[0.5, -0.5])),
+            ("buffers.bn.running_mean", f32s(&[0.25, 0.75])),
+            ("buffers.bn.running_var", f32s(&[2.0, 3.0])),
+            ("buffers.bn.num_batches_tracked", HostTensor::from_i64(&[7], vec![])),
+            ("params.ln.weight", f32s(&[3.0, 4.0, 5.0])),
+            ("params.ln.bias", f32s(&[0.0, 1.0, 2.0])),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let metadata: BTreeMap<String, String> =
+            [("burnside.format", "init"), ("burnside.version", "1")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+        let path = std::env::temp_dir().join(format!("burnside-norms-{}.safetensors", std::process::id()));
+        write_safetensors(&path, &tensors, &metadata).unwrap();
+        let device = Device::default().autodiff();
+        let norms = Norms {
+            bn: BatchNormConfig::new(2).init(&device),
+            ln: LayerNormConfig::new(3).init(&device),
+        };
+        let norms = InitFile::read(&path).unwrap().load_module(norms).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let values = |t: Tensor<1>| t.into_data().try_to_vec::<f32>().unwrap();
+        assert_eq!(values(norms.bn.gamma.val()), vec![1.5, 2.5]);
+        assert_eq!(values(norms.bn.running_mean.value()), vec![0.25, 0.75]);
+        assert_eq!(values(norms.bn.running_var.value()), vec![2.0, 3.0]);
+        assert_eq!(values(norms.ln.beta.as_ref().unwrap().val()), vec![0.0, 1.0, 2.0]);
+        assert!(norms.ln.gamma.val().is_require_grad());
+        assert!(!norms.bn.running_mean.value().is_require_grad());
+    }
+}
