@@ -2,8 +2,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use burn::module::Module;
-use burn::tensor::{Device, Int, Tensor};
 use burn::store::{ApplyError, ModuleSnapshot, PyTorchToBurnAdapter, bridge};
+use burn::tensor::{Device, Int, Tensor};
 
 use crate::{
     FORMAT_VERSION, HostDType, HostTensor, ParamEntry, SafetensorsFile, TorchNames, TraceError,
@@ -146,17 +146,16 @@ impl InitFile {
                 continue;
             };
             match by_torch.get(name) {
-                Some(entry) if value.dtype != HostDType::I64 => tensors.push(bridge::from_data(
-                    value.to_data(),
-                    entry.path.clone(),
-                    None,
-                )),
+                Some(entry) if value.dtype != HostDType::I64 => {
+                    tensors.push(bridge::from_data(value.to_data(), entry.path.clone(), None))
+                }
                 _ if kind == "buffers" && name.ends_with("num_batches_tracked") => {}
                 _ => unused.push(name.to_string()),
             }
         }
         let result = module.apply(tensors, None, Some(Box::new(PyTorchToBurnAdapter)), false);
-        let missing_paths: BTreeSet<&str> = result.missing.iter().map(|(p, _)| p.as_str()).collect();
+        let missing_paths: BTreeSet<&str> =
+            result.missing.iter().map(|(p, _)| p.as_str()).collect();
         let missing: Vec<&ParamEntry> = entries
             .iter()
             .filter(|e| !e.buffer && missing_paths.contains(e.path.as_str()))
@@ -272,8 +271,8 @@ fn check_rank(name: &str, tensor: &HostTensor, rank: usize) -> Result<(), TraceE
 #[cfg(test)]
 mod tests {
     use super::*;
-    use burn::nn::{BatchNorm, BatchNormConfig, LayerNorm, LayerNormConfig};
     use crate::write_safetensors;
+    use burn::nn::{BatchNorm, BatchNormConfig, LayerNorm, LayerNormConfig};
 
     #[derive(Module, Debug)]
     struct Norms {
@@ -289,7 +288,10 @@ mod tests {
             ("params.bn.bias", f32s(&[0.5, -0.5])),
             ("buffers.bn.running_mean", f32s(&[0.25, 0.75])),
             ("buffers.bn.running_var", f32s(&[2.0, 3.0])),
-            ("buffers.bn.num_batches_tracked", HostTensor::from_i64(&[7], vec![])),
+            (
+                "buffers.bn.num_batches_tracked",
+                HostTensor::from_i64(&[7], vec![]),
+            ),
             ("params.ln.weight", f32s(&[3.0, 4.0, 5.0])),
             ("params.ln.bias", f32s(&[0.0, 1.0, 2.0])),
         ]
@@ -301,7 +303,8 @@ mod tests {
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect();
-        let path = std::env::temp_dir().join(format!("burnside-norms-{}.safetensors", std::process::id()));
+        let path =
+            std::env::temp_dir().join(format!("burnside-norms-{}.safetensors", std::process::id()));
         write_safetensors(&path, &tensors, &metadata).unwrap();
         let device = Device::default().autodiff();
         let norms = Norms {
@@ -314,7 +317,10 @@ mod tests {
         assert_eq!(values(norms.bn.gamma.val()), vec![1.5, 2.5]);
         assert_eq!(values(norms.bn.running_mean.value()), vec![0.25, 0.75]);
         assert_eq!(values(norms.bn.running_var.value()), vec![2.0, 3.0]);
-        assert_eq!(values(norms.ln.beta.as_ref().unwrap().val()), vec![0.0, 1.0, 2.0]);
+        assert_eq!(
+            values(norms.ln.beta.as_ref().unwrap().val()),
+            vec![0.0, 1.0, 2.0]
+        );
         assert!(norms.ln.gamma.val().is_require_grad());
         assert!(!norms.bn.running_mean.value().is_require_grad());
     }

@@ -1,7 +1,7 @@
 use burn::module::{Module, ModuleVisitor, Param, ParamId};
-use burn::tensor::Tensor;
 use burn::store::burn_pack::Tensor as PackTensor;
 use burn::store::{BurnToPyTorchAdapter, KeyRemapper, ModuleAdapter, ModuleContext, bridge};
+use burn::tensor::Tensor;
 
 use crate::{HostTensor, TraceError};
 
@@ -29,13 +29,13 @@ impl TorchNames {
     /// Rename every burn path matching the regex `burn` to `torch` (capture groups as `$1`),
     /// e.g. `rename(r"^attn\.query\.", "attn.q.")`.
     pub fn rename(self, burn: &str, torch: &str) -> Result<Self, TraceError> {
-        let remapper = self
-            .remapper
-            .add_pattern(burn, torch)
-            .map_err(|e| TraceError::Mismatch {
-                name: burn.to_string(),
-                message: format!("is not a valid rename pattern: {e}"),
-            })?;
+        let remapper =
+            self.remapper
+                .add_pattern(burn, torch)
+                .map_err(|e| TraceError::Mismatch {
+                    name: burn.to_string(),
+                    message: format!("is not a valid rename pattern: {e}"),
+                })?;
         Ok(Self { remapper })
     }
 
@@ -268,9 +268,8 @@ mod tests {
             .into_iter()
             .map(|e| (e.path, e.torch, e.buffer))
             .collect();
-        let expect = |burn: &str, torch: &str, buffer: bool| {
-            (burn.to_string(), torch.to_string(), buffer)
-        };
+        let expect =
+            |burn: &str, torch: &str, buffer: bool| (burn.to_string(), torch.to_string(), buffer);
         assert_eq!(
             entries,
             vec![
@@ -286,7 +285,11 @@ mod tests {
             ]
         );
         let values = param_values(&layers, &TorchNames::new()).unwrap();
-        assert_eq!(values[0].1.shape, vec![4, 2, 3, 3], "conv weights as PyTorch's");
+        assert_eq!(
+            values[0].1.shape,
+            vec![4, 2, 3, 3],
+            "conv weights as PyTorch's"
+        );
     }
 
     #[test]
@@ -308,6 +311,9 @@ mod tests {
             .collect();
         assert_eq!(torch, vec!["enc.weight", "enc.bias", "gain.weight"]);
         let error = TorchNames::new().rename("(", "x").unwrap_err();
-        assert!(error.to_string().contains("not a valid rename pattern"), "{error}");
+        assert!(
+            error.to_string().contains("not a valid rename pattern"),
+            "{error}"
+        );
     }
 }

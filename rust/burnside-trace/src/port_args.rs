@@ -64,11 +64,9 @@ impl PortArgs {
                 "-o" | "--out" => out = Some(PathBuf::from(value()?)),
                 "--steps" => {
                     let text = value()?;
-                    steps = text
-                        .parse()
-                        .ok()
-                        .filter(|n| *n >= 1)
-                        .ok_or_else(|| UsageError(format!("--steps {text}: expected a count of at least 1")))?;
+                    steps = text.parse().ok().filter(|n| *n >= 1).ok_or_else(|| {
+                        UsageError(format!("--steps {text}: expected a count of at least 1"))
+                    })?;
                 }
                 _ => rest.push(arg),
             }
@@ -135,7 +133,8 @@ mod tests {
 
     #[test]
     fn the_contract_and_a_ports_own_options() {
-        let mut parsed = args("--init i.safetensors --bug gelu-tanh -o o.safetensors --steps 3 --fast").unwrap();
+        let mut parsed =
+            args("--init i.safetensors --bug gelu-tanh -o o.safetensors --steps 3 --fast").unwrap();
         assert_eq!(parsed.init, PathBuf::from("i.safetensors"));
         assert_eq!(parsed.out, PathBuf::from("o.safetensors"));
         assert_eq!(parsed.steps, 3);

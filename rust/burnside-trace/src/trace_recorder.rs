@@ -258,7 +258,10 @@ impl TraceRecorder {
             set("buffers", Value::from(self.buffers.clone()).to_string());
         }
         if !self.activations.is_empty() {
-            set("activations", Value::from(self.activations.clone()).to_string());
+            set(
+                "activations",
+                Value::from(self.activations.clone()).to_string(),
+            );
         }
         set("grads_len", json!(grads_len).to_string());
         set(
@@ -420,7 +423,10 @@ mod tests {
         let device = Device::default().autodiff();
         let bn = BatchNormConfig::new(2).init(&device);
         // Channel 0 has mean 2 and biased variance 1 (unbiased 4/3); channel 1 is constant 0.
-        let x = Tensor::<3>::from_data([[[1.0, 3.0], [0.0, 0.0]], [[1.0, 3.0], [0.0, 0.0]]], &device);
+        let x = Tensor::<3>::from_data(
+            [[[1.0, 3.0], [0.0, 0.0]], [[1.0, 3.0], [0.0, 0.0]]],
+            &device,
+        );
         let mut recorder = TraceRecorder::new(OptimizerSpec::sgd(0.1));
         let out = bn.forward(x);
         recorder.activation(0, "bn", &out).unwrap();
@@ -439,9 +445,17 @@ mod tests {
                 "step0.params_before.weight",
             ]
         );
-        let mean = recorder.tensors()["step0.buffers.running_mean"].to_f32().unwrap();
-        assert_eq!(mean, vec![0.2, 0.0], "0.9 * 0 + 0.1 * batch mean, not the initial zeros");
-        let var = recorder.tensors()["step0.buffers.running_var"].to_f32().unwrap();
+        let mean = recorder.tensors()["step0.buffers.running_mean"]
+            .to_f32()
+            .unwrap();
+        assert_eq!(
+            mean,
+            vec![0.2, 0.0],
+            "0.9 * 0 + 0.1 * batch mean, not the initial zeros"
+        );
+        let var = recorder.tensors()["step0.buffers.running_var"]
+            .to_f32()
+            .unwrap();
         // burn 0.22.1 uses the biased batch variance (PyTorch: 0.9 + 0.1 * 4/3).
         assert!((var[0] - (0.9 + 0.1 * 1.0)).abs() < 1e-6, "{var:?}");
         assert_eq!(recorder.params, vec!["weight", "bias"]);

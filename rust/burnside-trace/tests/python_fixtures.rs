@@ -206,7 +206,12 @@ fn a_module_that_does_not_match_the_init_file_is_refused() {
         .unwrap();
     assert_eq!(
         renamed.head.weight.val().into_data(),
-        init.load_module(tiny(&device)).unwrap().fc.weight.val().into_data()
+        init.load_module(tiny(&device))
+            .unwrap()
+            .fc
+            .weight
+            .val()
+            .into_data()
     );
     let error = init
         .load_module(Tiny {
@@ -214,7 +219,9 @@ fn a_module_that_does_not_match_the_init_file_is_refused() {
         })
         .unwrap_err();
     assert!(
-        error.to_string().contains("`fc.weight`: the file's tensor is [3, 2]"),
+        error
+            .to_string()
+            .contains("`fc.weight`: the file's tensor is [3, 2]"),
         "{error}"
     );
 }

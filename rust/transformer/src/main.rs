@@ -55,7 +55,11 @@ struct Block {
 impl Attention {
     fn new(device: &Device) -> Self {
         // No biases, as in the PyTorch model (and most transformer code).
-        let linear = || LinearConfig::new(D_MODEL, D_MODEL).with_bias(false).init(device);
+        let linear = || {
+            LinearConfig::new(D_MODEL, D_MODEL)
+                .with_bias(false)
+                .init(device)
+        };
         Self {
             q: linear(),
             k: linear(),
@@ -71,7 +75,9 @@ impl Attention {
         tap.activation("attn.k", &k)?;
         let v = self.v.forward(x);
         tap.activation("attn.v", &v)?;
-        let scores = q.matmul(k.swap_dims(1, 2)).div_scalar((D_MODEL as f64).sqrt());
+        let scores = q
+            .matmul(k.swap_dims(1, 2))
+            .div_scalar((D_MODEL as f64).sqrt());
         let out = self.o.forward(softmax(scores, 2).matmul(v));
         tap.activation("attn.o", &out)?;
         tap.activation("attn", &out)?;
