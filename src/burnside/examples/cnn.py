@@ -2,7 +2,11 @@
 
 The burn port is rust/cnn (bin ``cnn``). The conv has no bias, as is usual before a
 training-mode BatchNorm: the normalization cancels it, so its gradient is rounding noise that
-Adam would turn into learning-rate-sized moves that differ between the two frameworks.
+Adam turns into learning-rate-sized moves that differ between the two frameworks. Measured
+with ``bias=True`` on both sides (4 steps, lr 0.01): the conv bias gradients differ by 3.9e-8,
+``params_after.conv.bias`` by 0.011 after one step and 0.033 after four, which reaches
+``activations.conv`` (0.026) and ``buffers.bn.running_mean`` (0.005) but not the BatchNorm
+output, the logits or the loss (within 1e-5, checked at steps 0 and 3).
 """
 
 from __future__ import annotations

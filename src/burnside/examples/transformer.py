@@ -4,7 +4,11 @@ Embedding -> LayerNorm -> single-head attention (Linear q/k/v/o) -> residual -> 
 MLP (Linear, GELU, Linear) -> residual -> mean over the sequence -> Linear head. The burn port
 is rust/transformer (bin ``transformer``). The attention projections have no bias, as in most
 transformer code; a key bias in particular adds the same score to every key, which softmax
-cancels, so its gradient would be rounding noise that AdamW blows up to learning-rate-sized moves.
+cancels, so its gradient is rounding noise that AdamW blows up to learning-rate-sized moves.
+Measured with biases on q/k/v/o on both sides (4 steps, lr 0.01): the key bias gradients differ
+by 5e-10, ``params_after.attn.k.bias`` by 4.9e-4 after one step and 1.1e-3 after four, which
+reaches ``activations.attn.k`` (1.05e-3) but not the attention output or the logits (within
+1e-5, checked at steps 0 and 3).
 """
 
 from __future__ import annotations
