@@ -116,5 +116,7 @@ def record_torch(path, *, steps: int = 1, optim: str = "sgd"):
     # kernels (addmm, relu, cross_entropy) are deterministic already.
     model = a1_model()
     x, y = a1_data()
+    # No activations: A1's trace is the seed's table, tensor for tensor, and its burn side
+    # (train-step) predates activation recording.
     return record(model, a1_optimizer(model, optim), {"x": x, "y": y}, path, steps=steps,
-                  metadata={"model": "a1"})
+                  metadata={"model": "a1"}, activations=False)

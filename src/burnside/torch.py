@@ -7,12 +7,18 @@ class name and param-group settings).
     from burnside.torch import export_init, record
     export_init(model, {"x": x, "y": y}, "init.safetensors")
     record(model, opt, {"x": x, "y": y}, "torch.safetensors", steps=3)
+
+Besides parameters, gradients and optimizer state, a trace holds every buffer after each
+step (`named_buffers()`: BatchNorm's running statistics) and every submodule's forward output
+in execution order (`activations`, recorded by forward hooks; `activations=False` turns them
+off for a big model).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -59,19 +65,71 @@ def _numpy(t: torch.Tensor) -> np.ndarray:
 
 
 def export_init(model: nn.Module, inputs: Batch, path: str | Path) -> Path:
-    """Write the initial parameters and one batch (PyTorch names and layout) for the other side.
+    """Write the initial parameters, buffers and one batch (PyTorch names and layout) for the other side.
 
-    Float tensors are written as f32, integer tensors (labels) as i64.
+    Float tensors are written as f32, integer tensors (labels, `num_batches_tracked`) as i64.
     """
     tensors: dict[str, np.ndarray] = {}
     params = [name for name, _ in model.named_parameters()]
     for name, p in model.named_parameters():
         tensors[f"params.{name}"] = _numpy(p.float())
+    buffers = [name for name, _ in model.named_buffers()]
+    for name, b in model.named_buffers():
+        tensors[f"buffers.{name}"] = _numpy(b.float() if b.is_floating_point() else b.long())
     for name, t in inputs.items():
         tensors[f"inputs.{name}"] = _numpy(t.float() if t.is_floating_point() else t.long())
-    metadata = {"params": params, "inputs": list(inputs), "framework": "pytorch",
+    metadata = {"params": params, "buffers": buffers, "inputs": list(inputs), "framework": "pytorch",
                 "framework_version": torch.__version__, "recorder": f"burnside {__version__}"}
     return write_trace(Path(path), tensors, metadata, kind="init")
+
+
+def _first_tensor(output: object) -> torch.Tensor | None:
+    """A module's output as one tensor: itself, or the first tensor of a tuple or list."""
+    if isinstance(output, torch.Tensor):
+        return output
+    if isinstance(output, (tuple, list)):
+        return next((o for o in output if isinstance(o, torch.Tensor)), None)
+    return None
+
+
+class _Activations:
+    """Forward hooks on every submodule, recording each output while switched on."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.order: list[str] = []
+        self.modules: dict[str, str] = {}
+        self.recording: dict[str, np.ndarray] | None = None
+        self._calls: dict[str, int] = {}
+        self._handles = [module.register_forward_hook(self._hook(name))
+                         for name, module in model.named_modules() if name]
+        self._types = {name: type(module).__name__ for name, module in model.named_modules() if name}
+
+    def _hook(self, name: str):
+        def hook(_module: nn.Module, _inputs: object, output: object) -> None:
+            tensor = _first_tensor(output)
+            if self.recording is None or tensor is None:
+                return
+            # A module called twice in one forward pass (shared weights) gets `name#2`, ...
+            calls = self._calls[name] = self._calls.get(name, 0) + 1
+            key = name if calls == 1 else f"{name}#{calls}"
+            if key not in self.modules:
+                self.order.append(key)
+                self.modules[key] = self._types[name]
+            self.recording[key] = _numpy(tensor)
+        return hook
+
+    @contextmanager
+    def step(self) -> Iterator[dict[str, np.ndarray]]:
+        """Record the outputs of one forward pass into the yielded dict."""
+        self.recording, self._calls = {}, {}
+        try:
+            yield self.recording
+        finally:
+            self.recording = None
+
+    def remove(self) -> None:
+        for handle in self._handles:
+            handle.remove()
 
 
 def _default_forward(model: nn.Module, batch: Batch) -> torch.Tensor:
@@ -89,12 +147,16 @@ def record(
     forward: Callable[[nn.Module, Batch], torch.Tensor] = _default_forward,
     target: str = "y",
     metadata: Mapping[str, object] | None = None,
+    activations: bool = True,
 ) -> Path:
     """Train ``steps`` steps and write every tensor of every step to a trace at ``path``.
 
     ``batches`` is one batch (reused every step, as in the seed) or one batch per step.
     ``forward(model, batch)`` gives the logits (default ``model(batch["x"])``);
-    ``loss_fn(logits, batch[target])`` the scalar loss.
+    ``loss_fn(logits, batch[target])`` the scalar loss. Buffers are recorded after each
+    step as ``step{k}.buffers.{name}``; with ``activations`` (the default) every submodule's
+    forward output is recorded as ``step{k}.activations.{module path}``, and the metadata
+    lists them in execution order (``activations``) with their classes (``modules``).
     """
     per_step = [batches] if isinstance(batches, Mapping) else list(batches)
     steps = steps if steps is not None else len(per_step)
@@ -108,42 +170,52 @@ def record(
     grads_len: list[int] = []
     losses: list[float] = []
 
-    def loss_of(batch: Batch) -> torch.Tensor:
-        return loss_fn(forward(model, batch), batch[target])
-
-    for k in range(steps):
-        batch = per_step[k % len(per_step)]
-        for name, t in batch.items():
-            tensors[tensor_name(k, "inputs", name)] = _numpy(t)
-        for name, p in named:
-            tensors[tensor_name(k, "params_before", name)] = _numpy(p)
-        logits = forward(model, batch)
-        loss = loss_fn(logits, batch[target])
-        tensors[tensor_name(k, "logits")] = _numpy(logits)
-        tensors[tensor_name(k, "loss")] = _numpy(loss).reshape(())
-        losses.append(loss.item())
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        grads_len.append(sum(p.grad is not None for _, p in named))
-        for name, p in named:
-            if p.grad is not None:
-                tensors[tensor_name(k, "grads", name)] = _numpy(p.grad)
-        optimizer.step()
-        for name, p in named:
-            tensors[tensor_name(k, "params_after", name)] = _numpy(p)
-        for p, state in optimizer.state.items():
-            pname = names_by_param.get(id(p))
-            if pname is None:
-                continue  # a parameter of another module: the recorded model never sees it
-            for slot in _SLOTS:
-                value = state.get(slot)
-                if isinstance(value, torch.Tensor):
-                    tensors[tensor_name(k, "optim", f"{slot}.{pname}")] = _numpy(value.float())
-                elif isinstance(value, (int, float)):
-                    tensors[tensor_name(k, "optim", f"{slot}.{pname}")] = np.array(value, dtype=np.float32)
+    hooks = _Activations(model) if activations else None
+    try:
+        for k in range(steps):
+            batch = per_step[k % len(per_step)]
+            for name, t in batch.items():
+                tensors[tensor_name(k, "inputs", name)] = _numpy(t)
+            for name, p in named:
+                tensors[tensor_name(k, "params_before", name)] = _numpy(p)
+            if hooks is None:
+                logits = forward(model, batch)
+            else:
+                with hooks.step() as outputs:
+                    logits = forward(model, batch)
+                for name, value in outputs.items():
+                    tensors[tensor_name(k, "activations", name)] = value
+            loss = loss_fn(logits, batch[target])
+            tensors[tensor_name(k, "logits")] = _numpy(logits)
+            tensors[tensor_name(k, "loss")] = _numpy(loss).reshape(())
+            losses.append(loss.item())
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            grads_len.append(sum(p.grad is not None for _, p in named))
+            for name, p in named:
+                if p.grad is not None:
+                    tensors[tensor_name(k, "grads", name)] = _numpy(p.grad)
+            optimizer.step()
+            for name, p in named:
+                tensors[tensor_name(k, "params_after", name)] = _numpy(p)
+            for name, b in model.named_buffers():
+                tensors[tensor_name(k, "buffers", name)] = _numpy(b)
+            for p, state in optimizer.state.items():
+                pname = names_by_param.get(id(p))
+                if pname is None:
+                    continue  # a parameter of another module: the recorded model never sees it
+                for slot in _SLOTS:
+                    value = state.get(slot)
+                    if isinstance(value, torch.Tensor):
+                        tensors[tensor_name(k, "optim", f"{slot}.{pname}")] = _numpy(value.float())
+                    elif isinstance(value, (int, float)):
+                        tensors[tensor_name(k, "optim", f"{slot}.{pname}")] = np.array(value, dtype=np.float32)
+    finally:
+        if hooks is not None:
+            hooks.remove()
     with torch.no_grad():
         last = per_step[(steps - 1) % len(per_step)]
-        tensors[tensor_name(steps - 1, "loss_after")] = _numpy(loss_of(last)).reshape(())
+        tensors[tensor_name(steps - 1, "loss_after")] = _numpy(loss_fn(forward(model, last), last[target])).reshape(())
     first = named[0][1] if named else None
     meta = {
         "framework": "pytorch",
@@ -157,6 +229,12 @@ def record(
         "loss_fn": getattr(loss_fn, "__name__", type(loss_fn).__name__),
         "recorder": f"burnside {__version__}",
     }
+    buffers = [name for name, _ in model.named_buffers()]
+    if buffers:
+        meta["buffers"] = buffers
+    if hooks is not None and hooks.order:
+        meta["activations"] = hooks.order
+        meta["modules"] = hooks.modules
     meta.update(metadata or {})
     if not all(math.isfinite(v) for v in losses):
         meta["nonfinite_loss"] = "true"

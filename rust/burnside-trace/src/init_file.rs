@@ -1,17 +1,21 @@
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use burn::module::{Module, ModuleMapper, Param};
+use burn::module::Module;
+use burn::store::{ApplyError, ModuleSnapshot, PyTorchToBurnAdapter, bridge};
 use burn::tensor::{Device, Int, Tensor};
 
-use crate::param_paths::is_linear_weight;
-use crate::{FORMAT_VERSION, HostDType, HostTensor, SafetensorsFile, TraceError};
+use crate::{
+    FORMAT_VERSION, HostDType, HostTensor, ParamEntry, SafetensorsFile, TorchNames, TraceError,
+    param_paths_with,
+};
 
 /// A starting point written by `burnside.torch.export_init`: `params.{path}` in PyTorch names
 /// and layout, `inputs.{name}` the batch, metadata `burnside.format = init`.
 #[derive(Debug, Clone)]
 pub struct InitFile {
     file: SafetensorsFile,
+    names: TorchNames,
 }
 
 impl InitFile {
@@ -36,7 +40,10 @@ impl InitFile {
                 ),
             });
         }
-        Ok(Self { file })
+        Ok(Self {
+            file,
+            names: TorchNames::new(),
+        })
     }
 
     /// The initial value of parameter `path` in PyTorch layout, if the file has it.
@@ -101,38 +108,154 @@ impl InitFile {
         Ok(Tensor::from_data(input.to_data(), device))
     }
 
-    /// Replace every float parameter of `module` by the file's `params.{path}`, bit for bit,
-    /// transposing `Linear` weights into burn's `[in, out]`. Parameter ids, devices and
-    /// `require_grad` are kept. Every parameter must be in the file and every file parameter
-    /// must be used, with the right shape; otherwise nothing is half-loaded and the error says why.
-    pub fn load_module<M: Module>(&self, module: M) -> Result<M, TraceError> {
-        let mut loader = Loader {
-            init: self,
-            stack: Vec::new(),
-            used: BTreeSet::new(),
-            errors: Vec::new(),
-        };
-        let module = module.map(&mut loader);
-        if let Some(error) = loader.errors.into_iter().next() {
-            return Err(error);
+    /// Use `names` (the port's renames, the same value given to
+    /// [`TraceRecorder::with_names`](crate::TraceRecorder::with_names)) to pair the module's
+    /// tensors with the file's.
+    pub fn with_names(mut self, names: TorchNames) -> Self {
+        self.names = names;
+        self
+    }
+
+    /// The initial value of buffer `name` (`bn.running_mean`) in the file, if it has it.
+    pub fn buffer(&self, name: &str) -> Option<&HostTensor> {
+        self.file.tensors.get(&format!("buffers.{name}"))
+    }
+
+    /// Replace every float parameter of `module` by the file's `params.{name}` and every
+    /// running statistic by `buffers.{name}`, bit for bit, in burn's names and layout (burn-store's
+    /// `PyTorchToBurnAdapter`: `Linear` weights transposed, norm layers' `weight`/`bias` as
+    /// `gamma`/`beta`, plus the renames of [`with_names`](Self::with_names)). Parameter ids,
+    /// devices and `require_grad` are kept.
+    ///
+    /// Every parameter must be in the file and every tensor of the file must be used, with the
+    /// right shape; otherwise the error lists every missing and every unused tensor at once,
+    /// each missing one with the closest unused name. A buffer the file does not hold keeps the
+    /// module's own initial value (an init file made from a trace has none), and PyTorch's
+    /// `num_batches_tracked`, which burn does not keep, is not required to be used.
+    pub fn load_module<M: Module>(&self, mut module: M) -> Result<M, TraceError> {
+        let entries = param_paths_with(&module, &self.names);
+        let by_torch: BTreeMap<&str, &ParamEntry> =
+            entries.iter().map(|e| (e.torch.as_str(), e)).collect();
+        let mut tensors = Vec::new();
+        let mut unused = Vec::new();
+        for (key, value) in &self.file.tensors {
+            let Some((kind, name)) = key
+                .split_once('.')
+                .filter(|(kind, _)| *kind == "params" || *kind == "buffers")
+            else {
+                continue;
+            };
+            match by_torch.get(name) {
+                Some(entry) if value.dtype != HostDType::I64 => {
+                    tensors.push(bridge::from_data(value.to_data(), entry.path.clone(), None))
+                }
+                _ if kind == "buffers" && name.ends_with("num_batches_tracked") => {}
+                _ => unused.push(name.to_string()),
+            }
         }
-        let unused: Vec<&str> = self
-            .file
-            .tensors
-            .keys()
-            .filter_map(|k| k.strip_prefix("params."))
-            .filter(|p| !loader.used.contains(*p))
+        let result = module.apply(tensors, None, Some(Box::new(PyTorchToBurnAdapter)), false);
+        let missing_paths: BTreeSet<&str> =
+            result.missing.iter().map(|(p, _)| p.as_str()).collect();
+        let missing: Vec<&ParamEntry> = entries
+            .iter()
+            .filter(|e| !e.buffer && missing_paths.contains(e.path.as_str()))
             .collect();
+        unused.extend(
+            result
+                .unused
+                .iter()
+                .filter_map(|path| entries.iter().find(|e| &e.path == path))
+                .map(|e| e.torch.clone()),
+        );
+        if missing.is_empty() && unused.is_empty() && result.errors.is_empty() {
+            return Ok(module);
+        }
+        Err(TraceError::Format {
+            path: self.file.path.clone(),
+            message: self.misfit(&entries, &missing, &unused, &result.errors),
+        })
+    }
+
+    /// Everything that keeps the module from loading, in one message that says what to do.
+    fn misfit(
+        &self,
+        entries: &[ParamEntry],
+        missing: &[&ParamEntry],
+        unused: &[String],
+        errors: &[ApplyError],
+    ) -> String {
+        let mut lines = vec!["the burn module does not fit this init file".to_string()];
+        if !missing.is_empty() {
+            lines.push(format!(
+                "  {} burn tensor(s) not in the file (burn path -> PyTorch name <- closest unused name in the file):",
+                missing.len()
+            ));
+            for entry in missing {
+                let hint = closest(&entry.torch, unused)
+                    .map(|(_, u)| format!(" <- `{u}`?"))
+                    .unwrap_or_default();
+                lines.push(format!("    `{}` -> `{}`{hint}", entry.path, entry.torch));
+            }
+        }
         if !unused.is_empty() {
-            return Err(TraceError::Format {
-                path: self.file.path.clone(),
-                message: format!(
-                    "parameters {unused:?} are in the init file but not in the burn module"
+            lines.push(format!(
+                "  {} tensor(s) of the file used by no burn tensor (closest burn tensor's PyTorch name):",
+                unused.len()
+            ));
+            let names: Vec<String> = entries.iter().map(|e| e.torch.clone()).collect();
+            for name in unused {
+                let hint = closest(name, &names)
+                    .map(|(_, n)| format!(" (`{n}`?)"))
+                    .unwrap_or_default();
+                lines.push(format!("    `{name}`{hint}"));
+            }
+        }
+        for error in errors {
+            lines.push(match error {
+                ApplyError::ShapeMismatch {
+                    path,
+                    expected,
+                    found,
+                } => format!(
+                    "  `{path}`: the file's tensor is {:?} in burn's layout, the burn module's is {:?}",
+                    found.as_slice(),
+                    expected.as_slice()
                 ),
+                other => format!("  {other}"),
             });
         }
-        Ok(module)
+        let pair = missing
+            .iter()
+            .filter_map(|e| closest(&e.torch, unused).map(|(s, u)| (s, e.torch.clone(), u)))
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, torch, file)| (torch, file));
+        lines.push(match pair {
+            Some((torch, file)) => format!(
+                "fix: name the burn fields like the PyTorch module's attributes, or map the names once \
+                 and use the mapping for loading and recording alike: \
+                 `let names = TorchNames::new().table([(\"{torch}\", \"{file}\")])?;` then \
+                 `InitFile::read(..)?.with_names(names.clone())` and `TraceRecorder::new(..).with_names(names)`"
+            ),
+            None => "fix: build the burn module with the PyTorch model's sizes and attribute names \
+                     (or map names with TorchNames, given to InitFile::with_names and TraceRecorder::with_names)"
+                .to_string(),
+        });
+        lines.join("\n")
     }
+}
+
+/// The name in `candidates` most like `name` and how alike (Jaro-Winkler, 0..1): among those
+/// with the same last segment (`weight`, `bias`, `running_var`) if there are any, since a rename
+/// keeps it; otherwise only one alike enough to be a likely rename.
+fn closest(name: &str, candidates: &[String]) -> Option<(f64, String)> {
+    let leaf = |s: &str| s.rsplit('.').next().map(str::to_string);
+    let best = |pool: &mut dyn Iterator<Item = &String>| {
+        pool.map(|c| (textdistance::nstr::jaro_winkler(name, c), c))
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(similarity, c)| (similarity, c.clone()))
+    };
+    best(&mut candidates.iter().filter(|c| leaf(c) == leaf(name)))
+        .or_else(|| best(&mut candidates.iter()).filter(|(similarity, _)| *similarity >= 0.8))
 }
 
 fn check_rank(name: &str, tensor: &HostTensor, rank: usize) -> Result<(), TraceError> {
@@ -145,62 +268,60 @@ fn check_rank(name: &str, tensor: &HostTensor, rank: usize) -> Result<(), TraceE
     Ok(())
 }
 
-/// Maps a module, swapping in the init file's values by field path.
-struct Loader<'a> {
-    init: &'a InitFile,
-    stack: Vec<(String, String)>,
-    used: BTreeSet<String>,
-    errors: Vec<TraceError>,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::write_safetensors;
+    use burn::nn::{BatchNorm, BatchNormConfig, LayerNorm, LayerNormConfig};
 
-impl ModuleMapper for Loader<'_> {
-    fn enter_module(&mut self, name: &str, container_type: &str) {
-        self.stack
-            .push((name.to_string(), container_type.to_string()));
+    #[derive(Module, Debug)]
+    struct Norms {
+        bn: BatchNorm,
+        ln: LayerNorm,
     }
 
-    fn exit_module(&mut self, _name: &str, _container_type: &str) {
-        self.stack.pop();
-    }
-
-    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
-        let path = self
-            .stack
-            .iter()
-            .map(|(name, _)| name.as_str())
-            .collect::<Vec<_>>()
-            .join(".");
-        let name = format!("params.{path}");
-        let Some(stored) = self.init.param(&path) else {
-            self.errors.push(TraceError::Format {
-                path: self.init.file.path.clone(),
-                message: format!("no tensor `{name}` for the burn module's parameter `{path}`"),
-            });
-            return param;
+    #[test]
+    fn pytorch_norm_weights_and_running_stats_load_into_burn_names() {
+        let f32s = |v: &[f32]| HostTensor::from_f32(v, vec![v.len()]);
+        let tensors: BTreeMap<String, HostTensor> = [
+            ("params.bn.weight", f32s(&[1.5, 2.5])),
+            ("params.bn.bias", f32s(&[0.5, -0.5])),
+            ("buffers.bn.running_mean", f32s(&[0.25, 0.75])),
+            ("buffers.bn.running_var", f32s(&[2.0, 3.0])),
+            (
+                "buffers.bn.num_batches_tracked",
+                HostTensor::from_i64(&[7], vec![]),
+            ),
+            ("params.ln.weight", f32s(&[3.0, 4.0, 5.0])),
+            ("params.ln.bias", f32s(&[0.0, 1.0, 2.0])),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let metadata: BTreeMap<String, String> =
+            [("burnside.format", "init"), ("burnside.version", "1")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+        let path =
+            std::env::temp_dir().join(format!("burnside-norms-{}.safetensors", std::process::id()));
+        write_safetensors(&path, &tensors, &metadata).unwrap();
+        let device = Device::default().autodiff();
+        let norms = Norms {
+            bn: BatchNormConfig::new(2).init(&device),
+            ln: LayerNormConfig::new(3).init(&device),
         };
-        let value = if is_linear_weight(&self.stack, D) {
-            stored.transposed()
-        } else {
-            stored.clone()
-        };
-        let expected = param.val().dims().to_vec();
-        if value.shape != expected || value.dtype == HostDType::I64 {
-            self.errors.push(TraceError::Mismatch {
-                name,
-                message: format!(
-                    "{:?} {:?} in the file does not fit burn's {:?} (after the Linear transpose: {})",
-                    stored.dtype,
-                    stored.shape,
-                    expected,
-                    is_linear_weight(&self.stack, D)
-                ),
-            });
-            return param;
-        }
-        self.used.insert(path);
-        param.map(|old| {
-            let tensor = Tensor::<D>::from_data(value.to_data(), &old.device());
-            tensor.set_require_grad(old.is_require_grad())
-        })
+        let norms = InitFile::read(&path).unwrap().load_module(norms).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let values = |t: Tensor<1>| t.into_data().try_to_vec::<f32>().unwrap();
+        assert_eq!(values(norms.bn.gamma.val()), vec![1.5, 2.5]);
+        assert_eq!(values(norms.bn.running_mean.value()), vec![0.25, 0.75]);
+        assert_eq!(values(norms.bn.running_var.value()), vec![2.0, 3.0]);
+        assert_eq!(
+            values(norms.ln.beta.as_ref().unwrap().val()),
+            vec![0.0, 1.0, 2.0]
+        );
+        assert!(norms.ln.gamma.val().is_require_grad());
+        assert!(!norms.bn.running_mean.value().is_require_grad());
     }
 }

@@ -17,9 +17,11 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Names are the module's field paths (`fc1.weight`), which are PyTorch's `named_parameters()`
-//! paths for a faithful port. `Linear` weights, their gradients and their optimizer moments are
-//! transposed to PyTorch's `[out, in]` on the way out and back to burn's `[in, out]` on the way in.
+//! Names are PyTorch's: the module's field paths (`fc1.weight`) with burn-store's standard layer
+//! rules (norm layers' `gamma`/`beta` are `weight`/`bias`), plus a port's own renames
+//! ([`TorchNames`]). `Linear` weights, their gradients and their optimizer moments are
+//! transposed to PyTorch's `[out, in]` on the way out and back to burn's `[in, out]` on the way
+//! in. BatchNorm's running statistics are recorded as `buffers.*` by `params_after`.
 
 mod error;
 mod host_tensor;
@@ -27,6 +29,7 @@ mod init_file;
 mod optimizer_spec;
 mod optimizer_state;
 mod param_paths;
+mod port_args;
 mod safetensors_file;
 mod trace_recorder;
 
@@ -35,9 +38,10 @@ pub use host_tensor::{HostDType, HostTensor};
 pub use init_file::InitFile;
 pub use optimizer_spec::OptimizerSpec;
 pub use optimizer_state::optimizer_state;
-pub use param_paths::{ParamEntry, param_paths, param_values};
+pub use param_paths::{ParamEntry, TorchNames, param_paths, param_paths_with, param_values};
+pub use port_args::{PortArgs, UsageError, run_port};
 pub use safetensors_file::{SafetensorsFile, write_safetensors};
-pub use trace_recorder::TraceRecorder;
+pub use trace_recorder::{Tap, TraceRecorder};
 
 /// The trace format version this crate writes and the init format version it reads.
 pub const FORMAT_VERSION: &str = "1";

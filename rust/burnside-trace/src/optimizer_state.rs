@@ -4,7 +4,7 @@ use burn::optim::ModuleOptimizer;
 use burn::tensor::DType;
 use burn_pack::{Reader, Scalar};
 
-use crate::{HostTensor, ParamEntry, TraceError};
+use crate::{HostTensor, ParamEntry, TorchNames, TraceError};
 
 /// The optimizer's per-parameter state in PyTorch's names and layout:
 /// `(slot, param path) -> tensor`, e.g. `("exp_avg", "fc1.weight")`.
@@ -14,11 +14,13 @@ use crate::{HostTensor, ParamEntry, TraceError};
 /// `{param_id}.{field}`, e.g. `{id}.momentum.moment_1`, and whose scalars hold `{id}.momentum.time`).
 /// Slots are renamed (`moment_1` → `exp_avg`, `moment_2` → `exp_avg_sq`, `max_moment_2` →
 /// `max_exp_avg_sq`, `velocity` → `momentum_buffer`, `time` → `step` as an f32 scalar); a field
-/// without a PyTorch counterpart keeps its burn name. `Linear` weight moments are transposed.
+/// without a PyTorch counterpart keeps its burn name. Parameters get their PyTorch names from `names`
+/// and moments their PyTorch layout (`Linear` weight moments are transposed).
 /// State of a parameter that is not in `params` (another module's) is an error.
 pub fn optimizer_state(
     optim: &ModuleOptimizer,
     params: &[ParamEntry],
+    names: &TorchNames,
 ) -> Result<BTreeMap<(String, String), HostTensor>, TraceError> {
     let bad = |what: String| TraceError::OptimizerState(what);
     let bytes = optim
@@ -56,7 +58,7 @@ pub fn optimizer_state(
             Scalar::Bool(v) => f32::from(u8::from(v)),
         };
         state.insert(
-            (torch_slot(&leaf), entry.path.clone()),
+            (torch_slot(&leaf), entry.torch.clone()),
             HostTensor::from_f32(&[value], vec![]),
         );
     }
@@ -75,8 +77,8 @@ pub fn optimizer_state(
             data.convert::<f32>()
         })?;
         state.insert(
-            (torch_slot(&leaf), entry.path.clone()),
-            entry.to_torch_layout(host),
+            (torch_slot(&leaf), entry.torch.clone()),
+            entry.to_torch_layout(host, names)?,
         );
     }
     Ok(state)

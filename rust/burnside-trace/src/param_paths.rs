@@ -1,34 +1,123 @@
 use burn::module::{Module, ModuleVisitor, Param, ParamId};
+use burn::store::burn_pack::Tensor as PackTensor;
+use burn::store::{BurnToPyTorchAdapter, KeyRemapper, ModuleAdapter, ModuleContext, bridge};
 use burn::tensor::Tensor;
 
 use crate::{HostTensor, TraceError};
 
-/// One float parameter of a module: its id, its path and whether burn stores it transposed.
+/// How a burn module's tensor paths become PyTorch names, defined once and used by
+/// [`InitFile::with_names`](crate::InitFile::with_names) (loading) and
+/// [`TraceRecorder::with_names`](crate::TraceRecorder::with_names) (recording) alike.
+///
+/// burn's standard layers need nothing here: burn-store's `BurnToPyTorchAdapter` already names
+/// norm layers' `gamma`/`beta` as `weight`/`bias` (BatchNorm, LayerNorm, GroupNorm, RmsNorm)
+/// and transposes `Linear` weights; Conv, ConvTranspose and Embedding share PyTorch's names and
+/// layouts. Only a module of your own whose field names differ from the PyTorch module's
+/// attribute names needs a rename, written in the burn -> PyTorch direction and applied to the
+/// whole dotted path after the standard rules.
+#[derive(Debug, Clone, Default)]
+pub struct TorchNames {
+    remapper: KeyRemapper,
+}
+
+impl TorchNames {
+    /// The standard layer rules only.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Rename every burn path matching the regex `burn` to `torch` (capture groups as `$1`),
+    /// e.g. `rename(r"^attn\.query\.", "attn.q.")`.
+    pub fn rename(self, burn: &str, torch: &str) -> Result<Self, TraceError> {
+        let remapper =
+            self.remapper
+                .add_pattern(burn, torch)
+                .map_err(|e| TraceError::Mismatch {
+                    name: burn.to_string(),
+                    message: format!("is not a valid rename pattern: {e}"),
+                })?;
+        Ok(Self { remapper })
+    }
+
+    /// Rename exact paths, from a table of `(burn path, PyTorch name)` pairs.
+    pub fn table<'a>(
+        mut self,
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Self, TraceError> {
+        for (burn, torch) in pairs {
+            self = self.rename(&format!("^{}$", escape(burn)), &torch.replace('$', "$$"))?;
+        }
+        Ok(self)
+    }
+
+    /// A burn tensor (named by its field path) in PyTorch's name and layout.
+    fn to_torch(&self, tensor: PackTensor, containers: &[String]) -> PackTensor {
+        let tensor = BurnToPyTorchAdapter.adapt(tensor, ModuleContext::new(containers));
+        let (mut renamed, _) = self.remapper.remap(vec![tensor]);
+        renamed.pop().expect("remap keeps every tensor")
+    }
+}
+
+/// `s` with regex metacharacters escaped, for an exact-path rename.
+fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if "\\.+*?()|[]{}^$#&-~".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// One float tensor of a module, a parameter or a running-statistics buffer, with its burn path
+/// and its PyTorch name.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ParamEntry {
     /// The parameter's id, which the optimizer and `GradientsParams` key on.
     pub id: ParamId,
-    /// The module's field path, e.g. `fc1.weight` (PyTorch's name for a faithful port).
+    /// The module's field path, e.g. `bn.gamma`.
     pub path: String,
-    /// A `Linear` weight: burn `[in, out]`, PyTorch `[out, in]`.
-    pub linear_weight: bool,
+    /// PyTorch's name for it, e.g. `bn.weight`: the name in traces and init files.
+    pub torch: String,
+    /// A buffer (BatchNorm's `running_mean` / `running_var`, burn `RunningState`), not trained.
+    pub buffer: bool,
+    /// The types of the structs declaring each field on the path, which decide the layout.
+    containers: Vec<String>,
 }
 
 impl ParamEntry {
     /// Bring a tensor shaped like this parameter in burn (its value, a gradient, a moment) to
-    /// PyTorch layout.
-    pub fn to_torch_layout(&self, tensor: HostTensor) -> HostTensor {
-        if self.linear_weight {
-            tensor.transposed()
-        } else {
-            tensor
-        }
+    /// PyTorch layout (`Linear` weights transposed, everything else as is).
+    pub fn to_torch_layout(
+        &self,
+        tensor: HostTensor,
+        names: &TorchNames,
+    ) -> Result<HostTensor, TraceError> {
+        let packed = bridge::from_data(tensor.to_data(), self.path.clone(), None);
+        let packed = names.to_torch(packed, &self.containers);
+        host(packed, &self.torch)
     }
 }
 
-/// Every float parameter of `module` in module order, with its field path (no data copied).
+fn host(tensor: PackTensor, name: &str) -> Result<HostTensor, TraceError> {
+    let data = bridge::into_data(tensor).map_err(|e| TraceError::Mismatch {
+        name: name.to_string(),
+        message: format!("cannot read the tensor's data: {e:?}"),
+    })?;
+    HostTensor::from_data(data)
+}
+
+/// Every float tensor of `module` in module order, with its burn path and PyTorch name
+/// (standard layer rules only; see [`param_paths_with`]). No data is copied.
 pub fn param_paths<M: Module>(module: &M) -> Vec<ParamEntry> {
+    param_paths_with(module, &TorchNames::new())
+}
+
+/// Every float tensor of `module` in module order, named by `names`.
+pub fn param_paths_with<M: Module>(module: &M, names: &TorchNames) -> Vec<ParamEntry> {
     let mut visitor = PathVisitor {
+        names,
         stack: Vec::new(),
         entries: Vec::new(),
         values: None,
@@ -37,49 +126,43 @@ pub fn param_paths<M: Module>(module: &M) -> Vec<ParamEntry> {
     visitor.entries
 }
 
-/// Every float parameter of `module` in module order with its value in PyTorch layout.
-pub fn param_values<M: Module>(module: &M) -> Result<Vec<(ParamEntry, HostTensor)>, TraceError> {
+/// Every float tensor of `module` in module order with its value in PyTorch name and layout.
+///
+/// Running statistics are read as the module holds them; call `module.valid()` first (which
+/// syncs every `RunningState`) to see the value of the latest forward pass.
+pub fn param_values<M: Module>(
+    module: &M,
+    names: &TorchNames,
+) -> Result<Vec<(ParamEntry, HostTensor)>, TraceError> {
     let mut visitor = PathVisitor {
+        names,
         stack: Vec::new(),
         entries: Vec::new(),
         values: Some(Vec::new()),
     };
     module.visit(&mut visitor);
-    let values = visitor
-        .values
-        .unwrap_or_default()
-        .into_iter()
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(visitor
+    let values = visitor.values.unwrap_or_default();
+    visitor
         .entries
         .into_iter()
         .zip(values)
-        .map(|(entry, value)| {
-            let value = entry.to_torch_layout(value);
-            (entry, value)
+        .map(|(entry, packed)| {
+            let value = host(packed, &entry.torch)?;
+            Ok((entry, value))
         })
-        .collect())
+        .collect()
 }
 
 /// Walks a module keeping the stack of field names and the types that declare them.
-struct PathVisitor {
+struct PathVisitor<'a> {
+    names: &'a TorchNames,
     stack: Vec<(String, String)>,
     entries: Vec<ParamEntry>,
-    /// The values in burn layout, when asked for.
-    values: Option<Vec<Result<HostTensor, TraceError>>>,
+    /// The values in PyTorch layout (not yet read), when asked for.
+    values: Option<Vec<PackTensor>>,
 }
 
-impl PathVisitor {
-    fn path(&self) -> String {
-        self.stack
-            .iter()
-            .map(|(name, _)| name.as_str())
-            .collect::<Vec<_>>()
-            .join(".")
-    }
-}
-
-impl ModuleVisitor for PathVisitor {
+impl ModuleVisitor for PathVisitor<'_> {
     fn enter_module(&mut self, name: &str, container_type: &str) {
         self.stack
             .push((name.to_string(), container_type.to_string()));
@@ -90,29 +173,45 @@ impl ModuleVisitor for PathVisitor {
     }
 
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let path = self
+            .stack
+            .iter()
+            .map(|(name, _)| name.as_str())
+            .collect::<Vec<_>>()
+            .join(".");
+        let containers: Vec<String> = self.stack.iter().map(|(_, c)| c.clone()).collect();
+        // Deferred: the data is only read if the values were asked for.
+        let packed = bridge::from_tensor(&param.val(), path.clone(), Some(param.id.val()));
+        let packed = self.names.to_torch(packed, &containers);
         self.entries.push(ParamEntry {
             id: param.id,
-            path: self.path(),
-            linear_weight: is_linear_weight(&self.stack, D),
+            torch: packed.name.clone(),
+            buffer: is_running_stat(&self.stack),
+            path,
+            containers,
         });
         if let Some(values) = self.values.as_mut() {
-            values.push(HostTensor::from_data(param.val().into_data()));
+            values.push(packed);
         }
     }
 }
 
-/// Whether the innermost field is `weight` of a `Struct:Linear` and the tensor is 2-d.
+/// Whether the innermost field is one of BatchNorm's `RunningState`s, burn's only buffers.
 ///
 /// burn's derive calls `enter_module(field, container)` with the type of the struct that
-/// *declares* the field, so a Linear weight arrives as `("weight", "Struct:Linear")`.
-pub(crate) fn is_linear_weight(stack: &[(String, String)], rank: usize) -> bool {
-    matches!(stack.last(), Some((name, container)) if rank == 2 && name == "weight" && container == "Struct:Linear")
+/// *declares* the field, so a running mean arrives as `("running_mean", "Struct:BatchNorm")`.
+fn is_running_stat(stack: &[(String, String)]) -> bool {
+    matches!(stack.last(), Some((name, container))
+        if container == "Struct:BatchNorm" && (name == "running_mean" || name == "running_var"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use burn::nn::{Linear, LinearConfig};
+    use burn::nn::{
+        BatchNorm, BatchNormConfig, Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear,
+        LinearConfig, conv::Conv2d, conv::Conv2dConfig,
+    };
     use burn::tensor::Device;
 
     #[derive(Module, Debug)]
@@ -123,7 +222,7 @@ mod tests {
     }
 
     #[test]
-    fn paths_follow_fields_and_mark_only_linear_weights() {
+    fn paths_follow_fields_and_only_linear_weights_are_transposed() {
         let device = Device::default();
         let net = Net {
             encoder: LinearConfig::new(2, 3).init(&device),
@@ -131,22 +230,90 @@ mod tests {
             scale: Param::from_tensor(Tensor::zeros([2, 2], &device)),
         };
         let entries = param_paths(&net);
-        let names: Vec<(&str, bool)> = entries
-            .iter()
-            .map(|e| (e.path.as_str(), e.linear_weight))
-            .collect();
+        let names: Vec<&str> = entries.iter().map(|e| e.torch.as_str()).collect();
         assert_eq!(
             names,
-            vec![
-                ("encoder.weight", true),
-                ("encoder.bias", false),
-                ("layers.0.weight", true),
-                ("scale", false)
-            ]
+            vec!["encoder.weight", "encoder.bias", "layers.0.weight", "scale"]
         );
-        let values = param_values(&net).unwrap();
+        let values = param_values(&net, &TorchNames::new()).unwrap();
         assert_eq!(values[0].0, entries[0]);
         assert_eq!(values[0].1.shape, vec![3, 2], "PyTorch layout");
         assert_eq!(net.encoder.weight.val().dims(), [2, 3], "burn layout");
+        assert_eq!(values[3].1.shape, vec![2, 2]);
+        let grad = HostTensor::from_f32(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], vec![2, 3]);
+        let torch = entries[0]
+            .to_torch_layout(grad.clone(), &TorchNames::new())
+            .unwrap();
+        assert_eq!(torch, grad.transposed());
+    }
+
+    #[derive(Module, Debug)]
+    struct Layers {
+        conv: Conv2d,
+        bn: BatchNorm,
+        ln: LayerNorm,
+        emb: Embedding,
+    }
+
+    #[test]
+    fn standard_layers_get_pytorch_names_and_running_stats_are_buffers() {
+        let device = Device::default();
+        let layers = Layers {
+            conv: Conv2dConfig::new([2, 4], [3, 3]).init(&device),
+            bn: BatchNormConfig::new(4).init(&device),
+            ln: LayerNormConfig::new(4).init(&device),
+            emb: EmbeddingConfig::new(5, 4).init(&device),
+        };
+        let entries: Vec<(String, String, bool)> = param_paths(&layers)
+            .into_iter()
+            .map(|e| (e.path, e.torch, e.buffer))
+            .collect();
+        let expect =
+            |burn: &str, torch: &str, buffer: bool| (burn.to_string(), torch.to_string(), buffer);
+        assert_eq!(
+            entries,
+            vec![
+                expect("conv.weight", "conv.weight", false),
+                expect("conv.bias", "conv.bias", false),
+                expect("bn.gamma", "bn.weight", false),
+                expect("bn.beta", "bn.bias", false),
+                expect("bn.running_mean", "bn.running_mean", true),
+                expect("bn.running_var", "bn.running_var", true),
+                expect("ln.gamma", "ln.weight", false),
+                expect("ln.beta", "ln.bias", false),
+                expect("emb.weight", "emb.weight", false),
+            ]
+        );
+        let values = param_values(&layers, &TorchNames::new()).unwrap();
+        assert_eq!(
+            values[0].1.shape,
+            vec![4, 2, 3, 3],
+            "conv weights as PyTorch's"
+        );
+    }
+
+    #[test]
+    fn a_rename_applies_after_the_standard_rules() {
+        let device = Device::default();
+        let net = Net {
+            encoder: LinearConfig::new(2, 3).init(&device),
+            layers: vec![],
+            scale: Param::from_tensor(Tensor::zeros([2, 2], &device)),
+        };
+        let names = TorchNames::new()
+            .rename(r"^encoder\.", "enc.")
+            .unwrap()
+            .table([("scale", "gain.weight")])
+            .unwrap();
+        let torch: Vec<String> = param_paths_with(&net, &names)
+            .into_iter()
+            .map(|e| e.torch)
+            .collect();
+        assert_eq!(torch, vec!["enc.weight", "enc.bias", "gain.weight"]);
+        let error = TorchNames::new().rename("(", "x").unwrap_err();
+        assert!(
+            error.to_string().contains("not a valid rename pattern"),
+            "{error}"
+        );
     }
 }

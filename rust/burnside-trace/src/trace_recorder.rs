@@ -7,13 +7,14 @@ use burn::tensor::{Tensor, TensorData};
 use serde_json::{Value, json};
 
 use crate::{
-    BURN_VERSION, FORMAT_VERSION, HostTensor, OptimizerSpec, ParamEntry, TraceError,
-    optimizer_state, param_paths, param_values, write_safetensors,
+    BURN_VERSION, FORMAT_VERSION, HostTensor, OptimizerSpec, ParamEntry, TorchNames, TraceError,
+    optimizer_state, param_paths_with, param_values, write_safetensors,
 };
 
 /// Records what one burn training loop computes, step by step, and writes it as a burnside
-/// trace (v1): `step{k}.inputs.*`, `params_before.*`, `logits`, `loss`, `grads.*`,
-/// `params_after.*`, `optim.*`, and `loss_after` on the last step, in PyTorch names and layout.
+/// trace (v1): `step{k}.inputs.*`, `params_before.*`, `activations.*`, `logits`, `loss`,
+/// `grads.*`, `params_after.*`, `buffers.*`, `optim.*`, and `loss_after` on the last step, in
+/// PyTorch names and layout.
 ///
 /// Call the stage methods in any order within a step; [`write`](Self::write) checks that
 /// every step has its loss and grads and that the last step has `loss_after`.
@@ -22,6 +23,9 @@ pub struct TraceRecorder {
     optimizer: OptimizerSpec,
     tensors: BTreeMap<String, HostTensor>,
     params: Vec<String>,
+    buffers: Vec<String>,
+    activations: Vec<String>,
+    names: TorchNames,
     grads_len: BTreeMap<usize, usize>,
     steps: usize,
     metadata: BTreeMap<String, String>,
@@ -38,6 +42,9 @@ impl TraceRecorder {
             optimizer,
             tensors: BTreeMap::new(),
             params: Vec::new(),
+            buffers: Vec::new(),
+            activations: Vec::new(),
+            names: TorchNames::new(),
             grads_len: BTreeMap::new(),
             steps: 0,
             metadata,
@@ -47,6 +54,13 @@ impl TraceRecorder {
     /// Set a plain-string metadata key (`device`, `dtype`, `loss_fn`, or your own).
     pub fn with_metadata(mut self, key: &str, value: &str) -> Self {
         self.metadata.insert(key.to_string(), value.to_string());
+        self
+    }
+
+    /// Name tensors with `names` (the port's renames, the same value given to
+    /// [`InitFile::with_names`](crate::InitFile::with_names)).
+    pub fn with_names(mut self, names: TorchNames) -> Self {
+        self.names = names;
         self
     }
 
@@ -64,12 +78,13 @@ impl TraceRecorder {
 
     /// The parameters before step `step`'s update.
     pub fn params_before<M: Module>(&mut self, step: usize, module: &M) -> Result<(), TraceError> {
-        self.record_params(step, "params_before", module)
+        self.record_params(step, "params_before", module, false)
     }
 
-    /// The parameters after step `step`'s optimizer step.
+    /// The parameters after step `step`'s optimizer step, and the buffers (BatchNorm's running
+    /// statistics) after step `step`'s forward pass, as `buffers.{name}`.
     pub fn params_after<M: Module>(&mut self, step: usize, module: &M) -> Result<(), TraceError> {
-        self.record_params(step, "params_after", module)
+        self.record_params(step, "params_after", module, true)
     }
 
     fn record_params<M: Module>(
@@ -77,15 +92,57 @@ impl TraceRecorder {
         step: usize,
         stage: &str,
         module: &M,
+        with_buffers: bool,
     ) -> Result<(), TraceError> {
-        let values = param_values(module)?;
+        if with_buffers {
+            // A forward pass leaves a RunningState's new value pending until the next forward
+            // reads it; `valid` syncs it now, so the buffers recorded are this step's.
+            drop(module.valid());
+        }
+        let values = param_values(module, &self.names)?;
         if self.params.is_empty() {
-            self.params = values.iter().map(|(entry, _)| entry.path.clone()).collect();
+            self.params = values
+                .iter()
+                .filter(|(entry, _)| !entry.buffer)
+                .map(|(entry, _)| entry.torch.clone())
+                .collect();
+            self.buffers = values
+                .iter()
+                .filter(|(entry, _)| entry.buffer)
+                .map(|(entry, _)| entry.torch.clone())
+                .collect();
         }
         for (entry, value) in values {
-            self.put(step, &format!("{stage}.{}", entry.path), value);
+            if !entry.buffer {
+                self.put(step, &format!("{stage}.{}", entry.torch), value);
+            } else if with_buffers {
+                self.put(step, &format!("buffers.{}", entry.torch), value);
+            }
         }
         Ok(())
+    }
+
+    /// The output of the layer PyTorch calls `name` (its module path: `ln2`, `attn.q`) during
+    /// step `step`'s forward pass. Record the layers in the order the forward pass runs them:
+    /// the comparison reports the first one out of tolerance.
+    pub fn activation<const D: usize>(
+        &mut self,
+        step: usize,
+        name: &str,
+        output: &Tensor<D>,
+    ) -> Result<(), TraceError> {
+        let tensor = HostTensor::from_data(output.to_data())?;
+        if !self.activations.iter().any(|a| a == name) {
+            self.activations.push(name.to_string());
+        }
+        self.put(step, &format!("activations.{name}"), tensor);
+        Ok(())
+    }
+
+    /// Where step `step`'s forward pass reports its layers' outputs: pass it to the model's
+    /// forward and call [`Tap::activation`] once per layer.
+    pub fn tap(&mut self, step: usize) -> Tap<'_> {
+        Tap(Some((self, step)))
     }
 
     /// The model's output at step `step`.
@@ -123,7 +180,7 @@ impl TraceRecorder {
         module: &M,
         grads: &GradientsParams,
     ) -> Result<(), TraceError> {
-        let entries = param_paths(module);
+        let entries = param_paths_with(module, &self.names);
         let mut visitor = GradsVisitor {
             grads,
             index: 0,
@@ -132,8 +189,8 @@ impl TraceRecorder {
         module.visit(&mut visitor);
         for (index, data) in visitor.found {
             let entry = &entries[index];
-            let tensor = entry.to_torch_layout(HostTensor::from_data(data)?);
-            self.put(step, &format!("grads.{}", entry.path), tensor);
+            let tensor = entry.to_torch_layout(HostTensor::from_data(data)?, &self.names)?;
+            self.put(step, &format!("grads.{}", entry.torch), tensor);
         }
         self.grads_len.insert(step, grads.len());
         Ok(())
@@ -146,8 +203,8 @@ impl TraceRecorder {
         module: &M,
         optim: &ModuleOptimizer,
     ) -> Result<(), TraceError> {
-        let entries: Vec<ParamEntry> = param_paths(module);
-        for ((slot, path), tensor) in optimizer_state(optim, &entries)? {
+        let entries: Vec<ParamEntry> = param_paths_with(module, &self.names);
+        for ((slot, path), tensor) in optimizer_state(optim, &entries, &self.names)? {
             self.put(step, &format!("optim.{slot}.{path}"), tensor);
         }
         Ok(())
@@ -197,6 +254,15 @@ impl TraceRecorder {
         set("steps", json!(self.steps).to_string());
         set("optimizer", self.optimizer.to_json().to_string());
         set("params", Value::from(self.params.clone()).to_string());
+        if !self.buffers.is_empty() {
+            set("buffers", Value::from(self.buffers.clone()).to_string());
+        }
+        if !self.activations.is_empty() {
+            set(
+                "activations",
+                Value::from(self.activations.clone()).to_string(),
+            );
+        }
         set("grads_len", json!(grads_len).to_string());
         set(
             "recorder",
@@ -208,6 +274,46 @@ impl TraceRecorder {
     /// Write the trace to `path` (safetensors), atomically.
     pub fn write(&self, path: impl AsRef<Path>) -> Result<(), TraceError> {
         write_safetensors(path, &self.tensors, &self.metadata()?)
+    }
+}
+
+/// A forward pass's view of the recorder: layer outputs go to one step of a trace, or nowhere
+/// ([`Tap::off`], for a forward pass that is not recorded, such as the final loss).
+///
+/// ```no_run
+/// # use burn::tensor::Tensor;
+/// # use burnside_trace::{Tap, TraceError};
+/// # struct Model { ln2: burn::nn::LayerNorm }
+/// impl Model {
+///     fn forward(&self, x: Tensor<3>, mut tap: Tap) -> Result<Tensor<3>, TraceError> {
+///         let x = self.ln2.forward(x);
+///         tap.activation("ln2", &x)?;
+///         Ok(x)
+///     }
+/// }
+/// ```
+#[derive(Debug)]
+pub struct Tap<'a>(Option<(&'a mut TraceRecorder, usize)>);
+
+impl Tap<'static> {
+    /// A tap that records nothing.
+    pub fn off() -> Self {
+        Tap(None)
+    }
+}
+
+impl Tap<'_> {
+    /// Record `output` as the output of the layer PyTorch calls `name` (see
+    /// [`TraceRecorder::activation`]); nothing when the tap is off.
+    pub fn activation<const D: usize>(
+        &mut self,
+        name: &str,
+        output: &Tensor<D>,
+    ) -> Result<(), TraceError> {
+        match &mut self.0 {
+            Some((recorder, step)) => recorder.activation(*step, name, output),
+            None => Ok(()),
+        }
     }
 }
 
@@ -309,5 +415,51 @@ mod tests {
         assert_eq!(buffer.shape, vec![3, 2], "PyTorch layout");
         // With dampening 0, the first velocity is the gradient itself.
         assert_eq!(buffer, &recorder.tensors()["step0.grads.weight"]);
+    }
+
+    #[test]
+    fn buffers_are_recorded_after_the_forward_that_updated_them() {
+        use burn::nn::BatchNormConfig;
+        let device = Device::default().autodiff();
+        let bn = BatchNormConfig::new(2).init(&device);
+        // Channel 0 has mean 2 and biased variance 1 (unbiased 4/3); channel 1 is constant 0.
+        let x = Tensor::<3>::from_data(
+            [[[1.0, 3.0], [0.0, 0.0]], [[1.0, 3.0], [0.0, 0.0]]],
+            &device,
+        );
+        let mut recorder = TraceRecorder::new(OptimizerSpec::sgd(0.1));
+        let out = bn.forward(x);
+        recorder.activation(0, "bn", &out).unwrap();
+        recorder.params_before(0, &bn).unwrap();
+        recorder.params_after(0, &bn).unwrap();
+        let names: Vec<&str> = recorder.tensors().keys().map(String::as_str).collect();
+        assert_eq!(
+            names,
+            vec![
+                "step0.activations.bn",
+                "step0.buffers.running_mean",
+                "step0.buffers.running_var",
+                "step0.params_after.bias",
+                "step0.params_after.weight",
+                "step0.params_before.bias",
+                "step0.params_before.weight",
+            ]
+        );
+        let mean = recorder.tensors()["step0.buffers.running_mean"]
+            .to_f32()
+            .unwrap();
+        assert_eq!(
+            mean,
+            vec![0.2, 0.0],
+            "0.9 * 0 + 0.1 * batch mean, not the initial zeros"
+        );
+        let var = recorder.tensors()["step0.buffers.running_var"]
+            .to_f32()
+            .unwrap();
+        // burn 0.22.1 uses the biased batch variance (PyTorch: 0.9 + 0.1 * 4/3).
+        assert!((var[0] - (0.9 + 0.1 * 1.0)).abs() < 1e-6, "{var:?}");
+        assert_eq!(recorder.params, vec!["weight", "bias"]);
+        assert_eq!(recorder.buffers, vec!["running_mean", "running_var"]);
+        assert_eq!(recorder.activations, vec!["bn"]);
     }
 }

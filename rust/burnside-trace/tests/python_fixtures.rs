@@ -10,7 +10,8 @@ use burn::nn::{Linear, LinearConfig};
 use burn::optim::GradientsParams;
 use burn::tensor::Device;
 use burnside_trace::{
-    HostDType, InitFile, OptimizerSpec, SafetensorsFile, TraceError, TraceRecorder, param_values,
+    HostDType, InitFile, OptimizerSpec, SafetensorsFile, TorchNames, TraceError, TraceRecorder,
+    param_values,
 };
 
 #[derive(Module, Debug)]
@@ -46,8 +47,8 @@ fn init_file_loads_bit_for_bit_in_burn_layout() {
         [3, 2],
         "burn keeps Linear weights as [in, out]"
     );
-    for (entry, value) in param_values(&model).unwrap() {
-        assert_eq!(&value, init.param(&entry.path).unwrap(), "{}", entry.path);
+    for (entry, value) in param_values(&model, &TorchNames::new()).unwrap() {
+        assert_eq!(&value, init.param(&entry.torch).unwrap(), "{}", entry.torch);
     }
     assert!(model.fc.weight.val().is_require_grad());
     let x = init.float_input::<2>("x", &device).unwrap();
@@ -183,13 +184,46 @@ fn a_module_that_does_not_match_the_init_file_is_refused() {
             head: LinearConfig::new(3, 2).init(&device),
         })
         .unwrap_err();
-    assert!(error.to_string().contains("params.head.weight"), "{error}");
+    // Every missing and every unused tensor at once, each with the closest name on the other side.
+    let message = error.to_string();
+    for line in [
+        "`head.weight` -> `head.weight`",
+        "`head.bias` -> `head.bias`",
+        "`fc.weight` (`head.weight`?)",
+        "`fc.bias` (`head.bias`?)",
+    ] {
+        assert!(message.contains(line), "{line} in {message}");
+    }
+    assert!(message.contains("TorchNames::new().table"), "{message}");
+    // The same mapping, given once, makes it load.
+    let names = TorchNames::new().rename(r"^head\.", "fc.").unwrap();
+    let renamed = init
+        .clone()
+        .with_names(names)
+        .load_module(Renamed {
+            head: LinearConfig::new(3, 2).init(&device),
+        })
+        .unwrap();
+    assert_eq!(
+        renamed.head.weight.val().into_data(),
+        init.load_module(tiny(&device))
+            .unwrap()
+            .fc
+            .weight
+            .val()
+            .into_data()
+    );
     let error = init
         .load_module(Tiny {
             fc: LinearConfig::new(2, 3).init(&device),
         })
         .unwrap_err();
-    assert!(matches!(error, TraceError::Mismatch { .. }), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("`fc.weight`: the file's tensor is [3, 2]"),
+        "{error}"
+    );
 }
 
 impl Tiny {

@@ -9,10 +9,12 @@ from dataclasses import dataclass
 STAGES: tuple[str, ...] = (
     "inputs",
     "params_before",
+    "activations",
     "logits",
     "loss",
     "grads",
     "params_after",
+    "buffers",
     "optim",
     "loss_after",
 )
@@ -27,7 +29,7 @@ class TensorName:
 
     step: int
     stage: str
-    rest: str  # the input name, the param path, or `slot.param` for optim; "" for logits/loss
+    rest: str  # the input, param, buffer or module name, or `slot.param` for optim; "" for logits/loss
 
     @property
     def slot(self) -> str | None:
@@ -44,6 +46,11 @@ class TensorName:
         if self.stage == "optim" and "." in self.rest:
             return self.rest.split(".", 1)[1]
         return None
+
+    @property
+    def module(self) -> str | None:
+        """The module path of an `activations` tensor (`ln2`, `attn.q`)."""
+        return self.rest if self.stage == "activations" else None
 
     @property
     def is_shared_start(self) -> bool:
@@ -70,10 +77,11 @@ def tensor_name(step: int, stage: str, rest: str = "") -> str:
 
 
 def order_key(name: str, param_order: dict[str, int]) -> tuple:
-    """Sort key: step, stage, optimizer slot, parameter in module order, then name."""
+    """Sort key: step, stage, optimizer slot, then rank in ``param_order`` (parameters in module
+    order, buffers, activations in execution order), then name."""
     parsed = parse_name(name)
     if parsed is None:
         return (1 << 30, 0, "", 0, name)
-    param = parsed.param
-    rank = param_order.get(param, len(param_order)) if param is not None else 0
+    key = parsed.param if parsed.stage not in ("buffers", "activations") else parsed.rest
+    rank = param_order.get(key, len(param_order)) if key is not None else 0
     return (parsed.step, STAGE_INDEX[parsed.stage], parsed.slot or "", rank, name)

@@ -17,7 +17,7 @@ from burnside.trace.names import order_key
 
 FORMAT_VERSION = 1
 #: Metadata keys whose safetensors value is JSON text (native JSON in the JSON form).
-JSON_KEYS = frozenset({"steps", "optimizer", "params", "grads_len", "inputs"})
+JSON_KEYS = frozenset({"steps", "optimizer", "params", "grads_len", "inputs", "buffers", "activations", "modules"})
 _FORMAT_KEY = "burnside.format"
 _VERSION_KEY = "burnside.version"
 
@@ -47,7 +47,9 @@ class Trace:
         self._infos = infos
         self._source = source
         params = metadata.get("params") or []
-        self._param_order = {p: i for i, p in enumerate(params)}
+        # Parameters rank in module order; buffers after them, activations in execution order.
+        order = [*params, *(metadata.get("buffers") or []), *(metadata.get("activations") or [])]
+        self._param_order = {p: i for i, p in enumerate(dict.fromkeys(order))}
         self.names: tuple[str, ...] = tuple(sorted(infos, key=lambda n: order_key(n, self._param_order)))
 
     def __contains__(self, name: object) -> bool:

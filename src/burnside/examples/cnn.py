@@ -1,0 +1,56 @@
+"""A small CNN trained with Adam: Conv2d -> BatchNorm2d -> ReLU -> MaxPool2d -> Linear.
+
+The burn port is rust/cnn (bin ``cnn``). The conv has no bias, as is usual before a
+training-mode BatchNorm: the normalization cancels it, so its gradient is rounding noise that
+Adam turns into learning-rate-sized moves that differ between the two frameworks. Measured
+with ``bias=True`` on both sides (4 steps, lr 0.01): the conv bias gradients differ by 3.9e-8,
+``params_after.conv.bias`` by 0.011 after one step and 0.033 after four, which reaches
+``activations.conv`` (0.026) and ``buffers.bn.running_mean`` (0.005) but not the BatchNorm
+output, the logits or the loss (within 1e-5, checked at steps 0 and 3).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+
+#: The port's binary (crate rust/cnn).
+BURN_BIN = "cnn"
+#: Adam's learning rate on both sides.
+LR = 0.01
+
+
+class Cnn(nn.Module):
+    """2 channels of 8x8 in, 3 classes out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(2, 4, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(4)
+        self.relu = nn.ReLU()
+        self.pool = nn.MaxPool2d(2)
+        self.fc = nn.Linear(64, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.pool(self.relu(self.bn(self.conv(x))))
+        return self.fc(x.flatten(1))
+
+
+def model_and_batch() -> tuple[Cnn, dict[str, torch.Tensor]]:
+    """The model with seeded weights and one seeded batch of 8 images (512 elements per channel)."""
+    torch.manual_seed(0)
+    model = Cnn()
+    x = torch.randn(8, 2, 8, 8)
+    y = torch.randint(0, 3, (8,))
+    return model, {"x": x, "y": y}
+
+
+def record_torch(path: Path, *, steps: int) -> Path:
+    """Train ``steps`` Adam steps on one batch and write the trace to ``path``."""
+    from burnside.torch import record
+
+    model, batch = model_and_batch()
+    optimizer = torch.optim.Adam(model.parameters(), lr=LR)
+    return record(model, optimizer, batch, path, steps=steps, metadata={"model": "cnn"})

@@ -1,0 +1,132 @@
+"""The worked examples (a CNN with BatchNorm, a transformer block): PyTorch recorded, the burn port run
+through the `burnside check` contract, compared; each injected layer bug surfaces at its own layer."""
+
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+import pytest
+
+from burnside.burn.cargo import rust_workspace, target_dir
+from burnside.burn.check import record_port
+from burnside.compare import compare_traces
+from burnside.compare.tolerance import Tolerance, Tolerances
+from burnside.torch import export_init
+from burnside.examples import cnn, transformer
+from burnside.trace import open_trace, parse_name
+
+STEPS = 4
+#: f32 kernels of two frameworks: activations, gradients and moments agree to a few 1e-6 here.
+TOLERANCES = Tolerances(Tolerance(atol=1e-5))
+EXAMPLES = {"cnn": cnn, "transformer": transformer}
+
+
+@pytest.fixture(scope="module")
+def run_example(tmp_path_factory):
+    """``run_example(name, bug=None) -> (torch trace, burn trace)``, each run once."""
+    root = tmp_path_factory.mktemp("examples")
+    torch_traces: dict[str, object] = {}
+    cache: dict[tuple, tuple] = {}
+
+    def get(name: str, bug: str | None = None):
+        example = EXAMPLES[name]
+        if name not in torch_traces:
+            torch_traces[name] = example.record_torch(root / f"{name}.torch.safetensors", steps=STEPS)
+        if (name, bug) not in cache:
+            args = ["--steps", str(STEPS), *(["--bug", bug] if bug else [])]
+            burn = record_port(torch_traces[name], rust_workspace() / name, example.BURN_BIN, args,
+                               root / f"{name}-{bug or 'faithful'}")
+            cache[name, bug] = (open_trace(torch_traces[name]), open_trace(burn))
+        return cache[name, bug]
+
+    return get
+
+
+def table(comparison) -> str:
+    """The comparison as the test output shows it when an assertion fails."""
+    return "\n".join(f"{r.name} max_abs={r.stats.max_abs:.3g} out_of_tol={r.stats.out_of_tol}"
+                     for r in comparison.rows if not r.passed) + f"\nworst={comparison.worst:.3g}"
+
+
+def test_transformer_port_trains_the_same(run_example):
+    torch_trace, burn_trace = run_example("transformer")
+    comparison = compare_traces(torch_trace, burn_trace, TOLERANCES)
+    assert comparison.passed, table(comparison)
+    assert comparison.worst < 1e-5
+    activations = [r.name for r in comparison.rows if r.stage == "activations" and r.name.startswith("step0.")]
+    assert activations == [f"step0.activations.{m}" for m in torch_trace.metadata["activations"]], \
+        "every module the PyTorch model runs, in execution order"
+    assert torch_trace.metadata["modules"]["ln2"] == "LayerNorm"
+    # burn's LayerNorm gamma/beta were loaded from and recorded as PyTorch's weight/bias.
+    assert "step3.params_after.ln2.weight" in burn_trace
+
+
+def test_cnn_port_differs_only_in_batchnorm_running_var(run_example):
+    torch_trace, burn_trace = run_example("cnn")
+    comparison = compare_traces(torch_trace, burn_trace, TOLERANCES)
+    failed = [r.name for r in comparison.failed_rows]
+    assert failed == [f"step{k}.buffers.bn.running_var" for k in range(STEPS)], table(comparison)
+    # burn keeps no count of batches; everything else is on both sides.
+    assert comparison.only_in_a == [f"step{k}.buffers.bn.num_batches_tracked" for k in range(STEPS)]
+    assert not comparison.only_in_b and not comparison.structure
+    assert "step0.buffers.bn.running_mean" in {r.name for r in comparison.rows if r.passed}
+    # The known difference: burn 0.22.1 updates running_var with the biased batch variance,
+    # PyTorch with the unbiased one. From the initial 1 with momentum 0.1, after one batch of
+    # n = 8 images x 8 x 8 = 512 elements per channel: torch - 0.9 = (burn - 0.9) * n / (n - 1).
+    n = 8 * 8 * 8
+    burn_var = burn_trace.values("step0.buffers.bn.running_var").astype(np.float64)
+    torch_var = torch_trace.values("step0.buffers.bn.running_var").astype(np.float64)
+    np.testing.assert_allclose(torch_var - 0.9, (burn_var - 0.9) * n / (n - 1), rtol=1e-5)
+    assert np.all(np.abs(torch_var - burn_var) > 1e-5)
+
+
+def first_out_of_tolerance(comparison):
+    """The first activation or buffer out of tolerance, in pipeline order, and the activation before it."""
+    rows = [r for r in comparison.rows if r.stage in ("activations", "buffers")]
+    index = next(i for i, r in enumerate(rows) if not r.passed and not r.name.endswith("running_var"))
+    before = rows[index - 1] if index and rows[index - 1].stage == "activations" else None
+    return rows[index], before
+
+
+@pytest.mark.parametrize(("name", "bug", "layer", "module", "input_layer"), [
+    ("transformer", "gelu-tanh", "step0.activations.mlp.act", "GELU", "step0.activations.mlp.fc1"),
+    ("transformer", "ln-eps", "step0.activations.ln2", "LayerNorm", "step0.activations.attn"),
+    ("cnn", "bn-eps", "step0.activations.bn", "BatchNorm2d", "step0.activations.conv"),
+    ("cnn", "bn-momentum", "step0.buffers.bn.running_mean", None, None),
+])
+def test_a_layer_bug_is_first_seen_at_that_layer(run_example, name, bug, layer, module, input_layer):
+    torch_trace, burn_trace = run_example(name, bug)
+    comparison = compare_traces(torch_trace, burn_trace, TOLERANCES)
+    first, before = first_out_of_tolerance(comparison)
+    assert first.name == layer, table(comparison)
+    if module is not None:
+        assert torch_trace.metadata["modules"][parse_name(first.name).module] == module
+        assert before is not None and before.name == input_layer and before.passed, "its input still agreed"
+    else:
+        # A momentum changes no output of a training-mode forward pass, only the running statistics.
+        assert all(r.passed for r in comparison.rows if r.stage == "activations")
+
+
+def test_a_port_that_does_not_fit_the_init_lists_every_name(run_example, tmp_path):
+    run_example("transformer")  # builds the bins
+    cnn_init = export_init(*cnn.model_and_batch(), tmp_path / "cnn.init.safetensors")
+    proc = subprocess.run([str(target_dir() / "release" / "transformer"), "--init", str(cnn_init), "-o",
+                           str(tmp_path / "out.safetensors")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert not (tmp_path / "out.safetensors").exists()
+    message = proc.stderr
+    assert "15 burn tensor(s) not in the file" in message
+    assert "7 tensor(s) of the file used by no burn tensor" in message
+    assert "`ln1.gamma` -> `ln1.weight`" in message, "the PyTorch name of burn's gamma"
+    assert "`bn.running_var`" in message, "buffers too; PyTorch's num_batches_tracked has no burn counterpart"
+    assert "num_batches_tracked" not in message
+    assert "fix:" in message and "TorchNames" in message
+
+
+def test_a_bad_command_line_is_a_usage_error(run_example, tmp_path):
+    run_example("cnn")
+    proc = subprocess.run([str(target_dir() / "release" / "cnn"), "-o", str(tmp_path / "o.safetensors")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "cnn: missing --init INIT (usage: BIN --init INIT -o OUT [--steps N] [ARGS...])"
