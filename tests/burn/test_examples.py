@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from burnside.burn.cargo import rust_workspace, target_dir
-from burnside.burn.check import record_port
+from burnside.burn.port import record_port
 from burnside.compare import compare_traces
 from burnside.compare.tolerance import Tolerance, Tolerances
 from burnside.torch import export_init

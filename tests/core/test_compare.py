@@ -363,3 +363,26 @@ def test_tensors_recorded_under_other_names_are_paired_not_listed_one_by_one(wri
             "named differently: A bn.bias ↔ B bn.beta? (3 tensors); record B's tensors under A's names "
             "(a name mapping in the burn recorder)"} < set(renames)
     assert not any(line.startswith("only in") for line in proc.stdout.splitlines())
+
+
+def test_first_diverging_layer_is_named_with_its_class_and_agreeing_input(write):
+    a = a1_like_tensors()
+    rng = np.random.default_rng(3)
+    layers = {"embed": "Embedding", "ln1": "LayerNorm", "attn.q": "Linear", "ln2": "LayerNorm", "head": "Linear"}
+    for module in layers:
+        a[f"step0.activations.{module}"] = rng.standard_normal((4, 3)).astype(np.float32)
+    b = {k: v for k, v in a.items() if k != "step0.activations.attn.q"}  # the port taps fewer layers
+    b["step0.activations.ln2"] = a["step0.activations.ln2"] + np.float32(1e-3)  # wrong epsilon, say
+    b["step0.logits"] = a["step0.logits"] + np.float32(1e-3)
+    meta = {"activations": list(layers), "modules": layers}
+    proc = run_cli("compare", str(write("a.safetensors", a, **meta)),
+                   str(write("b.safetensors", b, "burn", activations=[m for m in layers if m != "attn.q"])))
+    assert proc.returncode == 1
+    lines = proc.stdout.splitlines()
+    first = next(line for line in lines if line.startswith("first divergence"))
+    assert first.startswith("first divergence: step0.activations.ln2 (LayerNorm, its input "
+                            "step0.activations.ln1 agrees)")
+    assert "not recorded in B (optional, not compared): 1 tensors: activations.attn.q" in proc.stdout
+    assert not any(line.startswith("only in") for line in lines)  # an untapped layer is not a failure
+    rows = [line.split()[0] for line in lines if line.startswith("activations.")]
+    assert rows == ["activations.embed", "activations.ln1", "activations.ln2", "activations.head"]  # execution order

@@ -12,11 +12,11 @@
 from burnside.burn.binary import BinaryRun, expect_panic, run_binary
 from burnside.burn.cargo import (
     CargoRun,
-    check_crate,
     CompileError,
     Diagnostic,
     build,
     build_workspace,
+    check_crate,
     expect_compile_error,
     find_cargo,
     run_cargo,

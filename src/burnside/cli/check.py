@@ -24,7 +24,7 @@ from burnside.parity import record_and_compare
               show_default=True, help="Where the init file and the burn trace go.")
 @comparison_options
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def check(torch_trace, burn_crate, bin_name, out_dir, tol, rtol, ulps, tolerances_file, only, as_json, plot,
+def check(torch_trace, burn_crate, bin_name, out_dir, tol, rtol, ulps, tolerances_file, only, as_json, plot, junit,
           args) -> None:
     """Build a burn port, run it as `BIN --init INIT -o OUT [ARGS]`, compare its trace with PyTorch's.
 
@@ -40,4 +40,4 @@ def check(torch_trace, burn_crate, bin_name, out_dir, tol, rtol, ulps, tolerance
     parity = record_and_compare(torch_trace, burn_side, torch_out=torch_trace,
                                 burn_out=out_dir / f"{bin_name}.burn.safetensors",
                                 tolerances=tolerances_from(tol, rtol, ulps, tolerances_file), only=only)
-    finish(parity.comparison, parity.diagnoses, as_json=as_json, plot=plot)
+    finish(parity.comparison, parity.diagnoses, as_json=as_json, plot=plot, junit=junit)

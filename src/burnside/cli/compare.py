@@ -20,13 +20,13 @@ _TRACE = click.Path(path_type=Path, dir_okay=False)
 @click.argument("a", type=_TRACE)
 @click.argument("b", type=_TRACE)
 @comparison_options
-def compare(a: Path, b: Path, tol, rtol, ulps, tolerances_file, only, as_json, plot) -> None:
+def compare(a: Path, b: Path, tol, rtol, ulps, tolerances_file, only, as_json, plot, junit) -> None:
     """Compare trace A (the reference, usually PyTorch) with trace B (usually burn), tensor by tensor.
 
     Exit 0 within tolerance, 1 on a mismatch, 2 on unusable input.
     """
     comparison = compare_traces(open_trace(a), open_trace(b), tolerances_from(tol, rtol, ulps, tolerances_file), only)
-    finish(comparison, diagnose(comparison), as_json=as_json, plot=plot)
+    finish(comparison, diagnose(comparison), as_json=as_json, plot=plot, junit=junit)
 
 
 @click.command(cls=BurnsideCommand)

@@ -18,10 +18,10 @@ def _finite_non_negative(ctx: click.Context, param: click.Parameter, value: floa
 
 
 def comparison_options(command: Callable) -> Callable:
-    """Add --tol, --rtol, --ulps, --tolerances, --only, --json and --plot to a command."""
+    """Add --tol, --rtol, --ulps, --tolerances, --only, --json, --plot and --junit to a command."""
     options = [
-        click.option("--tol", type=float, default=1e-6, show_default=True, callback=_finite_non_negative,
-                     help="Absolute tolerance per element."),
+        click.option("--tol", type=float, default=None, callback=_finite_non_negative,
+                     help="Absolute tolerance per element  [default: 1e-06; run: the model's own]."),
         click.option("--rtol", type=float, default=0.0, show_default=True, callback=_finite_non_negative,
                      help="Relative tolerance: an element passes when |a-b| <= tol + rtol*|b|."),
         click.option("--ulps", type=click.IntRange(min=0), default=None,
@@ -32,13 +32,17 @@ def comparison_options(command: Callable) -> Callable:
         click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON."),
         click.option("--plot", type=click.Path(path_type=Path, dir_okay=False), default=None,
                      help="Also write a PNG of loss and drift per step."),
+        click.option("--junit", type=click.Path(path_type=Path, dir_okay=False), default=None,
+                     help="Also write the result as JUnit XML (a test case per tensor), for CI systems."),
     ]
     for option in reversed(options):
         command = option(command)
     return command
 
 
-def tolerances_from(tol: float, rtol: float, ulps: int | None, tolerances_file: Path | None) -> Tolerances:
-    """The default tolerance from the options, overridden per tensor by the file if given."""
-    default = Tolerance(atol=tol, rtol=rtol, ulps=ulps)
+def tolerances_from(tol: float | None, rtol: float, ulps: int | None, tolerances_file: Path | None,
+                    default_atol: float = 1e-6) -> Tolerances:
+    """The default tolerance from the options (``default_atol`` without --tol), overridden per tensor
+    by the file if given."""
+    default = Tolerance(atol=default_atol if tol is None else tol, rtol=rtol, ulps=ulps)
     return load_tolerances(tolerances_file, default) if tolerances_file else Tolerances(default)

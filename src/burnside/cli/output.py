@@ -8,16 +8,18 @@ import click
 from rich.console import Console
 from rich.text import Text
 
+from burnside.atomic import atomic_output
 from burnside.compare import Comparison
 from burnside.diagnose import Diagnosis
-from burnside.report import comparison_json, plot_drift, render
+from burnside.report import comparison_json, comparison_junit, plot_drift, render
 
 stdout = Console(highlight=False, soft_wrap=True)
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-def finish(comparison: Comparison, diagnoses: list[Diagnosis], *, as_json: bool, plot: Path | None) -> None:
-    """Print the table and diagnoses (or JSON), write the plot if asked, exit 0 (OK) or 1 (mismatch)."""
+def finish(comparison: Comparison, diagnoses: list[Diagnosis], *, as_json: bool, plot: Path | None,
+           junit: Path | None = None) -> None:
+    """Print the table and diagnoses (or JSON), write the plot and JUnit XML if asked, exit 0 (OK) or 1."""
     if as_json:
         click.echo(comparison_json(comparison, diagnoses))
     else:
@@ -25,4 +27,8 @@ def finish(comparison: Comparison, diagnoses: list[Diagnosis], *, as_json: bool,
     if plot is not None:
         plot_drift(comparison, plot)
         stderr.print(Text(f"plot: {plot}", style="dim"))
+    if junit is not None:
+        with atomic_output(junit, "w") as handle:
+            handle.write(comparison_junit(comparison, diagnoses))
+        stderr.print(Text(f"junit: {junit}", style="dim"))
     raise click.exceptions.Exit(0 if comparison.passed else 1)

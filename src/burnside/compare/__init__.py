@@ -1,8 +1,18 @@
 """Compare two traces tensor by tensor: absolute error, ULPs, structure, earliest divergence."""
 
-from burnside.compare.comparison import Comparison, StructureProblem, TensorRow, compare_traces
+from burnside.compare.comparison import (
+    Comparison,
+    StructureProblem,
+    TensorRow,
+    compare_traces,
+)
 from burnside.compare.summary import TraceSummary
-from burnside.compare.tensor_diff import ElementStats, diff_arrays, float_ulps, ulp_distance
+from burnside.compare.tensor_diff import (
+    ElementStats,
+    diff_arrays,
+    float_ulps,
+    ulp_distance,
+)
 from burnside.compare.tolerance import Tolerance, Tolerances, load_tolerances
 
 __all__ = [

@@ -78,6 +78,10 @@ class Comparison:
     rows: list[TensorRow]
     only_in_a: list[str] = field(default_factory=list)
     only_in_b: list[str] = field(default_factory=list)
+    #: optional tensors one side recorded and the other did not (layer outputs a port does not
+    #: tap, PyTorch's `num_batches_tracked` that burn does not keep): listed, never a failure
+    unrecorded_in_a: list[str] = field(default_factory=list)
+    unrecorded_in_b: list[str] = field(default_factory=list)
     structure: list[StructureProblem] = field(default_factory=list)
 
     @property
@@ -118,11 +122,38 @@ class Comparison:
                 used.append((pattern, tol))
         return used
 
+    def layer_of(self, row: TensorRow) -> tuple[str | None, TensorRow | None]:
+        """For an activation row: the module's class (A's metadata `modules`) and the activation
+        before it in the same step's execution order (the layer's input, as far as recorded)."""
+        parsed = parse_name(row.name)
+        if parsed is None or parsed.stage != "activations":
+            return None, None
+        modules = self.a.metadata.get("modules")
+        module = parsed.rest.split("#", 1)[0]
+        kind = modules.get(module) if isinstance(modules, dict) and isinstance(modules.get(module), str) else None
+        before = None
+        for other in self.rows:
+            if other is row:
+                break
+            other_parsed = parse_name(other.name)
+            if other_parsed and other_parsed.stage == "activations" and other_parsed.step == parsed.step:
+                before = other
+        return kind, before
+
     def display_name(self, name: str) -> str:
         """Drop `step0.` when both traces hold a single step, so A1's table reads like the seed's."""
         if self.steps == 1 and name.startswith("step0."):
             return name[len("step0."):]
         return name
+
+
+def is_optional(name: str) -> bool:
+    """A tensor a trace may hold without the other: a layer's output, or a buffer burn does not keep."""
+    parsed = parse_name(name)
+    if parsed is None:
+        return False
+    return parsed.stage == "activations" or (parsed.stage == "buffers"
+                                             and parsed.rest.rsplit(".", 1)[-1] == "num_batches_tracked")
 
 
 def _is_shared_start(name: str) -> bool:
@@ -149,13 +180,17 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
                          "(see docs/trace-format.md for the names)?")
     if not common:
         raise TraceError(f"--only {only!r} matches no tensor present in both traces")
+    missing_in_b = [n for n in a.names if n not in names_b and selected(n)]
+    missing_in_a = [n for n in b.names if n not in names_a and selected(n)]
     comparison = Comparison(
         a=summarize(a),
         b=summarize(b),
         tolerances=tolerances,
         rows=[],
-        only_in_a=[n for n in a.names if n not in names_b and selected(n)],
-        only_in_b=[n for n in b.names if n not in names_a and selected(n)],
+        only_in_a=[n for n in missing_in_b if not is_optional(n)],
+        only_in_b=[n for n in missing_in_a if not is_optional(n)],
+        unrecorded_in_a=[n for n in missing_in_a if is_optional(n)],
+        unrecorded_in_b=[n for n in missing_in_b if is_optional(n)],
     )
     for name in common:
         ia, ib = a.info(name), b.info(name)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from burnside.lint.syntax import text, parent_of
+from burnside.lint.syntax import parent_of, text
 
 if TYPE_CHECKING:
     from tree_sitter import Node

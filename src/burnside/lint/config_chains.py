@@ -14,7 +14,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from burnside.lint.bindings import uses_of
-from burnside.lint.syntax import SourceUnit, method_call_on, method_name, parent_of, text
+from burnside.lint.syntax import (
+    SourceUnit,
+    method_call_on,
+    method_name,
+    parent_of,
+    text,
+)
 
 if TYPE_CHECKING:
     from tree_sitter import Node

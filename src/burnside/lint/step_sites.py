@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING
 from burnside.lint.bindings import bindings_of, uses_of
 from burnside.lint.suppression import in_test_code, is_test_function
 from burnside.lint.syntax import (
-    parent_of,
     LOOP_KINDS,
     SourceUnit,
     arguments_of,
@@ -41,6 +40,7 @@ from burnside.lint.syntax import (
     compact,
     enclosing_function,
     method_name,
+    parent_of,
     receiver_of,
     text,
 )

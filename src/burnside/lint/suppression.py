@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from burnside.lint.syntax import ITEM_KINDS, text, parent_of
+from burnside.lint.syntax import ITEM_KINDS, parent_of, text
 
 if TYPE_CHECKING:
     from tree_sitter import Node

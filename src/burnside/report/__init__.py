@@ -1,7 +1,8 @@
 """Presenting results: the comparison table, its JSON, and plots."""
 
 from burnside.report.json_report import comparison_json
+from burnside.report.junit import comparison_junit
 from burnside.report.plot import plot_drift
 from burnside.report.table import render
 
-__all__ = ["comparison_json", "plot_drift", "render"]
+__all__ = ["comparison_json", "comparison_junit", "plot_drift", "render"]

@@ -20,9 +20,12 @@ def comparison_json(comparison: Comparison, diagnoses: list[Diagnosis]) -> str:
         "worst": comparison.worst,
         "tolerances": [{"glob": glob, **vars(tol)} for glob, tol in comparison.tolerances_used()],
         "first_divergence": first.name if first else None,
+        "first_divergence_layer": comparison.layer_of(first)[0] if first else None,
         "start_mismatch": [r.name for r in comparison.start_mismatch],
         "only_in_a": comparison.only_in_a,
         "only_in_b": comparison.only_in_b,
+        "unrecorded_in_a": comparison.unrecorded_in_a,
+        "unrecorded_in_b": comparison.unrecorded_in_b,
         "renamed": [{"a": p.a, "b": p.b, "known": p.known}
                     for p in pair_renamed(comparison.only_in_a, comparison.only_in_b)[0]],
         "structure": [{"name": p.name, "what": p.what, "a": p.a, "b": p.b, "transposed": p.transposed}

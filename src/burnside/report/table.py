@@ -41,6 +41,19 @@ def verdict_line(comparison: Comparison) -> Text:
     return text
 
 
+def divergence_text(comparison: Comparison, first: TensorRow) -> str:
+    """`first divergence: step0.activations.ln2 (LayerNorm, its input step0.activations.ln1 agrees) …`."""
+    kind, before = comparison.layer_of(first)
+    where = first.name
+    if kind is not None or before is not None:
+        parts = [kind] if kind else []
+        if before is not None and before.passed:
+            parts.append(f"its input {before.name} agrees")
+        where += f" ({', '.join(parts)})" if parts else ""
+    return (f"first divergence: {where} (max|diff|={first.stats.max_abs:.2e}, "
+            f"{first.stats.out_of_tol} of {first.stats.n} out of tolerance); later rows usually follow from it")
+
+
 def render(comparison: Comparison, diagnoses: list[Diagnosis], console: Console) -> None:
     """Print the whole comparison: start check, structure, rows, verdict, earliest divergence, diagnoses."""
     a, b = comparison.a, comparison.b
@@ -68,9 +81,13 @@ def render(comparison: Comparison, diagnoses: list[Diagnosis], console: Console)
     console.print(verdict_line(comparison))
     first = comparison.first_divergence
     if first is not None:
-        console.print(Text(f"first divergence: {first.name} (max|diff|={first.stats.max_abs:.2e}, "
-                           f"{first.stats.out_of_tol} of {first.stats.n} out of tolerance); "
-                           "later rows usually follow from it", style="yellow"))
+        console.print(Text(divergence_text(comparison, first), style="yellow"))
+    for side, names in (("B", comparison.unrecorded_in_b), ("A", comparison.unrecorded_in_a)):
+        if names:
+            shown = ", ".join(comparison.display_name(n) for n in names[:3])
+            more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+            console.print(Text(f"not recorded in {side} (optional, not compared): {len(names)} tensors: "
+                               f"{shown}{more}", style="dim"))
     for d in diagnoses:
         console.print(Text(f"{d.rule} {d.title}: ", style="bold magenta") + Text(d.evidence))
         console.print(Text(f"  fix: {d.fix}", style="magenta"))

@@ -55,7 +55,13 @@ from __future__ import annotations
 
 from burnside.lint.finding import Hit, Severity
 from burnside.lint.step_sites import StepSite, step_sites, strip_wrappers
-from burnside.lint.syntax import SourceUnit, arguments_of, method_name, receiver_of, text
+from burnside.lint.syntax import (
+    SourceUnit,
+    arguments_of,
+    method_name,
+    receiver_of,
+    text,
+)
 
 ID = "BS001"
 NAME = "step-result-discarded"

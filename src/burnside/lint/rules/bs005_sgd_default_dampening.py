@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from burnside.lint.config_chains import config_chains
 from burnside.lint.finding import Hit, Severity
-from burnside.lint.syntax import SourceUnit, text, parent_of
+from burnside.lint.syntax import SourceUnit, parent_of, text
 
 ID = "BS005"
 NAME = "sgd-default-dampening"

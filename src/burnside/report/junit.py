@@ -1,0 +1,54 @@
+"""The comparison as JUnit XML (`--junit FILE`), the report format CI systems read.
+
+One test suite per comparison, one test case per compared tensor (a failure when it is out of
+tolerance), plus one per structural problem and per tensor of a start that is not bit-identical,
+so a pipeline shows which tensors diverged. The diagnoses go to the suite's system-out.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from burnside.compare import Comparison
+from burnside.diagnose import Diagnosis
+
+
+def comparison_junit(comparison: Comparison, diagnoses: list[Diagnosis]) -> str:
+    """The JUnit XML document for one comparison."""
+    suite = ET.Element("testsuite", name=f"burnside compare {comparison.a.path.name} {comparison.b.path.name}")
+    failures = 0
+    start = {r.name for r in comparison.start_mismatch}
+    for row in comparison.rows:
+        case = ET.SubElement(suite, "testcase", classname=_stage(row.name), name=row.name)
+        s = row.stats
+        if row.name in start:
+            failures += 1
+            ET.SubElement(case, "failure", message="not bit-identical before the step", type="start").text = (
+                f"{s.differing} of {s.n} elements differ, up to {s.max_ulps} ulps (max|diff|={s.max_abs:.3e})")
+        elif not row.passed:
+            failures += 1
+            ET.SubElement(case, "failure", message=f"{s.out_of_tol} of {s.n} out of tolerance", type="tolerance").text = (
+                f"max|diff|={s.max_abs:.3e} ulps={s.max_ulps} at {list(row.worst_index or ())} ({row.tol.describe()})")
+    problems = [(n, "only in A") for n in comparison.only_in_a] + [(n, "only in B") for n in comparison.only_in_b]
+    problems += [(p.name, f"{p.what} mismatch: A {p.a}, B {p.b}") for p in comparison.structure]
+    for name, what in problems:
+        failures += 1
+        case = ET.SubElement(suite, "testcase", classname="structure", name=name)
+        ET.SubElement(case, "failure", message=what, type="structure")
+    suite.set("tests", str(len(suite)))
+    suite.set("failures", str(failures))
+    suite.set("errors", "0")
+    out = [f"{d.rule} {d.title}: {d.evidence}\n  fix: {d.fix}" for d in diagnoses]
+    first = comparison.first_divergence
+    if first is not None:
+        out.insert(0, f"first divergence: {first.name}")
+    ET.SubElement(suite, "system-out").text = "\n".join(out)
+    root = ET.Element("testsuites")
+    root.append(suite)
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _stage(name: str) -> str:
+    parts = name.split(".")
+    return ".".join(parts[:2]) if len(parts) > 1 else name
