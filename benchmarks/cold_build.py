@@ -1,0 +1,164 @@
+"""Benchmark a new user's first verdict: the cold build of burnside's Rust workspace and the first run.
+
+For the fully optimised profile (`--profile release-o3`, opt-level 3 everywhere, what the
+workspace used before) and burnside's profile (`--release`), one after the other, the script
+builds `cargo build --workspace` in a fresh temporary target directory (nothing reused but
+cargo's download cache), then runs `train-step -o T --steps 100 --optim adam` (A1, 100 Adam
+steps, a trace of every step) once as the first run and a few more times for the best time.
+It prints both side by side with the machine's load average, which matters: cold builds
+are CPU-bound and slow down in proportion to anything else running. CPU time (user+sys of
+cargo and rustc) is printed too; it moves less with the load than wall time. The temporary
+directories are deleted at the end, also on Ctrl-C.
+
+    python benchmarks/cold_build.py [--dir PARENT] [--steps 100] [--repeat 5] [--profile release-o3 --profile release]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+RUST_DIR = Path(__file__).resolve().parents[1] / "rust"
+
+#: The profiles compared, by name: what cargo is given for each.
+PROFILES = {
+    "release-o3": ["--profile", "release-o3"],
+    "release": ["--release"],
+}
+LABELS = {"release-o3": "opt-level 3 (release-o3)", "release": "burnside's --release"}
+
+#: How often a progress line is printed while cargo runs.
+PROGRESS_EVERY = 15.0
+
+
+@dataclass
+class Measurement:
+    """One profile's cold build and runs."""
+
+    profile: str
+    build_wall: float
+    build_cpu: float
+    units: int
+    load_before: float
+    load_after: float
+    first_run: float
+    best_run: float
+
+
+def _load() -> float:
+    return os.getloadavg()[0]
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def cold_build(profile: str, target: Path) -> tuple[float, float, int, Path]:
+    """Build the workspace into the empty ``target``; (wall s, CPU s, units built, train-step path)."""
+    command = ["cargo", "build", *PROFILES[profile], "--workspace", "--message-format=json"]
+    env = {**os.environ, "CARGO_TARGET_DIR": str(target)}
+    cpu_before, start = _children_cpu(), time.perf_counter()
+    units, last_line, train_step = 0, start, None
+    with tempfile.TemporaryFile(mode="w+") as stderr:
+        proc = subprocess.Popen(command, cwd=RUST_DIR, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            msg = json.loads(line) if line.startswith("{") else {}
+            if msg.get("reason") == "compiler-artifact":
+                units += 1
+                if msg["target"]["name"] == "train-step" and msg.get("executable"):
+                    train_step = Path(msg["executable"])
+                now = time.perf_counter()
+                if now - last_line >= PROGRESS_EVERY:
+                    print(f"  [{profile}] {now - start:5.0f} s  {units} units built (last: {msg['target']['name']})"
+                          f"  load {_load():.2f}", flush=True)
+                    last_line = now
+        returncode = proc.wait()
+        wall, cpu = time.perf_counter() - start, _children_cpu() - cpu_before
+        if returncode != 0 or train_step is None:
+            stderr.seek(0)
+            tail = "\n".join(stderr.read().splitlines()[-20:])
+            sys.exit(f"cargo build {' '.join(PROFILES[profile])} failed (exit {returncode}):\n{tail}")
+    return wall, cpu, units, train_step
+
+
+def timed_run(executable: Path, args: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run([str(executable), *args], check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def measure(profile: str, parent: Path | None, steps: int, repeat: int) -> Measurement:
+    """Cold-build ``profile`` in a fresh directory under ``parent``, run train-step; delete the directory."""
+    target = Path(tempfile.mkdtemp(prefix=f"burnside-cold-{profile}-", dir=parent))
+    try:
+        load_before = _load()
+        print(f"[{profile}] cold build into {target} (load {load_before:.2f}) ...", flush=True)
+        wall, cpu, units, train_step = cold_build(profile, target)
+        load_after = _load()
+        print(f"[{profile}] built {units} units in {wall:.1f} s (CPU {cpu:.1f} s), load {load_after:.2f}", flush=True)
+        args = ["-o", str(target / "trace.safetensors"), "--steps", str(steps), "--optim", "adam"]
+        first = timed_run(train_step, args)
+        best = min([first, *(timed_run(train_step, args) for _ in range(repeat - 1))])
+        print(f"[{profile}] train-step {steps} Adam steps: first run {first:.3f} s, best of {repeat} {best:.3f} s",
+              flush=True)
+        return Measurement(profile, wall, cpu, units, load_before, load_after, first, best)
+    finally:
+        shutil.rmtree(target, ignore_errors=True)
+
+
+def table(results: list[Measurement], steps: int, repeat: int) -> str:
+    rows = [
+        ("cold build, wall", [f"{m.build_wall:.1f} s" for m in results]),
+        ("cold build, CPU (user+sys)", [f"{m.build_cpu:.1f} s" for m in results]),
+        ("units built", [str(m.units) for m in results]),
+        ("load average (1 min) before / after", [f"{m.load_before:.2f} / {m.load_after:.2f}" for m in results]),
+        (f"train-step {steps} Adam steps, first run", [f"{m.first_run:.3f} s" for m in results]),
+        (f"train-step {steps} Adam steps, best of {repeat}", [f"{m.best_run:.3f} s" for m in results]),
+    ]
+    heads = [LABELS[m.profile] for m in results]
+    width = max(len(r[0]) for r in rows)
+    cols = [max(len(h), *(len(r[1][i]) for r in rows)) for i, h in enumerate(heads)]
+    lines = [" " * width + "".join(f"  {h:>{c}}" for h, c in zip(heads, cols))]
+    lines += [f"{name:<{width}}" + "".join(f"  {v:>{c}}" for v, c in zip(values, cols)) for name, values in rows]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", type=Path, help="parent of the temporary target directories (default: the system's)")
+    parser.add_argument("--steps", type=int, default=100, help="Adam steps of the timed train-step run")
+    parser.add_argument("--repeat", type=int, default=5, help="runs of train-step per profile (the first is reported apart)")
+    parser.add_argument("--profile", action="append", choices=list(PROFILES),
+                        help="profile to measure, repeatable (default: release-o3 then release)")
+    options = parser.parse_args()
+    if shutil.which("cargo") is None:
+        print("cargo not found: install Rust with rustup (https://rustup.rs) and re-run", file=sys.stderr)
+        sys.exit(2)
+    if options.dir is not None and not options.dir.is_dir():
+        print(f"--dir {options.dir}: not a directory; give an existing directory for the temporary builds",
+              file=sys.stderr)
+        sys.exit(2)
+    if options.steps < 1 or options.repeat < 1:
+        print("--steps and --repeat must be at least 1", file=sys.stderr)
+        sys.exit(2)
+    print(f"{os.cpu_count()} CPUs, {subprocess.run(['rustc', '--version'], capture_output=True, text=True).stdout.strip()}"
+          f", workspace {RUST_DIR}", flush=True)
+    results = [measure(profile, options.dir, options.steps, options.repeat)
+               for profile in options.profile or list(PROFILES)]
+    print()
+    print(table(results, options.steps, options.repeat))
+
+
+if __name__ == "__main__":
+    main()
