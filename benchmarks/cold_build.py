@@ -52,6 +52,7 @@ class Measurement:
     load_after: float
     first_run: float
     best_run: float
+    best_cpu: float
 
 
 def _load() -> float:
@@ -92,10 +93,15 @@ def cold_build(profile: str, target: Path) -> tuple[float, float, int, Path]:
     return wall, cpu, units, train_step
 
 
-def timed_run(executable: Path, args: list[str]) -> float:
+def timed_run(executable: Path, args: list[str]) -> tuple[float, float]:
+    """Run once; (wall s, CPU s of the process alone)."""
     start = time.perf_counter()
-    subprocess.run([str(executable), *args], check=True, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    proc = subprocess.Popen([str(executable), *args], stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"{executable.name} {' '.join(args)} failed (exit {os.waitstatus_to_exitcode(status)})")
+    return wall, usage.ru_utime + usage.ru_stime
 
 
 def measure(profile: str, parent: Path | None, steps: int, repeat: int) -> Measurement:
@@ -108,11 +114,11 @@ def measure(profile: str, parent: Path | None, steps: int, repeat: int) -> Measu
         load_after = _load()
         print(f"[{profile}] built {units} units in {wall:.1f} s (CPU {cpu:.1f} s), load {load_after:.2f}", flush=True)
         args = ["-o", str(target / "trace.safetensors"), "--steps", str(steps), "--optim", "adam"]
-        first = timed_run(train_step, args)
-        best = min([first, *(timed_run(train_step, args) for _ in range(repeat - 1))])
-        print(f"[{profile}] train-step {steps} Adam steps: first run {first:.3f} s, best of {repeat} {best:.3f} s",
-              flush=True)
-        return Measurement(profile, wall, cpu, units, load_before, load_after, first, best)
+        runs = [timed_run(train_step, args) for _ in range(repeat)]
+        first, best, best_cpu = runs[0][0], min(w for w, _ in runs), min(c for _, c in runs)
+        print(f"[{profile}] train-step {steps} Adam steps: first run {first:.3f} s, best of {repeat} {best:.3f} s "
+              f"(CPU {best_cpu:.3f} s)", flush=True)
+        return Measurement(profile, wall, cpu, units, load_before, load_after, first, best, best_cpu)
     finally:
         shutil.rmtree(target, ignore_errors=True)
 
@@ -125,6 +131,7 @@ def table(results: list[Measurement], steps: int, repeat: int) -> str:
         ("load average (1 min) before / after", [f"{m.load_before:.2f} / {m.load_after:.2f}" for m in results]),
         (f"train-step {steps} Adam steps, first run", [f"{m.first_run:.3f} s" for m in results]),
         (f"train-step {steps} Adam steps, best of {repeat}", [f"{m.best_run:.3f} s" for m in results]),
+        (f"train-step {steps} Adam steps, CPU, best of {repeat}", [f"{m.best_cpu:.3f} s" for m in results]),
     ]
     heads = [LABELS[m.profile] for m in results]
     width = max(len(r[0]) for r in rows)
