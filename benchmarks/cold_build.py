@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +38,7 @@ PROFILES = {
 LABELS = {"release-o3": "opt-level 3 (release-o3)", "release": "burnside's --release"}
 
 #: How often a progress line is printed while cargo runs.
-PROGRESS_EVERY = 15.0
+PROGRESS_EVERY = 20.0
 
 
 @dataclass
@@ -68,29 +69,42 @@ def cold_build(profile: str, target: Path) -> tuple[float, float, int, Path]:
     """Build the workspace into the empty ``target``; (wall s, CPU s, units built, train-step path)."""
     command = ["cargo", "build", *PROFILES[profile], "--workspace", "--message-format=json"]
     env = {**os.environ, "CARGO_TARGET_DIR": str(target)}
-    cpu_before, start = _children_cpu(), time.perf_counter()
-    units, last_line, train_step = 0, start, None
-    with tempfile.TemporaryFile(mode="w+") as stderr:
-        proc = subprocess.Popen(command, cwd=RUST_DIR, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True)
-        assert proc.stdout is not None
-        for line in proc.stdout:
+    built: list[str] = []  # unit names, appended by the reader thread
+    executables: dict[str, Path] = {}
+
+    def read(stream) -> None:
+        for line in stream:
             msg = json.loads(line) if line.startswith("{") else {}
             if msg.get("reason") == "compiler-artifact":
-                units += 1
-                if msg["target"]["name"] == "train-step" and msg.get("executable"):
-                    train_step = Path(msg["executable"])
-                now = time.perf_counter()
-                if now - last_line >= PROGRESS_EVERY:
-                    print(f"  [{profile}] {now - start:5.0f} s  {units} units built (last: {msg['target']['name']})"
+                if msg.get("executable"):
+                    executables[msg["target"]["name"]] = Path(msg["executable"])
+                built.append(msg["target"]["name"])
+
+    cpu_before, start = _children_cpu(), time.perf_counter()
+    with tempfile.TemporaryFile(mode="w+") as stderr:
+        proc = subprocess.Popen(command, cwd=RUST_DIR, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        reader = threading.Thread(target=read, args=(proc.stdout,), daemon=True)
+        reader.start()
+        try:
+            while True:  # a line every PROGRESS_EVERY seconds, also while one large crate compiles
+                try:
+                    returncode = proc.wait(timeout=PROGRESS_EVERY)
+                    break
+                except subprocess.TimeoutExpired:
+                    last = f" (last: {built[-1]})" if built else ""
+                    print(f"  [{profile}] {time.perf_counter() - start:5.0f} s  {len(built)} units built{last}"
                           f"  load {_load():.2f}", flush=True)
-                    last_line = now
-        returncode = proc.wait()
+        except BaseException:  # Ctrl-C: stop cargo before its directory is deleted
+            proc.kill()
+            proc.wait()
+            raise
+        reader.join()
         wall, cpu = time.perf_counter() - start, _children_cpu() - cpu_before
-        if returncode != 0 or train_step is None:
+        if returncode != 0 or "train-step" not in executables:
             stderr.seek(0)
             tail = "\n".join(stderr.read().splitlines()[-20:])
             sys.exit(f"cargo build {' '.join(PROFILES[profile])} failed (exit {returncode}):\n{tail}")
-    return wall, cpu, units, train_step
+    return wall, cpu, len(built), executables["train-step"]
 
 
 def timed_run(executable: Path, args: list[str]) -> tuple[float, float]:
