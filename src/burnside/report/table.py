@@ -42,13 +42,13 @@ def verdict_line(comparison: Comparison) -> Text:
 
 
 def divergence_text(comparison: Comparison, first: TensorRow) -> str:
-    """`first divergence: step0.activations.ln2 (LayerNorm, its input step0.activations.ln1 agrees) …`."""
+    """`first divergence: step0.activations.ln2 (LayerNorm, the layer before it, step0.activations.ln1, agrees) …`."""
     kind, before = comparison.layer_of(first)
     where = first.name
     if kind is not None or before is not None:
         parts = [kind] if kind else []
         if before is not None and before.passed:
-            parts.append(f"its input {before.name} agrees")
+            parts.append(f"the layer before it, {before.name}, agrees")
         where += f" ({', '.join(parts)})" if parts else ""
     return (f"first divergence: {where} (max|diff|={first.stats.max_abs:.2e}, "
             f"{first.stats.out_of_tol} of {first.stats.n} out of tolerance); later rows usually follow from it")
