@@ -3,12 +3,37 @@
 from __future__ import annotations
 
 import fnmatch
-import json
+import math
+import numbers
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
+from burnside import strict_json
 from burnside.errors import BurnsideError
+from burnside.input_file import decode_utf8, read_input
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+def _is_integer(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def _finite(value: float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer beyond float range
+        return False
+
+
+def _shown(value: object) -> str:
+    text = repr(value) if not isinstance(value, float) else f"{value:g}"
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 @dataclass(frozen=True)
@@ -18,6 +43,17 @@ class Tolerance:
     atol: float = 1e-6
     rtol: float = 0.0
     ulps: int | None = None
+
+    def __post_init__(self) -> None:
+        # A NaN tolerance would pass every difference: `diff > nan` is never true.
+        for key in ("atol", "rtol"):
+            value = getattr(self, key)
+            if not _is_number(value) or not _finite(value) or value < 0:
+                raise BurnsideError(f"tolerance {key}={_shown(value)} is not a finite number >= 0; "
+                                    "give e.g. 1e-6 (0 for exact)")
+        if self.ulps is not None and (not _is_integer(self.ulps) or not 0 <= self.ulps < 2**63):
+            raise BurnsideError(f"tolerance ulps={_shown(self.ulps)} is not a whole number from 0 to 2^63-1; "
+                                "give e.g. 4")
 
     def describe(self) -> str:
         """Short form for the verdict line, e.g. `tol=1e-06`."""
@@ -45,6 +81,10 @@ class Tolerances:
         return chosen
 
 
+#: A tolerance file is a few tables of numbers; anything much larger is not one.
+MAX_TOLERANCE_FILE_BYTES = 1024 * 1024
+
+
 def load_tolerances(path: str | Path, default: Tolerance) -> Tolerances:
     """Read a tolerance file (.json or .toml).
 
@@ -58,14 +98,17 @@ def load_tolerances(path: str | Path, default: Tolerance) -> Tolerances:
     Keys not given in a table fall back to `default`.
     """
     path = Path(path)
+    data = read_input(path, "a tolerance file", MAX_TOLERANCE_FILE_BYTES)
+    text = decode_utf8(path, data, "a tolerance file")
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise BurnsideError(f"{path}: cannot read tolerance file ({exc.strerror})") from None
-    try:
-        doc = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        doc = tomllib.loads(text) if path.suffix == ".toml" else strict_json.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise BurnsideError(f"{path}: invalid tolerance file ({exc})") from None
+    except RecursionError:
+        raise BurnsideError(f"{path}: nested too deeply; a tolerance file is [default] and "
+                            "[tensors.\"GLOB\"] tables of numbers") from None
+    except ValueError as exc:
+        raise BurnsideError(f"{path}: invalid tolerance file ({strict_json.describe(exc)})") from None
     if not isinstance(doc, dict):
         raise BurnsideError(f"{path}: a tolerance file is a table with [default] and [tensors.\"GLOB\"]")
     base = _tolerance(path, "default", doc.get("default", {}), default)
@@ -79,12 +122,16 @@ def load_tolerances(path: str | Path, default: Tolerance) -> Tolerances:
 def _tolerance(path: Path, where: str, spec: object, fallback: Tolerance) -> Tolerance:
     if not isinstance(spec, dict) or set(spec) - {"atol", "rtol", "ulps"}:
         raise BurnsideError(f"{path}: [{where}] may only set atol, rtol and ulps")
+    for key in ("atol", "rtol"):
+        if key in spec and not _is_number(spec[key]):
+            raise BurnsideError(f"{path}: [{where}] {key} must be a number, not {_shown(spec[key])}")
+    if "ulps" in spec and not _is_integer(spec["ulps"]):
+        raise BurnsideError(f"{path}: [{where}] ulps must be a whole number, not {_shown(spec['ulps'])}")
     try:
-        ulps = spec.get("ulps", fallback.ulps)
         return Tolerance(
-            atol=float(spec.get("atol", fallback.atol)),
-            rtol=float(spec.get("rtol", fallback.rtol)),
-            ulps=None if ulps is None else int(ulps),
+            atol=spec.get("atol", fallback.atol),
+            rtol=spec.get("rtol", fallback.rtol),
+            ulps=spec.get("ulps", fallback.ulps),
         )
-    except (TypeError, ValueError):
-        raise BurnsideError(f"{path}: [{where}] atol/rtol must be numbers and ulps an integer") from None
+    except BurnsideError as exc:
+        raise BurnsideError(f"{path}: [{where}] {exc}") from None
