@@ -32,7 +32,7 @@ def _finite(value: float) -> bool:
 
 
 def _shown(value: object) -> str:
-    text = repr(value) if not isinstance(value, float) else f"{value:g}"
+    text = repr(float(value)) if isinstance(value, float) else repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
 

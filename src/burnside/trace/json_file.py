@@ -131,7 +131,7 @@ def _refuse_overflow(path: Path, name: str, dtype: str, wide: np.ndarray, overfl
     bad = np.flatnonzero(overflowed & np.isfinite(wide))
     if bad.size:
         i = int(bad[0])
-        raise TraceError(f"{path}: tensor {name!r} value #{i} ({wide[i]!r}) is out of range for {dtype}; "
+        raise TraceError(f"{path}: tensor {name!r} value #{i} ({float(wide[i])!r}) is out of range for {dtype}; "
                          "write \"Infinity\" or \"-Infinity\" if that is what the tensor holds")
 
 
