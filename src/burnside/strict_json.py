@@ -74,9 +74,12 @@ def _int(text: str) -> int:
     return int(text)
 
 
-def loads(text: str, max_depth: int = MAX_DEPTH) -> object:
+def loads(text: str, max_depth: int = MAX_DEPTH, check_floats: bool = True) -> object:
     """Parse strict JSON: no duplicate keys, no NaN/Infinity, no number out of f64 range, bounded nesting.
 
+    With ``check_floats=False`` an out-of-range decimal reads as ±inf (bare NaN/Infinity are
+    still refused, so any inf came from such a decimal): a caller reading millions of numbers
+    checks them in bulk instead of paying a Python call per number.
     Raises JsonError (or json.JSONDecodeError, a ValueError too, for malformed text).
     """
     depth = nesting_depth(text)
@@ -84,7 +87,7 @@ def loads(text: str, max_depth: int = MAX_DEPTH) -> object:
         raise JsonError(f"nested {depth} levels deep, more than the {max_depth} allowed")
     try:
         return json.loads(text, object_pairs_hook=_pairs, parse_constant=_constant,
-                          parse_float=_float, parse_int=_int)
+                          parse_float=_float if check_floats else float, parse_int=_int)
     except RecursionError:  # only if the bracket count above was fooled by malformed text
         raise JsonError(f"nested more than the {max_depth} levels allowed") from None
 

@@ -34,7 +34,7 @@ def _whole_path(path, tmp_path) -> BurnsideError:
         for a, b in ((reference, trace), (trace, reference)):
             diagnose(compare_traces(a, b))
         convert_trace(path, tmp_path / ("back.json" if path.suffix != ".json" else "back.safetensors"))
-    assert time.perf_counter() - start < 10, "took long enough to count as a hang"
+    assert time.perf_counter() - start < 60, "took long enough to count as a hang"
     assert "\n" not in str(info.value)
     return info.value
 

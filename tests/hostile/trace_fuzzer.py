@@ -618,6 +618,8 @@ def fuzz(count: int, seed: int = 0, forms: tuple[str, ...] = FORMS, timeout: flo
             suffix = {"safetensors": ".safetensors", "json": ".json", "init": ".safetensors",
                       "tolerances.toml": ".toml", "tolerances.json": ".json"}[form]
             for i in range(count):
+                if progress is not None and i and i % 1000 == 0:
+                    progress(form, i)
                 seed_file = rng.choice(seeds[form])
                 data, mutation = mutate(rng, form, seed_file, seeds[form])
                 name = "mutant" + (suffix if form.startswith("tolerances") or rng.random() < 0.9 else ".trace")
@@ -654,8 +656,6 @@ def fuzz(count: int, seed: int = 0, forms: tuple[str, ...] = FORMS, timeout: flo
                     report.wrong.append((form, mutation, complaint, _keep(crash_dir, form, "wrong", i, data, suffix)))
                 else:
                     counts.accepted += 1
-                if progress is not None and (i + 1) % 1000 == 0:
-                    progress(form, i + 1)
     finally:
         signal.signal(signal.SIGALRM, previous)
         own.cleanup()

@@ -35,7 +35,7 @@ _BF16_SUBNORMAL_STEP = 2.0**-133
 def read(path: Path, text: str) -> tuple[dict, dict[str, tuple[str, np.ndarray]]]:
     """Parse a JSON trace's text: (metadata, {name: (dtype, array)}); the version is checked here."""
     try:
-        doc = strict_json.loads(text)
+        doc = strict_json.loads(text, check_floats=False)  # tensor data is checked in bulk below
     except ValueError as exc:
         reason = strict_json.describe(exc)
         if isinstance(exc, json.JSONDecodeError):
@@ -82,24 +82,15 @@ def _tensor(path: Path, name: str, spec: object) -> tuple[str, np.ndarray]:
 
 def _floats(path: Path, name: str, dtype: str, data: list) -> np.ndarray:
     payloads: list[tuple[int, int]] = []
-
-    def value(index: int, v: object) -> float:
-        if type(v) is float:
-            return v
-        if type(v) is int:
-            try:
-                return float(v)
-            except OverflowError:
-                raise TraceError(f"{path}: tensor {name!r} value #{index} ({short(v)}) is out of range "
-                                 f"for {dtype}") from None
-        if isinstance(v, str):
-            if v in _NONFINITE:
-                return _NONFINITE[v]
-            payloads.append((index, _payload(path, name, dtype, index, v)))
-            return math.nan
-        raise TraceError(f"{path}: tensor {name!r} value #{index} is {short(v)}, not a number")
-
-    wide = np.array([value(i, v) for i, v in enumerate(data)], dtype=np.float64)
+    if set(map(type, data)) <= {float}:  # the common case, checked in bulk
+        wide = np.array(data, dtype=np.float64)
+    else:
+        wide = np.array([_float(path, name, dtype, i, v, payloads) for i, v in enumerate(data)], dtype=np.float64)
+    if not np.isfinite(wide).all():
+        # The parser refuses bare Infinity, so an inf that was not the string "Infinity" was a
+        # decimal beyond f64's range.
+        strings = np.array([isinstance(v, str) for v in data], dtype=bool)
+        _refuse_overflow(path, name, "a 64-bit float", wide, np.isinf(wide) & ~strings, literal_inf=True)
     if dtype == "F64":
         out = wide
     elif dtype == "BF16":
@@ -112,6 +103,23 @@ def _floats(path: Path, name: str, dtype: str, data: list) -> np.ndarray:
         index, bits = zip(*payloads, strict=True)
         out.view(_BITS[dtype])[list(index)] = np.array(bits, dtype=_BITS[dtype])
     return out
+
+
+def _float(path: Path, name: str, dtype: str, index: int, v: object, payloads: list[tuple[int, int]]) -> float:
+    if type(v) is float:
+        return v
+    if type(v) is int:
+        try:
+            return float(v)
+        except OverflowError:
+            raise TraceError(f"{path}: tensor {name!r} value #{index} ({short(v)}) is out of range "
+                             f"for {dtype}") from None
+    if isinstance(v, str):
+        if v in _NONFINITE:
+            return _NONFINITE[v]
+        payloads.append((index, _payload(path, name, dtype, index, v)))
+        return math.nan
+    raise TraceError(f"{path}: tensor {name!r} value #{index} is {short(v)}, not a number")
 
 
 def _payload(path: Path, name: str, dtype: str, index: int, text: str) -> int:
@@ -127,11 +135,13 @@ def _payload(path: Path, name: str, dtype: str, index: int, text: str) -> int:
     return bits
 
 
-def _refuse_overflow(path: Path, name: str, dtype: str, wide: np.ndarray, overflowed: np.ndarray) -> None:
-    bad = np.flatnonzero(overflowed & np.isfinite(wide))
+def _refuse_overflow(path: Path, name: str, dtype: str, wide: np.ndarray, overflowed: np.ndarray,
+                     literal_inf: bool = False) -> None:
+    bad = np.flatnonzero(overflowed if literal_inf else overflowed & np.isfinite(wide))
     if bad.size:
         i = int(bad[0])
-        raise TraceError(f"{path}: tensor {name!r} value #{i} ({float(wide[i])!r}) is out of range for {dtype}; "
+        what = "a number" if literal_inf else repr(float(wide[i]))
+        raise TraceError(f"{path}: tensor {name!r} value #{i} ({what}) is out of range for {dtype}; "
                          "write \"Infinity\" or \"-Infinity\" if that is what the tensor holds")
 
 
