@@ -14,6 +14,8 @@ from burnside.atomic import atomic_output
 from burnside.errors import BurnsideError
 from burnside.trace import convert_trace, write_trace
 
+from tests.core.conftest import run_cli
+
 from .conftest import tiny_metadata, tiny_tensors
 
 
@@ -129,3 +131,19 @@ def test_a_missing_directory_and_an_unwritable_one(tmp_path):
         locked.mkdir(mode=0o500)
         with pytest.raises(BurnsideError, match="locked/t.json: cannot write here \\(Permission denied\\)"):
             _write(locked / "t.json")
+
+
+def test_the_cli_refuses_dev_null_a_fifo_a_link_and_a_directory_as_convert_output(tmp_path, st_path):
+    fifo = tmp_path / "out.json"
+    os.mkfifo(fifo)
+    (tmp_path / "dir.json").mkdir()
+    link = tmp_path / "null.json"
+    link.symlink_to("/dev/null")
+    for dst, what in (("/dev/null", "unknown trace suffix"), (str(link), "is a symbolic link"),
+                      (str(fifo), "is a FIFO"), (str(tmp_path / "dir.json"), "is a directory")):
+        proc = run_cli("convert", str(st_path), dst)
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert proc.returncode == 2 and len(lines) == 1, (dst, proc.stderr)
+        assert lines[0].startswith(f"error: {dst}: {what}") and ".tmp" not in lines[0], lines[0]
+    assert stat.S_ISCHR(os.lstat("/dev/null").st_mode) and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert link.is_symlink() and _leftovers(tmp_path) == []
