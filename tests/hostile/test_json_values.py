@@ -57,8 +57,8 @@ def test_a_bad_tensor_spec_names_the_tensor(tmp_path, spec, message):
 
 
 @pytest.mark.parametrize(("number", "message"), [
-    ("1e400", "number 1e400 is out of range for a 64-bit float"),
-    ("-1e400", "number -1e400 is out of range"),
+    ("1e400", "value #0 \\(a decimal beyond ±1.8e308\\) is out of range for a 64-bit float"),
+    ("-1e400", "value #0 \\(a decimal beyond ±1.8e308\\) is out of range for a 64-bit float"),
     ("1" + "0" * 400, "an integer of 401 digits is out of range \\(at most 310 digits\\)"),
     ("1" * 5000, "an integer of 5000 digits is out of range"),
     ("NaN", "bare NaN is not JSON"),

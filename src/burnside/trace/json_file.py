@@ -140,7 +140,7 @@ def _refuse_overflow(path: Path, name: str, dtype: str, wide: np.ndarray, overfl
     bad = np.flatnonzero(overflowed if literal_inf else overflowed & np.isfinite(wide))
     if bad.size:
         i = int(bad[0])
-        what = "a number" if literal_inf else repr(float(wide[i]))
+        what = "a decimal beyond ±1.8e308" if literal_inf else repr(float(wide[i]))
         raise TraceError(f"{path}: tensor {name!r} value #{i} ({what}) is out of range for {dtype}; "
                          "write \"Infinity\" or \"-Infinity\" if that is what the tensor holds")
 

@@ -62,8 +62,9 @@ def check(path: Path, kind: str, metadata: Mapping, names: Iterable[str]) -> Non
     """Raise TraceError naming the key when ``metadata`` (native form) breaks docs/trace-format.md."""
     missing = [key for key in REQUIRED[kind] if key not in metadata]
     if missing:
+        article = "an" if kind == "init" else "a"
         raise TraceError(f"{path}: metadata lacks the required key{'s' if len(missing) > 1 else ''} "
-                         f"{', '.join(missing)}; {'an init' if kind == 'init' else 'a trace'} file recorded before burnside required them "
+                         f"{', '.join(missing)}; {article} {kind} file recorded before burnside required them "
                          "must be re-recorded with the current burnside.torch or burnside-trace")
     for key, value in metadata.items():
         check_text(path, "a metadata key", key)

@@ -147,7 +147,8 @@ def _check_header(path: Path, kind: str, fmt: str | None, version: str | None) -
         raise TraceError(f"{path}: not a burnside {kind} file (no {FORMAT_KEY} in its metadata); "
                          "record it with burnside.torch or the burnside-trace crate")
     if fmt != kind:
-        raise TraceError(f"{path}: is a burnside {fmt if fmt in ('trace', 'init') else short(fmt)} file, expected a {kind} file")
+        shown = fmt if fmt in ("trace", "init") else short(fmt)
+        raise TraceError(f"{path}: is a burnside {shown} file, expected a {kind} file")
     if version != str(FORMAT_VERSION):
         raise TraceError(f"{path}: trace format version {short(version)} is not supported "
                          f"(this burnside reads version {FORMAT_VERSION}); upgrade burnside or re-record")
