@@ -152,3 +152,21 @@ def test_a_metadata_json_value_that_is_not_strict_json_is_refused(st_path, key, 
     _rewrite(st_path, lambda header: header["__metadata__"].__setitem__(key, text))
     with pytest.raises(TraceError, match=f"metadata '{key}' is not valid JSON \\({message}"):
         open_trace(st_path)
+
+
+def test_a_bool_byte_other_than_0_or_1_is_refused(tmp_path):
+    """Found by the fuzzer (offsets swapped onto float bytes): 0x3f read as true, and convert wrote 0x01."""
+    import numpy as np
+
+    from burnside.trace import write_trace
+
+    from .conftest import tiny_metadata, tiny_tensors
+
+    path = write_trace(tmp_path / "t.safetensors", tiny_tensors() | {"step0.extra.mask": np.array([True, False])},
+                       tiny_metadata())
+    n, header, body = split(path)
+    begin, end = header["step0.extra.mask"]["data_offsets"]
+    body = body[:begin] + b"\x01\x3f" + body[end:]
+    path.write_bytes(join(header, body))
+    with pytest.raises(TraceError, match="tensor 'step0.extra.mask' is BOOL but element 1 is the byte 0x3f"):
+        open_trace(path)

@@ -66,14 +66,16 @@ def check(path: Path, kind: str, metadata: Mapping, names: Iterable[str]) -> Non
         raise TraceError(f"{path}: metadata lacks the required key{'s' if len(missing) > 1 else ''} "
                          f"{', '.join(missing)}; {article} {kind} file recorded before burnside required them "
                          "must be re-recorded with the current burnside.torch or burnside-trace")
+    if "steps" in metadata:  # first: grads_len is checked against it
+        value = metadata["steps"]
+        if type(value) is not int or not 1 <= value <= MAX_STEPS:
+            raise TraceError(f"{path}: metadata 'steps' must be an integer from 1 to {MAX_STEPS}, not {short(value)}")
     for key, value in metadata.items():
         check_text(path, "a metadata key", key)
         if key in (FORMAT_KEY, VERSION_KEY):
             raise TraceError(f"{path}: metadata {key!r} is the writer's to set, not a metadata entry")
         if key == "steps":
-            if type(value) is not int or not 1 <= value <= MAX_STEPS:
-                raise TraceError(f"{path}: metadata 'steps' must be an integer from 1 to {MAX_STEPS}, "
-                                 f"not {short(value)}")
+            pass
         elif key in ("params", "inputs"):
             _check_names(path, key, value)
         elif key == "grads_len":

@@ -125,6 +125,16 @@ class MappedFile:
             if hasattr(mmap, "MADV_SEQUENTIAL"):
                 self._mmap.madvise(mmap.MADV_SEQUENTIAL)
 
+    def check_bools(self, path: Path, name: str, entry: Entry) -> None:
+        """A BOOL tensor's bytes are 0 or 1: any other byte reads as true and would not survive a conversion."""
+        if entry.dtype != "BOOL" or entry.end == entry.begin or self._mmap is None:
+            return
+        raw = np.frombuffer(self._mmap, dtype=np.uint8, count=entry.end - entry.begin, offset=entry.begin)
+        bad = np.flatnonzero(raw > 1)
+        if bad.size:
+            raise TraceError(f"{path}: tensor {name!r} is BOOL but element {int(bad[0])} is the byte "
+                             f"0x{int(raw[bad[0]]):02x} (a BOOL byte is 0 or 1); re-record it")
+
     def array(self, entry: Entry) -> np.ndarray:
         """The tensor as a read-only array over the mapped bytes."""
         storage = STORAGE[entry.dtype]

@@ -125,6 +125,8 @@ def _open_safetensors(path: Path, kind: str, handle: BinaryIO, size: int) -> Tra
     metadata = decode_metadata(path, raw)
     check_metadata(path, kind, metadata, entries)
     mapped = safetensors_file.MappedFile(handle, size)
+    for name, entry in entries.items():
+        mapped.check_bools(path, name, entry)
     infos = {name: TensorInfo(e.dtype, e.shape) for name, e in entries.items()}
     return Trace(path, kind, metadata, infos, lambda name: mapped.array(entries[name]),
                  lambda name: mapped.release(entries[name]))
