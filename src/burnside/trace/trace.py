@@ -171,6 +171,8 @@ def write_trace(path: str | Path, tensors: Mapping[str, np.ndarray], metadata: M
             raise TraceError(f"{path}: tensor {name!r} has dtype {array.dtype}, "
                              "which a trace cannot hold") from None
         check_shape(path, name, array.shape)
+        if array.dtype == np.bool_ and array.size and np.ascontiguousarray(array).view(np.uint8).max() > 1:
+            raise TraceError(f"{path}: tensor {name!r} is a bool array holding bytes other than 0 and 1")
     check_metadata(path, kind, metadata, arrays)
     if path.suffix == ".json":
         if kind != "trace":
