@@ -217,14 +217,24 @@ def make_seeds(workdir: Path, with_torch: bool = True) -> dict[str, list[Seed]]:
             sources += [recorded, convert_trace(recorded, workdir / "seed-torch.json")]
     for path in sources:
         form = "json" if path.suffix == ".json" else "safetensors"
+        if form == "safetensors":
+            _canonical(path)
         seeds[form].append(Seed(form, path.read_bytes(), open_trace(path)))
     init = write_trace(workdir / "seed.init.safetensors",
                        {"params.fc.weight": np.ones((3, 4), np.float32), "inputs.y": np.arange(2, dtype=np.int64)},
                        {"params": ["fc.weight"], "inputs": ["y"], "framework": "pytorch"}, kind="init")
+    _canonical(init)
     seeds["init"].append(Seed("init", init.read_bytes(), None))
     seeds["tolerances.toml"].append(Seed("tolerances.toml", _TOLERANCE_TOML.encode(), None))
     seeds["tolerances.json"].append(Seed("tolerances.json", _TOLERANCE_JSON.encode(), None))
     return seeds
+
+
+def _canonical(path: Path) -> None:
+    """Rewrite a safetensors header with sorted keys: the writer's map order varies from run to run,
+    and a fixed seed must give the same mutants."""
+    header, body = _split_safetensors(path.read_bytes())
+    path.write_bytes(_join_safetensors(json.dumps(header, sort_keys=True).encode(), body))
 
 
 # ---------------------------------------------------------------- mutations
