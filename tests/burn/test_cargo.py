@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from burnside.burn.binary import run_binary
-from burnside.burn.cargo import DEFAULT_TARGET_DIR, build, find_cargo, rust_workspace, target_dir
+from burnside.burn.cargo import (
+    DEFAULT_TARGET_DIR,
+    build,
+    find_cargo,
+    rust_workspace,
+    target_dir,
+)
 from burnside.errors import BuildError, RunError
 
 

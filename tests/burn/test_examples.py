@@ -12,8 +12,8 @@ from burnside.burn.cargo import rust_workspace, target_dir
 from burnside.burn.port import record_port
 from burnside.compare import compare_traces
 from burnside.compare.tolerance import Tolerance, Tolerances
-from burnside.torch import export_init
 from burnside.examples import cnn, transformer
+from burnside.torch import export_init
 from burnside.trace import open_trace, parse_name
 
 STEPS = 4

@@ -83,9 +83,10 @@ def test_an_unwritable_output_is_one_line_exit_2(tmp_path):
     import numpy as np
 
     from burnside.trace import write_trace
+    from tests.core.conftest import base_metadata
 
     src = write_trace(tmp_path / "t.json", {"step0.loss": np.array(1.0, np.float32)},
-                      {"framework": "pytorch", "steps": 1, "params": [], "grads_len": [0]})
+                      base_metadata() | {"params": [], "grads_len": [0]})
     proc = script("convert", str(src), str(tmp_path / "no-such-dir" / "t.safetensors"))
     assert proc.returncode == 2 and proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr
 

@@ -50,7 +50,9 @@ def write(tmp_path: Path):
     """write(name, tensors, **metadata overrides) -> path of a real trace file."""
 
     def _write(name: str, tensors: dict[str, np.ndarray], framework: str = "pytorch", **meta) -> Path:
-        metadata = base_metadata(framework) | meta
+        # `steps` and `grads_len` follow the tensors given, as a recorder's would
+        steps = 1 + max((int(n.split(".")[0][4:]) for n in tensors if n.startswith("step")), default=0)
+        metadata = base_metadata(framework, steps) | meta
         return write_trace(tmp_path / name, tensors, metadata)
 
     return _write

@@ -7,7 +7,13 @@ import pytest
 import torch
 from torch import nn
 
-from burnside.a1 import SEED_ADAM_LOSSES, SEED_FC2_BIAS_GRAD, SEED_SGD_LOSSES, a1_arrays, record_torch
+from burnside.a1 import (
+    SEED_ADAM_LOSSES,
+    SEED_FC2_BIAS_GRAD,
+    SEED_SGD_LOSSES,
+    a1_arrays,
+    record_torch,
+)
 from burnside.torch import export_init, record
 from burnside.trace import open_trace
 

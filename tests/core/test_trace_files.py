@@ -87,7 +87,8 @@ def test_unknown_version_is_refused(tmp_path):
 
 
 def test_an_init_file_is_not_a_trace(tmp_path):
-    path = write_trace(tmp_path / "init.safetensors", {"params.w": np.zeros(2, np.float32)}, {}, kind="init")
+    path = write_trace(tmp_path / "init.safetensors", {"params.w": np.zeros(2, np.float32)},
+                       {"params": ["w"], "inputs": []}, kind="init")
     with pytest.raises(TraceError, match="is a burnside init file, expected a trace"):
         open_trace(path)
     assert open_trace(path, kind="init").names == ("params.w",)
@@ -113,7 +114,7 @@ def test_json_truncated_and_wrong_count(tmp_path):
     path.write_text(text[: len(text) // 2])
     with pytest.raises(TraceError, match="invalid JSON"):
         open_trace(path)
-    path.write_text('{"format": "burnside-trace", "version": 1, "tensors": '
+    path.write_text('{"format": "burnside-trace", "version": 1, "metadata": {}, "tensors": '
                     '{"step0.logits": {"dtype": "F32", "shape": [2, 2], "data": [1, 2, 3]}}}')
     with pytest.raises(TraceError, match="3 values for shape"):
         open_trace(path)

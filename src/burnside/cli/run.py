@@ -13,8 +13,7 @@ from burnside.cli.output import finish, stdout
 from burnside.errors import BurnsideError
 from burnside.parity import record_and_compare
 from burnside.targets import TARGETS, get_target
-
-_MAX_STEPS = 100_000
+from burnside.trace.limits import MAX_STEPS
 
 
 @click.command(cls=BurnsideCommand)
@@ -25,7 +24,7 @@ _MAX_STEPS = 100_000
               help="With --side torch|burn: the trace file to write.")
 @click.option("--out-dir", type=click.Path(path_type=Path, file_okay=False), default=Path("burnside-out"),
               show_default=True, help="Where traces and plots go.")
-@click.option("--steps", type=click.IntRange(1, _MAX_STEPS), default=1, show_default=True, help="Training steps.")
+@click.option("--steps", type=click.IntRange(1, MAX_STEPS), default=1, show_default=True, help="Training steps.")
 @click.option("--optim", type=click.Choice(["sgd", "adam", "adamw"]), default=None,
               help="The optimizer (a1: sgd lr 0.1 (default), adam lr 0.01 eps 1e-8; cnn: adam; transformer: adamw).")
 @click.option("--bug", default=None, help="Build one of the pages' silent failures into the burn side "

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import fnmatch
-import json
+import math
+import numbers
 import tomllib
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -11,7 +12,29 @@ from pathlib import Path
 
 import numpy as np
 
+from burnside import strict_json
 from burnside.errors import BurnsideError
+from burnside.input_file import decode_utf8, read_input
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+def _is_integer(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def _finite(value: float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer beyond float range
+        return False
+
+
+def _shown(value: object) -> str:
+    text = repr(float(value)) if isinstance(value, float) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 # Elements whose rounded |a-b| lies this close (relatively) to a bound involving rtol are
 # settled in exact rational arithmetic; with rtol 0 an exact two-sum settles them instead.
@@ -25,6 +48,17 @@ class Tolerance:
     atol: float = 1e-6
     rtol: float = 0.0
     ulps: int | None = None
+
+    def __post_init__(self) -> None:
+        # A NaN tolerance would pass every difference: `diff > nan` is never true.
+        for key in ("atol", "rtol"):
+            value = getattr(self, key)
+            if not _is_number(value) or not _finite(value) or value < 0:
+                raise BurnsideError(f"tolerance {key}={_shown(value)} is not a finite number >= 0; "
+                                    "give e.g. 1e-6 (0 for exact)")
+        if self.ulps is not None and (not _is_integer(self.ulps) or not 0 <= self.ulps < 2**63):
+            raise BurnsideError(f"tolerance ulps={_shown(self.ulps)} is not a whole number from 0 to 2^63-1; "
+                                "give e.g. 4")
 
     def describe(self) -> str:
         """Short form for the verdict line, e.g. `tol=1e-06`."""
@@ -54,11 +88,13 @@ class Tolerance:
                 bad[i] = abs(fa - fb) > Fraction(self.atol) + Fraction(self.rtol) * abs(fb)
         else:
             work = diff.dtype.type
-            bad = np.greater(diff, work(self.atol), out=out)
+            # an atol beyond the working type's range: no finite difference exceeds it
+            atol = work(min(self.atol, float(np.finfo(work).max)))
+            bad = np.greater(diff, atol, out=out)
             # |a-b| was rounded to the working type: elements within rounding of atol are settled
             # by an exact two-sum in f64 (a - b == s + e exactly).
             border = 2.0**-20 if diff.dtype != np.float64 else 2.0**-50
-            near = np.flatnonzero(np.abs(diff - work(self.atol)) <= work(self.atol * border))
+            near = np.flatnonzero(np.abs(diff - atol) <= atol * work(border))
             if near.size:
                 bad[near] = _exceeds_exactly(a[near].astype(np.float64), b[near].astype(np.float64), self.atol)
         if self.ulps is not None:
@@ -96,6 +132,10 @@ class Tolerances:
         return chosen
 
 
+#: A tolerance file is a few tables of numbers; anything much larger is not one.
+MAX_TOLERANCE_FILE_BYTES = 1024 * 1024
+
+
 def load_tolerances(path: str | Path, default: Tolerance) -> Tolerances:
     """Read a tolerance file (.json or .toml).
 
@@ -109,14 +149,17 @@ def load_tolerances(path: str | Path, default: Tolerance) -> Tolerances:
     Keys not given in a table fall back to `default`.
     """
     path = Path(path)
+    data = read_input(path, "a tolerance file", MAX_TOLERANCE_FILE_BYTES)
+    text = decode_utf8(path, data, "a tolerance file")
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise BurnsideError(f"{path}: cannot read tolerance file ({exc.strerror})") from None
-    try:
-        doc = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        doc = tomllib.loads(text) if path.suffix == ".toml" else strict_json.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise BurnsideError(f"{path}: invalid tolerance file ({exc})") from None
+    except RecursionError:
+        raise BurnsideError(f"{path}: nested too deeply; a tolerance file is [default] and "
+                            "[tensors.\"GLOB\"] tables of numbers") from None
+    except ValueError as exc:
+        raise BurnsideError(f"{path}: invalid tolerance file ({strict_json.describe(exc)})") from None
     if not isinstance(doc, dict):
         raise BurnsideError(f"{path}: a tolerance file is a table with [default] and [tensors.\"GLOB\"]")
     base = _tolerance(path, "default", doc.get("default", {}), default)
@@ -130,12 +173,16 @@ def load_tolerances(path: str | Path, default: Tolerance) -> Tolerances:
 def _tolerance(path: Path, where: str, spec: object, fallback: Tolerance) -> Tolerance:
     if not isinstance(spec, dict) or set(spec) - {"atol", "rtol", "ulps"}:
         raise BurnsideError(f"{path}: [{where}] may only set atol, rtol and ulps")
+    for key in ("atol", "rtol"):
+        if key in spec and not _is_number(spec[key]):
+            raise BurnsideError(f"{path}: [{where}] {key} must be a number, not {_shown(spec[key])}")
+    if "ulps" in spec and not _is_integer(spec["ulps"]):
+        raise BurnsideError(f"{path}: [{where}] ulps must be a whole number, not {_shown(spec['ulps'])}")
     try:
-        ulps = spec.get("ulps", fallback.ulps)
         return Tolerance(
-            atol=float(spec.get("atol", fallback.atol)),
-            rtol=float(spec.get("rtol", fallback.rtol)),
-            ulps=None if ulps is None else int(ulps),
+            atol=spec.get("atol", fallback.atol),
+            rtol=spec.get("rtol", fallback.rtol),
+            ulps=spec.get("ulps", fallback.ulps),
         )
-    except (TypeError, ValueError):
-        raise BurnsideError(f"{path}: [{where}] atol/rtol must be numbers and ulps an integer") from None
+    except BurnsideError as exc:
+        raise BurnsideError(f"{path}: [{where}] {exc}") from None

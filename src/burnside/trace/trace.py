@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
 from burnside.errors import TraceError
+from burnside.input_file import decode_utf8, open_input
 from burnside.trace import json_file, safetensors_file
 from burnside.trace.dtypes import bf16_to_f32, dtype_of
+from burnside.trace.limits import MAX_JSON_BYTES, check_name, check_shape, short
+from burnside.trace.metadata import FORMAT_KEY, FORMAT_VERSION, VERSION_KEY
+from burnside.trace.metadata import check as check_metadata
+from burnside.trace.metadata import decode as decode_metadata
+from burnside.trace.metadata import encode as encode_metadata
 from burnside.trace.names import order_key
-
-FORMAT_VERSION = 1
-#: Metadata keys whose safetensors value is JSON text (native JSON in the JSON form).
-JSON_KEYS = frozenset({"steps", "optimizer", "params", "grads_len", "inputs", "buffers", "activations", "modules"})
-_FORMAT_KEY = "burnside.format"
-_VERSION_KEY = "burnside.version"
 
 
 @dataclass(frozen=True)
@@ -107,33 +107,38 @@ class Trace:
 def open_trace(path: str | Path, kind: str = "trace") -> Trace:
     """Open a trace (or, with ``kind="init"``, an init file) in either form.
 
+    Only a regular file is opened (a FIFO, a device or a directory is refused before any read).
     Raises TraceError with a one-line message for anything unusable.
     """
     path = Path(path)
-    if not path.exists():
-        raise TraceError(f"{path}: no such file")
-    if path.is_dir():
-        raise TraceError(f"{path}: is a directory, expected a trace file")
-    if path.suffix == ".json" or (path.suffix != ".safetensors" and not safetensors_file.is_safetensors(path)):
-        return _open_json(path, kind)
-    return _open_safetensors(path, kind)
+    with open_input(path, f"a {kind} file", TraceError) as (handle, size):
+        if path.suffix == ".json" or (path.suffix != ".safetensors" and not safetensors_file.is_safetensors(handle)):
+            if size > MAX_JSON_BYTES:
+                raise TraceError(f"{path}: a JSON trace of {size} bytes is more than the {MAX_JSON_BYTES} bytes "
+                                 "allowed; keep large traces in safetensors")
+            text = decode_utf8(path, handle.read(MAX_JSON_BYTES + 1), "a JSON trace", TraceError)
+            return _open_json(path, kind, text)
+        return _open_safetensors(path, kind, handle, size)
 
 
-def _open_safetensors(path: Path, kind: str) -> Trace:
-    raw, entries, size = safetensors_file.read_index(path)
-    _check_header(path, kind, raw.get(_FORMAT_KEY), raw.get(_VERSION_KEY))
+def _open_safetensors(path: Path, kind: str, handle: BinaryIO, size: int) -> Trace:
+    raw, entries = safetensors_file.read_index(path, handle, size)
+    _check_header(path, kind, raw.get(FORMAT_KEY), raw.get(VERSION_KEY))
     metadata = decode_metadata(path, raw)
-    mapped = safetensors_file.MappedFile(path, size)
+    check_metadata(path, kind, metadata, entries)
+    mapped = safetensors_file.MappedFile(handle, size)
+    for name, entry in entries.items():
+        mapped.check_bools(path, name, entry)
     infos = {name: TensorInfo(e.dtype, e.shape) for name, e in entries.items()}
     return Trace(path, kind, metadata, infos, lambda name: mapped.array(entries[name]),
                  lambda name: mapped.release(entries[name]))
 
 
-def _open_json(path: Path, kind: str) -> Trace:
-    fmt, version, metadata, tensors = json_file.read(path)
-    if fmt != json_file.JSON_FORMAT:
-        raise TraceError(f"{path}: not a burnside JSON trace (format is {fmt!r}, expected {json_file.JSON_FORMAT!r})")
-    _check_header(path, kind, metadata.get(_FORMAT_KEY, "trace"), str(version))
+def _open_json(path: Path, kind: str, text: str) -> Trace:
+    if kind != "trace":
+        raise TraceError(f"{path}: {kind} files are safetensors only")
+    metadata, tensors = json_file.read(path, text)
+    check_metadata(path, kind, metadata, tensors)
     infos = {name: TensorInfo(dtype, tuple(a.shape)) for name, (dtype, a) in tensors.items()}
     arrays = {name: a for name, (_, a) in tensors.items()}
     for a in arrays.values():
@@ -143,62 +148,48 @@ def _open_json(path: Path, kind: str) -> Trace:
 
 def _check_header(path: Path, kind: str, fmt: str | None, version: str | None) -> None:
     if fmt is None:
-        raise TraceError(f"{path}: not a burnside {kind} file (no {_FORMAT_KEY} in its metadata); "
+        raise TraceError(f"{path}: not a burnside {kind} file (no {FORMAT_KEY} in its metadata); "
                          "record it with burnside.torch or the burnside-trace crate")
     if fmt != kind:
-        raise TraceError(f"{path}: is a burnside {fmt} file, expected a {kind} file")
-    if str(version) != str(FORMAT_VERSION):
-        raise TraceError(f"{path}: trace format version {version} is not supported "
+        shown = fmt if fmt in ("trace", "init") else short(fmt)
+        raise TraceError(f"{path}: is a burnside {shown} file, expected a {kind} file")
+    if version != str(FORMAT_VERSION):
+        raise TraceError(f"{path}: trace format version {short(version)} is not supported "
                          f"(this burnside reads version {FORMAT_VERSION}); upgrade burnside or re-record")
 
 
-def decode_metadata(path: Path, raw: Mapping[str, str]) -> dict:
-    """safetensors string metadata -> native values (JSON keys parsed)."""
-    out: dict = {}
-    for key, value in raw.items():
-        if key in (_FORMAT_KEY, _VERSION_KEY):
-            continue
-        if key in JSON_KEYS:
-            try:
-                out[key] = json.loads(value)
-            except json.JSONDecodeError:
-                raise TraceError(f"{path}: metadata {key!r} is not valid JSON: {value[:60]!r}") from None
-        else:
-            out[key] = value
-    return out
-
-
-def encode_metadata(metadata: Mapping, kind: str = "trace") -> dict[str, str]:
-    """Native metadata -> safetensors string metadata."""
-    out = {_FORMAT_KEY: kind, _VERSION_KEY: str(FORMAT_VERSION)}
-    for key, value in metadata.items():
-        out[key] = json.dumps(value) if key in JSON_KEYS else str(value)
-    return out
-
-
 def write_trace(path: str | Path, tensors: Mapping[str, np.ndarray], metadata: Mapping, kind: str = "trace") -> Path:
-    """Write numpy tensors + metadata as a trace; the suffix (.json/.safetensors) picks the form."""
+    """Write numpy tensors + metadata as a trace; the suffix (.json/.safetensors) picks the form.
+
+    The tensors and metadata are checked as a reader checks them first: burnside never writes
+    a file it would refuse to read.
+    """
     path = Path(path)
-    for name, array in tensors.items():
+    arrays = {check_name(path, name): np.asarray(array) for name, array in tensors.items()}
+    for name, array in arrays.items():
         try:
-            dtype_of(np.asarray(array))
+            dtype_of(array)
         except ValueError:
-            raise TraceError(f"{path}: tensor {name!r} has dtype {np.asarray(array).dtype}, "
+            raise TraceError(f"{path}: tensor {name!r} has dtype {array.dtype}, "
                              "which a trace cannot hold") from None
+        check_shape(path, name, array.shape)
+        if array.dtype == np.bool_ and array.size and np.ascontiguousarray(array).view(np.uint8).max() > 1:
+            raise TraceError(f"{path}: tensor {name!r} is a bool array holding bytes other than 0 and 1")
+    check_metadata(path, kind, metadata, arrays)
     if path.suffix == ".json":
         if kind != "trace":
             raise TraceError(f"{path}: {kind} files are safetensors only; use a .safetensors suffix")
-        typed = {name: (dtype_of(a), np.asarray(a)) for name, a in tensors.items()}
+        typed = {name: (dtype_of(a), a) for name, a in arrays.items()}
         json_file.write(path, typed, dict(metadata))
     elif path.suffix == ".safetensors":
-        safetensors_file.write(path, dict(tensors), encode_metadata(metadata, kind))
+        safetensors_file.write(path, arrays, encode_metadata(metadata, kind))
     else:
         raise TraceError(f"{path}: unknown trace suffix {path.suffix!r}; use .safetensors or .json")
     return path
 
 
 def convert_trace(src: str | Path, dst: str | Path) -> Path:
-    """Rewrite a trace in the other form (by ``dst``'s suffix), bit for bit."""
+    """Rewrite a trace in the other form (by ``dst``'s suffix), bit for bit, NaN payloads included."""
     trace = open_trace(src)
     if any(trace.info(n).dtype == "BF16" for n in trace.names) and Path(dst).suffix != ".json":
         raise TraceError(f"{src}: writing BF16 tensors to safetensors from JSON is not supported yet; keep the JSON form")

@@ -1,0 +1,186 @@
+"""Trace metadata: the keys docs/trace-format.md defines, their types, and their text form in safetensors.
+
+The same checks run when a trace is read (either form) and before one is written, so a file
+burnside writes is always a file burnside reads, and a file it reads never surprises the
+comparison or the diagnosis with a value of the wrong type.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from burnside import strict_json
+from burnside.errors import TraceError
+from burnside.trace.limits import MAX_STEPS, check_text, short
+
+FORMAT_KEY = "burnside.format"
+VERSION_KEY = "burnside.version"
+FORMAT_VERSION = 1
+#: Keys whose safetensors value is JSON text (native JSON in the JSON form).
+JSON_KEYS = frozenset({"steps", "optimizer", "params", "grads_len", "inputs", "buffers", "activations", "modules"})
+#: Keys a file of each kind must carry (besides the format and version).
+REQUIRED = {
+    "trace": ("framework", "framework_version", "device", "dtype", "steps", "optimizer", "params", "grads_len"),
+    "init": ("params", "inputs"),
+}
+_NUMBERS = ("lr", "eps", "weight_decay", "momentum", "dampening")
+_BOOLS = ("nesterov", "amsgrad")
+_WEIGHT_DECAY_KINDS = ("l2", "decoupled")
+_STEP = re.compile(r"^step(\d+)\.")
+_STEP_DIGITS = len(str(MAX_STEPS))
+
+
+def decode(path: Path, raw: Mapping[str, str]) -> dict:
+    """safetensors string metadata -> native values (JSON keys parsed strictly; format/version dropped)."""
+    out: dict = {}
+    for key, value in raw.items():
+        if key in (FORMAT_KEY, VERSION_KEY):
+            continue
+        if key in JSON_KEYS:
+            try:
+                out[key] = strict_json.loads(value)
+            except ValueError as exc:
+                raise TraceError(f"{path}: metadata {key!r} is not valid JSON ({strict_json.describe(exc)})") from None
+        else:
+            out[key] = value
+    return out
+
+
+def encode(metadata: Mapping, kind: str) -> dict[str, str]:
+    """Native metadata (already checked) -> safetensors string metadata."""
+    out = {FORMAT_KEY: kind, VERSION_KEY: str(FORMAT_VERSION)}
+    for key, value in metadata.items():
+        out[key] = json.dumps(value, allow_nan=False) if key in JSON_KEYS else value
+    return out
+
+
+def check(path: Path, kind: str, metadata: Mapping, names: Iterable[str]) -> None:
+    """Raise TraceError naming the key when ``metadata`` (native form) breaks docs/trace-format.md."""
+    missing = [key for key in REQUIRED[kind] if key not in metadata]
+    if missing:
+        article = "an" if kind == "init" else "a"
+        raise TraceError(f"{path}: metadata lacks the required key{'s' if len(missing) > 1 else ''} "
+                         f"{', '.join(missing)}; {article} {kind} file recorded before burnside required them "
+                         "must be re-recorded with the current burnside.torch or burnside-trace")
+    if "steps" in metadata:  # first: grads_len is checked against it
+        value = metadata["steps"]
+        if type(value) is not int or not 1 <= value <= MAX_STEPS:
+            raise TraceError(f"{path}: metadata 'steps' must be an integer from 1 to {MAX_STEPS}, not {short(value)}")
+    for key, value in metadata.items():
+        check_text(path, "a metadata key", key)
+        if key in (FORMAT_KEY, VERSION_KEY):
+            raise TraceError(f"{path}: metadata {key!r} is the writer's to set, not a metadata entry")
+        if key == "steps":
+            pass
+        elif key in ("params", "inputs", "buffers", "activations"):
+            _check_names(path, key, value)
+        elif key == "modules":
+            _check_modules(path, value)
+        elif key == "grads_len":
+            _check_grads_len(path, value, metadata.get("steps"))
+        elif key == "optimizer":
+            _check_optimizer(path, value)
+        else:
+            check_text(path, f"metadata {key!r}", value)
+    steps = _steps_named(path, names)
+    if kind == "trace":
+        if steps == 0:
+            raise TraceError(f"{path}: no tensor is named step{{k}}.*; a trace holds at least one step")
+        if steps != metadata["steps"]:
+            raise TraceError(f"{path}: metadata 'steps' is {metadata['steps']} but the tensors cover {steps} "
+                             f"step{'s' if steps > 1 else ''} (step0 to step{steps - 1})")
+
+
+def _steps_named(path: Path, names: Iterable[str]) -> int:
+    """1 + the largest k of the `step{k}.` names (0 when there are none)."""
+    last = -1
+    for name in names:
+        m = _STEP.match(name)
+        if m is None:
+            continue
+        digits = m.group(1)
+        if len(digits) > _STEP_DIGITS or int(digits) >= MAX_STEPS:
+            raise TraceError(f"{path}: tensor {short(name)} is beyond the {MAX_STEPS} steps a trace may hold")
+        last = max(last, int(digits))
+    return last + 1
+
+
+def _check_names(path: Path, key: str, value: object) -> None:
+    if not isinstance(value, list):
+        raise TraceError(f"{path}: metadata {key!r} must be a list of names, not {short(value)}")
+    for item in value:
+        check_text(path, f"every entry of metadata {key!r}", item)
+    seen: set[str] = set()
+    for item in value:
+        if item in seen:
+            raise TraceError(f"{path}: metadata {key!r} lists {short(item)} twice")
+        seen.add(item)
+
+
+def _check_modules(path: Path, value: object) -> None:
+    if not isinstance(value, dict):
+        raise TraceError(f"{path}: metadata 'modules' must map module paths to class names, not {short(value)}")
+    for module, kind in value.items():
+        check_text(path, "every module path of metadata 'modules'", module)
+        check_text(path, f"the class name of module {short(module)} in metadata 'modules'", kind)
+
+
+def _check_grads_len(path: Path, value: object, steps: object) -> None:
+    if not isinstance(value, list) or not all(type(n) is int and 0 <= n < 2**63 for n in value):
+        raise TraceError(f"{path}: metadata 'grads_len' must be a list of non-negative integers, "
+                         f"not {short(value)}")
+    if type(steps) is int and len(value) != steps:
+        raise TraceError(f"{path}: metadata 'grads_len' has {len(value)} entries for {steps} steps (one per step)")
+
+
+def _check_optimizer(path: Path, value: object) -> None:
+    if not isinstance(value, dict):
+        raise TraceError(f"{path}: metadata 'optimizer' must be an object such as "
+                         f"{{\"name\": \"sgd\", \"lr\": 0.1}}, not {short(value)}")
+    if "name" not in value:
+        raise TraceError(f"{path}: metadata 'optimizer' has no \"name\"")
+    for key, item in value.items():
+        check_text(path, "a key of metadata 'optimizer'", key)
+        where = f"metadata optimizer.{key}"
+        if key in _NUMBERS:
+            _check_number(path, where, item)
+        elif key == "betas":
+            if not isinstance(item, list) or len(item) != 2:
+                raise TraceError(f"{path}: {where} must be a list of two numbers, not {short(item)}")
+            for beta in item:
+                _check_number(path, where, beta)
+        elif key in _BOOLS:
+            if type(item) is not bool:
+                raise TraceError(f"{path}: {where} must be true or false, not {short(item)}")
+        elif key == "weight_decay_kind":
+            if item not in _WEIGHT_DECAY_KINDS:
+                raise TraceError(f"{path}: {where} must be \"l2\" or \"decoupled\", not {short(item)}")
+        elif key == "param_groups":
+            if type(item) is not int or item < 1:
+                raise TraceError(f"{path}: {where} must be a positive integer, not {short(item)}")
+        elif key == "name":
+            check_text(path, where, item)
+            if not item:
+                raise TraceError(f"{path}: {where} is empty")
+        elif isinstance(item, float):
+            _check_number(path, where, item)
+        elif not (item is None or type(item) in (bool, int) or isinstance(item, str)):
+            raise TraceError(f"{path}: {where} must be a string, number, true/false or null, not {short(item)}")
+        elif isinstance(item, str):
+            check_text(path, where, item)
+
+
+def _check_number(path: Path, where: str, value: object) -> None:
+    try:
+        finite = type(value) in (int, float) and math.isfinite(value)  # type: ignore[arg-type]
+    except OverflowError:  # an integer beyond float range
+        finite = False
+    if not finite:
+        raise TraceError(f"{path}: {where} must be a finite number, not {short(value)}")
+
+
+__all__ = ["FORMAT_KEY", "FORMAT_VERSION", "JSON_KEYS", "REQUIRED", "VERSION_KEY", "check", "decode", "encode"]

@@ -1,0 +1,688 @@
+"""A seeded mutation fuzzer for every file burnside reads: traces (both forms), init files, tolerance files.
+
+Seeds are real files: small traces written by `burnside.trace.write_trace`, one recorded by
+`burnside.a1.record_torch` when torch is importable, an init file, tolerance files in TOML and
+JSON. Each mutant goes through the whole path a command takes: `open_trace` -> `compare_traces`
+(against the unmutated seed, both ways round) -> `diagnose`, then `convert_trace` to the other form
+and back. An outcome is one of
+
+- rejected: a BurnsideError (the CLI prints one line and exits 2): fine;
+- accepted: opened, compared, diagnosed, converted bit for bit, with the verdict an independent
+  element-by-element reference gives;
+- crash: any other exception; hang: longer than the per-case timeout;
+- wrong: accepted but with a verdict, a conversion or a tolerance the reference disagrees with.
+
+Used by tests/hostile/test_fuzz.py (a bounded run, fixed seed) and benchmarks/fuzz_traces.py.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import random
+import re
+import signal
+import struct
+import tempfile
+import traceback
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+
+from burnside.compare import Tolerance, Tolerances, compare_traces, load_tolerances
+from burnside.diagnose import diagnose
+from burnside.errors import BurnsideError
+from burnside.report import comparison_json, render
+from burnside.trace import Trace, convert_trace, open_trace, parse_name, write_trace
+from burnside.trace.dtypes import bf16_to_f32
+
+FORMS = ("safetensors", "json", "init", "tolerances.toml", "tolerances.json")
+
+# Values a hostile file puts where a well-formed one has something else (issue 11's cases among them).
+INTERESTING: tuple[object, ...] = (
+    None, True, False, 0, -1, 1, 2, 3, 7, 64, 65, 2**31, 2**32, 2**53 + 1, 2**63 - 1, 2**63, 2**64, -(2**63) - 1,
+    10**6, 10**30, 10**300, 10**400, 1.5, -0.0, 0.1, 1e-8, 1e300, 1e-320, 5e-324, 3.5e38, 3.4028235e38, 65520.0,
+    float("nan"), float("inf"), -float("inf"),
+    "", "x", "1", "NaN", "Infinity", "-Infinity", "nan", "NaN:0x7fc00001", "NaN:0xffc00000", "NaN:0x7f800000",
+    "NaN:0x7ff8000000000001", "NaN:0x7e01", "NaN:0xzz", "\x1b[2J", "a\nb", "F32", "F64", "F16", "BF16", "I64",
+    "U8", "BOOL", "F8", "trace", "init", "sgd", "adam", "adamw", "l2", "decoupled", "step0.loss", "x" * 5000,
+    [], {}, [1], [[1]], [True], [1.5], ["1"], [0, 10**30], [2**62, 2**62], [1] * 33, [1] * 65, [-1], [0, 0],
+    [4, 3], [3, 4], [0, 8], [8, 0], [0.0, 8.0], {"a": 1}, {"name": "adam"},
+)
+
+
+def _deep(levels: int, open_: str = "[", close: str = "]") -> str:
+    return open_ * levels + close * levels
+
+
+@dataclass
+class Crash:
+    """One distinct crash site: the exception and the innermost burnside frame."""
+
+    form: str
+    mutation: str
+    error: str
+    site: str
+    sample: Path | None
+
+
+@dataclass
+class FormCounts:
+    """What happened to one form's mutants."""
+
+    mutants: int = 0
+    accepted: int = 0
+    rejected: int = 0
+    crashes: int = 0
+    hangs: int = 0
+    wrong: int = 0
+    mutations: Counter = field(default_factory=Counter)
+
+
+@dataclass
+class Report:
+    """A fuzzing run's figures."""
+
+    counts: dict[str, FormCounts] = field(default_factory=lambda: {f: FormCounts() for f in FORMS})
+    crashes: dict[tuple[str, str], Crash] = field(default_factory=dict)
+    hangs: list[tuple[str, str, Path | None]] = field(default_factory=list)
+    wrong: list[tuple[str, str, str, Path | None]] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        """The figures, one line per form, then every crash site, hang and wrong verdict."""
+        out = [f"{'form':<17}{'mutants':>8}{'accepted':>10}{'rejected':>10}{'crashes':>9}{'hangs':>7}{'wrong':>7}"]
+        for form, c in self.counts.items():
+            if c.mutants:
+                out.append(f"{form:<17}{c.mutants:>8}{c.accepted:>10}{c.rejected:>10}{c.crashes:>9}{c.hangs:>7}"
+                           f"{c.wrong:>7}")
+        classes = Counter()
+        for c in self.counts.values():
+            classes.update(c.mutations)
+        out.append("mutation classes: " + ", ".join(f"{k} {v}" for k, v in sorted(classes.items())))
+        for crash in self.crashes.values():
+            out.append(f"CRASH [{crash.form} {crash.mutation}] {crash.error} at {crash.site} ({crash.sample})")
+        for form, mutation, sample in self.hangs:
+            out.append(f"HANG [{form} {mutation}] ({sample})")
+        for form, mutation, why, sample in self.wrong:
+            out.append(f"WRONG [{form} {mutation}] {why} ({sample})")
+        return out
+
+
+class _Hang(BaseException):
+    """Raised by the per-case alarm; a BaseException so that no `except Exception` swallows it."""
+
+
+# ---------------------------------------------------------------- seeds
+
+
+def _metadata(steps: int, optimizer: dict, params: list[str]) -> dict:
+    return {"framework": "pytorch", "framework_version": "test", "device": "cpu", "dtype": "float32",
+            "steps": steps, "optimizer": optimizer, "params": params, "grads_len": [len(params)] * steps}
+
+
+def _seed_traces(rng: np.random.Generator) -> list[tuple[dict[str, np.ndarray], dict]]:
+    """Small valid traces covering the stages, every dtype numpy can hold, non-finite values and NaN payloads."""
+    params = ["fc.weight", "fc.bias"]
+    out = []
+    for steps, optimizer in ((1, {"name": "sgd", "lr": 0.1, "momentum": 0.0, "dampening": 0.0, "nesterov": False,
+                                  "weight_decay": 0.0, "weight_decay_kind": "l2"}),
+                             (2, {"name": "adam", "lr": 0.01, "betas": [0.9, 0.999], "eps": 1e-08,
+                                  "weight_decay": 0.0, "weight_decay_kind": "l2", "amsgrad": False})):
+        t: dict[str, np.ndarray] = {}
+        w = rng.standard_normal((3, 4)).astype(np.float32)
+        b = rng.standard_normal(3).astype(np.float32)
+        for k in range(steps):
+            t[f"step{k}.inputs.x"] = rng.standard_normal((2, 4)).astype(np.float32)
+            t[f"step{k}.inputs.y"] = np.array([0, 2], dtype=np.int64)
+            t[f"step{k}.params_before.fc.weight"] = w
+            t[f"step{k}.params_before.fc.bias"] = b
+            t[f"step{k}.logits"] = rng.standard_normal((2, 3)).astype(np.float32)
+            t[f"step{k}.loss"] = np.array(1.25, dtype=np.float32)
+            gw, gb = (rng.standard_normal((3, 4)) * 0.1).astype(np.float32), (rng.standard_normal(3) * 0.1).astype(np.float32)
+            t[f"step{k}.grads.fc.weight"], t[f"step{k}.grads.fc.bias"] = gw, gb
+            w, b = (w - 0.1 * gw).astype(np.float32), (b - 0.1 * gb).astype(np.float32)
+            t[f"step{k}.params_after.fc.weight"], t[f"step{k}.params_after.fc.bias"] = w, b
+            if optimizer["name"] == "adam":
+                t[f"step{k}.optim.exp_avg.fc.weight"] = (0.1 * gw).astype(np.float32)
+                t[f"step{k}.optim.step.fc.weight"] = np.array(k + 1, dtype=np.float32)
+        t[f"step{steps - 1}.loss_after"] = np.array(1.0, dtype=np.float32)
+        out.append((t, _metadata(steps, optimizer, params)))
+    odd, meta = dict(out[0][0]), dict(out[0][1])
+    nan_payload = np.array([0x7FC00001, 0xFFC00000, 0x7F800001], dtype=np.uint32).view(np.float32)
+    odd["step0.logits"] = np.array([[np.nan, np.inf, -np.inf], [-0.0, 1e-45, 3.4028235e38]], dtype=np.float32)
+    odd["step0.extra.payload"] = nan_payload
+    odd["step0.extra.f64"] = np.array([np.pi, 1e-300, -0.0, np.nan], dtype=np.float64)
+    odd["step0.extra.f16"] = np.array([0.1, 65504, -np.inf], dtype=np.float16)
+    odd["step0.extra.ints"] = np.array([[-(2**63), 2**63 - 1]], dtype=np.int64)
+    odd["step0.extra.u8"] = np.array([0, 255], dtype=np.uint8)
+    odd["step0.extra.bool"] = np.array([True, False])
+    odd["step0.extra.empty"] = np.zeros((0, 5), dtype=np.float32)
+    out.append((odd, meta))
+    return out
+
+
+_BF16_JSON = {
+    "format": "burnside-trace", "version": 1,
+    "metadata": _metadata(1, {"name": "sgd", "lr": 0.1}, ["w"]),
+    "tensors": {"step0.params_before.w": {"dtype": "BF16", "shape": [3], "data": [1.0, "NaN", -0.0]},
+                "step0.loss": {"dtype": "BF16", "shape": [], "data": [0.5]},
+                "step0.loss_after": {"dtype": "F32", "shape": [], "data": [0.25]}},
+}
+
+_TOLERANCE_TOML = """[default]
+atol = 1e-6
+rtol = 0.0
+
+[tensors."*.optim.exp_avg.*"]
+atol = 1e-9
+ulps = 4
+
+[tensors."step0.grads.fc[.]weight"]
+rtol = 1e-3
+"""
+_TOLERANCE_JSON = json.dumps({"default": {"atol": 1e-6}, "tensors": {"*.logits": {"atol": 1e-5, "ulps": 2},
+                                                                   "step1.*": {"rtol": 0.5}}}, indent=1)
+
+
+@dataclass
+class Seed:
+    """One valid file to mutate, and the trace it is (for the verdict reference)."""
+
+    form: str
+    data: bytes
+    trace: Trace | None
+
+
+def make_seeds(workdir: Path, with_torch: bool = True) -> dict[str, list[Seed]]:
+    """Valid seed files for every form, written by burnside's own writers (and PyTorch's recorder)."""
+    rng = np.random.default_rng(11)
+    seeds: dict[str, list[Seed]] = {form: [] for form in FORMS}
+    sources: list[Path] = []
+    for i, (tensors, meta) in enumerate(_seed_traces(rng)):
+        sources.append(write_trace(workdir / f"seed{i}.safetensors", tensors, meta))
+        sources.append(write_trace(workdir / f"seed{i}.json", tensors, meta))
+    bf16 = workdir / "seed-bf16.json"
+    bf16.write_text(json.dumps(_BF16_JSON))
+    sources.append(bf16)
+    if with_torch:
+        try:
+            from burnside.a1 import record_torch
+        except ImportError:
+            pass
+        else:
+            recorded = record_torch(workdir / "seed-torch.safetensors", steps=2, optim="adam")
+            sources += [recorded, convert_trace(recorded, workdir / "seed-torch.json")]
+    for path in sources:
+        form = "json" if path.suffix == ".json" else "safetensors"
+        if form == "safetensors":
+            _canonical(path)
+        seeds[form].append(Seed(form, path.read_bytes(), open_trace(path)))
+    init = write_trace(workdir / "seed.init.safetensors",
+                       {"params.fc.weight": np.ones((3, 4), np.float32), "inputs.y": np.arange(2, dtype=np.int64)},
+                       {"params": ["fc.weight"], "inputs": ["y"], "framework": "pytorch"}, kind="init")
+    _canonical(init)
+    seeds["init"].append(Seed("init", init.read_bytes(), None))
+    seeds["tolerances.toml"].append(Seed("tolerances.toml", _TOLERANCE_TOML.encode(), None))
+    seeds["tolerances.json"].append(Seed("tolerances.json", _TOLERANCE_JSON.encode(), None))
+    return seeds
+
+
+def _canonical(path: Path) -> None:
+    """Rewrite a safetensors header with sorted keys: the writer's map order varies from run to run,
+    and a fixed seed must give the same mutants."""
+    header, body = _split_safetensors(path.read_bytes())
+    path.write_bytes(_join_safetensors(json.dumps(header, sort_keys=True).encode(), body))
+
+
+# ---------------------------------------------------------------- mutations
+
+
+def _bytes_mutation(rng: random.Random, data: bytes, other: bytes) -> tuple[bytes, str]:
+    buf = bytearray(data)
+    kind = rng.choice(("flip", "byte", "delete", "insert", "duplicate", "truncate", "append", "splice", "utf8"))
+    n = len(buf)
+    pos = rng.randrange(n) if n else 0
+    if kind == "flip" and n:
+        buf[pos] ^= 1 << rng.randrange(8)
+    elif kind == "byte" and n:
+        buf[pos] = rng.choice((0, 1, 0x20, 0x22, 0x2C, 0x5B, 0x5D, 0x7B, 0x7D, 0x7F, 0x80, 0xFF, rng.randrange(256)))
+    elif kind == "delete":
+        del buf[pos:pos + rng.choice((1, 2, 8, rng.randrange(1, 64)))]
+    elif kind == "insert":
+        buf[pos:pos] = bytes(rng.randrange(256) for _ in range(rng.choice((1, 2, 8))))
+    elif kind == "duplicate":
+        end = min(n, pos + rng.randrange(1, 64))
+        buf[end:end] = buf[pos:end]
+    elif kind == "truncate":
+        del buf[pos:]
+    elif kind == "append":
+        buf += rng.choice((b"\0", b" ", b"x" * 9, b"}", other[:64]))
+    elif kind == "splice" and other:
+        cut = rng.randrange(len(other))
+        buf = buf[:pos] + other[cut:]
+    else:
+        buf[pos:pos] = rng.choice((b"\xff", b"\xc3", b"\xed\xa0\x80", b"\xef\xbb\xbf"))
+    return bytes(buf), f"bytes.{kind}"
+
+
+def _nodes(tree: object, path: tuple = ()) -> list[tuple]:
+    """Every path into a JSON tree (lists sampled: a data list of 1,000 floats gives a few paths)."""
+    out = [path]
+    if isinstance(tree, dict):
+        for k, v in tree.items():
+            out += _nodes(v, path + (k,))
+    elif isinstance(tree, list):
+        picks = range(len(tree)) if len(tree) <= 8 else (0, 1, len(tree) // 2, len(tree) - 1)
+        for i in picks:
+            out += _nodes(tree[i], path + (i,))
+    return out
+
+
+def _get(tree: object, path: tuple) -> object:
+    for p in path:
+        tree = tree[p]  # type: ignore[index]
+    return tree
+
+
+def _tree_mutation(rng: random.Random, tree: object) -> tuple[object, str]:
+    """One structural change to a parsed JSON document; returns the new root and the change's class."""
+    paths = _nodes(tree)
+    path = rng.choice(paths)
+    kind = rng.choice(("replace", "replace", "replace", "delete", "insert", "swap", "retype", "number"))
+    value = _get(tree, path)
+    if kind == "number" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        new = rng.choice((value + 1, value - 1, -value, value * 2, value * 1e30, value / 3, float(value), 2**64,
+                          float("nan")))
+    elif kind == "delete" and path:
+        parent = _get(tree, path[:-1])
+        del parent[path[-1]]  # type: ignore[union-attr]
+        return tree, "tree.delete"
+    elif kind == "insert" and isinstance(value, (dict, list)):
+        if isinstance(value, dict):
+            value[rng.choice(("extra", "dtype", "steps", "__metadata__", "\x07", ""))] = rng.choice(INTERESTING)
+        else:
+            value.insert(rng.randrange(len(value) + 1), rng.choice(INTERESTING))
+        return tree, "tree.insert"
+    elif kind == "swap":
+        new = _get(tree, rng.choice(paths))
+        new = json.loads(json.dumps(new))
+    elif kind == "retype":
+        new = str(value) if not isinstance(value, str) else ([value] if rng.random() < 0.5 else {value: value})
+    else:
+        new = rng.choice(INTERESTING)
+        kind = "replace"
+    if not path:
+        return new, f"tree.{kind}"
+    parent = _get(tree, path[:-1])
+    parent[path[-1]] = new  # type: ignore[index]
+    return tree, f"tree.{kind}"
+
+
+def _text_mutation(rng: random.Random, text: str) -> tuple[str, str]:
+    """Changes no JSON encoder makes: duplicate keys, deep nesting, odd number spellings."""
+    kind = rng.choice(("dupkey", "deep", "number", "constant"))
+    if kind == "dupkey":
+        keys = [m for m in re.finditer(r'"[^"\\]{1,40}": ', text)]
+        if keys:
+            m = rng.choice(keys)
+            return text[:m.start()] + m.group() + "0, " + text[m.start():], "text.dupkey"
+    if kind == "deep":
+        levels = rng.choice((65, 1000, 100_000))
+        m = rng.choice(list(re.finditer(r": ", text)) or [None])
+        if m is not None:
+            return text[:m.end()] + _deep(levels) + ", " + text[m.end():], f"text.deep{levels}"
+    numbers = list(re.finditer(r"-?\d+(\.\d+)?([eE][-+]?\d+)?", text))
+    if numbers:
+        m = rng.choice(numbers)
+        spelled = rng.choice(("1e400", "-1e400", "1" + "0" * 400, "1" * 5000, "18446744073709551616", "-0", "1.0e-400",
+                              "0x10", "01", "1.", ".5", "NaN", "-Infinity", "Infinity", "4.9e-324", "3.5e38"))
+        return text[:m.start()] + spelled + text[m.end():], f"text.{kind if kind in ('number', 'constant') else 'number'}"
+    return text + " ", "text.none"
+
+
+def _json_mutation(rng: random.Random, data: bytes) -> tuple[bytes, str]:
+    text = data.decode("utf-8")
+    if rng.random() < 0.6:
+        tree, kind = _tree_mutation(rng, json.loads(text))
+        return json.dumps(tree, indent=rng.choice((None, 1))).encode(), f"json.{kind}"
+    text, kind = _text_mutation(rng, text)
+    return text.encode("utf-8", "surrogatepass"), f"json.{kind}"
+
+
+def _split_safetensors(data: bytes) -> tuple[dict, bytes]:
+    (n,) = struct.unpack("<Q", data[:8])
+    return json.loads(data[8:8 + n]), data[8 + n:]
+
+
+def _join_safetensors(header_text: bytes, body: bytes, length: int | None = None) -> bytes:
+    padded = header_text + b" " * (-len(header_text) % 8)
+    return struct.pack("<Q", len(padded) if length is None else length) + padded + body
+
+
+def _safetensors_mutation(rng: random.Random, data: bytes) -> tuple[bytes, str]:
+    header, body = _split_safetensors(data)
+    kind = rng.choice(("length", "header", "header", "metadata", "metadata", "text", "offsets", "body"))
+    if kind == "length":
+        (n,) = struct.unpack("<Q", data[:8])
+        delta = rng.choice((-1, 1, -8, 8, 2**63, 2**64 - 1 - n, len(data), -n))
+        return struct.pack("<Q", (n + delta) % 2**64) + data[8:], "st.length"
+    if kind == "metadata" and header.get("__metadata__"):
+        meta = header["__metadata__"]
+        key = rng.choice(sorted(meta))
+        try:
+            value = json.loads(meta[key])
+        except ValueError:
+            value = None
+        if value is not None and rng.random() < 0.7:
+            value, sub = _tree_mutation(rng, value)
+            meta[key] = json.dumps(value)
+        elif rng.random() < 0.5:
+            meta[key], sub = _text_mutation(rng, meta[key])
+        else:
+            meta[key], sub = rng.choice(INTERESTING), "replace"
+        return _join_safetensors(json.dumps(header).encode(), body), f"st.metadata.{sub}"
+    if kind == "offsets":
+        names = [k for k in header if k != "__metadata__"]
+        if len(names) >= 2:
+            a, b = rng.sample(names, 2)
+            if rng.random() < 0.5:
+                header[a]["data_offsets"], header[b]["data_offsets"] = header[b]["data_offsets"], header[a]["data_offsets"]
+            else:
+                begin, end = header[a]["data_offsets"]
+                shift = rng.choice((-1, 1, -4, 4, 0.5))
+                header[a]["data_offsets"] = [begin + shift, end + shift]
+            return _join_safetensors(json.dumps(header).encode(), body), "st.offsets"
+    if kind == "text":
+        text, sub = _text_mutation(rng, json.dumps(header))
+        return _join_safetensors(text.encode(), body), f"st.header.{sub}"
+    if kind == "body" and body:
+        mutated, sub = _bytes_mutation(rng, body, b"")
+        return data[: len(data) - len(body)] + mutated, f"st.body.{sub}"
+    tree, sub = _tree_mutation(rng, header)
+    text = json.dumps(tree).encode()
+    keep_length = rng.random() < 0.2
+    return _join_safetensors(text, body, len(data) - len(body) - 8 if keep_length else None), f"st.header.{sub}"
+
+
+def _toml_mutation(rng: random.Random, data: bytes) -> tuple[bytes, str]:
+    text = data.decode()
+    kind = rng.choice(("value", "value", "line", "deep", "table"))
+    values = list(re.finditer(r"(?<== )\S+", text))
+    if kind == "value" and values:
+        m = rng.choice(values)
+        new = rng.choice(("nan", "-nan", "inf", "-inf", "-1", "-0.0", "1.9", "true", "\"1e-6\"", "[1]", "{a = 1}",
+                          "1e400", "1" * 30, "9223372036854775808", "0x10", "1e-320", "1_000", "2024-01-01",
+                          _deep(100_000), "{" * 1000, "0", "4", "1e308"))
+        return (text[:m.start()] + new + text[m.end():]).encode(), "toml.value"
+    if kind == "line":
+        line = rng.choice(("atol = 1", "ulps = 2.5", "bogus = 1", "[default]", "[tensors]", "tensors = 5",
+                           "default = [1]", "[tensors.\"x\".deeper]", "atol = \"nan\"", "\x00", "a.b.c.d.e = 1"))
+        lines = text.splitlines()
+        lines.insert(rng.randrange(len(lines) + 1), line)
+        return "\n".join(lines).encode(), "toml.line"
+    if kind == "deep":
+        return (text + "\nx = " + _deep(rng.choice((65, 1000, 100_000))) + "\n").encode(), "toml.deep"
+    return text.replace("[default]", rng.choice(("[default.default]", "[[default]]", "[default]\n[default]"))).encode(), \
+        "toml.table"
+
+
+def mutate(rng: random.Random, form: str, seed: Seed, others: list[Seed]) -> tuple[bytes, str]:
+    """One mutant of ``seed`` and its mutation class; 1 to 3 mutations stacked."""
+    data, classes = seed.data, []
+    for _ in range(rng.choice((1, 1, 1, 2, 3))):
+        try:
+            if rng.random() < 0.25:
+                data, kind = _bytes_mutation(rng, data, rng.choice(others).data)
+            elif form in ("safetensors", "init"):
+                data, kind = _safetensors_mutation(rng, data)
+            elif form == "tolerances.toml":
+                data, kind = _toml_mutation(rng, data)
+            else:
+                data, kind = _json_mutation(rng, data)
+        except Exception:  # noqa: BLE001
+            # the previous mutation left something this structured one cannot parse: mutate bytes instead
+            data, kind = _bytes_mutation(rng, data, b"")
+        classes.append(kind)
+    return data, "+".join(classes)
+
+
+# ---------------------------------------------------------------- the reference verdict
+
+
+def _element_pass(a: np.ndarray, b: np.ndarray, dtype: str, tol: Tolerance) -> bool:
+    """Every element of B within ``tol`` of A, decided independently of burnside.compare (exact arithmetic)."""
+    if dtype not in ("F64", "F32", "F16", "BF16"):
+        return bool(np.array_equal(a, b))
+    bits = {"F64": np.uint64, "F32": np.uint32, "F16": np.uint16, "BF16": np.uint16}[dtype]
+    ua, ub = a.reshape(-1).view(bits), b.reshape(-1).view(bits)
+    with np.errstate(invalid="ignore"):
+        va = (bf16_to_f32(a.reshape(-1)) if dtype == "BF16" else a.reshape(-1)).astype(np.float64)
+        vb = (bf16_to_f32(b.reshape(-1)) if dtype == "BF16" else b.reshape(-1)).astype(np.float64)
+    for i in np.flatnonzero(ua != ub).tolist():
+        x, y = float(va[i]), float(vb[i])
+        if math.isnan(x) and math.isnan(y):
+            continue
+        if not (math.isfinite(x) and math.isfinite(y)):
+            return False
+        if abs(Fraction(x) - Fraction(y)) <= Fraction(tol.atol) + Fraction(tol.rtol) * abs(Fraction(y)):
+            continue
+        if tol.ulps is not None and _ulps(int(ua[i]), int(ub[i]), bits) <= tol.ulps:
+            continue
+        return False
+    return True
+
+
+def _ulps(x: int, y: int, bits) -> int:
+    width = np.dtype(bits).itemsize * 8
+    sign = 1 << (width - 1)
+
+    def ordered(v: int) -> int:
+        return -(v & (sign - 1)) if v & sign else v
+
+    return abs(ordered(x) - ordered(y))
+
+
+def _identical(a: np.ndarray, b: np.ndarray, dtype: str) -> bool:
+    if dtype not in ("F64", "F32", "F16", "BF16"):
+        return bool(np.array_equal(a, b))
+    bits = {"F64": np.uint64, "F32": np.uint32, "F16": np.uint16, "BF16": np.uint16}[dtype]
+    ua, ub = a.reshape(-1).view(bits), b.reshape(-1).view(bits)
+    va = bf16_to_f32(a.reshape(-1)) if dtype == "BF16" else a.reshape(-1)
+    vb = bf16_to_f32(b.reshape(-1)) if dtype == "BF16" else b.reshape(-1)
+    return bool(np.all((ua == ub) | (np.isnan(va) & np.isnan(vb))))
+
+
+def reference_verdict(a: Trace, b: Trace, tolerances: Tolerances) -> bool:
+    """Should `compare_traces(a, b)` pass? Same names, dtypes and shapes, identical start, every element in tolerance."""
+    if set(a.names) != set(b.names):
+        return False
+    for name in a.names:
+        ia, ib = a.info(name), b.info(name)
+        if ia != ib:
+            return False
+        x, y = np.asarray(a.array(name)), np.asarray(b.array(name))
+        parsed = parse_name(name)
+        if parsed is not None and parsed.is_shared_start and not _identical(x, y, ia.dtype):
+            return False
+        if not _element_pass(x, y, ia.dtype, tolerances.for_name(name)):
+            return False
+    return True
+
+
+def _same_trace(a: Trace, b: Trace) -> str | None:
+    """Why two traces differ in any bit (None when they do not): the check of a conversion."""
+    if a.names != b.names:
+        return "names differ"
+    if a.metadata != b.metadata:
+        return "metadata differ"
+    for name in a.names:
+        if a.info(name) != b.info(name):
+            return f"{name}: dtype/shape differ"
+        if np.asarray(a.array(name)).tobytes() != np.asarray(b.array(name)).tobytes():
+            return f"{name}: bits differ"
+    return None
+
+
+# ---------------------------------------------------------------- running cases
+
+
+_SILENT = Console(file=io.StringIO(), width=120)
+
+
+def _check_trace(path: Path, seed: Seed, workdir: Path) -> str | None:
+    """Run a trace mutant through every reader and the whole compare path; a complaint, or None."""
+    trace = open_trace(path)
+    tolerances = Tolerances()
+    assert seed.trace is not None
+    for a, b in ((seed.trace, trace), (trace, seed.trace)):
+        try:
+            comparison = compare_traces(a, b, tolerances)
+        except BurnsideError:
+            if set(a.names) & set(b.names):
+                return "compare refused two traces that share tensors"
+            continue
+        diagnoses = diagnose(comparison)
+        comparison_json(comparison, diagnoses)
+        render(comparison, diagnoses, _SILENT)
+        expected = reference_verdict(a, b, tolerances)
+        if comparison.passed != expected:
+            return f"compare says passed={comparison.passed}, the exact reference says {expected}"
+    other = workdir / ("back.safetensors" if path.suffix == ".json" else "back.json")
+    has_bf16 = any(trace.info(n).dtype == "BF16" for n in trace.names)
+    if has_bf16 and other.suffix == ".safetensors":
+        return None
+    try:
+        convert_trace(path, other)
+    except BurnsideError as exc:
+        return f"convert refused a trace it read: {exc}"
+    why = _same_trace(trace, open_trace(other))
+    return f"convert changed the trace: {why}" if why else None
+
+
+def _check_init(path: Path) -> str | None:
+    init = open_trace(path, kind="init")
+    for name in init.names:
+        np.asarray(init.array(name)).sum()
+    return None
+
+
+_PERTURBED: dict[str, tuple[Trace, Trace]] = {}
+
+
+def _check_tolerances(path: Path, seeds: dict[str, list[Seed]], workdir: Path) -> str | None:
+    tolerances = load_tolerances(path, Tolerance())
+    for _, tol in ((None, tolerances.default), *tolerances.overrides):
+        ok = (isinstance(tol.atol, (int, float)) and math.isfinite(tol.atol) and tol.atol >= 0
+              and isinstance(tol.rtol, (int, float)) and math.isfinite(tol.rtol) and tol.rtol >= 0
+              and (tol.ulps is None or (type(tol.ulps) is int and tol.ulps >= 0)))
+        if not ok:
+            return f"accepted an invalid tolerance {tol}"
+    a, b = _perturbed_pair(seeds, workdir)
+    comparison = compare_traces(a, b, tolerances)
+    diagnose(comparison)
+    expected = reference_verdict(a, b, tolerances)
+    if comparison.passed != expected:
+        return f"with {tolerances}: compare says passed={comparison.passed}, the exact reference says {expected}"
+    return None
+
+
+def _perturbed_pair(seeds: dict[str, list[Seed]], workdir: Path) -> tuple[Trace, Trace]:
+    """The 2-step Adam seed and a copy whose outputs differ by 1 ulp, 1e-7, 1e-3 and one NaN."""
+    if "pair" not in _PERTURBED:
+        base = seeds["safetensors"][1].trace
+        assert base is not None
+        tensors = {n: np.array(base.array(n)) for n in base.names}
+        for i, name in enumerate(n for n in base.names if ".grads." in n or ".logits" in n or ".optim." in n):
+            t = tensors[name].reshape(-1)
+            t[0] = [np.nextafter(t[0], np.float32(np.inf)), t[0] + np.float32(1e-7), t[0] + np.float32(1e-3),
+                    np.float32(np.nan)][i % 4]
+        b = write_trace(workdir / "perturbed.safetensors", tensors, base.metadata)
+        _PERTURBED["pair"] = (base, open_trace(b))
+    return _PERTURBED["pair"]
+
+
+def _site(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    ours = [f for f in frames if "/burnside/" in f.filename and "/tests/" not in f.filename] or frames
+    f = ours[-1]
+    return f"{f.filename.split('/src/')[-1]}:{f.lineno} ({f.name})"
+
+
+def fuzz(count: int, seed: int = 0, forms: tuple[str, ...] = FORMS, timeout: float = 10.0,
+         workdir: Path | None = None, crash_dir: Path | None = None, with_torch: bool = True,
+         progress: Callable[[str, int], None] | None = None) -> Report:
+    """Run ``count`` mutants of each form in ``forms`` with a fixed ``seed``; returns the figures."""
+    own = tempfile.TemporaryDirectory(prefix="burnside-fuzz-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None)
+    workdir = workdir or Path(own.name)
+    _PERTURBED.clear()
+    seeds = make_seeds(workdir, with_torch)
+    report = Report()
+    rng = random.Random(seed)
+
+    def on_alarm(signum, frame):
+        raise _Hang()
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    try:
+        for form in forms:
+            counts = report.counts[form]
+            suffix = {"safetensors": ".safetensors", "json": ".json", "init": ".safetensors",
+                      "tolerances.toml": ".toml", "tolerances.json": ".json"}[form]
+            for i in range(count):
+                if progress is not None and i and i % 1000 == 0:
+                    progress(form, i)
+                seed_file = rng.choice(seeds[form])
+                data, mutation = mutate(rng, form, seed_file, seeds[form])
+                name = "mutant" + (suffix if form.startswith("tolerances") or rng.random() < 0.9 else ".trace")
+                path = workdir / name
+                path.write_bytes(data)
+                counts.mutants += 1
+                counts.mutations[mutation.split("+")[0]] += 1
+                signal.setitimer(signal.ITIMER_REAL, timeout)
+                try:
+                    if form in ("safetensors", "json"):
+                        complaint = _check_trace(path, seed_file, workdir)
+                    elif form == "init":
+                        complaint = _check_init(path)
+                    else:
+                        complaint = _check_tolerances(path, seeds, workdir)
+                except BurnsideError:
+                    counts.rejected += 1
+                    continue
+                except _Hang:
+                    counts.hangs += 1
+                    report.hangs.append((form, mutation, _keep(crash_dir, form, "hang", i, data, suffix)))
+                    continue
+                except Exception as exc:  # noqa: BLE001 - a crash is what the fuzzer looks for
+                    counts.crashes += 1
+                    key = (type(exc).__name__, _site(exc))
+                    if key not in report.crashes:
+                        report.crashes[key] = Crash(form, mutation, f"{type(exc).__name__}: {str(exc)[:200]}",
+                                                    key[1], _keep(crash_dir, form, "crash", i, data, suffix))
+                    continue
+                finally:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+                if complaint:
+                    counts.wrong += 1
+                    report.wrong.append((form, mutation, complaint, _keep(crash_dir, form, "wrong", i, data, suffix)))
+                else:
+                    counts.accepted += 1
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+        own.cleanup()
+    return report
+
+
+def _keep(crash_dir: Path | None, form: str, what: str, i: int, data: bytes, suffix: str) -> Path | None:
+    if crash_dir is None:
+        return None
+    crash_dir.mkdir(parents=True, exist_ok=True)
+    path = crash_dir / f"{form}-{what}-{i}{suffix}"
+    path.write_bytes(data)
+    return path
