@@ -16,7 +16,6 @@ off for a big model).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -168,7 +167,6 @@ def record(
     names_by_param = {id(p): name for name, p in named}
     tensors: dict[str, np.ndarray] = {}
     grads_len: list[int] = []
-    losses: list[float] = []
 
     hooks = _Activations(model) if activations else None
     try:
@@ -188,7 +186,6 @@ def record(
             loss = loss_fn(logits, batch[target])
             tensors[tensor_name(k, "logits")] = _numpy(logits)
             tensors[tensor_name(k, "loss")] = _numpy(loss).reshape(())
-            losses.append(loss.item())
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             grads_len.append(sum(p.grad is not None for _, p in named))
@@ -236,8 +233,6 @@ def record(
         meta["activations"] = hooks.order
         meta["modules"] = hooks.modules
     meta.update(metadata or {})
-    if not all(math.isfinite(v) for v in losses):
-        meta["nonfinite_loss"] = "true"
     return write_trace(Path(path), tensors, meta)
 
 

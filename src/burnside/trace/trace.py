@@ -38,11 +38,10 @@ class TensorInfo:
 class Trace:
     """A trace or init file. Tensor data is read on demand (memory-mapped for safetensors)."""
 
-    def __init__(self, path: Path, kind: str, metadata: dict, infos: dict[str, TensorInfo], source,
+    def __init__(self, path: Path, metadata: dict, infos: dict[str, TensorInfo], source,
                  release=None) -> None:
         self.path = path
         self._release = release
-        self.kind = kind
         self.metadata = metadata
         self._infos = infos
         self._source = source
@@ -96,9 +95,6 @@ class Trace:
         """Parameter paths in module order."""
         return list(self.metadata.get("params") or [])
 
-    def order_key(self, name: str) -> tuple:
-        """Pipeline-order sort key of a tensor name, using this trace's parameter order."""
-        return order_key(name, self._param_order)
 
     def __repr__(self) -> str:
         return f"Trace({str(self.path)!r}, {len(self._infos)} tensors, framework={self.framework!r})"
@@ -130,7 +126,7 @@ def _open_safetensors(path: Path, kind: str, handle: BinaryIO, size: int) -> Tra
     for name, entry in entries.items():
         mapped.check_bools(path, name, entry)
     infos = {name: TensorInfo(e.dtype, e.shape) for name, e in entries.items()}
-    return Trace(path, kind, metadata, infos, lambda name: mapped.array(entries[name]),
+    return Trace(path, metadata, infos, lambda name: mapped.array(entries[name]),
                  lambda name: mapped.release(entries[name]))
 
 
@@ -143,7 +139,7 @@ def _open_json(path: Path, kind: str, text: str) -> Trace:
     arrays = {name: a for name, (_, a) in tensors.items()}
     for a in arrays.values():
         a.flags.writeable = False
-    return Trace(path, kind, dict(metadata), infos, arrays.__getitem__)
+    return Trace(path, dict(metadata), infos, arrays.__getitem__)
 
 
 def _check_header(path: Path, kind: str, fmt: str | None, version: str | None) -> None:
