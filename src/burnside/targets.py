@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from burnside.burn.a1 import BUGS as A1_BUGS
 from burnside.errors import BurnsideError
 
 
@@ -21,12 +22,19 @@ class Target:
     bugs: tuple[str, ...]  # silent failures the burn side can build in, to see burnside name them
     record_torch: Callable[..., Path]  # (path, *, steps, optim) -> path
     record_burn: Callable[..., Path]  # (path, torch_trace, *, steps, optim, bug, console) -> path
+    record_reference: Callable[..., Path] | None = None  # (path, *, steps, optim) -> the float64 reference
 
 
 def _a1_torch(path: Path, *, steps: int, optim: str) -> Path:
     from burnside.a1 import record_torch
 
     return record_torch(path, steps=steps, optim=optim)
+
+
+def _a1_reference(path: Path, *, steps: int, optim: str) -> Path:
+    from burnside.a1 import record_reference
+
+    return record_reference(path, steps=steps, optim=optim)
 
 
 def _a1_burn(path: Path, torch_trace: Path, *, steps: int, optim: str, bug: str | None,
@@ -39,8 +47,8 @@ def _a1_burn(path: Path, torch_trace: Path, *, steps: int, optim: str, bug: str 
 
 
 TARGETS: dict[str, Target] = {
-    "a1": Target("a1", "the seed's two-Linear MLP (SGD lr 0.1 or Adam lr 0.01, eps 1e-8)", ("sgd", "adam"),
-                 ("discard", "othergrads", "epsilon"), _a1_torch, _a1_burn),
+    "a1": Target("a1", "the seed's two-Linear MLP (SGD lr 0.1, with momentum 0.9, Adam or AdamW lr 0.01, "
+                 "eps 1e-8)", ("sgd", "momentum", "adam", "adamw"), A1_BUGS, _a1_torch, _a1_burn, _a1_reference),
 }
 
 

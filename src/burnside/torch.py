@@ -138,7 +138,7 @@ def record(
             for slot in _SLOTS:
                 value = state.get(slot)
                 if isinstance(value, torch.Tensor):
-                    tensors[tensor_name(k, "optim", f"{slot}.{pname}")] = _numpy(value.float())
+                    tensors[tensor_name(k, "optim", f"{slot}.{pname}")] = _numpy(value if value.dtype == torch.float64 else value.float())
                 elif isinstance(value, (int, float)):
                     tensors[tensor_name(k, "optim", f"{slot}.{pname}")] = np.array(value, dtype=np.float32)
     with torch.no_grad():

@@ -1,6 +1,7 @@
 """Compare two traces tensor by tensor: absolute error, ULPs, structure, earliest divergence."""
 
 from burnside.compare.comparison import Comparison, StructureProblem, TensorRow, compare_traces
+from burnside.compare.reference import FrameworkDifference, Reference, RefStats, open_reference
 from burnside.compare.summary import TraceSummary
 from burnside.compare.tensor_diff import ElementStats, diff_arrays, float_ulps, ulp_distance
 from burnside.compare.tolerance import Tolerance, Tolerances, load_tolerances
@@ -8,6 +9,10 @@ from burnside.compare.tolerance import Tolerance, Tolerances, load_tolerances
 __all__ = [
     "Comparison",
     "ElementStats",
+    "FrameworkDifference",
+    "RefStats",
+    "Reference",
+    "open_reference",
     "StructureProblem",
     "TensorRow",
     "Tolerance",

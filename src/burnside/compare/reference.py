@@ -1,0 +1,207 @@
+"""Judging two float32 runs by their distance to a float64 reference: noise or a real difference.
+
+A tensor of side X is at distance d_X = max|X - R_X| from its reference R_X (the float64 run,
+or the variant that models X's framework arithmetic, see `burnside.reference`). Side B is
+noise when d_B <= NOISE_FACTOR * d_A + floor, where the floor is FLOOR_HALF_ULPS half-ulps of
+float32 at the tensor's scale max|R|; the same for A. A side further than that is a real
+difference. The constants are justified by measurements in docs/compare.md.
+
+Every tensor is read one at a time and walked in chunks, like the comparison itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from burnside.errors import TraceError
+from burnside.trace import Trace, open_trace
+
+#: A side within this many times the other side's own distance to the reference is noise.
+NOISE_FACTOR = 32.0
+#: The absolute floor, in float32 half-ulps (2^-24) of the tensor's largest reference value.
+FLOOR_HALF_ULPS = 8.0
+#: References (the float64 run and a variant) separate at a tensor once they differ by more than
+#: this many float32 half-ulps of its scale: beyond any float32 run's rounding there.
+SEPARATION_HALF_ULPS = 64.0
+_HALF_ULP = 2.0**-24
+_CHUNK = 1 << 17
+
+#: What each variant models, for the report (see burnside.reference).
+VARIANT_TITLES = {
+    "burn-adam": ("burn's Adam/AdamW form their scalar constants in f32 (burn-optim 0.22.1 adam.rs/adamw.rs: "
+                  "`1 - beta_2`, `1 - beta_2.powi(t)` and the bias corrections), PyTorch in double"),
+}
+
+
+@dataclass
+class Reference:
+    """An opened float64 reference trace and the variants its metadata names."""
+
+    trace: Trace
+    variants: dict[str, Trace] = field(default_factory=dict)
+
+    @property
+    def path(self) -> Path:
+        """The reference trace's path."""
+        return self.trace.path
+
+
+def open_reference(path: str | Path) -> Reference:
+    """Open a reference recorded by `burnside.reference.record_reference`, with its variants."""
+    trace = open_trace(path)
+    if trace.metadata.get("reference") != "float64":
+        raise TraceError(f"{trace.path} is not a float64 reference trace; record one with "
+                         "burnside.reference.record_reference (or `burnside run` without --no-reference)")
+    variants = {}
+    for key, value in trace.metadata.items():
+        if key.startswith("variant.") and isinstance(value, str):
+            variant_path = trace.path.with_name(value)
+            if not variant_path.is_file():
+                raise TraceError(f"{trace.path} names its variant {value}, which is not next to it; "
+                                 "keep the reference's files together")
+            variants[key.removeprefix("variant.")] = open_trace(variant_path)
+    return Reference(trace, variants)
+
+
+@dataclass(frozen=True)
+class RefStats:
+    """One tensor's distances to the reference on both sides, and the verdict."""
+
+    dist_a: float
+    dist_b: float
+    scale: float  # max|R|
+    verdict: str  # "noise", "a" (A is off) or "b" (B is off)
+
+    @property
+    def noise(self) -> bool:
+        """Both sides within rounding of their references."""
+        return self.verdict == "noise"
+
+    @property
+    def floor(self) -> float:
+        """The absolute floor at this tensor's scale."""
+        return FLOOR_HALF_ULPS * _HALF_ULP * self.scale
+
+    @property
+    def ratio(self) -> float:
+        """How many times further from the reference the off side is than the other side (plus floor)."""
+        far, near = (self.dist_a, self.dist_b) if self.verdict == "a" else (self.dist_b, self.dist_a)
+        return far / (near + self.floor) if near + self.floor > 0 else float("inf")
+
+    def to_dict(self) -> dict:
+        """For `--json`."""
+        return {"dist_a": self.dist_a, "dist_b": self.dist_b, "scale": self.scale, "verdict": self.verdict}
+
+
+@dataclass
+class FrameworkDifference:
+    """A known numerical difference of one side's framework, detected from the numbers."""
+
+    side: str  # "a" or "b"
+    variant: str
+    detected_at: str  # the first tensor where the references separate
+    dist_variant: float  # the side's distance to the variant there
+    dist_plain: float  # and to the plain float64 reference
+    relative_offset: float  # median (variant - reference) / reference there
+    effect: dict[str, float] = field(default_factory=dict)  # stage -> max|R - variant| over the run
+
+    @property
+    def title(self) -> str:
+        """What the difference is."""
+        return VARIANT_TITLES.get(self.variant, self.variant)
+
+    def to_dict(self) -> dict:
+        """For `--json`."""
+        return {"side": self.side, "variant": self.variant, "title": self.title, "detected_at": self.detected_at,
+                "dist_variant": self.dist_variant, "dist_plain": self.dist_plain,
+                "relative_offset": self.relative_offset, "effect": self.effect}
+
+
+def max_distance(x: np.ndarray, r: np.ndarray) -> float:
+    """max|x - r| in float64, chunk by chunk (NaN where either side is not finite)."""
+    x, r = x.reshape(-1), r.reshape(-1)
+    worst = 0.0
+    for start in range(0, x.size, _CHUNK):
+        d = np.abs(x[start:start + _CHUNK].astype(np.float64) - r[start:start + _CHUNK].astype(np.float64))
+        if d.size:
+            m = float(np.max(d))
+            if m != m:
+                return float("nan")
+            worst = max(worst, m)
+    return worst
+
+
+def max_abs(r: np.ndarray) -> float:
+    """max|r|, chunk by chunk."""
+    r = r.reshape(-1)
+    return max((float(np.max(np.abs(r[s:s + _CHUNK]))) for s in range(0, r.size, _CHUNK)), default=0.0)
+
+
+def verdict(dist_a: float, dist_b: float, scale: float) -> str:
+    """"noise" when each side is within NOISE_FACTOR of the other's distance plus the floor; else the side off."""
+    floor = FLOOR_HALF_ULPS * _HALF_ULP * scale
+    if not (dist_a == dist_a and dist_b == dist_b):  # NaN: a non-finite value on some side
+        return "b" if dist_b != dist_b else "a"
+    if dist_b > NOISE_FACTOR * dist_a + floor:
+        return "b"
+    if dist_a > NOISE_FACTOR * dist_b + floor:
+        return "a"
+    return "noise"
+
+
+class Judge:
+    """Walks the compared tensors in pipeline order, choosing each side's reference as it goes.
+
+    Until the float64 run and a variant separate (beyond float32 rounding), both sides are
+    measured against the float64 run. At the first tensor where they separate, each side takes
+    the one it is closer to; a side closer to a variant is computing that framework difference.
+    """
+
+    def __init__(self, reference: Reference) -> None:
+        self.reference = reference
+        self.chosen: dict[str, str | None] = {"a": None, "b": None}
+        self.decided = not reference.variants
+        self.differences: list[FrameworkDifference] = []
+        self._effect: dict[str, dict[str, float]] = {name: {} for name in reference.variants}
+
+    def judge(self, name: str, stage: str | None, a: np.ndarray, b: np.ndarray) -> RefStats | None:
+        """The verdict for one tensor, or None when the reference does not hold it (or not in that shape)."""
+        ref = self.reference.trace
+        if name not in ref or ref.info(name).shape != tuple(a.shape) or a.dtype.kind != "f":
+            return None
+        r = ref.array(name)
+        scale = max_abs(r)
+        variants = {}
+        for vname, vtrace in self.reference.variants.items():
+            if name in vtrace and vtrace.info(name).shape == tuple(a.shape):
+                variants[vname] = vtrace.array(name)
+                sep = max_distance(r, variants[vname])
+                if stage is not None and sep == sep:
+                    effect = self._effect[vname]
+                    effect[stage] = max(effect.get(stage, 0.0), sep)
+                if not self.decided and sep > SEPARATION_HALF_ULPS * _HALF_ULP * scale:
+                    self._decide(name, r, vname, variants[vname], a, b)
+        dists = {}
+        for side, x in (("a", a), ("b", b)):
+            chosen = self.chosen[side]
+            dists[side] = max_distance(x, variants[chosen] if chosen in variants else r)
+        ref.release(name)
+        for vtrace in self.reference.variants.values():
+            if name in vtrace:
+                vtrace.release(name)
+        return RefStats(dists["a"], dists["b"], scale, verdict(dists["a"], dists["b"], scale))
+
+    def _decide(self, name: str, r: np.ndarray, vname: str, v: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
+        self.decided = True
+        rr = r.reshape(-1).astype(np.float64)
+        nonzero = rr != 0
+        offset = float(np.median((v.reshape(-1)[nonzero] - rr[nonzero]) / rr[nonzero])) if nonzero.any() else 0.0
+        for side, x in (("a", a), ("b", b)):
+            plain, variant = max_distance(x, r), max_distance(x, v)
+            if variant * 8 < plain:  # an order of magnitude closer: measured 77x at A1's step0.optim.exp_avg_sq
+                self.chosen[side] = vname
+                self.differences.append(FrameworkDifference(side, vname, name, variant, plain, offset,
+                                                            self._effect[vname]))
