@@ -59,7 +59,8 @@ class BurnAdam(torch.optim.Optimizer):
                                   "decoupled": decoupled})
 
     @torch.no_grad()
-    def step(self, closure=None):  # noqa: D102 - torch's Optimizer.step
+    def step(self, closure=None) -> None:
+        """One Adam/AdamW update of every parameter with a gradient (``closure`` is not supported)."""
         for group in self.param_groups:
             b1, b2 = (np.float32(b) for b in group["betas"])
             eps, wd, lr = np.float32(group["eps"]), np.float32(group["weight_decay"]), group["lr"]
@@ -89,7 +90,6 @@ class BurnAdam(torch.optim.Optimizer):
                     factor = float(np.float32(bc2_sqrt / bc1))
                     update = (state["exp_avg"] * factor) / (state["exp_avg_sq"].sqrt() + float(np.float32(eps * bc2_sqrt)))
                     p.sub_(update * lr)
-        return None
 
 
 def _double_batches(batches: Batch | Sequence[Batch]) -> Batch | list[Batch]:

@@ -7,13 +7,13 @@ from pathlib import Path
 import click
 from rich.text import Text
 
+from burnside.burn.a1 import BUG_OPTIMS
+from burnside.burn.a1 import BUGS as A1_BUGS
 from burnside.cli.command import BurnsideCommand
 from burnside.cli.options import comparison_options, tolerances_from
 from burnside.cli.output import finish, stdout
 from burnside.errors import BurnsideError
 from burnside.parity import record_and_compare
-from burnside.burn.a1 import BUG_OPTIMS
-from burnside.burn.a1 import BUGS as A1_BUGS
 from burnside.targets import TARGETS, get_target
 
 _MAX_STEPS = 100_000

@@ -1,9 +1,24 @@
 """Compare two traces tensor by tensor: absolute error, ULPs, structure, earliest divergence."""
 
-from burnside.compare.comparison import Comparison, StructureProblem, TensorRow, compare_traces
-from burnside.compare.reference import FrameworkDifference, Reference, RefStats, open_reference
+from burnside.compare.comparison import (
+    Comparison,
+    StructureProblem,
+    TensorRow,
+    compare_traces,
+)
+from burnside.compare.reference import (
+    FrameworkDifference,
+    Reference,
+    RefStats,
+    open_reference,
+)
 from burnside.compare.summary import TraceSummary
-from burnside.compare.tensor_diff import ElementStats, diff_arrays, float_ulps, ulp_distance
+from burnside.compare.tensor_diff import (
+    ElementStats,
+    diff_arrays,
+    float_ulps,
+    ulp_distance,
+)
 from burnside.compare.tolerance import Tolerance, Tolerances, load_tolerances
 
 __all__ = [
@@ -12,15 +27,15 @@ __all__ = [
     "FrameworkDifference",
     "RefStats",
     "Reference",
-    "open_reference",
     "StructureProblem",
     "TensorRow",
     "Tolerance",
     "Tolerances",
-    "compare_traces",
     "TraceSummary",
+    "compare_traces",
     "diff_arrays",
     "float_ulps",
     "load_tolerances",
+    "open_reference",
     "ulp_distance",
 ]

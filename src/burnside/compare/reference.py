@@ -11,6 +11,7 @@ Every tensor is read one at a time and walked in chunks, like the comparison its
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -128,8 +129,8 @@ def max_distance(x: np.ndarray, r: np.ndarray) -> float:
         d = np.abs(x[start:start + _CHUNK].astype(np.float64) - r[start:start + _CHUNK].astype(np.float64))
         if d.size:
             m = float(np.max(d))
-            if m != m:
-                return float("nan")
+            if math.isnan(m):
+                return m
             worst = max(worst, m)
     return worst
 
@@ -143,8 +144,8 @@ def max_abs(r: np.ndarray) -> float:
 def verdict(dist_a: float, dist_b: float, scale: float) -> str:
     """"noise" when each side is within NOISE_FACTOR of the other's distance plus the floor; else the side off."""
     floor = FLOOR_HALF_ULPS * _HALF_ULP * scale
-    if not (dist_a == dist_a and dist_b == dist_b):  # NaN: a non-finite value on some side
-        return "b" if dist_b != dist_b else "a"
+    if math.isnan(dist_a) or math.isnan(dist_b):  # a non-finite value on some side
+        return "b" if math.isnan(dist_b) else "a"
     if dist_b > NOISE_FACTOR * dist_a + floor:
         return "b"
     if dist_a > NOISE_FACTOR * dist_b + floor:
@@ -179,7 +180,7 @@ class Judge:
             if name in vtrace and vtrace.info(name).shape == tuple(a.shape):
                 variants[vname] = vtrace.array(name)
                 sep = max_distance(r, variants[vname])
-                if stage is not None and sep == sep:
+                if stage is not None and not math.isnan(sep):
                     effect = self._effect[vname]
                     effect[stage] = max(effect.get(stage, 0.0), sep)
                 if not self.decided and sep > SEPARATION_HALF_ULPS * _HALF_ULP * scale:
@@ -187,7 +188,7 @@ class Judge:
         dists = {}
         for side, x in (("a", a), ("b", b)):
             chosen = self.chosen[side]
-            dists[side] = max_distance(x, variants[chosen] if chosen in variants else r)
+            dists[side] = max_distance(x, variants.get(chosen, r))
         ref.release(name)
         for vtrace in self.reference.variants.values():
             if name in vtrace:

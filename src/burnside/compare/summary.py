@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from burnside.compare.forensics import OptimizerForensics, measure_optimizer
-from burnside.trace import Trace, TensorName, parse_name
+from burnside.trace import TensorName, Trace, parse_name
 
 
 @dataclass
