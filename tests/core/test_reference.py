@@ -119,3 +119,41 @@ def test_a_reference_without_its_variant_file_is_one_line_and_exit_2(tmp_path):
 def test_run_refuses_reference_and_no_reference_together(tmp_path):
     proc = run_cli("run", "a1", "--reference", str(tmp_path / "r.safetensors"), "--no-reference")
     assert proc.returncode == 2 and "contradict" in proc.stderr
+
+
+class _BatchNormNet(torch.nn.Module):
+    """Linear -> BatchNorm (training) -> ReLU -> Linear: fc1's bias has an exactly-zero gradient."""
+
+    def __init__(self, reversed_batch: bool) -> None:
+        super().__init__()
+        self.reversed_batch = reversed_batch
+        self.fc1, self.bn, self.fc2 = torch.nn.Linear(4, 6), torch.nn.BatchNorm1d(6), torch.nn.Linear(6, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # the batch in another order: the same function, other rounding in BatchNorm's reductions
+        order = torch.arange(x.shape[0] - 1, -1, -1) if self.reversed_batch else torch.arange(x.shape[0])
+        return self.fc2(torch.relu(self.bn(self.fc1(x[order]))))[torch.argsort(order)]
+
+
+def test_zero_gradients_amplified_by_adam_are_named_not_blamed(tmp_path):
+    from burnside.torch import record
+
+    x, y = torch.linspace(-1, 1, 32).reshape(8, 4), torch.tensor([0, 1, 2, 0, 1, 2, 0, 1])
+    paths = {}
+    for side, reversed_batch in (("a", False), ("b", True), ("r", False)):
+        torch.manual_seed(0)
+        model = _BatchNormNet(reversed_batch)
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        recorder = record_double if side == "r" else record
+        paths[side] = recorder(model, opt, {"x": x, "y": y}, tmp_path / f"{side}.safetensors", steps=4)
+    comparison = compare_traces(open_trace(paths["a"]), open_trace(paths["b"]), reference=open_reference(paths["r"]))
+    zero = {z.param: z for z in comparison.zero_gradients}
+    assert zero["fc1.bias"].count == 6 and zero["fc1.bias"].first_step == 0
+    rows = {r.name: r for r in comparison.rows}
+    bias = rows["step3.params_after.fc1.bias"]
+    assert bias.stats.max_abs > 1e-2  # Adam turned ~1e-8 of noise into lr-sized steps, differently per side
+    assert bias.ref.noise and bias.passed
+    assert not any(r.name.endswith("fc1.bias") for r in comparison.failed_rows)
+    proc = run_cli("compare", str(paths["a"]), str(paths["b"]), "--reference", str(paths["r"]))
+    assert "zero gradient up to rounding: fc1.bias, 6 of 6 elements from step 0" in proc.stdout
+    assert "Adam divides that noise" in proc.stdout

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from burnside.compare.reference import FrameworkDifference, Judge, Reference, RefStats
+from burnside.compare.reference import FrameworkDifference, Judge, Reference, RefStats, ZeroGradient
 from burnside.compare.summary import TraceSummary, summarize
 from burnside.compare.tensor_diff import ElementStats, diff_arrays
 from burnside.compare.tolerance import Tolerance, Tolerances
@@ -84,6 +84,8 @@ class Comparison:
     structure: list[StructureProblem] = field(default_factory=list)
     reference: Path | None = None  # the float64 reference both sides were judged by
     framework_differences: list[FrameworkDifference] = field(default_factory=list)
+    #: parameters with elements whose gradient is zero up to rounding (judged from the reference)
+    zero_gradients: list[ZeroGradient] = field(default_factory=list)
 
     def side_name(self, side: str) -> str:
         """`B (burn)` for "b"."""
@@ -169,7 +171,9 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
         only_in_a=[n for n in a.names if n not in names_b and selected(n)],
         only_in_b=[n for n in b.names if n not in names_a and selected(n)],
     )
-    judge = Judge(reference) if reference is not None else None
+    adaptive = any(side.optimizer.get("name") in ("adam", "adamw") for side in (a, b)
+                   if isinstance(side.optimizer, dict))
+    judge = Judge(reference, adaptive=adaptive) if reference is not None else None
     if reference is not None:
         comparison.reference = reference.path
     for name in common:
@@ -187,10 +191,12 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
         ref = None
         if judge is not None and ia.dtype in ("F32", "F64", "F16"):
             parsed = parse_name(name)
-            ref = judge.judge(name, parsed.stage if parsed else None, a.array(name), b.array(name))
+            ref = judge.judge(name, parsed.stage if parsed else None, a.array(name), b.array(name),
+                              step=parsed.step if parsed else 0, param=parsed.param if parsed else None)
         a.release(name)
         b.release(name)
         comparison.rows.append(TensorRow(name, ia.dtype, ia.shape, stats, tol, ref))
     if judge is not None:
         comparison.framework_differences = judge.differences
+        comparison.zero_gradients = list(judge.zero_gradients.values())
     return comparison

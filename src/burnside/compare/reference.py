@@ -98,6 +98,20 @@ class RefStats:
 
 
 @dataclass
+class ZeroGradient:
+    """A parameter with elements whose gradient is zero up to rounding, judged from the reference."""
+
+    param: str
+    first_step: int
+    count: int  # elements (over the steps so far) whose reference gradient is below rounding
+    n: int
+
+    def to_dict(self) -> dict:
+        """For `--json`."""
+        return {"param": self.param, "first_step": self.first_step, "count": self.count, "n": self.n}
+
+
+@dataclass
 class FrameworkDifference:
     """A known numerical difference of one side's framework, detected from the numbers."""
 
@@ -121,12 +135,14 @@ class FrameworkDifference:
                 "relative_offset": self.relative_offset, "effect": self.effect}
 
 
-def max_distance(x: np.ndarray, r: np.ndarray) -> float:
-    """max|x - r| in float64, chunk by chunk (NaN where either side is not finite)."""
+def max_distance(x: np.ndarray, r: np.ndarray, skip: np.ndarray | None = None) -> float:
+    """max|x - r| in float64, chunk by chunk (NaN where either side is not finite), without ``skip``'s elements."""
     x, r = x.reshape(-1), r.reshape(-1)
     worst = 0.0
     for start in range(0, x.size, _CHUNK):
         d = np.abs(x[start:start + _CHUNK].astype(np.float64) - r[start:start + _CHUNK].astype(np.float64))
+        if skip is not None:
+            d = d[~skip[start:start + _CHUNK]]
         if d.size:
             m = float(np.max(d))
             if math.isnan(m):
@@ -161,20 +177,39 @@ class Judge:
     the one it is closer to; a side closer to a variant is computing that framework difference.
     """
 
-    def __init__(self, reference: Reference) -> None:
+    def __init__(self, reference: Reference, *, adaptive: bool = False) -> None:
         self.reference = reference
+        self.adaptive = adaptive  # an Adam-family optimizer: it scales gradient noise up to lr-sized steps
         self.chosen: dict[str, str | None] = {"a": None, "b": None}
         self.decided = not reference.variants
         self.differences: list[FrameworkDifference] = []
         self._effect: dict[str, dict[str, float]] = {name: {} for name in reference.variants}
+        #: param -> its elements whose reference gradient was below rounding at some step so far
+        self.zero_masks: dict[str, np.ndarray] = {}
+        self.zero_gradients: dict[str, ZeroGradient] = {}
+        self._grad_scale: dict[int, float] = {}  # step -> largest reference gradient so far
 
-    def judge(self, name: str, stage: str | None, a: np.ndarray, b: np.ndarray) -> RefStats | None:
-        """The verdict for one tensor, or None when the reference does not hold it (or not in that shape)."""
+    def judge(self, name: str, stage: str | None, a: np.ndarray, b: np.ndarray, *, step: int = 0,
+              param: str | None = None) -> RefStats | None:
+        """The verdict for one tensor, or None when the reference does not hold it (or not in that shape).
+
+        Elements of ``param`` whose reference gradient is zero up to rounding (FLOOR_HALF_ULPS of
+        the gradient's scale) are left out of this and every later tensor of that parameter: each
+        side's gradient there is its own rounding noise, which Adam scales up to lr-sized steps.
+        """
         ref = self.reference.trace
         if name not in ref or ref.info(name).shape != tuple(a.shape) or a.dtype.kind != "f":
             return None
         r = ref.array(name)
         scale = max_abs(r)
+        if stage == "grads" and param is not None and self.adaptive:
+            # a gradient that is zero in exact arithmetic has no scale of its own (the float64 run's
+            # is ~1e-17): its rounding is judged at the scale of the step's other gradients
+            self._grad_scale[step] = max(self._grad_scale.get(step, 0.0), scale)
+            self._note_zero_gradient(param, step, r, self._grad_scale[step], a, b)
+        skip = self.zero_masks.get(param) if param is not None else None
+        if skip is not None and skip.size != r.size:
+            skip = None
         variants = {}
         for vname, vtrace in self.reference.variants.items():
             if name in vtrace and vtrace.info(name).shape == tuple(a.shape):
@@ -188,12 +223,29 @@ class Judge:
         dists = {}
         for side, x in (("a", a), ("b", b)):
             chosen = self.chosen[side]
-            dists[side] = max_distance(x, variants.get(chosen, r))
+            dists[side] = max_distance(x, variants.get(chosen, r), skip)
         ref.release(name)
         for vtrace in self.reference.variants.values():
             if name in vtrace:
                 vtrace.release(name)
         return RefStats(dists["a"], dists["b"], scale, verdict(dists["a"], dists["b"], scale))
+
+    def _note_zero_gradient(self, param: str, step: int, r: np.ndarray, scale: float, a: np.ndarray,
+                            b: np.ndarray) -> None:
+        # below rounding in the reference, and not exactly zero on both sides (a dead ReLU's exact
+        # zero is not noise: no optimizer moves it)
+        flat, fa, fb = r.reshape(-1), a.reshape(-1), b.reshape(-1)
+        floor = FLOOR_HALF_ULPS * _HALF_ULP * scale
+        chunks = [(np.abs(flat[s:s + _CHUNK]) <= floor) & ((fa[s:s + _CHUNK] != 0) | (fb[s:s + _CHUNK] != 0))
+                  for s in range(0, flat.size, _CHUNK)]
+        zero = np.concatenate(chunks) if chunks else np.zeros(0, dtype=bool)
+        if scale == 0.0 or not zero.any():
+            return
+        mask = self.zero_masks.get(param)
+        self.zero_masks[param] = zero if mask is None or mask.size != zero.size else mask | zero
+        found = self.zero_gradients.get(param)
+        count = int(np.count_nonzero(self.zero_masks[param]))
+        self.zero_gradients[param] = ZeroGradient(param, found.first_step if found else step, count, zero.size)
 
     def _decide(self, name: str, r: np.ndarray, vname: str, v: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
         self.decided = True

@@ -22,6 +22,7 @@ def comparison_json(comparison: Comparison, diagnoses: list[Diagnosis]) -> str:
         "first_divergence_side": first.ref.verdict if first is not None and first.ref is not None else None,
         "reference": str(comparison.reference) if comparison.reference is not None else None,
         "framework_differences": [d.to_dict() for d in comparison.framework_differences],
+        "zero_gradients": [z.to_dict() for z in comparison.zero_gradients],
         "start_mismatch": [r.name for r in comparison.start_mismatch],
         "only_in_a": comparison.only_in_a,
         "only_in_b": comparison.only_in_b,

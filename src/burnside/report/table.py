@@ -63,6 +63,22 @@ def framework_lines(comparison: Comparison) -> list[str]:
     return lines
 
 
+def zero_gradient_lines(comparison: Comparison) -> list[str]:
+    """One line per parameter with elements whose gradient is zero up to rounding."""
+    adam = any(side.optimizer.get("name") in ("adam", "adamw") for side in (comparison.a, comparison.b))
+    lines = []
+    for z in comparison.zero_gradients:
+        line = (f"zero gradient up to rounding: {z.param}, {z.count} of {z.n} elements from step {z.first_step} "
+                "(the float64 reference's gradient there is below float32 rounding of the tensor; each side's is its "
+                "own rounding noise, with its own sign)")
+        if adam:
+            line += ("; Adam divides that noise by its own root mean square and moves those elements by up to lr "
+                     "per step, in directions that differ between the sides, so they are left out of the verdict "
+                     "from then on: they are not the port's error")
+        lines.append(line)
+    return lines
+
+
 def render(comparison: Comparison, diagnoses: list[Diagnosis], console: Console) -> None:
     """Print the whole comparison: start check, structure, rows, verdict, earliest divergence, diagnoses."""
     a, b = comparison.a, comparison.b
@@ -85,6 +101,8 @@ def render(comparison: Comparison, diagnoses: list[Diagnosis], console: Console)
         console.print(row_line(comparison, row, width))
     console.print(verdict_line(comparison))
     for line in framework_lines(comparison):
+        console.print(Text(line, style="cyan"))
+    for line in zero_gradient_lines(comparison):
         console.print(Text(line, style="cyan"))
     first = comparison.first_divergence
     if first is not None and first.ref is not None:
