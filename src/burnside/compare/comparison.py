@@ -8,7 +8,13 @@ from pathlib import Path
 
 import numpy as np
 
-from burnside.compare.reference import FrameworkDifference, Judge, Reference, RefStats, ZeroGradient
+from burnside.compare.reference import (
+    FrameworkDifference,
+    Judge,
+    Reference,
+    RefStats,
+    ZeroGradient,
+)
 from burnside.compare.summary import TraceSummary, summarize
 from burnside.compare.tensor_diff import ElementStats, diff_arrays
 from burnside.compare.tolerance import Tolerance, Tolerances
