@@ -18,7 +18,7 @@ STEPS = 20
 
 def run_cli(*args: str, cwd) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", "from burnside.cli import main; main()", *args],
-                          capture_output=True, text=True, cwd=cwd, timeout=900)
+                          capture_output=True, text=True, cwd=cwd, timeout=900, check=False)
 
 
 @pytest.fixture(scope="module")
