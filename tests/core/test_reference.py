@@ -99,6 +99,12 @@ def test_a_side_rounded_from_the_reference_is_noise_and_a_wrong_lr_is_the_sides_
     assert "real difference: B (pytorch) is" in proc.stdout
     assert "from step0.params_after.fc1.weight on" in proc.stdout
     assert "|A-R|=" in proc.stdout and "|B-R|=" in proc.stdout
+    import json
+
+    doc = json.loads(run_cli("compare", str(a), str(wrong), "--reference", str(r), "--json").stdout)
+    assert doc["first_divergence"] == "step0.params_after.fc1.weight" and doc["first_divergence_side"] == "b"
+    row = next(t for t in doc["tensors"] if t["name"] == "step0.params_after.fc1.weight")
+    assert row["reference"]["verdict"] == "b" and row["reference"]["dist_b"] > 100 * row["reference"]["dist_a"]
 
 
 def test_a_trace_that_is_not_a_reference_is_one_line_and_exit_2(tmp_path):
