@@ -76,7 +76,11 @@ fn optimizer_named(name: &str) -> Result<OptimizerSpec, String> {
         },
         "adam" => OptimizerSpec::adam(a1::ADAM_LR),
         "adamw" => OptimizerSpec::adamw(a1::ADAM_LR),
-        other => return Err(format!("--optim {other}: expected sgd, momentum, adam or adamw")),
+        other => {
+            return Err(format!(
+                "--optim {other}: expected sgd, momentum, adam or adamw"
+            ));
+        }
     })
 }
 

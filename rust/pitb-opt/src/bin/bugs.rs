@@ -43,8 +43,21 @@ use burn::tensor::{Device, Tensor};
 use burnside_trace::{OptimizerSpec, TraceRecorder};
 
 const BUGS: &[&str] = &[
-    "discard", "othergrads", "epsilon", "skipstep", "literallr", "betas", "weightdecay",
-    "dampening", "clip", "double", "sum", "gelu", "nobias", "f32inputs", "init",
+    "discard",
+    "othergrads",
+    "epsilon",
+    "skipstep",
+    "literallr",
+    "betas",
+    "weightdecay",
+    "dampening",
+    "clip",
+    "double",
+    "sum",
+    "gelu",
+    "nobias",
+    "f32inputs",
+    "init",
 ];
 
 struct Options {
@@ -61,12 +74,10 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
         match arg.as_str() {
             "--bug" => {
                 let name = value()?;
-                bug = Some(
-                    *BUGS
-                        .iter()
-                        .find(|b| **b == name)
-                        .ok_or_else(|| format!("--bug {name}: expected one of {}", BUGS.join(", ")))?,
-                )
+                bug =
+                    Some(*BUGS.iter().find(|b| **b == name).ok_or_else(|| {
+                        format!("--bug {name}: expected one of {}", BUGS.join(", "))
+                    })?)
             }
             "-o" | "--out" => out = Some(PathBuf::from(value()?)),
             "--steps" => steps = value()?.parse().map_err(|e| format!("--steps: {e}"))?,
@@ -106,7 +117,11 @@ fn declared(optim: &str) -> Result<OptimizerSpec, String> {
         },
         "adam" => OptimizerSpec::adam(a1::ADAM_LR),
         "adamw" => OptimizerSpec::adamw(a1::ADAM_LR),
-        other => return Err(format!("--optim {other}: expected sgd, momentum, adam or adamw")),
+        other => {
+            return Err(format!(
+                "--optim {other}: expected sgd, momentum, adam or adamw"
+            ));
+        }
     })
 }
 
@@ -134,19 +149,34 @@ fn built(bug: &str, spec: &OptimizerSpec) -> ModuleOptimizer {
     let momentum_09 = || MomentumConfig::new().with_momentum(0.9).with_dampening(0.0);
     match bug {
         "epsilon" => AdamConfig::new().init(), // burn's default epsilon 1e-5
-        "betas" => AdamConfig::new().with_epsilon(1e-8).with_beta_2(0.99).init(),
+        "betas" => AdamConfig::new()
+            .with_epsilon(1e-8)
+            .with_beta_2(0.99)
+            .init(),
         "dampening" => SgdConfig::new()
             .with_momentum(Some(MomentumConfig::new().with_momentum(0.9))) // dampening 0.1
             .init(),
         "weightdecay" => {
-            let momentum = matches!(spec, OptimizerSpec::Sgd { momentum: Some(_), .. });
+            let momentum = matches!(
+                spec,
+                OptimizerSpec::Sgd {
+                    momentum: Some(_),
+                    ..
+                }
+            );
             SgdConfig::new()
                 .with_momentum(momentum.then(momentum_09))
                 .with_weight_decay(Some(WeightDecayConfig::new(0.01)))
                 .init()
         }
         "clip" => {
-            let momentum = matches!(spec, OptimizerSpec::Sgd { momentum: Some(_), .. });
+            let momentum = matches!(
+                spec,
+                OptimizerSpec::Sgd {
+                    momentum: Some(_),
+                    ..
+                }
+            );
             SgdConfig::new()
                 .with_momentum(momentum.then(momentum_09))
                 .with_gradient_clipping(Some(GradientClippingConfig::Value(0.05)))
@@ -156,12 +186,21 @@ fn built(bug: &str, spec: &OptimizerSpec) -> ModuleOptimizer {
     }
 }
 
-/// The logits as the buggy forward computes them.
-fn forward(bug: &str, model: &Mlp, x: Tensor<2>) -> Tensor<2> {
-    match bug {
-        "gelu" => model.fc2.forward(gelu(model.fc1.forward(x))),
-        "nobias" => relu(x.matmul(model.fc1.weight.val())).matmul(model.fc2.weight.val()),
-        _ => model.forward(x),
+/// The model as the buggy port runs it.
+struct Port<'a> {
+    bug: &'a str,
+    model: &'a Mlp,
+}
+
+impl Port<'_> {
+    /// The logits as the buggy forward computes them.
+    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+        let model = self.model;
+        match self.bug {
+            "gelu" => model.fc2.forward(gelu(model.fc1.forward(x))),
+            "nobias" => relu(x.matmul(model.fc1.weight.val())).matmul(model.fc2.weight.val()),
+            _ => model.forward(x),
+        }
     }
 }
 
@@ -197,24 +236,31 @@ fn run() -> Result<(), Box<dyn Error>> {
     let lr = spec.lr();
     let mut recorder = TraceRecorder::new(spec);
     let mut losses = Vec::with_capacity(options.steps);
-    let batch = x.dims()[0] as f64;
+    // `sum`: the mean times the batch size; everything else the mean (times 1.0, exactly)
+    let reduction = if bug == "sum" {
+        x.dims()[0] as f64
+    } else {
+        1.0
+    };
     let loss_of = |model: &Mlp| {
-        let loss = ce.forward(forward(bug, model, x.clone()), y.clone());
-        if bug == "sum" { loss.mul_scalar(batch) } else { loss }
+        ce.forward(Port { bug, model }.forward(x.clone()), y.clone())
+            .mul_scalar(reduction)
     };
 
     for step in 0..options.steps {
         recorder.input(step, "x", x.to_data())?;
         recorder.input(step, "y", y.to_data())?;
         recorder.params_before(step, &model)?;
-        let logits = forward(bug, &model, x.clone());
+        let logits = Port { bug, model: &model }.forward(x.clone());
         recorder.logits(step, &logits)?;
-        let loss = ce.forward(logits, y.clone());
-        let loss = if bug == "sum" { loss.mul_scalar(batch) } else { loss };
+        let loss = ce.forward(logits, y.clone()).mul_scalar(reduction); // x * 1.0 is exact
         recorder.loss(step, &loss)?;
         losses.push(loss.clone().into_scalar::<f32>());
-        let module = if bug == "othergrads" { &other } else { &model };
-        let grads = GradientsParams::from_grads(loss.backward(), module);
+        let grads = if bug == "othergrads" {
+            GradientsParams::from_grads(loss.backward(), &other) // the bug
+        } else {
+            GradientsParams::from_grads(loss.backward(), &model)
+        };
         recorder.grads(step, &model, &grads)?;
         match bug {
             "discard" => {
