@@ -6,7 +6,10 @@ traces' bytes over wall time), peak RSS, and peak anonymous (private) memory,
 sampled from /proc every 5 ms. The page cache is warm for every contender (the
 files are read once first), so the figures compare computation, not the disk.
 
-    python benchmarks/compare_speed.py [--size-mib 1024] [--tensors 16] [--dir DIR] [--keep]
+    python benchmarks/compare_speed.py [--size-mib 1024] [--tensors 16] [--dir DIR] [--keep] [--reference]
+
+With --reference, a float64 reference trace (A's values in f64, twice A's size) is written too
+and `burnside compare --reference` joins the contenders.
 """
 
 from __future__ import annotations
@@ -54,6 +57,15 @@ def build_traces(directory: Path, size_mib: int, count: int, dense: bool = False
     del a_tensors
     b_path = write_trace(directory / "b.safetensors", b_tensors, meta | {"framework": "burn"})
     return a_path, b_path
+
+
+def build_reference(directory: Path, a_path: Path) -> Path:
+    """A float64 reference of A's tensors: A's values widened, as a reference recorder writes them."""
+    from burnside.trace import open_trace, write_trace
+
+    a = open_trace(a_path)
+    tensors = {name: np.asarray(a.array(name), dtype=np.float64) for name in a.names}
+    return write_trace(directory / "reference.safetensors", tensors, a.metadata | {"reference": "float64"})
 
 
 def measure(argv: list[str]) -> tuple[float, int, int, int]:
@@ -112,6 +124,7 @@ def main() -> None:
     parser.add_argument("--skip-torch", action="store_true", help="skip torch.testing.assert_close")
     parser.add_argument("--repeat", type=int, default=3, help="runs per contender; the median is shown")
     parser.add_argument("--dense", action="store_true", help="every element of every tensor differs (worst case)")
+    parser.add_argument("--reference", action="store_true", help="also time compare with a float64 reference")
     args = parser.parse_args()
     directory = args.dir or Path(tempfile.mkdtemp(prefix="burnside-bench-"))
     directory.mkdir(parents=True, exist_ok=True)
@@ -122,12 +135,14 @@ def main() -> None:
         print(f"traces: 2 x {a.stat().st_size / 2**30:.2f} GiB, {args.tensors} tensors each"
               f"{' (every element differs)' if args.dense else ''}, "
               f"built in {time.perf_counter() - t0:.1f} s; {os.cpu_count()} cores")
-        for path in (a, b):  # warm the page cache for every contender alike
+        reference = build_reference(directory, a) if args.reference else None
+        for path in (a, b) + ((reference,) if reference else ()):  # warm the page cache for every contender alike
             with path.open("rb") as handle:
                 while handle.read(1 << 24):
                     pass
         burnside = [sys.executable, "-c", "from burnside.cli import main; main()", "compare", str(a), str(b), "--json"]
         contenders = [("burnside compare", burnside),
+                      *([("compare --reference", burnside + ["--reference", str(reference)])] if reference else []),
                       ("numpy pass (mmap chunks)", [sys.executable, "-c", NUMPY_PASS, str(a), str(b)])]
         if not args.skip_torch:
             contenders.append(("torch assert_close", [sys.executable, "-c", TORCH_ASSERT_CLOSE, str(a), str(b)]))

@@ -17,6 +17,10 @@ SEED_ADAM_LOSSES = (1.14005756, 1.10198629, 1.06721914, 1.03404224, 1.00236571)
 SGD_LR = 0.1
 ADAM_LR = 0.01
 ADAM_EPS = 1e-8
+MOMENTUM = 0.9
+ADAMW_WEIGHT_DECAY = 0.01
+#: The optimizers A1 trains with on both sides (`burnside run a1 --optim`).
+OPTIMS = ("sgd", "momentum", "adam", "adamw")
 LABELS = (0, 2, 1, 2)
 
 
@@ -81,14 +85,18 @@ def a1_data():
 
 
 def a1_optimizer(model, optim: str):
-    """The seed's optimizers: SGD lr 0.1, or Adam lr 0.01 with PyTorch's eps 1e-8."""
+    """A1's optimizers: SGD lr 0.1 (plain or momentum 0.9), Adam or AdamW lr 0.01 (eps 1e-8, AdamW decay 0.01)."""
     import torch
 
     if optim == "sgd":
         return torch.optim.SGD(model.parameters(), lr=SGD_LR)
+    if optim == "momentum":
+        return torch.optim.SGD(model.parameters(), lr=SGD_LR, momentum=MOMENTUM)
     if optim == "adam":
         return torch.optim.Adam(model.parameters(), lr=ADAM_LR, eps=ADAM_EPS)
-    raise ValueError(f"unknown optimizer {optim!r}; use sgd or adam")
+    if optim == "adamw":
+        return torch.optim.AdamW(model.parameters(), lr=ADAM_LR, eps=ADAM_EPS, weight_decay=ADAMW_WEIGHT_DECAY)
+    raise ValueError(f"unknown optimizer {optim!r}; use one of {', '.join(OPTIMS)}")
 
 
 def torch_losses(steps: int, optim: str = "sgd") -> list[float]:
@@ -120,3 +128,13 @@ def record_torch(path, *, steps: int = 1, optim: str = "sgd"):
     # (train-step) predates activation recording.
     return record(model, a1_optimizer(model, optim), {"x": x, "y": y}, path, steps=steps,
                   metadata={"model": "a1"}, activations=False)
+
+
+def record_reference(path, *, steps: int = 1, optim: str = "sgd"):
+    """Record A1's float64 reference (and its f32-constants variant, for Adam) at ``path``."""
+    from burnside.reference import record_reference as record_double
+
+    model = a1_model()
+    x, y = a1_data()
+    return record_double(model, a1_optimizer(model, optim), {"x": x, "y": y}, path, steps=steps,
+                         metadata={"model": "a1"})

@@ -6,12 +6,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from burnside.compare import Comparison, Tolerances, compare_traces
+from burnside.compare import Comparison, Tolerances, compare_traces, open_reference
 from burnside.diagnose import Diagnosis, diagnose
 from burnside.trace import open_trace
 
 #: Writes the PyTorch side's trace at the path it is given and returns it.
 TorchSide = Callable[[Path], Path]
+#: Writes the float64 reference at the path it is given and returns it.
+ReferenceSide = Callable[[Path], Path]
 #: Writes the burn side's trace at the first path, starting from the PyTorch trace at the second.
 BurnSide = Callable[[Path, Path], Path]
 
@@ -24,6 +26,7 @@ class Parity:
     burn_trace: Path
     comparison: Comparison
     diagnoses: list[Diagnosis]
+    reference_trace: Path | None = None
 
     @property
     def passed(self) -> bool:
@@ -32,14 +35,22 @@ class Parity:
 
 
 def record_and_compare(torch: Path | TorchSide, burn: BurnSide, *, torch_out: Path, burn_out: Path,
-                       tolerances: Tolerances | None = None, only: str | None = None) -> Parity:
+                       tolerances: Tolerances | None = None, only: str | None = None,
+                       reference: Path | ReferenceSide | None = None, reference_out: Path | None = None) -> Parity:
     """Record the PyTorch side (or take its existing trace), then the burn side from it, and compare.
 
     ``torch`` is an existing trace or a recorder; ``burn`` gets its output path and the PyTorch
-    trace (a port starts from that trace's step-0 inputs and params). Outputs are written
+    trace (a port starts from that trace's step-0 inputs and params). ``reference`` is an existing
+    float64 reference trace or its recorder (written at ``reference_out``); with it, each tensor is
+    also judged by both sides' distances to it (docs/compare.md). Outputs are written
     atomically by the recorders; a failure on either side raises a BurnsideError.
     """
     torch_trace = torch if isinstance(torch, Path) else torch(torch_out)
     burn_trace = burn(burn_out, torch_trace)
-    comparison = compare_traces(open_trace(torch_trace), open_trace(burn_trace), tolerances, only)
-    return Parity(torch_trace, burn_trace, comparison, diagnose(comparison))
+    if reference is not None and not isinstance(reference, Path):
+        if reference_out is None:
+            raise ValueError("a reference recorder needs reference_out")
+        reference = reference(reference_out)
+    judge_by = open_reference(reference) if reference is not None else None
+    comparison = compare_traces(open_trace(torch_trace), open_trace(burn_trace), tolerances, only, reference=judge_by)
+    return Parity(torch_trace, burn_trace, comparison, diagnose(comparison), reference)

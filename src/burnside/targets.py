@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from burnside.burn.a1 import BUGS as A1_BUGS
 from burnside.errors import BurnsideError
 
 
@@ -21,6 +22,7 @@ class Target:
     bugs: tuple[str, ...]  # silent failures the burn side can build in, to see burnside name them
     record_torch: Callable[..., Path]  # (path, *, steps, optim) -> path
     record_burn: Callable[..., Path]  # (path, torch_trace, *, steps, optim, bug, console) -> path
+    record_reference: Callable[..., Path] | None = None  # (path, *, steps, optim) -> the float64 reference
     #: the absolute tolerance `run` uses without --tol: what the two frameworks' f32 kernels were
     #: measured to agree within on a faithful port
     atol: float = 1e-6
@@ -30,6 +32,12 @@ def _a1_torch(path: Path, *, steps: int, optim: str) -> Path:
     from burnside.a1 import record_torch
 
     return record_torch(path, steps=steps, optim=optim)
+
+
+def _a1_reference(path: Path, *, steps: int, optim: str) -> Path:
+    from burnside.a1 import record_reference
+
+    return record_reference(path, steps=steps, optim=optim)
 
 
 def _a1_burn(path: Path, torch_trace: Path, *, steps: int, optim: str, bug: str | None,
@@ -67,8 +75,8 @@ def _example(name: str, title: str, optim: str, bugs: tuple[str, ...]) -> Target
 
 
 TARGETS: dict[str, Target] = {
-    "a1": Target("a1", "the seed's two-Linear MLP (SGD lr 0.1 or Adam lr 0.01, eps 1e-8)", ("sgd", "adam"),
-                 ("discard", "othergrads", "epsilon"), _a1_torch, _a1_burn),
+    "a1": Target("a1", "the seed's two-Linear MLP (SGD lr 0.1, with momentum 0.9, Adam or AdamW lr 0.01, "
+                 "eps 1e-8)", ("sgd", "momentum", "adam", "adamw"), A1_BUGS, _a1_torch, _a1_burn, _a1_reference),
     "cnn": _example("cnn", "Conv2d, BatchNorm2d, ReLU, MaxPool2d, Linear; Adam", "adam", ("bn-eps", "bn-momentum")),
     "transformer": _example("transformer", "a transformer block: Embedding, LayerNorm, attention, GELU MLP; AdamW",
                             "adamw", ("gelu-tanh", "ln-eps")),

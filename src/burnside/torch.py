@@ -204,7 +204,9 @@ def record(
                 for slot in _SLOTS:
                     value = state.get(slot)
                     if isinstance(value, torch.Tensor):
-                        tensors[tensor_name(k, "optim", f"{slot}.{pname}")] = _numpy(value.float())
+                        # a float64 reference keeps its state in float64
+                        state_value = value if value.dtype == torch.float64 else value.float()
+                        tensors[tensor_name(k, "optim", f"{slot}.{pname}")] = _numpy(state_value)
                     elif isinstance(value, (int, float)):
                         tensors[tensor_name(k, "optim", f"{slot}.{pname}")] = np.array(value, dtype=np.float32)
     finally:

@@ -1,8 +1,9 @@
-//! S1: N training steps on A1 (SGD lr 0.1, or Adam lr 0.01 with eps 1e-8), recorded as a
-//! burnside trace with `burnside-trace`.
+//! S1: N training steps on A1 (SGD lr 0.1, SGD lr 0.1 with momentum 0.9, Adam lr 0.01 with
+//! eps 1e-8, or AdamW lr 0.01 with eps 1e-8 and weight decay 0.01), recorded as a burnside trace
+//! with `burnside-trace`.
 //!
 //! ```text
-//! train-step -o burn.safetensors [--steps N] [--optim sgd|adam] [--f32-inputs] [--init INIT]
+//! train-step -o burn.safetensors [--steps N] [--optim sgd|momentum|adam|adamw] [--f32-inputs] [--init INIT]
 //! ```
 //!
 //! Without `--init` the model and batch are A1 built in Rust (f64, rounded once to f32);
@@ -39,11 +40,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
             "-o" | "--out" => out = Some(PathBuf::from(value()?)),
             "--steps" => steps = value()?.parse().map_err(|e| format!("--steps: {e}"))?,
             "--optim" => {
-                optimizer = match value()?.as_str() {
-                    "sgd" => OptimizerSpec::sgd(a1::SGD_LR),
-                    "adam" => OptimizerSpec::adam(a1::ADAM_LR),
-                    other => return Err(format!("--optim {other}: expected sgd or adam")),
-                }
+                optimizer = optimizer_named(&value()?)?;
             }
             "--f32-inputs" => arithmetic = Arithmetic::F32,
             "--init" => init = Some(PathBuf::from(value()?)),
@@ -60,6 +57,30 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
         optimizer,
         arithmetic,
         init,
+    })
+}
+
+/// PyTorch's `SGD(momentum=0.9)`: dampening 0 and no Nesterov, which burn does not default to.
+const MOMENTUM: f64 = 0.9;
+
+/// The A1 optimizers by name, with PyTorch's defaults (what `burnside.a1.a1_optimizer` builds).
+fn optimizer_named(name: &str) -> Result<OptimizerSpec, String> {
+    Ok(match name {
+        "sgd" => OptimizerSpec::sgd(a1::SGD_LR),
+        "momentum" => OptimizerSpec::Sgd {
+            lr: a1::SGD_LR,
+            momentum: Some(MOMENTUM),
+            dampening: 0.0,
+            nesterov: false,
+            weight_decay: 0.0,
+        },
+        "adam" => OptimizerSpec::adam(a1::ADAM_LR),
+        "adamw" => OptimizerSpec::adamw(a1::ADAM_LR),
+        other => {
+            return Err(format!(
+                "--optim {other}: expected sgd, momentum, adam or adamw"
+            ));
+        }
     })
 }
 

@@ -9,20 +9,31 @@ from rich.console import Console
 from burnside.burn.binary import run_binary
 from burnside.burn.cargo import build_workspace
 
-#: The pages' silent failures that `pitb-opt`'s `bugs` program can build into the A1 loop.
-BUGS = ("discard", "othergrads", "epsilon")
+#: The porting bugs that `pitb-opt`'s `bugs` program can build into the A1 loop (see its doc).
+BUGS = ("discard", "othergrads", "epsilon", "skipstep", "literallr", "betas", "weightdecay", "dampening", "clip",
+        "double", "sum", "gelu", "nobias", "f32inputs", "init")
+#: The optimizers A1's burn side trains with (train-step's and bugs' `--optim`).
+OPTIMS = ("sgd", "momentum", "adam", "adamw")
+#: Bugs that live in one kind of optimizer: bug -> (the optimizers it needs, what it is).
+BUG_OPTIMS = {
+    "epsilon": (("adam",), "Adam's default epsilon"),
+    "betas": (("adam",), "an Adam beta_2"),
+    "dampening": (("momentum",), "burn's default momentum dampening"),
+    "weightdecay": (("sgd", "momentum"), "an SGD weight decay"),
+    "clip": (("sgd", "momentum"), "an SGD gradient clipping"),
+}
 
 
 def record_a1(out: Path, *, steps: int = 1, optim: str = "sgd", console: Console | None = None,
               f32_inputs: bool = False, init: Path | None = None, bug: str | None = None) -> Path:
-    """Record ``steps`` steps of A1 on burn (SGD lr 0.1 or Adam lr 0.01, eps 1e-8) into ``out``.
+    """Record ``steps`` steps of A1 on burn (one of OPTIMS, as `burnside.a1.a1_optimizer`) into ``out``.
 
     The model and batch are built in Rust (f64, rounded once); ``f32_inputs`` computes inputs
     and biases in f32 instead (S3); ``init`` loads a `burnside.torch.export_init` file instead.
     ``bug`` (one of BUGS) records the loop with that failure built in (`pitb-opt`'s `bugs`).
     """
-    if optim not in ("sgd", "adam"):
-        raise ValueError(f"unknown optimizer {optim!r}; use sgd or adam")
+    if optim not in OPTIMS:
+        raise ValueError(f"unknown optimizer {optim!r}; use one of {', '.join(OPTIMS)}")
     if bug is not None and (bug not in BUGS or f32_inputs or init is not None):
         raise ValueError(f"bug must be one of {BUGS}, without f32_inputs or init")
     out = Path(out)

@@ -24,13 +24,14 @@ from burnside.parity import record_and_compare
               show_default=True, help="Where the init file and the burn trace go.")
 @comparison_options
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def check(torch_trace, burn_crate, bin_name, out_dir, tol, rtol, ulps, tolerances_file, only, as_json, plot, junit,
-          args) -> None:
+def check(torch_trace, burn_crate, bin_name, out_dir, tol, rtol, ulps, tolerances_file, only, reference, as_json,
+          plot, junit, args) -> None:
     """Build a burn port, run it as `BIN --init INIT -o OUT [ARGS]`, compare its trace with PyTorch's.
 
     The port loads INIT (the PyTorch trace's starting point) with burnside_trace::InitFile and
     records its steps with burnside_trace::TraceRecorder into OUT; see rust/README.md. Arguments
-    after `--` go to the binary.
+    after `--` go to the binary. Record the float64 reference of the same loop with
+    burnside.reference.record_reference and pass it with --reference to tell noise from bugs.
     """
     def burn_side(path: Path, torch: Path) -> Path:
         recorded = record_port(torch, burn_crate, bin_name, list(args), out_dir, stdout, out=path)
@@ -39,5 +40,6 @@ def check(torch_trace, burn_crate, bin_name, out_dir, tol, rtol, ulps, tolerance
 
     parity = record_and_compare(torch_trace, burn_side, torch_out=torch_trace,
                                 burn_out=out_dir / f"{bin_name}.burn.safetensors",
-                                tolerances=tolerances_from(tol, rtol, ulps, tolerances_file), only=only)
+                                tolerances=tolerances_from(tol, rtol, ulps, tolerances_file), only=only,
+                                reference=reference)
     finish(parity.comparison, parity.diagnoses, as_json=as_json, plot=plot, junit=junit)

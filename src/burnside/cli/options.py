@@ -18,7 +18,7 @@ def _finite_non_negative(ctx: click.Context, param: click.Parameter, value: floa
 
 
 def comparison_options(command: Callable) -> Callable:
-    """Add --tol, --rtol, --ulps, --tolerances, --only, --json, --plot and --junit to a command."""
+    """Add --tol, --rtol, --ulps, --tolerances, --only, --reference, --json, --plot and --junit to a command."""
     options = [
         click.option("--tol", type=float, default=None, callback=_finite_non_negative,
                      help="Absolute tolerance per element  [default: 1e-06; run: the model's own]."),
@@ -29,6 +29,9 @@ def comparison_options(command: Callable) -> Callable:
         click.option("--tolerances", "tolerances_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
                      help="Per-tensor tolerances (.toml or .json; see docs/compare.md)."),
         click.option("--only", default=None, help="Compare only tensor names matching this glob."),
+        click.option("--reference", type=click.Path(path_type=Path, dir_okay=False), default=None,
+                     help="A float64 reference trace (burnside.reference): judge each tensor by both sides' "
+                     "distance to it, so rounding noise passes and a real difference names its side."),
         click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON."),
         click.option("--plot", type=click.Path(path_type=Path, dir_okay=False), default=None,
                      help="Also write a PNG of loss and drift per step."),

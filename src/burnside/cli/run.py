@@ -7,6 +7,8 @@ from pathlib import Path
 import click
 from rich.text import Text
 
+from burnside.burn.a1 import BUG_OPTIMS
+from burnside.burn.a1 import BUGS as A1_BUGS
 from burnside.cli.command import BurnsideCommand
 from burnside.cli.options import comparison_options, tolerances_from
 from burnside.cli.output import finish, stdout
@@ -14,6 +16,8 @@ from burnside.errors import BurnsideError
 from burnside.parity import record_and_compare
 from burnside.targets import TARGETS, get_target
 from burnside.trace.limits import MAX_STEPS
+
+_OPTIMS = sorted({optim for target in TARGETS.values() for optim in target.optims})
 
 
 @click.command(cls=BurnsideCommand)
@@ -25,13 +29,16 @@ from burnside.trace.limits import MAX_STEPS
 @click.option("--out-dir", type=click.Path(path_type=Path, file_okay=False), default=Path("burnside-out"),
               show_default=True, help="Where traces and plots go.")
 @click.option("--steps", type=click.IntRange(1, MAX_STEPS), default=1, show_default=True, help="Training steps.")
-@click.option("--optim", type=click.Choice(["sgd", "adam", "adamw"]), default=None,
-              help="The optimizer (a1: sgd lr 0.1 (default), adam lr 0.01 eps 1e-8; cnn: adam; transformer: adamw).")
-@click.option("--bug", default=None, help="Build one of the pages' silent failures into the burn side "
-              "(a1: discard, othergrads, epsilon), to see burnside name it.")
+@click.option("--optim", type=click.Choice(_OPTIMS), default=None,
+              help="The optimizer (a1: sgd lr 0.1 (default), momentum 0.9 with lr 0.1, adam or adamw lr 0.01 "
+              "eps 1e-8; cnn: adam; transformer: adamw).")
+@click.option("--bug", default=None, help="Build a porting bug into the burn side, to see burnside name it "
+              f"(a1: {', '.join(A1_BUGS)}; cnn: bn-eps, bn-momentum; transformer: gelu-tanh, ln-eps).")
+@click.option("--no-reference", is_flag=True,
+              help="Do not record the float64 reference run (on by default: it is cheap for these models).")
 @comparison_options
-def run(name, side, output, out_dir, steps, optim, bug, tol, rtol, ulps, tolerances_file, only, as_json,
-        plot, junit) -> None:
+def run(name, side, output, out_dir, steps, optim, bug, no_reference, tol, rtol, ulps, tolerances_file, only,
+        reference, as_json, plot, junit) -> None:
     """Train NAME on PyTorch and on burn from the same bits, and compare every tensor."""
     target = get_target(name)
     optim = optim or target.optims[0]
@@ -44,8 +51,9 @@ def run(name, side, output, out_dir, steps, optim, bug, tol, rtol, ulps, toleran
             raise BurnsideError(f"--bug {bug}: {target.name}'s burn side knows {', '.join(target.bugs) or 'no bugs'}")
         if side == "torch":
             raise BurnsideError("--bug changes the burn side; use it with --side burn or both")
-        if bug == "epsilon" and optim != "adam":
-            raise BurnsideError("--bug epsilon is Adam's default epsilon; add --optim adam")
+        needs = BUG_OPTIMS.get(bug)
+        if needs is not None and optim not in needs[0]:
+            raise BurnsideError(f"--bug {bug} is {needs[1]}; add --optim {' or '.join(needs[0])}")
     torch_stem = f"{target.name}-{optim}-{steps}"
     stem = torch_stem + (f"-{bug}" if bug else "")  # the PyTorch side has no bug to name
     run_dir = out_dir / target.name
@@ -70,10 +78,22 @@ def run(name, side, output, out_dir, steps, optim, bug, tol, rtol, ulps, toleran
         else:
             burn_side(path, None)
         return
+    if reference is not None and no_reference:
+        raise BurnsideError("--reference and --no-reference contradict each other; drop one")
+
+    def reference_side(path: Path) -> Path:
+        with stdout.status("recording the float64 reference…"):
+            recorded = target.record_reference(path, steps=steps, optim=optim)
+        stdout.print(Text(f"reference: {steps} step(s) of {optim} in float64 → {recorded}", style="dim"))
+        return recorded
+
+    if reference is None and not no_reference and target.record_reference is not None:
+        reference = reference_side
     run_dir.mkdir(parents=True, exist_ok=True)
     parity = record_and_compare(torch_side, burn_side, torch_out=run_dir / f"{torch_stem}.torch.safetensors",
                                 burn_out=run_dir / f"{stem}.burn.safetensors",
-                                tolerances=tolerances_from(tol, rtol, ulps, tolerances_file, target.atol), only=only)
+                                tolerances=tolerances_from(tol, rtol, ulps, tolerances_file, target.atol), only=only,
+                                reference=reference, reference_out=run_dir / f"{torch_stem}.reference.safetensors")
     if plot is None and steps > 1 and not as_json:
         plot = run_dir / f"{stem}.png"
     finish(parity.comparison, parity.diagnoses, as_json=as_json, plot=plot, junit=junit)

@@ -6,6 +6,12 @@ from burnside.compare.comparison import (
     TensorRow,
     compare_traces,
 )
+from burnside.compare.reference import (
+    FrameworkDifference,
+    Reference,
+    RefStats,
+    open_reference,
+)
 from burnside.compare.summary import TraceSummary
 from burnside.compare.tensor_diff import (
     ElementStats,
@@ -18,14 +24,18 @@ from burnside.compare.tolerance import Tolerance, Tolerances, load_tolerances
 __all__ = [
     "Comparison",
     "ElementStats",
+    "FrameworkDifference",
+    "RefStats",
+    "Reference",
     "StructureProblem",
     "TensorRow",
     "Tolerance",
     "Tolerances",
-    "compare_traces",
     "TraceSummary",
+    "compare_traces",
     "diff_arrays",
     "float_ulps",
     "load_tolerances",
+    "open_reference",
     "ulp_distance",
 ]

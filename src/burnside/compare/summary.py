@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from burnside.compare.forensics import OptimizerForensics, measure_optimizer
 from burnside.trace import TensorName, Trace, parse_name
 
 
@@ -36,6 +37,8 @@ class TraceSummary:
     optim_step_count: dict[int, float] = field(default_factory=dict)
     #: step -> the loss before the step
     losses: dict[int, float] = field(default_factory=dict)
+    #: the optimizer this trace's own updates show (replay and measured settings)
+    forensics: OptimizerForensics | None = None
 
     @property
     def name(self) -> str:
@@ -89,6 +92,7 @@ def summarize(trace: Trace) -> TraceSummary:
             values = trace.values(name)
             if values.size == 1:
                 summary.losses[k] = float(values.reshape(-1)[0])
+    summary.forensics = measure_optimizer(trace)
     for k, n in counted.items():
         summary.grads_len[k] = n
         if isinstance(recorded_len, list) and k < len(recorded_len) and _is_count(recorded_len[k]):

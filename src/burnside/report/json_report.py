@@ -21,6 +21,10 @@ def comparison_json(comparison: Comparison, diagnoses: list[Diagnosis]) -> str:
         "tolerances": [{"glob": glob, **vars(tol)} for glob, tol in comparison.tolerances_used()],
         "first_divergence": first.name if first else None,
         "first_divergence_layer": comparison.layer_of(first)[0] if first else None,
+        "first_divergence_side": first.ref.verdict if first is not None and first.ref is not None else None,
+        "reference": str(comparison.reference) if comparison.reference is not None else None,
+        "framework_differences": [d.to_dict() for d in comparison.framework_differences],
+        "zero_gradients": [z.to_dict() for z in comparison.zero_gradients],
         "start_mismatch": [r.name for r in comparison.start_mismatch],
         "only_in_a": comparison.only_in_a,
         "only_in_b": comparison.only_in_b,
@@ -55,6 +59,7 @@ def _row(row: TensorRow) -> dict:
         "rtol": row.tol.rtol,
         "ulps": row.tol.ulps,
         "passed": row.passed,
+        "reference": row.ref.to_dict() if row.ref is not None else None,
     }
 
 

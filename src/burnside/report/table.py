@@ -7,6 +7,7 @@ from rich.text import Text
 
 from burnside.compare import Comparison, TensorRow
 from burnside.compare.pairing import pair_renamed, rename_rules
+from burnside.compare.reference import FLOOR_HALF_ULPS, NOISE_FACTOR
 from burnside.diagnose import Diagnosis
 
 
@@ -20,6 +21,12 @@ def row_line(comparison: Comparison, row: TensorRow, width: int) -> Text:
     at = "-" if row.worst_index is None else "[" + ",".join(map(str, row.worst_index)) + "]"
     text = Text(f"{comparison.display_name(row.name):<{width}} n={s.n:>3}  max|diff|={s.max_abs:.2e}"
                 f"  ulps={_ulps(row):>3}  at={at:<7} out={s.out_of_tol}")
+    if row.ref is not None:
+        text.append(f"  |A-R|={row.ref.dist_a:.2e} |B-R|={row.ref.dist_b:.2e}")
+        if row.ref.noise:
+            text.append("  noise" if s.out_of_tol else "", style="green")
+        else:
+            text.append(f"  {row.ref.verdict.upper()} off ({row.ref.ratio:.3g}x)", style="bold red")
     if s.nonfinite_a_only or s.nonfinite_b_only:
         text.append(f"  non-finite only in A: {s.nonfinite_a_only}, only in B: {s.nonfinite_b_only}", style="red")
     if not row.passed:
@@ -37,6 +44,9 @@ def verdict_line(comparison: Comparison) -> Text:
     """`worst=1.19e-07 tol=1e-06 OK`, with the tolerances actually used (default and overrides)."""
     ok = comparison.passed
     text = Text(f"worst={comparison.worst:.2e} {tolerances_text(comparison)} ")
+    if comparison.reference is not None:
+        text.append(f"reference={comparison.reference.name} (noise: within {NOISE_FACTOR:g}x the other side's "
+                    f"distance + {FLOOR_HALF_ULPS:g} half-ulps) ")
     text.append("OK" if ok else "FAIL", style="bold green" if ok else "bold red")
     return text
 
@@ -52,6 +62,35 @@ def divergence_text(comparison: Comparison, first: TensorRow) -> str:
         where += f" ({', '.join(parts)})" if parts else ""
     return (f"first divergence: {where} (max|diff|={first.stats.max_abs:.2e}, "
             f"{first.stats.out_of_tol} of {first.stats.n} out of tolerance); later rows usually follow from it")
+
+
+def framework_lines(comparison: Comparison) -> list[str]:
+    """One line per framework difference found: what, where it was detected, and its size."""
+    lines = []
+    for d in comparison.framework_differences:
+        effect = ", ".join(f"{stage} {size:.2e}" for stage, size in d.effect.items() if size > 0)
+        lines.append(
+            f"framework difference ({comparison.side_name(d.side)}, not the port): {d.title}. Detected at "
+            f"{d.detected_at}: relative offset {d.relative_offset:.3g}; that side is {d.dist_variant:.2e} from a "
+            f"float64 run with its framework's constants and {d.dist_plain:.2e} from PyTorch's, so it is judged by the "
+            f"former. Its size in exact arithmetic, max per stage over the run: {effect}")
+    return lines
+
+
+def zero_gradient_lines(comparison: Comparison) -> list[str]:
+    """One line per parameter with elements whose gradient is zero up to rounding."""
+    adam = any(side.optimizer.get("name") in ("adam", "adamw") for side in (comparison.a, comparison.b))
+    lines = []
+    for z in comparison.zero_gradients:
+        line = (f"zero gradient up to rounding: {z.param}, {z.count} of {z.n} elements from step {z.first_step} "
+                "(the float64 reference's gradient there is below float32 rounding of the tensor; each side's is its "
+                "own rounding noise, with its own sign)")
+        if adam:
+            line += ("; Adam divides that noise by its own root mean square and moves those elements by up to lr "
+                     "per step, in directions that differ between the sides, so they are left out of the verdict "
+                     "from then on: they are not the port's error")
+        lines.append(line)
+    return lines
 
 
 def render(comparison: Comparison, diagnoses: list[Diagnosis], console: Console) -> None:
@@ -79,9 +118,25 @@ def render(comparison: Comparison, diagnoses: list[Diagnosis], console: Console)
     for row in comparison.rows:
         console.print(row_line(comparison, row, width))
     console.print(verdict_line(comparison))
+    for line in framework_lines(comparison):
+        console.print(Text(line, style="cyan"))
+    for line in zero_gradient_lines(comparison):
+        console.print(Text(line, style="cyan"))
     first = comparison.first_divergence
-    if first is not None:
+    if first is not None and first.ref is not None:
+        kind = comparison.layer_of(first)[0]
+        console.print(Text(
+            f"real difference: {comparison.side_name(first.ref.verdict)} is {first.ref.ratio:.3g}x further from the "
+            f"float64 reference than the other side, from {first.name}{f' ({kind})' if kind else ''} on "
+            f"(|A-R|={first.ref.dist_a:.2e}, "
+            f"|B-R|={first.ref.dist_b:.2e}); later rows follow from it", style="yellow"))
+    elif first is not None:
         console.print(Text(divergence_text(comparison, first), style="yellow"))
+    elif comparison.reference is not None:
+        beyond = sum(1 for r in comparison.rows if r.stats.out_of_tol)
+        if beyond:
+            console.print(Text(f"{beyond} tensor(s) beyond the tolerance are rounding noise: both sides are within "
+                               "it of the float64 reference", style="green"))
     for side, names in (("B", comparison.unrecorded_in_b), ("A", comparison.unrecorded_in_a)):
         if names:
             shown = ", ".join(comparison.display_name(n) for n in names[:3])

@@ -1,110 +1,207 @@
-//! The pages' silent failures, recorded as burnside traces, so `burnside compare` can be
-//! seen naming each one from what burn actually computed.
+//! Realistic porting bugs built into A1's burn loop and recorded as burnside traces, so
+//! `burnside compare` can be seen naming each one from what burn actually computed.
 //!
 //! ```text
-//! bugs --bug discard|othergrads|epsilon -o burn.safetensors [--steps N] [--optim sgd|adam]
+//! bugs --bug NAME -o burn.safetensors [--steps N] [--optim sgd|momentum|adam|adamw]
 //! ```
+//!
+//! Every program but `epsilon` records the optimizer the port *meant* to build (`OptimizerSpec`),
+//! which is what such a port's trace claims; the bug is what it actually does:
 //!
 //! - `discard`: `optim.step(lr, model.clone(), grads);` — the update is dropped (S8, S12);
 //!   with Adam the optimizer's moments and step count still advance (S13).
 //! - `othergrads`: `GradientsParams::from_grads(loss.backward(), &other)` with a re-initialised
 //!   `other` (same values, new ParamIds): `len() == 0`, nothing is updated (S6, S14).
 //! - `epsilon`: Adam from `AdamConfig::new()`, burn's default epsilon 1e-5 instead of
-//!   PyTorch's 1e-8 (the trace's metadata says so).
+//!   PyTorch's 1e-8 (this trace's metadata says so).
+//! - `skipstep`: the step is skipped on odd steps (`if step % 2 == 1 { continue }` before it).
+//! - `literallr`: `optim.step(0.01, ...)`: a literal a tenth of the declared learning rate.
+//! - `betas`: `AdamConfig::new().with_beta_2(0.99)`: the same optimizer, other numbers.
+//! - `weightdecay`: `with_weight_decay(Some(WeightDecayConfig::new(0.01)))` the trace omits.
+//! - `dampening`: `MomentumConfig::new().with_momentum(0.9)`: burn's dampening 0.1, not 0.
+//! - `clip`: `with_gradient_clipping(Some(GradientClippingConfig::Value(0.05)))`.
+//! - `double`: two updates per batch (the step helper called twice, each with fresh gradients).
+//! - `sum`: the loss summed over the batch instead of averaged.
+//! - `gelu`: GELU where the PyTorch model has ReLU.
+//! - `nobias`: the forward uses the weights only (`x.matmul(w)`), the biases never get a gradient.
+//! - `f32inputs`: inputs and biases computed in f32 (`0.1 * k as f32 - 0.5`, S3).
+//! - `init`: `fc2` from `LinearConfig::new(8, 3).init(&device)`: burn's random init, not the seed's.
 //!
-//! Everything else is `train-step`'s loop. The last line is `JSON: {...}` with the losses.
+//! The last line is `JSON: {...}` with the losses.
 
 use std::error::Error;
 use std::path::PathBuf;
 
-use a1::{a1_data, a1_model, ce};
-use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
-use burn::tensor::Device;
+use a1::{Arithmetic, Mlp, a1_data_with, a1_model_with, ce};
+use burn::nn::LinearConfig;
+use burn::optim::decay::WeightDecayConfig;
+use burn::optim::grad_clipping::GradientClippingConfig;
+use burn::optim::momentum::MomentumConfig;
+use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer, SgdConfig};
+use burn::tensor::activation::{gelu, relu};
+use burn::tensor::{Device, Tensor};
 use burnside_trace::{OptimizerSpec, TraceRecorder};
 
-/// Which of the pages' bugs to build into the loop.
-#[derive(Clone, Copy, PartialEq)]
-enum Bug {
-    Discard,
-    OtherGrads,
-    Epsilon,
-}
+const BUGS: &[&str] = &[
+    "discard",
+    "othergrads",
+    "epsilon",
+    "skipstep",
+    "literallr",
+    "betas",
+    "weightdecay",
+    "dampening",
+    "clip",
+    "double",
+    "sum",
+    "gelu",
+    "nobias",
+    "f32inputs",
+    "init",
+];
 
 struct Options {
-    bug: Bug,
+    bug: &'static str,
     out: PathBuf,
     steps: usize,
-    adam: bool,
+    optim: String,
 }
 
 fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
-    let (mut bug, mut out, mut steps, mut adam) = (None, None, 1, false);
+    let (mut bug, mut out, mut steps, mut optim) = (None, None, 1, "sgd".to_string());
     while let Some(arg) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
         match arg.as_str() {
             "--bug" => {
-                bug = Some(match value()?.as_str() {
-                    "discard" => Bug::Discard,
-                    "othergrads" => Bug::OtherGrads,
-                    "epsilon" => Bug::Epsilon,
-                    other => {
-                        return Err(format!(
-                            "--bug {other}: expected discard, othergrads or epsilon"
-                        ));
-                    }
-                })
+                let name = value()?;
+                bug =
+                    Some(*BUGS.iter().find(|b| **b == name).ok_or_else(|| {
+                        format!("--bug {name}: expected one of {}", BUGS.join(", "))
+                    })?)
             }
             "-o" | "--out" => out = Some(PathBuf::from(value()?)),
             "--steps" => steps = value()?.parse().map_err(|e| format!("--steps: {e}"))?,
-            "--optim" => {
-                adam = match value()?.as_str() {
-                    "sgd" => false,
-                    "adam" => true,
-                    other => return Err(format!("--optim {other}: expected sgd or adam")),
-                }
-            }
+            "--optim" => optim = value()?,
             other => return Err(format!("unknown argument {other}")),
         }
     }
-    let bug = bug.ok_or("missing --bug discard|othergrads|epsilon")?;
+    let bug = bug.ok_or_else(|| format!("missing --bug {}", BUGS.join("|")))?;
     if steps == 0 {
         return Err("--steps must be at least 1".to_string());
+    }
+    // The bugs that live in one optimizer's configuration bring that optimizer.
+    match bug {
+        "epsilon" | "betas" => optim = "adam".to_string(),
+        "dampening" => optim = "momentum".to_string(),
+        "weightdecay" | "clip" if optim != "momentum" => optim = "sgd".to_string(),
+        _ => {}
     }
     Ok(Options {
         bug,
         out: out.ok_or("missing -o FILE")?,
         steps,
-        adam: adam || bug == Bug::Epsilon,
+        optim,
     })
 }
 
-/// The optimizer as the buggy program builds it, and the spec its trace reports.
-fn optimizer(options: &Options) -> Result<(ModuleOptimizer, OptimizerSpec), Box<dyn Error>> {
-    if options.bug == Bug::Epsilon {
-        let config = AdamConfig::new(); // burn's default epsilon: the bug
-        // The fields are private; the config's own serialization reports the defaults it holds.
-        let fields = serde_json::to_value(&config)?;
-        let field = |name: &str| {
-            fields[name]
-                .as_f64()
-                .map(|v| v as f32)
-                .ok_or(format!("AdamConfig has no {name}"))
-        };
-        let spec = OptimizerSpec::Adam {
-            lr: a1::ADAM_LR,
-            betas: (field("beta_1")?, field("beta_2")?),
-            eps: field("epsilon")?,
+/// The optimizer the port declares (its trace's metadata), PyTorch's defaults as in train-step.
+fn declared(optim: &str) -> Result<OptimizerSpec, String> {
+    Ok(match optim {
+        "sgd" => OptimizerSpec::sgd(a1::SGD_LR),
+        "momentum" => OptimizerSpec::Sgd {
+            lr: a1::SGD_LR,
+            momentum: Some(0.9),
+            dampening: 0.0,
+            nesterov: false,
             weight_decay: 0.0,
-            amsgrad: false,
-        };
-        return Ok((config.init(), spec));
-    }
-    let spec = if options.adam {
-        OptimizerSpec::adam(a1::ADAM_LR)
-    } else {
-        OptimizerSpec::sgd(a1::SGD_LR)
+        },
+        "adam" => OptimizerSpec::adam(a1::ADAM_LR),
+        "adamw" => OptimizerSpec::adamw(a1::ADAM_LR),
+        other => {
+            return Err(format!(
+                "--optim {other}: expected sgd, momentum, adam or adamw"
+            ));
+        }
+    })
+}
+
+/// `epsilon`'s spec: what `AdamConfig::new()` holds, read back through the config's serialization
+/// (its fields are private), so that trace's metadata tells the truth and D004 can name it.
+fn default_adam_spec() -> Result<OptimizerSpec, Box<dyn Error>> {
+    let fields = serde_json::to_value(AdamConfig::new())?;
+    let field = |name: &str| {
+        fields[name]
+            .as_f64()
+            .map(|v| v as f32)
+            .ok_or(format!("AdamConfig has no {name}"))
     };
-    Ok((spec.init(), spec))
+    Ok(OptimizerSpec::Adam {
+        lr: a1::ADAM_LR,
+        betas: (field("beta_1")?, field("beta_2")?),
+        eps: field("epsilon")?,
+        weight_decay: 0.0,
+        amsgrad: false,
+    })
+}
+
+/// The optimizer the buggy program actually builds.
+fn built(bug: &str, spec: &OptimizerSpec) -> ModuleOptimizer {
+    let momentum_09 = || MomentumConfig::new().with_momentum(0.9).with_dampening(0.0);
+    match bug {
+        "epsilon" => AdamConfig::new().init(), // burn's default epsilon 1e-5
+        "betas" => AdamConfig::new()
+            .with_epsilon(1e-8)
+            .with_beta_2(0.99)
+            .init(),
+        "dampening" => SgdConfig::new()
+            .with_momentum(Some(MomentumConfig::new().with_momentum(0.9))) // dampening 0.1
+            .init(),
+        "weightdecay" => {
+            let momentum = matches!(
+                spec,
+                OptimizerSpec::Sgd {
+                    momentum: Some(_),
+                    ..
+                }
+            );
+            SgdConfig::new()
+                .with_momentum(momentum.then(momentum_09))
+                .with_weight_decay(Some(WeightDecayConfig::new(0.01)))
+                .init()
+        }
+        "clip" => {
+            let momentum = matches!(
+                spec,
+                OptimizerSpec::Sgd {
+                    momentum: Some(_),
+                    ..
+                }
+            );
+            SgdConfig::new()
+                .with_momentum(momentum.then(momentum_09))
+                .with_gradient_clipping(Some(GradientClippingConfig::Value(0.05)))
+                .init()
+        }
+        _ => spec.init(),
+    }
+}
+
+/// The model as the buggy port runs it.
+struct Port<'a> {
+    bug: &'a str,
+    model: &'a Mlp,
+}
+
+impl Port<'_> {
+    /// The logits as the buggy forward computes them.
+    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+        let model = self.model;
+        match self.bug {
+            "gelu" => model.fc2.forward(gelu(model.fc1.forward(x))),
+            "nobias" => relu(x.matmul(model.fc1.weight.val())).matmul(model.fc2.weight.val()),
+            _ => model.forward(x),
+        }
+    }
 }
 
 fn main() {
@@ -116,46 +213,73 @@ fn main() {
 
 fn run() -> Result<(), Box<dyn Error>> {
     let options = parse(std::env::args().skip(1))?;
+    let bug = options.bug;
     let device = Device::default().autodiff();
-    let (x, y) = a1_data(&device);
-    let mut model = a1_model(&device);
-    let other = a1_model(&device); // same values, new ParamIds (for `othergrads`)
+    let arithmetic = if bug == "f32inputs" {
+        Arithmetic::F32
+    } else {
+        Arithmetic::F64RoundedOnce
+    };
+    let (x, y) = a1_data_with(&device, arithmetic);
+    let mut model = a1_model_with(&device, arithmetic);
+    if bug == "init" {
+        model.fc2 = LinearConfig::new(8, 3).init(&device);
+    }
+    let other = a1_model_with(&device, arithmetic); // same values, new ParamIds (for `othergrads`)
     let ce = ce(&device);
-    let (mut optim, spec) = optimizer(&options)?;
+    let spec = if bug == "epsilon" {
+        default_adam_spec()?
+    } else {
+        declared(&options.optim)?
+    };
+    let mut optim = built(bug, &spec);
     let lr = spec.lr();
     let mut recorder = TraceRecorder::new(spec);
     let mut losses = Vec::with_capacity(options.steps);
+    // `sum`: the mean times the batch size; everything else the mean (times 1.0, exactly)
+    let reduction = if bug == "sum" {
+        x.dims()[0] as f64
+    } else {
+        1.0
+    };
+    let loss_of = |model: &Mlp| {
+        ce.forward(Port { bug, model }.forward(x.clone()), y.clone())
+            .mul_scalar(reduction)
+    };
 
     for step in 0..options.steps {
         recorder.input(step, "x", x.to_data())?;
         recorder.input(step, "y", y.to_data())?;
         recorder.params_before(step, &model)?;
-        let logits = model.forward(x.clone());
+        let logits = Port { bug, model: &model }.forward(x.clone());
         recorder.logits(step, &logits)?;
-        let loss = ce.forward(logits, y.clone());
+        let loss = ce.forward(logits, y.clone()).mul_scalar(reduction); // x * 1.0 is exact
         recorder.loss(step, &loss)?;
         losses.push(loss.clone().into_scalar::<f32>());
-        match options.bug {
-            Bug::Discard => {
-                let grads = GradientsParams::from_grads(loss.backward(), &model);
-                recorder.grads(step, &model, &grads)?;
+        let grads = if bug == "othergrads" {
+            GradientsParams::from_grads(loss.backward(), &other) // the bug
+        } else {
+            GradientsParams::from_grads(loss.backward(), &model)
+        };
+        recorder.grads(step, &model, &grads)?;
+        match bug {
+            "discard" => {
                 optim.step(lr, model.clone(), grads); // the bug: the updated model is dropped
             }
-            Bug::OtherGrads => {
-                let grads = GradientsParams::from_grads(loss.backward(), &other); // the bug
-                recorder.grads(step, &model, &grads)?;
+            "skipstep" if step % 2 == 1 => {}
+            "literallr" => model = optim.step(lr / 10.0, model, grads),
+            "double" => {
+                // the step helper called twice per batch: a second update from fresh gradients
                 model = optim.step(lr, model, grads);
+                let again = GradientsParams::from_grads(loss_of(&model).backward(), &model);
+                model = optim.step(lr, model, again);
             }
-            Bug::Epsilon => {
-                let grads = GradientsParams::from_grads(loss.backward(), &model);
-                recorder.grads(step, &model, &grads)?;
-                model = optim.step(lr, model, grads);
-            }
+            _ => model = optim.step(lr, model, grads),
         }
         recorder.params_after(step, &model)?;
         recorder.optim(step, &model, &optim)?;
     }
-    let loss_after = ce.forward(model.forward(x.clone()), y.clone());
+    let loss_after = loss_of(&model);
     recorder.loss_after(options.steps - 1, &loss_after)?;
     recorder.write(&options.out)?;
     let loss_after: f32 = loss_after.into_scalar();

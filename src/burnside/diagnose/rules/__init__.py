@@ -8,14 +8,20 @@ from burnside.diagnose.rules import (
     d005_optimizer_config,
     d006_inputs_not_identical,
     d007_layout_transposed,
+    d008_parameter_unused,
+    d009_update_differs,
+    d010_forward_differs,
 )
 
 RULES = (
     d006_inputs_not_identical,
     d007_layout_transposed,
+    d008_parameter_unused,
+    d010_forward_differs,
     d002_grads_from_other_module,
     d001_step_result_discarded,
     d003_optimizer_state_without_model,
     d004_adam_epsilon,
     d005_optimizer_config,
+    d009_update_differs,
 )

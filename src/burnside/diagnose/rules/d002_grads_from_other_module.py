@@ -2,7 +2,8 @@
 
 ## What it does
 Finds steps where one side's optimizer received gradients for fewer parameters than
-the other side's (burn: `GradientsParams::len()` is 0 or short).
+the other side's (burn: `GradientsParams::len()` is 0 or short), while that step's logits
+and loss agree (otherwise the forward differs: D008).
 
 ## Why is this bad?
 `GradientsParams::from_grads(grads, &module)` looks up each of `module`'s parameters by
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 from burnside.compare import Comparison
 from burnside.diagnose.diagnosis import Diagnosis
+from burnside.diagnose.rules.d008_parameter_unused import forward_differs
 from burnside.rule import Severity
 
 ID = "D002"
@@ -43,6 +45,8 @@ def check(comparison: Comparison) -> list[Diagnosis]:
         short = []
         for k in sorted(side.grads_len):
             mine, theirs = side.grads_len[k], other.grads_len.get(k)
+            if forward_differs(comparison, k) is not None:
+                continue  # the forward itself differs: unused parameters (D008), not another module
             if mine is not None and theirs is not None and mine < theirs:
                 short.append(f"step {k}: {mine} (vs {theirs})")
         if short:

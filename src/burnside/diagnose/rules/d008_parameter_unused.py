@@ -1,0 +1,85 @@
+"""D008 parameter unused by the forward.
+
+## What it does
+Finds steps where one side computed gradients for fewer parameters than the other while
+its logits (or loss) of that step already differ: the parameters without a gradient never
+took part in that side's forward.
+
+## Why is this bad?
+A forward that skips a layer's bias (`x.matmul(w)` instead of `linear.forward(x)`), a
+branch or a whole submodule computes other logits, and the skipped parameters get no
+gradient, so the optimizer never moves them. The missing gradients are a symptom: the
+forward is what differs, from the first step. (When the logits agree and gradients are
+still missing, the gradients were matched to another module: D002.)
+
+## Example
+```rust
+fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+    relu(x.matmul(self.fc1.weight.val())).matmul(self.fc2.weight.val())
+}
+```
+
+## Use instead
+```rust
+fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+    self.fc2.forward(relu(self.fc1.forward(x)))
+}
+```
+"""
+
+from __future__ import annotations
+
+from burnside.compare import Comparison
+from burnside.diagnose.diagnosis import Diagnosis
+from burnside.rule import Severity
+from burnside.trace import parse_name
+
+ID = "D008"
+NAME = "parameter-unused"
+TITLE = "parameter unused by the forward"
+SEVERITY = Severity.ERROR
+
+
+def forward_differs(comparison: Comparison, step: int) -> str | None:
+    """The first logits/loss tensor of ``step`` out of tolerance (the forward differs), or None."""
+    for row in comparison.rows:
+        parsed = parse_name(row.name)
+        if parsed is not None and parsed.step == step and parsed.stage in ("logits", "loss") and not row.passed:
+            return row.name
+    return None
+
+
+def short_steps(comparison: Comparison) -> list[tuple[str, int, int, int]]:
+    """(side, step, its gradient count, the other's) for each step where a side got fewer gradients."""
+    found = []
+    for side, mine, theirs in (("a", comparison.a, comparison.b), ("b", comparison.b, comparison.a)):
+        for k in sorted(mine.grads_len):
+            other = theirs.grads_len.get(k)
+            if other is not None and mine.grads_len[k] < other:
+                found.append((side, k, mine.grads_len[k], other))
+    return found
+
+
+def check(comparison: Comparison) -> list[Diagnosis]:
+    """One diagnosis per side whose forward differs where its gradients are missing."""
+    found = []
+    for side in ("a", "b"):
+        steps = [(k, n, other) for s, k, n, other in short_steps(comparison) if s == side]
+        if not steps:
+            continue
+        k, n, other = steps[0]
+        differs = forward_differs(comparison, k)
+        if differs is None:
+            continue
+        only = comparison.only_in_b if side == "a" else comparison.only_in_a
+        missing = sorted({p.rest for p in map(parse_name, only) if p is not None and p.stage == "grads" and p.step == k})
+        summary = comparison.a if side == "a" else comparison.b
+        found.append(Diagnosis(
+            ID, TITLE,
+            f"{summary.name}: {differs} already differs, and only {n} of {other} parameters got a gradient in "
+            f"step {k}" + (f" (none for {', '.join(missing)})" if missing else "")
+            + ": those parameters are not used by its forward",
+            "use every parameter in the forward as the PyTorch model does (e.g. `linear.forward(x)`, not "
+            "`x.matmul(linear.weight.val())`)",
+        ))
+    return found

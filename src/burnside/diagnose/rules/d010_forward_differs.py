@@ -1,0 +1,74 @@
+"""D010 forward or loss differs from identical inputs and parameters.
+
+## What it does
+Finds the first divergence at a step's logits or loss, where both sides started that
+step from the same inputs and parameters (within tolerance) and got gradients for the
+same parameters. Logits that differ mean the forward computes something else; a loss
+that differs while the logits agree means the loss function does, and a loss ratio equal
+to the batch size names a sum where the other side takes the mean.
+
+## Why is this bad?
+A GELU where the PyTorch model has a ReLU, a missing layer or a different op, or
+`reduction="sum"` against PyTorch's mean all train differently from the first step;
+everything downstream (gradients, updates) then differs too and would be blamed instead.
+
+## Example
+```rust
+let h = gelu(self.fc1.forward(x)); // PyTorch: torch.relu
+let loss = ce.forward(logits, y).mul_scalar(batch as f64); // PyTorch: mean
+```
+
+## Use instead
+```rust
+let h = relu(self.fc1.forward(x));
+let loss = ce.forward(logits, y); // burn's CrossEntropyLoss averages, like PyTorch's default
+```
+"""
+
+from __future__ import annotations
+
+from burnside.compare import Comparison
+from burnside.diagnose.diagnosis import Diagnosis
+from burnside.rule import Severity
+from burnside.trace import parse_name
+
+ID = "D010"
+NAME = "forward-differs"
+TITLE = "forward or loss differs from identical inputs and parameters"
+SEVERITY = Severity.ERROR
+
+
+def check(comparison: Comparison) -> list[Diagnosis]:
+    """A diagnosis when the first divergence is a step's logits or loss, from an identical start."""
+    first = comparison.first_divergence
+    parsed = parse_name(first.name) if first is not None else None
+    if parsed is None or parsed.stage not in ("logits", "loss") or comparison.start_mismatch:
+        return []
+    k = parsed.step
+    if comparison.a.grads_len.get(k) != comparison.b.grads_len.get(k):
+        return []  # parameters missing from one forward: D008
+    side = first.ref.verdict if first.ref is not None and first.ref.verdict in ("a", "b") else "b"
+    if parsed.stage == "logits":
+        return [Diagnosis(
+            ID, TITLE,
+            f"{first.name} differs (max|diff|={first.stats.max_abs:.3g}) although step {k}'s inputs and parameters "
+            f"agree: {comparison.side_name(side)}'s forward computes something else",
+            "compare the forward layer by layer with the PyTorch model: activations (relu/gelu/tanh variants), "
+            "layer order, a missing or extra op, a transposed weight",
+        )]
+    mine = (comparison.a if side == "a" else comparison.b).losses.get(k)
+    theirs = (comparison.b if side == "a" else comparison.a).losses.get(k)
+    logits = next((r for r in comparison.rows if r.name == f"step{k}.logits"), None)
+    batch = logits.shape[0] if logits is not None and logits.shape else None
+    evidence = f"{first.name} differs while step {k}'s logits agree: the loss function differs"
+    fix = "compute the loss as the PyTorch loop does (loss function, its reduction, label smoothing, weights)"
+    if mine is not None and theirs:
+        ratio = mine / theirs
+        evidence += f"; {comparison.side_name(side)}'s loss is {ratio:.4g}x the other's"
+        if batch and abs(ratio - batch) < 1e-3 * batch:
+            evidence += f", the batch size {batch}: a sum where the other side averages"
+            fix = "average the loss over the batch (PyTorch's default reduction is 'mean'), do not sum it"
+        elif batch and abs(ratio * batch - 1) < 1e-3:
+            evidence += f", 1/{batch}: a mean where the other side sums"
+            fix = "sum the loss over the batch as the other side does (reduction='sum')"
+    return [Diagnosis(ID, TITLE, evidence, fix)]

@@ -1,0 +1,162 @@
+"""The float64 arbiter: the PyTorch side re-run in float64 from the same start and batches.
+
+A float32 run of either framework differs from exact arithmetic by its rounding; the float64
+run is close to exact arithmetic (2^-53 against 2^-24), so each side's distance to it measures
+that side's own error. `burnside compare --reference` judges the two sides by those distances
+(docs/compare.md).
+
+burn's Adam and AdamW form their scalar constants in float32 (`1 - beta_2`, `1 - beta_2^t`)
+where PyTorch uses double. For those optimizers a second float64 run with burn's constants is
+recorded next to the reference (a *variant*, named in the reference's metadata), so the
+comparison can tell the framework's own arithmetic from a port's mistake.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from burnside.errors import BurnsideError
+from burnside.torch import record
+
+Batch = Mapping[str, torch.Tensor]
+
+#: The variant that forms Adam's and AdamW's scalar constants as burn-optim 0.22 does.
+BURN_ADAM = "burn-adam"
+
+
+def _powi_f32(base: np.float32, n: int) -> np.float32:
+    """`f32::powi` as compiled (compiler-rt's `__powisf2`: square-and-multiply in f32)."""
+    result = np.float32(1.0)
+    while True:
+        if n & 1:
+            result = np.float32(result * base)
+        n >>= 1
+        if n == 0:
+            return result
+        base = np.float32(base * base)
+
+
+class BurnAdam(torch.optim.Optimizer):
+    """Adam or AdamW on float64 tensors with burn-optim 0.22.1's float32 scalar constants.
+
+    burn holds beta_1, beta_2, epsilon and weight decay as f32 and forms `1 - beta`,
+    `1 - beta^t` (with `powi`) and the bias-correction factors in f32; PyTorch keeps them in
+    double. Only those scalars are rounded here: the tensor arithmetic is float64, so a burn
+    port of Adam is within its own rounding of this run, and its distance from the plain
+    float64 reference is burn's constants, not the port (adam.rs `AdaptiveMomentum::transform`,
+    adamw.rs `AdaptiveMomentumW::transform`).
+    """
+
+    def __init__(self, params, *, lr: float, betas: tuple[float, float], eps: float, weight_decay: float,
+                 decoupled: bool) -> None:
+        super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
+                                  "decoupled": decoupled})
+
+    @torch.no_grad()
+    def step(self, closure=None) -> None:
+        """One Adam/AdamW update of every parameter with a gradient (``closure`` is not supported)."""
+        for group in self.param_groups:
+            b1, b2 = (np.float32(b) for b in group["betas"])
+            eps, wd, lr = np.float32(group["eps"]), np.float32(group["weight_decay"]), group["lr"]
+            f1, f2 = float(np.float32(1) - b1), float(np.float32(1) - b2)
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                grad = p.grad
+                state = self.state[p]
+                if not group["decoupled"] and wd:
+                    grad = p * float(wd) + grad
+                if state:
+                    state["exp_avg"] = state["exp_avg"] * float(b1) + grad * f1
+                    state["exp_avg_sq"] = state["exp_avg_sq"] * float(b2) + grad.square() * f2
+                    state["step"] += 1
+                else:
+                    state.update(exp_avg=grad * f1, exp_avg_sq=grad.square() * f2, step=1)
+                t = state["step"]
+                bc1 = np.float32(1) - _powi_f32(b1, t)
+                bc2 = np.float32(1) - _powi_f32(b2, t)
+                if group["decoupled"]:
+                    update = (state["exp_avg"] / float(bc1)) / ((state["exp_avg_sq"] / float(bc2)).sqrt() + float(eps))
+                    decay = lr * float(wd)
+                    p.copy_((p * (1.0 - decay) if decay else p) - update * lr)
+                else:
+                    bc2_sqrt = np.sqrt(bc2)
+                    factor = float(np.float32(bc2_sqrt / bc1))
+                    update = (state["exp_avg"] * factor) / (state["exp_avg_sq"].sqrt() + float(np.float32(eps * bc2_sqrt)))
+                    p.sub_(update * lr)
+
+
+def _double_batches(batches: Batch | Sequence[Batch]) -> Batch | list[Batch]:
+    def double(batch: Batch) -> dict[str, torch.Tensor]:
+        return {k: (v.double() if v.is_floating_point() else v) for k, v in batch.items()}
+
+    return double(batches) if isinstance(batches, Mapping) else [double(b) for b in batches]
+
+
+def _double_copy(model: nn.Module, optimizer: torch.optim.Optimizer, burn_adam: bool
+                 ) -> tuple[nn.Module, torch.optim.Optimizer]:
+    """A float64 deep copy of ``model`` and a fresh optimizer of the same kind and settings on it."""
+    if optimizer.state:
+        raise BurnsideError("record the reference from a fresh optimizer (its state is not empty)")
+    double = copy.deepcopy(model).double()
+    by_id = {id(p): name for name, p in model.named_parameters()}
+    params = dict(double.named_parameters())
+    groups = [{"params": [params[by_id[id(p)]] for p in group["params"]],
+               **{k: v for k, v in group.items() if k != "params"}} for group in optimizer.param_groups]
+    if not burn_adam:
+        return double, type(optimizer)(groups)
+    kind = type(optimizer).__name__
+    return double, BurnAdam([{"params": g["params"]} for g in groups], lr=groups[0]["lr"],
+                            betas=tuple(groups[0]["betas"]), eps=groups[0]["eps"],
+                            weight_decay=groups[0]["weight_decay"],
+                            decoupled=kind == "AdamW" or bool(groups[0].get("decoupled_weight_decay")))
+
+
+def has_burn_adam_variant(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether ``optimizer`` is an Adam or AdamW burn would compute with other constants (one group, no amsgrad)."""
+    return (type(optimizer).__name__ in ("Adam", "AdamW") and len(optimizer.param_groups) == 1
+            and not optimizer.param_groups[0].get("amsgrad"))
+
+
+def record_reference(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batches: Batch | Sequence[Batch],
+    path: str | Path,
+    *,
+    steps: int | None = None,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = nn.functional.cross_entropy,
+    forward: Callable | None = None,
+    target: str = "y",
+    metadata: Mapping[str, object] | None = None,
+    variants: bool = True,
+) -> Path:
+    """Record the float64 reference of a PyTorch loop at ``path``; call it before training ``model``.
+
+    ``model`` and ``optimizer`` are deep-copied to float64 (the originals are untouched), the
+    batches' float tensors converted; the arguments mean what they mean for `burnside.torch.record`.
+    With ``variants``, also records the `burn-adam` variant for Adam and AdamW, at
+    ``{stem}.{variant}.safetensors`` next to ``path``, and names it in the reference's metadata (`variant.burn-adam`: the file name).
+    """
+    path = Path(path)
+    extra = {"forward": forward} if forward is not None else {}
+    found: dict[str, str] = {}
+    if variants and has_burn_adam_variant(optimizer):
+        variant_path = path.with_name(f"{path.name.removesuffix('.safetensors')}.{BURN_ADAM}.safetensors")
+        double, opt = _double_copy(model, optimizer, burn_adam=True)
+        record(double, opt, _double_batches(batches), variant_path, steps=steps, loss_fn=loss_fn, target=target,
+               metadata={**(metadata or {}), "reference": "float64", "variant": BURN_ADAM}, **extra)
+        found[BURN_ADAM] = variant_path.name
+    double, opt = _double_copy(model, optimizer, burn_adam=False)
+    meta = {**(metadata or {}), "reference": "float64", **{f"variant.{k}": v for k, v in found.items()}}
+    return record(double, opt, _double_batches(batches), path, steps=steps, loss_fn=loss_fn, target=target,
+                  metadata=meta, **extra)
+
+
+__all__ = ["BURN_ADAM", "BurnAdam", "has_burn_adam_variant", "record_reference"]
