@@ -6,9 +6,10 @@ that side's own error. `burnside compare --reference` judges the two sides by th
 (docs/compare.md).
 
 burn's Adam and AdamW form their scalar constants in float32 (`1 - beta_2`, `1 - beta_2^t`)
-where PyTorch uses double. For those optimizers a second float64 run with burn's constants is
-recorded next to the reference (a *variant*, named in the reference's metadata), so the
-comparison can tell the framework's own arithmetic from a port's mistake.
+where PyTorch uses double, and burn's BatchNorm updates `running_var` with the biased batch
+variance where PyTorch uses the unbiased one. For such a loop a second float64 run with burn's
+arithmetic is recorded next to the reference (a *variant*, named in the reference's metadata),
+so the comparison can tell the framework's own arithmetic from a port's mistake.
 """
 
 from __future__ import annotations
@@ -28,6 +29,47 @@ Batch = Mapping[str, torch.Tensor]
 
 #: The variant that forms Adam's and AdamW's scalar constants as burn-optim 0.22 does.
 BURN_ADAM = "burn-adam"
+#: The variant whose BatchNorm updates running_var with the biased batch variance, as burn-nn 0.22.1 does.
+BURN_BATCHNORM = "burn-batchnorm"
+
+
+class _BiasedRunningVar:
+    """Hooks that make every training-mode BatchNorm of a module update `running_var` as burn does.
+
+    PyTorch updates it with the unbiased batch variance (divided by n - 1), burn 0.22.1 with the
+    biased one (divided by n), n the elements per channel; `running_mean` is the same in both.
+    After each forward pass the update PyTorch made is replaced by burn's, from the same input.
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        self.handles = []
+        for module in model.modules():
+            if (isinstance(module, nn.modules.batchnorm._BatchNorm) and module.track_running_stats
+                    and module.momentum is not None):
+                self.handles.append(module.register_forward_pre_hook(self._before))
+                self.handles.append(module.register_forward_hook(self._after))
+        self._previous: dict[int, torch.Tensor] = {}
+
+    def _before(self, module: nn.Module, inputs: tuple) -> None:
+        if module.training:
+            self._previous[id(module)] = module.running_var.detach().clone()
+
+    @torch.no_grad()
+    def _after(self, module: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
+        previous = self._previous.pop(id(module), None)
+        if previous is None:
+            return
+        x = inputs[0]
+        dims = [d for d in range(x.dim()) if d != 1]
+        biased = x.var(dim=dims, unbiased=False)
+        # a new tensor, not an in-place update: autograd saved the old one for the backward pass
+        module.running_var = previous * (1 - module.momentum) + biased * module.momentum
+
+
+def has_batchnorm(model: nn.Module) -> bool:
+    """Whether ``model`` has a BatchNorm whose running variance burn would update otherwise."""
+    return any(isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats and m.momentum is not None
+               for m in model.modules())
 
 
 def _powi_f32(base: np.float32, n: int) -> np.float32:
@@ -147,16 +189,24 @@ def record_reference(
     path = Path(path)
     extra = {"forward": forward} if forward is not None else {}
     found: dict[str, str] = {}
-    if variants and has_burn_adam_variant(optimizer):
-        variant_path = path.with_name(f"{path.name.removesuffix('.safetensors')}.{BURN_ADAM}.safetensors")
-        double, opt = _double_copy(model, optimizer, burn_adam=True)
-        record(double, opt, _double_batches(batches), variant_path, steps=steps, loss_fn=loss_fn, target=target,
-               metadata={**(metadata or {}), "reference": "float64", "variant": BURN_ADAM}, **extra)
-        found[BURN_ADAM] = variant_path.name
+    burn_adam, burn_batchnorm = has_burn_adam_variant(optimizer), has_batchnorm(model)
+    if variants and (burn_adam or burn_batchnorm):
+        # one variant with all of burn's known arithmetic this loop meets
+        name = "+".join(n for n, used in ((BURN_ADAM, burn_adam), (BURN_BATCHNORM, burn_batchnorm)) if used)
+        variant_path = path.with_name(f"{path.name.removesuffix('.safetensors')}.{name}.safetensors")
+        double, opt = _double_copy(model, optimizer, burn_adam=burn_adam)
+        hooks = _BiasedRunningVar(double) if burn_batchnorm else None
+        try:
+            record(double, opt, _double_batches(batches), variant_path, steps=steps, loss_fn=loss_fn, target=target,
+                   metadata={**(metadata or {}), "reference": "float64", "variant": name}, **extra)
+        finally:
+            for handle in hooks.handles if hooks else ():
+                handle.remove()
+        found[name] = variant_path.name
     double, opt = _double_copy(model, optimizer, burn_adam=False)
     meta = {**(metadata or {}), "reference": "float64", **{f"variant.{k}": v for k, v in found.items()}}
     return record(double, opt, _double_batches(batches), path, steps=steps, loss_fn=loss_fn, target=target,
                   metadata=meta, **extra)
 
 
-__all__ = ["BURN_ADAM", "BurnAdam", "has_burn_adam_variant", "record_reference"]
+__all__ = ["BURN_ADAM", "BURN_BATCHNORM", "BurnAdam", "has_batchnorm", "has_burn_adam_variant", "record_reference"]

@@ -58,6 +58,11 @@ def _example(name: str, title: str, optim: str, bugs: tuple[str, ...]) -> Target
 
         return importlib.import_module(f"burnside.examples.{name}").record_torch(path, steps=steps)
 
+    def reference_side(path: Path, *, steps: int, optim: str) -> Path:
+        import importlib
+
+        return importlib.import_module(f"burnside.examples.{name}").record_reference(path, steps=steps)
+
     def burn_side(path: Path, torch_trace: Path | None, *, steps: int, optim: str, bug: str | None,
                   console: Console | None) -> Path:
         from burnside.burn.cargo import rust_workspace
@@ -71,7 +76,7 @@ def _example(name: str, title: str, optim: str, bugs: tuple[str, ...]) -> Target
 
     # Measured on the faithful ports over 4 steps: activations, gradients and moments agree within
     # 5.1e-6 (conv and attention reductions sum in other orders), so 1e-5; A1 stays at 1e-6.
-    return Target(name, title, (optim,), bugs, torch_side, burn_side, atol=1e-5)
+    return Target(name, title, (optim,), bugs, torch_side, burn_side, reference_side, atol=1e-5)
 
 
 TARGETS: dict[str, Target] = {

@@ -131,3 +131,35 @@ def test_a_bad_command_line_is_a_usage_error(run_example, tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.strip() == "cnn: missing --init INIT (usage: BIN --init INIT -o OUT [--steps N] [ARGS...])"
+
+
+def _run_json(name: str, tmp_path, *args: str) -> dict:
+    import json
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", "from burnside.cli import main; main()", "run", name, "--steps",
+                           str(STEPS), "--json", *args], capture_output=True, text=True, cwd=tmp_path, timeout=900)
+    assert proc.returncode in (0, 1), proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_with_the_float64_reference_the_faithful_cnn_passes_and_burns_batchnorm_is_named(programs, tmp_path):
+    doc = _run_json("cnn", tmp_path)
+    assert doc["passed"], [r["name"] for r in doc["tensors"] if not r["passed"]]
+    (difference,) = doc["framework_differences"]
+    assert difference["side"] == "b" and difference["variant"] == "burn-adam+burn-batchnorm"
+    assert "biased batch variance" in difference["title"]
+    assert difference["detected_at"] == "step0.buffers.bn.running_var"
+    # a wrong momentum is the port's, and still fails, first at the running mean
+    bug = _run_json("cnn", tmp_path, "--bug", "bn-momentum")
+    assert not bug["passed"] and bug["first_divergence"] == "step0.buffers.bn.running_mean"
+    assert bug["first_divergence_side"] == "b"
+
+
+def test_with_the_float64_reference_the_transformer_passes_at_the_default_tolerance(programs, tmp_path):
+    doc = _run_json("transformer", tmp_path, "--tol", "1e-6")
+    assert doc["passed"]
+    assert [d["variant"] for d in doc["framework_differences"]] == ["burn-adam"]
+    bug = _run_json("transformer", tmp_path, "--bug", "gelu-tanh")
+    assert not bug["passed"] and bug["first_divergence"] == "step0.activations.mlp.act"
+    assert bug["first_divergence_layer"] == "GELU"

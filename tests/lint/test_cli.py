@@ -57,7 +57,7 @@ def test_text_output_for_a_multiline_warning_and_summary_counts():
     assert result.exit_code == 1
     assert "warning[BS003]: `optim` is stepped again on every loop iteration" in result.stdout
     assert "info[BS004]: `AdamConfig` epsilon left at burn's default 1e-5" in result.stdout
-    assert result.stdout.rstrip().endswith("1 errors, 2 warnings, 1 infos in 1 files")
+    assert result.stdout.rstrip().endswith("1 errors, 2 warnings, 2 infos in 1 files")
 
 
 def test_exit_code_zero_when_only_warnings_or_clean():
@@ -99,15 +99,16 @@ def test_json_output():
     assert result.exit_code == 1
     data = json.loads(result.stdout)
     assert [(d["rule"], d["severity"], d["line"], d["column"]) for d in data] == [
-        ("BS004", "info", 84, 22),
-        ("BS001", "error", 142, 17),
-        ("BS003", "warning", 142, 17),
-        ("BS002", "warning", 145, 74),
+        ("BS004", "info", 151, 22),
+        ("BS005", "info", 157, 33),
+        ("BS002", "warning", 260, 58),
+        ("BS001", "error", 267, 17),
+        ("BS003", "warning", 267, 17),
     ]
-    first = data[1]
+    first = data[3]
     assert set(first) >= {"rule", "severity", "path", "line", "column", "end_line", "end_column", "message", "help"}
     assert first["path"] == BUGS
-    assert (first["end_line"], first["end_column"]) == (142, 53)
+    assert (first["end_line"], first["end_column"]) == (267, 53)
 
 
 def test_sarif_output_with_root(tmp_path):

@@ -29,7 +29,7 @@ def test_prefilter_only_parses_candidate_files(tmp_path):
     report = lint_paths([tmp_path], select_rules(), root=tmp_path, jobs=1)
     assert report.files_seen == 44
     assert report.files_parsed == 4
-    assert len(report.findings) == 4 * 4
+    assert len(report.findings) == 4 * 5  # bugs.rs: BS001, BS002, BS003, BS004, BS005
 
 
 def test_prefilter_tokens():

@@ -10,7 +10,7 @@ from rich.text import Text
 from burnside.burn.port import record_port
 from burnside.cli.command import BurnsideCommand
 from burnside.cli.options import comparison_options, tolerances_from
-from burnside.cli.output import finish, stdout
+from burnside.cli.output import finish, stderr, stdout
 from burnside.parity import record_and_compare
 
 
@@ -33,9 +33,11 @@ def check(torch_trace, burn_crate, bin_name, out_dir, tol, rtol, ulps, tolerance
     after `--` go to the binary. Record the float64 reference of the same loop with
     burnside.reference.record_reference and pass it with --reference to tell noise from bugs.
     """
+    say = stderr if as_json else stdout  # progress off stdout when it carries JSON
+
     def burn_side(path: Path, torch: Path) -> Path:
-        recorded = record_port(torch, burn_crate, bin_name, list(args), out_dir, stdout, out=path)
-        stdout.print(Text(f"burn side: {bin_name} → {recorded}", style="dim"))
+        recorded = record_port(torch, burn_crate, bin_name, list(args), out_dir, say, out=path)
+        say.print(Text(f"burn side: {bin_name} → {recorded}", style="dim"))
         return recorded
 
     parity = record_and_compare(torch_trace, burn_side, torch_out=torch_trace,

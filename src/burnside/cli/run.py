@@ -11,7 +11,7 @@ from burnside.burn.a1 import BUG_OPTIMS
 from burnside.burn.a1 import BUGS as A1_BUGS
 from burnside.cli.command import BurnsideCommand
 from burnside.cli.options import comparison_options, tolerances_from
-from burnside.cli.output import finish, stdout
+from burnside.cli.output import finish, stderr, stdout
 from burnside.errors import BurnsideError
 from burnside.parity import record_and_compare
 from burnside.targets import TARGETS, get_target
@@ -40,6 +40,7 @@ _OPTIMS = sorted({optim for target in TARGETS.values() for optim in target.optim
 def run(name, side, output, out_dir, steps, optim, bug, no_reference, tol, rtol, ulps, tolerances_file, only,
         reference, as_json, plot, junit) -> None:
     """Train NAME on PyTorch and on burn from the same bits, and compare every tensor."""
+    say = stderr if as_json else stdout  # progress off stdout when it carries JSON
     target = get_target(name)
     optim = optim or target.optims[0]
     if optim not in target.optims:
@@ -59,14 +60,14 @@ def run(name, side, output, out_dir, steps, optim, bug, no_reference, tol, rtol,
     run_dir = out_dir / target.name
 
     def torch_side(path: Path) -> Path:
-        with stdout.status("recording the PyTorch side (importing torch)…"):
+        with say.status("recording the PyTorch side (importing torch)…"):
             recorded = target.record_torch(path, steps=steps, optim=optim)
-        stdout.print(Text(f"torch side: {steps} step(s) of {optim} → {recorded}", style="dim"))
+        say.print(Text(f"torch side: {steps} step(s) of {optim} → {recorded}", style="dim"))
         return recorded
 
     def burn_side(path: Path, torch_trace: Path | None) -> Path:
-        recorded = target.record_burn(path, torch_trace, steps=steps, optim=optim, bug=bug, console=stdout)
-        stdout.print(Text(f"burn side: {steps} step(s) of {optim} → {recorded}", style="dim"))
+        recorded = target.record_burn(path, torch_trace, steps=steps, optim=optim, bug=bug, console=say)
+        say.print(Text(f"burn side: {steps} step(s) of {optim} → {recorded}", style="dim"))
         return recorded
 
     if side != "both":
@@ -82,9 +83,9 @@ def run(name, side, output, out_dir, steps, optim, bug, no_reference, tol, rtol,
         raise BurnsideError("--reference and --no-reference contradict each other; drop one")
 
     def reference_side(path: Path) -> Path:
-        with stdout.status("recording the float64 reference…"):
+        with say.status("recording the float64 reference…"):
             recorded = target.record_reference(path, steps=steps, optim=optim)
-        stdout.print(Text(f"reference: {steps} step(s) of {optim} in float64 → {recorded}", style="dim"))
+        say.print(Text(f"reference: {steps} step(s) of {optim} in float64 → {recorded}", style="dim"))
         return recorded
 
     if reference is None and not no_reference and target.record_reference is not None:

@@ -34,7 +34,11 @@ _CHUNK = 1 << 17
 VARIANT_TITLES = {
     "burn-adam": ("burn's Adam/AdamW form their scalar constants in f32 (burn-optim 0.22.1 adam.rs/adamw.rs: "
                   "`1 - beta_2`, `1 - beta_2.powi(t)` and the bias corrections), PyTorch in double"),
+    "burn-batchnorm": ("burn's BatchNorm updates running_var with the biased batch variance (divided by n), "
+                       "PyTorch with the unbiased one (divided by n - 1), n the elements per channel "
+                       "(burn-nn 0.22.1)"),
 }
+VARIANT_TITLES["burn-adam+burn-batchnorm"] = "; and ".join(VARIANT_TITLES[k] for k in ("burn-adam", "burn-batchnorm"))
 
 
 @dataclass

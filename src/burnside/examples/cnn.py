@@ -54,3 +54,12 @@ def record_torch(path: Path, *, steps: int) -> Path:
     model, batch = model_and_batch()
     optimizer = torch.optim.Adam(model.parameters(), lr=LR)
     return record(model, optimizer, batch, path, steps=steps, metadata={"model": "cnn"})
+
+
+def record_reference(path: Path, *, steps: int) -> Path:
+    """The same training in float64, from the same start: the referee of `compare --reference`."""
+    from burnside.reference import record_reference as record_double
+
+    model, batch = model_and_batch()
+    optimizer = torch.optim.Adam(model.parameters(), lr=LR)
+    return record_double(model, optimizer, batch, path, steps=steps, metadata={"model": "cnn"})
