@@ -61,7 +61,7 @@ def _example(name: str, title: str, optim: str, bugs: tuple[str, ...]) -> Target
     def reference_side(path: Path, *, steps: int, optim: str) -> Path:
         import importlib
 
-        return importlib.import_module(f"burnside.examples.{name}").record_reference(path, steps=steps)
+        return importlib.import_module(f"burnside.examples.{name}").record_torch(path, steps=steps, reference=True)
 
     def burn_side(path: Path, torch_trace: Path | None, *, steps: int, optim: str, bug: str | None,
                   console: Console | None) -> Path:

@@ -47,19 +47,13 @@ def model_and_batch() -> tuple[Cnn, dict[str, torch.Tensor]]:
     return model, {"x": x, "y": y}
 
 
-def record_torch(path: Path, *, steps: int) -> Path:
-    """Train ``steps`` Adam steps on one batch and write the trace to ``path``."""
+def record_torch(path: Path, *, steps: int, reference: bool = False) -> Path:
+    """Train ``steps`` Adam steps on one batch and write the trace to ``path``; with ``reference``, the
+    same training in float64 from the same start (the referee of `compare --reference`)."""
+    from burnside.reference import record_reference
     from burnside.torch import record
 
     model, batch = model_and_batch()
     optimizer = torch.optim.Adam(model.parameters(), lr=LR)
-    return record(model, optimizer, batch, path, steps=steps, metadata={"model": "cnn"})
-
-
-def record_reference(path: Path, *, steps: int) -> Path:
-    """The same training in float64, from the same start: the referee of `compare --reference`."""
-    from burnside.reference import record_reference as record_double
-
-    model, batch = model_and_batch()
-    optimizer = torch.optim.Adam(model.parameters(), lr=LR)
-    return record_double(model, optimizer, batch, path, steps=steps, metadata={"model": "cnn"})
+    return (record_reference if reference else record)(model, optimizer, batch, path, steps=steps,
+                                                       metadata={"model": "cnn"})
