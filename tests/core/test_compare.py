@@ -386,3 +386,22 @@ def test_first_diverging_layer_is_named_with_its_class_and_agreeing_input(write)
     assert not any(line.startswith("only in") for line in lines)  # an untapped layer is not a failure
     rows = [line.split()[0] for line in lines if line.startswith("activations.")]
     assert rows == ["activations.embed", "activations.ln1", "activations.ln2", "activations.head"]  # execution order
+
+
+def test_junit_has_a_case_per_tensor_and_a_failure_per_diverging_one(tmp_path, write):
+    import xml.etree.ElementTree as ET
+
+    a = a1_like_tensors()
+    b = dict(a)
+    b["step0.logits"] = a["step0.logits"] + np.float32(0.01)
+    b["step0.loss"] = a["step0.loss"] + np.float32(0.01)
+    xml_path = tmp_path / "parity.xml"
+    proc = run_cli("compare", str(write("a.safetensors", a)), str(write("b.safetensors", b, "burn")),
+                   "--junit", str(xml_path))
+    assert proc.returncode == 1
+    suite = ET.parse(xml_path).getroot().find("testsuite")
+    cases = suite.findall("testcase")
+    assert int(suite.get("tests")) == len(cases) == len(a)
+    failed = [c.get("name") for c in cases if c.find("failure") is not None]
+    assert failed == ["step0.logits", "step0.loss"] and suite.get("failures") == "2"
+    assert "first divergence: step0.logits" in suite.find("system-out").text
