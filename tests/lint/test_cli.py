@@ -99,16 +99,16 @@ def test_json_output():
     assert result.exit_code == 1
     data = json.loads(result.stdout)
     assert [(d["rule"], d["severity"], d["line"], d["column"]) for d in data] == [
-        ("BS004", "info", 151, 22),
-        ("BS005", "info", 157, 33),
-        ("BS002", "warning", 260, 58),
-        ("BS001", "error", 267, 17),
-        ("BS003", "warning", 267, 17),
+        ("BS004", "info", 136, 22),
+        ("BS005", "info", 142, 33),
+        ("BS002", "warning", 227, 58),
+        ("BS001", "error", 234, 17),
+        ("BS003", "warning", 234, 17),
     ]
     first = data[3]
     assert set(first) >= {"rule", "severity", "path", "line", "column", "end_line", "end_column", "message", "help"}
     assert first["path"] == BUGS
-    assert (first["end_line"], first["end_column"]) == (267, 53)
+    assert (first["end_line"], first["end_column"]) == (234, 53)
 
 
 def test_sarif_output_with_root(tmp_path):

@@ -18,3 +18,29 @@ pub const SGD_LR: f64 = 0.1;
 pub const ADAM_LR: f64 = 0.01;
 /// Adam's epsilon in the seed (PyTorch's default; burn's default is 1e-5).
 pub const ADAM_EPS: f32 = 1e-8;
+/// PyTorch's `SGD(momentum=0.9)`: dampening 0 and no Nesterov, which burn does not default to.
+pub const MOMENTUM: f64 = 0.9;
+
+/// A1's optimizers by name, with PyTorch's defaults (what `burnside.a1.a1_optimizer` builds):
+/// `sgd`, `momentum`, `adam`, `adamw`.
+pub fn optimizer_named(name: &str) -> Result<burnside_trace::OptimizerSpec, String> {
+    use burnside_trace::OptimizerSpec;
+
+    Ok(match name {
+        "sgd" => OptimizerSpec::sgd(SGD_LR),
+        "momentum" => OptimizerSpec::Sgd {
+            lr: SGD_LR,
+            momentum: Some(MOMENTUM),
+            dampening: 0.0,
+            nesterov: false,
+            weight_decay: 0.0,
+        },
+        "adam" => OptimizerSpec::adam(ADAM_LR),
+        "adamw" => OptimizerSpec::adamw(ADAM_LR),
+        other => {
+            return Err(format!(
+                "--optim {other}: expected sgd, momentum, adam or adamw"
+            ));
+        }
+    })
+}

@@ -40,7 +40,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
             "-o" | "--out" => out = Some(PathBuf::from(value()?)),
             "--steps" => steps = value()?.parse().map_err(|e| format!("--steps: {e}"))?,
             "--optim" => {
-                optimizer = optimizer_named(&value()?)?;
+                optimizer = a1::optimizer_named(&value()?)?;
             }
             "--f32-inputs" => arithmetic = Arithmetic::F32,
             "--init" => init = Some(PathBuf::from(value()?)),
@@ -57,30 +57,6 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
         optimizer,
         arithmetic,
         init,
-    })
-}
-
-/// PyTorch's `SGD(momentum=0.9)`: dampening 0 and no Nesterov, which burn does not default to.
-const MOMENTUM: f64 = 0.9;
-
-/// The A1 optimizers by name, with PyTorch's defaults (what `burnside.a1.a1_optimizer` builds).
-fn optimizer_named(name: &str) -> Result<OptimizerSpec, String> {
-    Ok(match name {
-        "sgd" => OptimizerSpec::sgd(a1::SGD_LR),
-        "momentum" => OptimizerSpec::Sgd {
-            lr: a1::SGD_LR,
-            momentum: Some(MOMENTUM),
-            dampening: 0.0,
-            nesterov: false,
-            weight_decay: 0.0,
-        },
-        "adam" => OptimizerSpec::adam(a1::ADAM_LR),
-        "adamw" => OptimizerSpec::adamw(a1::ADAM_LR),
-        other => {
-            return Err(format!(
-                "--optim {other}: expected sgd, momentum, adam or adamw"
-            ));
-        }
     })
 }
 

@@ -104,29 +104,6 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
     })
 }
 
-/// The optimizer the port declares (its trace's metadata), PyTorch's defaults as in train-step.
-fn declared(optim: &str) -> Result<OptimizerSpec, String> {
-    Ok(match optim {
-        "sgd" => OptimizerSpec::sgd(a1::SGD_LR),
-        "momentum" => OptimizerSpec::Sgd {
-            lr: a1::SGD_LR,
-            momentum: Some(0.9),
-            dampening: 0.0,
-            nesterov: false,
-            weight_decay: 0.0,
-        },
-        "adam" => OptimizerSpec::adam(a1::ADAM_LR),
-        "adamw" => OptimizerSpec::adamw(a1::ADAM_LR),
-        other => {
-            return Err(format!(
-                "--optim {other}: expected sgd, momentum, adam or adamw"
-            ));
-        }
-    })
-}
-
-/// `epsilon`'s spec: what `AdamConfig::new()` holds, read back through the config's serialization
-/// (its fields are private), so that trace's metadata tells the truth and D004 can name it.
 fn default_adam_spec() -> Result<OptimizerSpec, Box<dyn Error>> {
     let fields = serde_json::to_value(AdamConfig::new())?;
     let field = |name: &str| {
@@ -147,6 +124,14 @@ fn default_adam_spec() -> Result<OptimizerSpec, Box<dyn Error>> {
 /// The optimizer the buggy program actually builds.
 fn built(bug: &str, spec: &OptimizerSpec) -> ModuleOptimizer {
     let momentum_09 = || MomentumConfig::new().with_momentum(0.9).with_dampening(0.0);
+    // the SGD bugs keep the declared optimizer's momentum, if it has one
+    let momentum = matches!(
+        spec,
+        OptimizerSpec::Sgd {
+            momentum: Some(_),
+            ..
+        }
+    );
     match bug {
         "epsilon" => AdamConfig::new().init(), // burn's default epsilon 1e-5
         "betas" => AdamConfig::new()
@@ -156,32 +141,14 @@ fn built(bug: &str, spec: &OptimizerSpec) -> ModuleOptimizer {
         "dampening" => SgdConfig::new()
             .with_momentum(Some(MomentumConfig::new().with_momentum(0.9))) // dampening 0.1
             .init(),
-        "weightdecay" => {
-            let momentum = matches!(
-                spec,
-                OptimizerSpec::Sgd {
-                    momentum: Some(_),
-                    ..
-                }
-            );
-            SgdConfig::new()
-                .with_momentum(momentum.then(momentum_09))
-                .with_weight_decay(Some(WeightDecayConfig::new(0.01)))
-                .init()
-        }
-        "clip" => {
-            let momentum = matches!(
-                spec,
-                OptimizerSpec::Sgd {
-                    momentum: Some(_),
-                    ..
-                }
-            );
-            SgdConfig::new()
-                .with_momentum(momentum.then(momentum_09))
-                .with_gradient_clipping(Some(GradientClippingConfig::Value(0.05)))
-                .init()
-        }
+        "weightdecay" => SgdConfig::new()
+            .with_momentum(momentum.then(momentum_09))
+            .with_weight_decay(Some(WeightDecayConfig::new(0.01)))
+            .init(),
+        "clip" => SgdConfig::new()
+            .with_momentum(momentum.then(momentum_09))
+            .with_gradient_clipping(Some(GradientClippingConfig::Value(0.05)))
+            .init(),
         _ => spec.init(),
     }
 }
@@ -230,7 +197,7 @@ fn run() -> Result<(), Box<dyn Error>> {
     let spec = if bug == "epsilon" {
         default_adam_spec()?
     } else {
-        declared(&options.optim)?
+        a1::optimizer_named(&options.optim)?
     };
     let mut optim = built(bug, &spec);
     let lr = spec.lr();
