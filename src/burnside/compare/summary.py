@@ -6,7 +6,6 @@ go back to the raw arrays (and a multi-GB trace is closed once compared).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,17 +54,16 @@ def summarize(trace: Trace) -> TraceSummary:
     """Read one trace's evidence: per-step grads, params before/after, optimizer counter, loss.
 
     Reads only the tensors of those stages, one at a time, releasing each mapped tensor after.
-    Metadata of the wrong type is ignored here (the reader validates it); a summary never raises.
+    The metadata's types were checked when the trace was opened (burnside.trace.metadata).
     """
     metadata = trace.metadata
     summary = TraceSummary(
         path=trace.path,
-        framework=_text(metadata.get("framework"), "unknown"),
-        framework_version=_text(metadata.get("framework_version"), ""),
-        steps=max(_count(metadata.get("steps")), 0),
+        framework=trace.framework,
+        framework_version=str(metadata.get("framework_version", "")),
+        steps=trace.steps,
         optimizer=trace.optimizer,
-        params=[p for p in (metadata.get("params") or []) if isinstance(p, str)]
-        if isinstance(metadata.get("params"), list) else [],
+        params=trace.params,
         metadata=dict(metadata),
     )
     recorded_len = metadata.get("grads_len")
@@ -95,8 +93,8 @@ def summarize(trace: Trace) -> TraceSummary:
     summary.forensics = measure_optimizer(trace)
     for k, n in counted.items():
         summary.grads_len[k] = n
-        if isinstance(recorded_len, list) and k < len(recorded_len) and _is_count(recorded_len[k]):
-            summary.grads_len[k] = int(recorded_len[k])
+        if recorded_len is not None and k < len(recorded_len):
+            summary.grads_len[k] = recorded_len[k]
     return summary
 
 
@@ -108,19 +106,3 @@ def _note_unchanged(trace: Trace, parsed: TensorName, name: str, summary: TraceS
     trace.release(before)
     trace.release(name)
     summary.params_unchanged[parsed.step] = summary.params_unchanged.get(parsed.step, True) and same
-
-
-def _text(value: object, default: str) -> str:
-    return value if isinstance(value, str) else default
-
-
-def _is_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _count(value: object) -> int:
-    if _is_count(value):
-        return int(value)
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        return int(value)
-    return 0

@@ -29,7 +29,3 @@ RULES: dict[str, ModuleType] = {
         bs006_adamw_default_weight_decay,
     )
 }
-
-
-def rule(rule_id: str) -> ModuleType | None:
-    return RULES.get(rule_id.strip().upper())
