@@ -7,7 +7,7 @@ import click
 from burnside import __version__
 from burnside.cli.check import check
 from burnside.cli.command import BurnsideGroup
-from burnside.cli.compare import compare, convert
+from burnside.cli.compare import compare, convert, report
 from burnside.cli.experiments import experiments
 from burnside.cli.explain import explain
 from burnside.cli.lint import lint
@@ -20,7 +20,7 @@ def app() -> None:
     """Prove a burn port of a PyTorch training loop trains the same; name the silent failures."""
 
 
-for command in (run, check, compare, convert, lint, explain, experiments):  # pipeline order
+for command in (run, check, compare, report, convert, lint, explain, experiments):  # pipeline order
     app.add_command(command)
 
 

@@ -25,7 +25,7 @@ from burnside.parity import record_and_compare
 @comparison_options
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def check(torch_trace, burn_crate, bin_name, out_dir, tol, rtol, ulps, tolerances_file, only, reference, as_json,
-          plot, junit, args) -> None:
+          plot, junit, report, args) -> None:
     """Build a burn port, run it as `BIN --init INIT -o OUT [ARGS]`, compare its trace with PyTorch's.
 
     The port loads INIT (the PyTorch trace's starting point) with burnside_trace::InitFile and
@@ -44,4 +44,4 @@ def check(torch_trace, burn_crate, bin_name, out_dir, tol, rtol, ulps, tolerance
                                 burn_out=out_dir / f"{bin_name}.burn.safetensors",
                                 tolerances=tolerances_from(tol, rtol, ulps, tolerances_file), only=only,
                                 reference=reference)
-    finish(parity.comparison, parity.diagnoses, as_json=as_json, plot=plot, junit=junit)
+    finish(parity.comparison, parity.diagnoses, as_json=as_json, plot=plot, junit=junit, report=report)

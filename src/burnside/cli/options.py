@@ -17,9 +17,15 @@ def _finite_non_negative(ctx: click.Context, param: click.Parameter, value: floa
     return value
 
 
-def comparison_options(command: Callable) -> Callable:
-    """Add --tol, --rtol, --ulps, --tolerances, --only, --reference, --json, --plot and --junit to a command."""
-    options = [
+def _apply(options: list, command: Callable) -> Callable:
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def tolerance_options(command: Callable) -> Callable:
+    """Add --tol, --rtol, --ulps, --tolerances, --only and --reference: what a comparison judges by."""
+    return _apply([
         click.option("--tol", type=float, default=None, callback=_finite_non_negative,
                      help="Absolute tolerance per element  [default: 1e-06; run: the model's own]."),
         click.option("--rtol", type=float, default=0.0, show_default=True, callback=_finite_non_negative,
@@ -32,15 +38,21 @@ def comparison_options(command: Callable) -> Callable:
         click.option("--reference", type=click.Path(path_type=Path, dir_okay=False), default=None,
                      help="A float64 reference trace (burnside.reference): judge each tensor by both sides' "
                      "distance to it, so rounding noise passes and a real difference names its side."),
+    ], command)
+
+
+def comparison_options(command: Callable) -> Callable:
+    """The tolerance options, and --json, --plot, --junit and --report: what to write besides the table."""
+    return tolerance_options(_apply([
         click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON."),
         click.option("--plot", type=click.Path(path_type=Path, dir_okay=False), default=None,
                      help="Also write a PNG of loss and drift per step."),
         click.option("--junit", type=click.Path(path_type=Path, dir_okay=False), default=None,
                      help="Also write the result as JUnit XML (a test case per tensor), for CI systems."),
-    ]
-    for option in reversed(options):
-        command = option(command)
-    return command
+        click.option("--report", type=click.Path(path_type=Path, dir_okay=False), default=None,
+                     help="Also write the HTML report (one self-contained page: verdict, findings, plots, "
+                     "metadata, every tensor)."),
+    ], command))
 
 
 def tolerances_from(tol: float | None, rtol: float, ulps: int | None, tolerances_file: Path | None,

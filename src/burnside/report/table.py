@@ -93,56 +93,70 @@ def zero_gradient_lines(comparison: Comparison) -> list[str]:
     return lines
 
 
+#: A line of the report beside the table: its text and its rich style (the HTML report maps the style to a class).
+Line = tuple[str, str]
+
+
+def structure_lines(comparison: Comparison) -> list[Line]:
+    """What stops the rows from measuring the port: a start that is not bit-identical, tensors named
+    differently or only on one side, shapes and dtypes that differ."""
+    lines: list[Line] = []
+    for row in comparison.start_mismatch:
+        lines.append((f"not bit-identical before the step: {comparison.display_name(row.name)}: {row.stats.differing} "
+                      f"of {row.stats.n} elements differ, up to {_ulps(row)} ulps (max|diff|={row.stats.max_abs:.2e}); "
+                      "every output below measures this input difference too", "bold yellow"))
+    pairs, only_a, only_b = pair_renamed(comparison.only_in_a, comparison.only_in_b)
+    for a_name, b_name, count in rename_rules(pairs):
+        lines.append((f"named differently: A {a_name} ↔ B {b_name}? ({count} tensors); record B's tensors "
+                      "under A's names (a name mapping in the burn recorder)", "red"))
+    lines += [(f"only in A: {comparison.display_name(name)}", "red") for name in only_a]
+    lines += [(f"only in B: {comparison.display_name(name)}", "red") for name in only_b]
+    for problem in comparison.structure:
+        line = f"{problem.what} mismatch: {comparison.display_name(problem.name)}: A {problem.a}, B {problem.b}"
+        lines.append((line + (f" ({problem.hint})" if problem.hint else ""), "red"))
+    return lines
+
+
+def finding_lines(comparison: Comparison) -> list[Line]:
+    """What the verdict rests on: framework differences, zero gradients, the first divergence (or that
+    the differences are noise), and the optional tensors one side did not record."""
+    lines: list[Line] = [(line, "cyan") for line in framework_lines(comparison) + zero_gradient_lines(comparison)]
+    first = comparison.first_divergence
+    if first is not None and first.ref is not None:
+        kind = comparison.layer_of(first)[0]
+        lines.append((
+            f"real difference: {comparison.side_name(first.ref.verdict)} is {first.ref.ratio:.3g}x further from the "
+            f"float64 reference than the other side, from {first.name}{f' ({kind})' if kind else ''} on "
+            f"(|A-R|={first.ref.dist_a:.2e}, |B-R|={first.ref.dist_b:.2e}); later rows follow from it", "yellow"))
+    elif first is not None:
+        lines.append((divergence_text(comparison, first), "yellow"))
+    elif comparison.reference is not None:
+        beyond = sum(1 for r in comparison.rows if r.stats.out_of_tol)
+        if beyond:
+            lines.append((f"{beyond} tensor(s) beyond the tolerance are rounding noise: both sides are within "
+                          "it of the float64 reference", "green"))
+    for side, names in (("B", comparison.unrecorded_in_b), ("A", comparison.unrecorded_in_a)):
+        if names:
+            shown = ", ".join(comparison.display_name(n) for n in names[:3])
+            more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+            lines.append((f"not recorded in {side} (optional, not compared): {len(names)} tensors: {shown}{more}",
+                          "dim"))
+    return lines
+
+
 def render(comparison: Comparison, diagnoses: list[Diagnosis], console: Console) -> None:
     """Print the whole comparison: start check, structure, rows, verdict, earliest divergence, diagnoses."""
     a, b = comparison.a, comparison.b
     console.print(Text(f"A: {a.path}  ({a.framework} {a.framework_version})", style="dim"))
     console.print(Text(f"B: {b.path}  ({b.framework} {b.framework_version})", style="dim"))
-    for row in comparison.start_mismatch:
-        console.print(Text(
-            f"not bit-identical before the step: {comparison.display_name(row.name)}: {row.stats.differing} of "
-            f"{row.stats.n} elements differ, up to {_ulps(row)} ulps (max|diff|={row.stats.max_abs:.2e}); "
-            "every output below measures this input difference too", style="bold yellow"))
-    pairs, only_a, only_b = pair_renamed(comparison.only_in_a, comparison.only_in_b)
-    for a_name, b_name, count in rename_rules(pairs):
-        console.print(Text(f"named differently: A {a_name} ↔ B {b_name}? ({count} tensors); record B's tensors "
-                           "under A's names (a name mapping in the burn recorder)", style="red"))
-    for name in only_a:
-        console.print(Text(f"only in A: {comparison.display_name(name)}", style="red"))
-    for name in only_b:
-        console.print(Text(f"only in B: {comparison.display_name(name)}", style="red"))
-    for problem in comparison.structure:
-        line = f"{problem.what} mismatch: {comparison.display_name(problem.name)}: A {problem.a}, B {problem.b}"
-        console.print(Text(line + (f" ({problem.hint})" if problem.hint else ""), style="red"))
+    for text, style in structure_lines(comparison):
+        console.print(Text(text, style=style))
     width = max((len(comparison.display_name(r.name)) for r in comparison.rows), default=10) + 1
     for row in comparison.rows:
         console.print(row_line(comparison, row, width))
     console.print(verdict_line(comparison))
-    for line in framework_lines(comparison):
-        console.print(Text(line, style="cyan"))
-    for line in zero_gradient_lines(comparison):
-        console.print(Text(line, style="cyan"))
-    first = comparison.first_divergence
-    if first is not None and first.ref is not None:
-        kind = comparison.layer_of(first)[0]
-        console.print(Text(
-            f"real difference: {comparison.side_name(first.ref.verdict)} is {first.ref.ratio:.3g}x further from the "
-            f"float64 reference than the other side, from {first.name}{f' ({kind})' if kind else ''} on "
-            f"(|A-R|={first.ref.dist_a:.2e}, "
-            f"|B-R|={first.ref.dist_b:.2e}); later rows follow from it", style="yellow"))
-    elif first is not None:
-        console.print(Text(divergence_text(comparison, first), style="yellow"))
-    elif comparison.reference is not None:
-        beyond = sum(1 for r in comparison.rows if r.stats.out_of_tol)
-        if beyond:
-            console.print(Text(f"{beyond} tensor(s) beyond the tolerance are rounding noise: both sides are within "
-                               "it of the float64 reference", style="green"))
-    for side, names in (("B", comparison.unrecorded_in_b), ("A", comparison.unrecorded_in_a)):
-        if names:
-            shown = ", ".join(comparison.display_name(n) for n in names[:3])
-            more = f" and {len(names) - 3} more" if len(names) > 3 else ""
-            console.print(Text(f"not recorded in {side} (optional, not compared): {len(names)} tensors: "
-                               f"{shown}{more}", style="dim"))
+    for text, style in finding_lines(comparison):
+        console.print(Text(text, style=style))
     for d in diagnoses:
         console.print(Text(f"{d.rule} {d.title}: ", style="bold magenta") + Text(d.evidence))
         console.print(Text(f"  fix: {d.fix}", style="magenta"))
