@@ -138,7 +138,11 @@ def make_plots(comparison: Comparison) -> list[Plot]:
                               "rounding).", figure_png(lambda ax: histogram_axis(ax, histogram, worst.tol.atol),
                                                        (6.4, 3.6))))
     step = _activation_step(comparison)
-    activations = None if step is None else figure_png(lambda ax: activations_axis(ax, comparison, step), (6.4, 4.2))
+    layers = sum(1 for r in comparison.rows if (p := parse_name(r.name)) is not None and p.stage == "activations"
+                 and p.step == step)
+    # A bar per layer: a deep model's chart grows in height instead of overlapping its labels.
+    activations = None if step is None else figure_png(lambda ax: activations_axis(ax, comparison, step),
+                                                       (6.4, max(3.6, 1.4 + 0.2 * layers)))
     if activations is None:
         plots.append(Plot("activations", "Layer outputs", None, "no layer outputs were recorded on both sides; name "
                           "a burn layer's output with tap.activation(\"layer\", &x) to see where a step diverges"))
