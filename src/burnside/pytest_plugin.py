@@ -38,6 +38,10 @@ class ParityChecker:
         self._directory = directory
         self._recorded: dict[tuple[str, object], Path] = {}
 
+    def __repr__(self) -> str:
+        # pytest prints a failing test's fixtures: say where the traces are
+        return f"<burnside parity checks, traces in {self._directory}>"
+
     def _record_once(self, kind: str, record: Recorder) -> Path:
         if (kind, record) not in self._recorded:
             # each reference in a file name of its own: its variants are written next to it, named after it
