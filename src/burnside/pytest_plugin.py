@@ -4,11 +4,16 @@
 
     @pytest.mark.parity
     def test_port(burnside_parity):
-        burnside_parity.check(record_my_model, crate="rust/my-port", bin="my-port", args=["--steps", "3"])
+        burnside_parity.check(record_my_model, reference=record_my_reference,
+                              crate="rust/my-port", bin="my-port", args=["--steps", "3"])
 
-`record_my_model(path) -> path` records the PyTorch side (`burnside.torch.record`); it runs once
-per session however many tests use it. `check` builds the port, runs it with the `burnside check`
-contract from that trace's start, and fails the test with compare's report when they differ.
+`record_my_model(path) -> path` records the PyTorch side (`burnside.torch.record`) and
+`record_my_reference(path) -> path` the float64 reference of the same loop
+(`burnside.reference.record_reference`, optional); each recorder runs once per session however
+many tests use it. `check` builds the port, runs it with the `burnside check` contract from the
+PyTorch trace's start, and fails the test with compare's report when they differ. A problem the
+user can fix (a crate that does not build, a port that crashes) fails the test with burnside's
+one-line message instead of a traceback. examples/pytest-parity is a complete project.
 """
 
 from __future__ import annotations
@@ -19,33 +24,58 @@ from pathlib import Path
 import pytest
 
 from burnside.compare import Comparison, Tolerances
+from burnside.errors import BurnsideError
 from burnside.testing import assert_parity
+
+#: Writes a trace (the PyTorch side, or the float64 reference) at the path it is given and returns it.
+Recorder = Callable[[Path], Path]
 
 
 class ParityChecker:
-    """Records each PyTorch side once per session and checks burn ports against it."""
+    """Records each PyTorch side (and float64 reference) once per session and checks burn ports against it."""
 
     def __init__(self, directory: Path) -> None:
         self._directory = directory
-        self._torch: dict[object, Path] = {}
+        self._recorded: dict[tuple[str, object], Path] = {}
 
-    def torch_trace(self, record: Callable[[Path], Path]) -> Path:
+    def __repr__(self) -> str:
+        # pytest prints a failing test's fixtures: say where the traces are
+        return f"<burnside parity checks, traces in {self._directory}>"
+
+    def _record_once(self, kind: str, record: Recorder) -> Path:
+        if (kind, record) not in self._recorded:
+            # each reference in a file name of its own: its variants are written next to it, named after it
+            path = self._directory / f"{kind}-{len(self._recorded)}.safetensors"
+            self._recorded[kind, record] = Path(record(path))
+        return self._recorded[kind, record]
+
+    def torch_trace(self, record: Recorder) -> Path:
         """The PyTorch trace ``record`` writes, recorded on first use and reused for the session."""
-        if record not in self._torch:
-            path = self._directory / f"torch-{len(self._torch)}.safetensors"
-            self._torch[record] = Path(record(path))
-        return self._torch[record]
+        return self._record_once("torch", record)
 
-    def check(self, torch: Path | str | Callable[[Path], Path], *, crate: Path | str, bin: str,
-              args: Sequence[str] = (), tolerances: Tolerances | float | None = None,
+    def reference_trace(self, record: Recorder) -> Path:
+        """The float64 reference ``record`` writes, recorded on first use and reused for the session."""
+        return self._record_once("reference", record)
+
+    def check(self, torch: Path | str | Recorder, *, crate: Path | str, bin: str, args: Sequence[str] = (),
+              reference: Path | str | Recorder | None = None, tolerances: Tolerances | float | None = None,
               only: str | None = None) -> Comparison:
-        """Build and run the port ``bin`` of ``crate`` from the PyTorch trace's start; assert parity."""
+        """Build and run the port ``bin`` of ``crate`` from the PyTorch trace's start; assert parity.
+
+        ``torch`` and ``reference`` are trace files or recorders (run once per session); with a
+        reference, rounding noise passes and a real difference names its side (`assert_parity`).
+        """
+        __tracebackhide__ = True  # a failing test shows compare's report, not these frames
         from burnside.burn.port import record_port
 
-        torch_path = self.torch_trace(torch) if callable(torch) else Path(torch)
-        out_dir = self._directory / f"{bin}-{len(list(self._directory.iterdir()))}"
-        burn = record_port(torch_path, Path(crate), bin, list(args), out_dir)
-        return assert_parity(torch_path, burn, tolerances=tolerances, only=only)
+        try:
+            torch_path = self.torch_trace(torch) if callable(torch) else Path(torch)
+            reference_path = self.reference_trace(reference) if callable(reference) else reference
+            out_dir = self._directory / f"{bin}-{len(list(self._directory.iterdir()))}"
+            burn = record_port(torch_path, Path(crate), bin, list(args), out_dir)
+            return assert_parity(torch_path, burn, reference=reference_path, tolerances=tolerances, only=only)
+        except BurnsideError as error:
+            pytest.fail(f"burnside: {error}", pytrace=False)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -1,10 +1,11 @@
-"""Parity checks inside a user's own test suite: `assert_parity(torch_trace, burn_trace)`.
+"""Parity checks inside a user's own test suite: `assert_parity(torch_trace, burn_trace, reference=...)`.
 
     from burnside.testing import assert_parity
 
     def test_my_port_trains_like_pytorch(tmp_path):
-        ...  # record both sides
-        assert_parity(tmp_path / "torch.safetensors", tmp_path / "burn.safetensors")
+        ...  # record both sides, and the float64 reference (burnside.reference.record_reference)
+        assert_parity(tmp_path / "torch.safetensors", tmp_path / "burn.safetensors",
+                      reference=tmp_path / "reference.safetensors")
 
 The AssertionError's message reads like `burnside compare`: the rows out of tolerance, the
 verdict, the first divergence and the diagnoses with their fixes.
@@ -17,30 +18,58 @@ from pathlib import Path
 
 from rich.console import Console
 
-from burnside.compare import Comparison, Tolerance, Tolerances, compare_traces
+from burnside.compare import (
+    Comparison,
+    Reference,
+    Tolerance,
+    Tolerances,
+    compare_traces,
+    open_reference,
+)
 from burnside.diagnose import diagnose
 from burnside.report import render
 from burnside.trace import Trace, open_trace
 
+#: Failing rows shown in the message; the rest are counted, and `burnside compare` prints them all.
+MAX_ROWS = 25
 
-def assert_parity(a: str | Path | Trace, b: str | Path | Trace, *, tolerances: Tolerances | float | None = None,
-                  only: str | None = None) -> Comparison:
+
+def assert_parity(a: str | Path | Trace, b: str | Path | Trace, *, reference: str | Path | Reference | None = None,
+                  tolerances: Tolerances | float | None = None, only: str | None = None) -> Comparison:
     """Compare trace ``a`` (PyTorch) with trace ``b`` (the burn port); raise AssertionError unless they agree.
 
+    ``reference`` is a float64 reference trace of the same loop (`burnside.reference.record_reference`,
+    what `burnside compare --reference` takes): with it, a tensor out of tolerance passes when both
+    sides are within rounding of the reference, and a real difference names the side that is off.
     ``tolerances`` is a `Tolerances`, a plain absolute tolerance, or None for the default (1e-6).
     Returns the comparison when everything is within tolerance.
     """
+    __tracebackhide__ = True  # pytest shows the message, not these frames
     if isinstance(tolerances, (int, float)):
         tolerances = Tolerances(Tolerance(atol=float(tolerances)))
     trace_a = a if isinstance(a, Trace) else open_trace(a)
     trace_b = b if isinstance(b, Trace) else open_trace(b)
-    comparison = compare_traces(trace_a, trace_b, tolerances, only)
+    judge_by = reference if isinstance(reference, Reference) or reference is None else open_reference(reference)
+    comparison = compare_traces(trace_a, trace_b, tolerances, only, reference=judge_by)
     if comparison.passed:
         return comparison
-    diagnoses = diagnose(comparison)
+    raise AssertionError(_failure_message(comparison))
+
+
+def _failure_message(comparison: Comparison) -> str:
+    """The report `burnside compare` prints, without the rows that passed (they are noise in a failure)."""
     console = Console(file=io.StringIO(), width=200, color_system=None, soft_wrap=True)
-    render(comparison, diagnoses, console)
-    lines = console.file.getvalue().splitlines()
-    # Rows within tolerance are noise in a failure message: keep the rest as compare prints it.
-    kept = [line for line in lines if not (" n=" in line and " out=0" in line and not line.endswith("FAIL"))]
-    raise AssertionError(f"{trace_b.path} does not train like {trace_a.path}:\n" + "\n".join(kept))
+    render(comparison, diagnose(comparison), console)
+    rows = {comparison.display_name(r.name): r for r in comparison.rows}
+    kept, shown = [], 0
+    for line in console.file.getvalue().splitlines():
+        row = rows.get(line.partition(" n=")[0].rstrip())
+        if row is not None and (row.passed or shown == MAX_ROWS):
+            continue
+        if row is not None:
+            shown += 1
+        elif line.startswith("worst=") and len(comparison.failed_rows) > shown:
+            kept.append(f"... and {len(comparison.failed_rows) - shown} more rows out of tolerance "
+                        "(`burnside compare` prints them all)")
+        kept.append(line)
+    return f"{comparison.b.path} does not train like {comparison.a.path}:\n" + "\n".join(kept)
