@@ -57,19 +57,7 @@ def assert_parity(a: str | Path | Trace, b: str | Path | Trace, *, reference: st
 
 
 def _failure_message(comparison: Comparison) -> str:
-    """The report `burnside compare` prints, without the rows that passed (they are noise in a failure)."""
+    """The report `burnside compare` prints, with only the rows that fail (the others are noise here)."""
     console = Console(file=io.StringIO(), width=200, color_system=None, soft_wrap=True)
-    render(comparison, diagnose(comparison), console)
-    rows = {comparison.display_name(r.name): r for r in comparison.rows}
-    kept, shown = [], 0
-    for line in console.file.getvalue().splitlines():
-        row = rows.get(line.partition(" n=")[0].rstrip())
-        if row is not None and (row.passed or shown == MAX_ROWS):
-            continue
-        if row is not None:
-            shown += 1
-        elif line.startswith("worst=") and len(comparison.failed_rows) > shown:
-            kept.append(f"... and {len(comparison.failed_rows) - shown} more rows out of tolerance "
-                        "(`burnside compare` prints them all)")
-        kept.append(line)
-    return f"{comparison.b.path} does not train like {comparison.a.path}:\n" + "\n".join(kept)
+    render(comparison, diagnose(comparison), console, failing_rows=MAX_ROWS)
+    return f"{comparison.b.path} does not train like {comparison.a.path}:\n" + console.file.getvalue().rstrip("\n")

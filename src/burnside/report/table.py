@@ -144,16 +144,24 @@ def finding_lines(comparison: Comparison) -> list[Line]:
     return lines
 
 
-def render(comparison: Comparison, diagnoses: list[Diagnosis], console: Console) -> None:
-    """Print the whole comparison: start check, structure, rows, verdict, earliest divergence, diagnoses."""
+def render(comparison: Comparison, diagnoses: list[Diagnosis], console: Console, *,
+           failing_rows: int | None = None) -> None:
+    """Print the whole comparison: start check, structure, rows, verdict, earliest divergence, diagnoses.
+
+    With ``failing_rows``, only that many of the rows that fail are printed, and the rest counted
+    (a failure message, where the rows that pass are noise)."""
     a, b = comparison.a, comparison.b
     console.print(Text(f"A: {a.path}  ({a.framework} {a.framework_version})", style="dim"))
     console.print(Text(f"B: {b.path}  ({b.framework} {b.framework_version})", style="dim"))
     for text, style in structure_lines(comparison):
         console.print(Text(text, style=style))
-    width = max((len(comparison.display_name(r.name)) for r in comparison.rows), default=10) + 1
-    for row in comparison.rows:
+    rows = comparison.rows if failing_rows is None else comparison.failed_rows[:failing_rows]
+    width = max((len(comparison.display_name(r.name)) for r in rows), default=10) + 1
+    for row in rows:
         console.print(row_line(comparison, row, width))
+    if failing_rows is not None and len(comparison.failed_rows) > len(rows):
+        console.print(f"... and {len(comparison.failed_rows) - len(rows)} more rows out of tolerance "
+                      "(`burnside compare` prints them all)")
     console.print(verdict_line(comparison))
     for text, style in finding_lines(comparison):
         console.print(Text(text, style=style))
