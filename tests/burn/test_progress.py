@@ -59,5 +59,5 @@ def test_cargo_on_a_terminal_shows_crate_by_crate(programs, monkeypatch):
     out = io.StringIO()
     result = build_workspace(Console(file=out, force_terminal=True, width=200))
     shown = out.getvalue()
-    assert f"building burnside's burn programs: cargo finished in " in shown
+    assert "building burnside's burn programs: cargo finished in " in shown
     assert f"({result.artifacts} crates checked, " in shown

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import struct
 import subprocess
@@ -51,7 +52,7 @@ def test_compare_shows_tensor_i_of_m_and_bytes_done(tmp_path):
     assert calls[0] == (0, m, 0, total)
     assert calls[-1] == (m, m, total, total)
     assert [c[0] for c in calls] == list(range(m + 1))
-    assert all(x[2] < y[2] for x, y in zip(calls, calls[1:], strict=False))  # every tensor has bytes
+    assert all(x[2] < y[2] for x, y in itertools.pairwise(calls))  # every tensor has bytes
 
     console, out = terminal()
     with Progress(console, delay=0) as progress:
