@@ -116,8 +116,11 @@ def torch_losses(steps: int, optim: str = "sgd") -> list[float]:
     return losses
 
 
-def record_torch(path, *, steps: int = 1, optim: str = "sgd"):
-    """Record the A1 PyTorch side (the seed's train_step.py) into a trace at ``path``."""
+def record_torch(path, *, steps: int = 1, optim: str = "sgd", progress=None):
+    """Record the A1 PyTorch side (the seed's train_step.py) into a trace at ``path``.
+
+    ``progress`` (a `burnside.progress.StepProgress`) is told the steps done.
+    """
     from burnside.torch import record
 
     # No torch.use_deterministic_algorithms: it imports torch._dynamo (~2 s), and A1's CPU
@@ -127,14 +130,14 @@ def record_torch(path, *, steps: int = 1, optim: str = "sgd"):
     # No activations: A1's trace is the seed's table, tensor for tensor, and its burn side
     # (train-step) predates activation recording.
     return record(model, a1_optimizer(model, optim), {"x": x, "y": y}, path, steps=steps,
-                  metadata={"model": "a1"}, activations=False)
+                  metadata={"model": "a1"}, activations=False, progress=progress)
 
 
-def record_reference(path, *, steps: int = 1, optim: str = "sgd"):
+def record_reference(path, *, steps: int = 1, optim: str = "sgd", progress=None):
     """Record A1's float64 reference (and its f32-constants variant, for Adam) at ``path``."""
     from burnside.reference import record_reference as record_double
 
     model = a1_model()
     x, y = a1_data()
     return record_double(model, a1_optimizer(model, optim), {"x": x, "y": y}, path, steps=steps,
-                         metadata={"model": "a1"})
+                         metadata={"model": "a1"}, progress=progress)

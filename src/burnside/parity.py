@@ -5,10 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from burnside.compare import Comparison, Tolerances, compare_traces, open_reference
 from burnside.diagnose import Diagnosis, diagnose
 from burnside.trace import open_trace
+
+if TYPE_CHECKING:
+    from burnside.progress import TensorProgress
 
 #: Writes the PyTorch side's trace at the path it is given and returns it.
 TorchSide = Callable[[Path], Path]
@@ -36,14 +40,16 @@ class Parity:
 
 def record_and_compare(torch: Path | TorchSide, burn: BurnSide, *, torch_out: Path, burn_out: Path,
                        tolerances: Tolerances | None = None, only: str | None = None,
-                       reference: Path | ReferenceSide | None = None, reference_out: Path | None = None) -> Parity:
+                       reference: Path | ReferenceSide | None = None, reference_out: Path | None = None,
+                       progress: TensorProgress | None = None) -> Parity:
     """Record the PyTorch side (or take its existing trace), then the burn side from it, and compare.
 
     ``torch`` is an existing trace or a recorder; ``burn`` gets its output path and the PyTorch
     trace (a port starts from that trace's step-0 inputs and params). ``reference`` is an existing
     float64 reference trace or its recorder (written at ``reference_out``); with it, each tensor is
     also judged by both sides' distances to it (docs/compare.md). Outputs are written
-    atomically by the recorders; a failure on either side raises a BurnsideError.
+    atomically by the recorders; a failure on either side raises a BurnsideError. ``progress``
+    is told the comparison's tensors (`compare_traces`); the sides report their own steps.
     """
     torch_trace = torch if isinstance(torch, Path) else torch(torch_out)
     burn_trace = burn(burn_out, torch_trace)
@@ -52,5 +58,6 @@ def record_and_compare(torch: Path | TorchSide, burn: BurnSide, *, torch_out: Pa
             raise ValueError("a reference recorder needs reference_out")
         reference = reference(reference_out)
     judge_by = open_reference(reference) if reference is not None else None
-    comparison = compare_traces(open_trace(torch_trace), open_trace(burn_trace), tolerances, only, reference=judge_by)
+    comparison = compare_traces(open_trace(torch_trace), open_trace(burn_trace), tolerances, only, reference=judge_by,
+                                progress=progress)
     return Parity(torch_trace, burn_trace, comparison, diagnose(comparison), reference)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -24,6 +25,9 @@ from torch import nn
 
 from burnside.errors import BurnsideError
 from burnside.torch import record
+
+if TYPE_CHECKING:
+    from burnside.progress import StepProgress
 
 Batch = Mapping[str, torch.Tensor]
 
@@ -178,6 +182,7 @@ def record_reference(
     target: str = "y",
     metadata: Mapping[str, object] | None = None,
     variants: bool = True,
+    progress: StepProgress | None = None,
 ) -> Path:
     """Record the float64 reference of a PyTorch loop at ``path``; call it before training ``model``.
 
@@ -185,6 +190,7 @@ def record_reference(
     batches' float tensors converted; the arguments mean what they mean for `burnside.torch.record`.
     With ``variants``, also records the `burn-adam` variant for Adam and AdamW, at
     ``{stem}.{variant}.safetensors`` next to ``path``, and names it in the reference's metadata (`variant.burn-adam`: the file name).
+    ``progress`` is told the steps of each run, the variant's with its name as ``part``.
     """
     path = Path(path)
     extra = {"forward": forward} if forward is not None else {}
@@ -196,9 +202,14 @@ def record_reference(
         variant_path = path.with_name(f"{path.name.removesuffix('.safetensors')}.{name}.safetensors")
         double, opt = _double_copy(model, optimizer, burn_adam=burn_adam)
         hooks = _BiasedRunningVar(double) if burn_batchnorm else None
+
+        def variant_progress(done: int, total: int, part: str | None = None) -> None:
+            progress(done, total, f"{name} variant")
+
         try:
             record(double, opt, _double_batches(batches), variant_path, steps=steps, loss_fn=loss_fn, target=target,
-                   metadata={**(metadata or {}), "reference": "float64", "variant": name}, **extra)
+                   metadata={**(metadata or {}), "reference": "float64", "variant": name},
+                   progress=variant_progress if progress is not None else None, **extra)
         finally:
             for handle in hooks.handles if hooks else ():
                 handle.remove()
@@ -206,7 +217,7 @@ def record_reference(
     double, opt = _double_copy(model, optimizer, burn_adam=False)
     meta = {**(metadata or {}), "reference": "float64", **{f"variant.{k}": v for k, v in found.items()}}
     return record(double, opt, _double_batches(batches), path, steps=steps, loss_fn=loss_fn, target=target,
-                  metadata=meta, **extra)
+                  metadata=meta, progress=progress, **extra)
 
 
 __all__ = ["BURN_ADAM", "BURN_BATCHNORM", "BurnAdam", "has_batchnorm", "has_burn_adam_variant", "record_reference"]

@@ -5,11 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from burnside.burn.a1 import BUGS as A1_BUGS
 from burnside.errors import BurnsideError
+
+if TYPE_CHECKING:
+    from burnside.progress import StepProgress
 
 
 @dataclass(frozen=True)
@@ -20,51 +24,53 @@ class Target:
     title: str
     optims: tuple[str, ...]
     bugs: tuple[str, ...]  # silent failures the burn side can build in, to see burnside name them
-    record_torch: Callable[..., Path]  # (path, *, steps, optim) -> path
-    record_burn: Callable[..., Path]  # (path, torch_trace, *, steps, optim, bug, console) -> path
-    record_reference: Callable[..., Path] | None = None  # (path, *, steps, optim) -> the float64 reference
+    record_torch: Callable[..., Path]  # (path, *, steps, optim, progress=None) -> path
+    record_burn: Callable[..., Path]  # (path, torch_trace, *, steps, optim, bug, console, progress=None) -> path
+    #: (path, *, steps, optim, progress=None) -> the float64 reference
+    record_reference: Callable[..., Path] | None = None
     #: the absolute tolerance `run` uses without --tol: what the two frameworks' f32 kernels were
     #: measured to agree within on a faithful port
     atol: float = 1e-6
 
 
-def _a1_torch(path: Path, *, steps: int, optim: str) -> Path:
+def _a1_torch(path: Path, *, steps: int, optim: str, progress: StepProgress | None = None) -> Path:
     from burnside.a1 import record_torch
 
-    return record_torch(path, steps=steps, optim=optim)
+    return record_torch(path, steps=steps, optim=optim, progress=progress)
 
 
-def _a1_reference(path: Path, *, steps: int, optim: str) -> Path:
+def _a1_reference(path: Path, *, steps: int, optim: str, progress: StepProgress | None = None) -> Path:
     from burnside.a1 import record_reference
 
-    return record_reference(path, steps=steps, optim=optim)
+    return record_reference(path, steps=steps, optim=optim, progress=progress)
 
 
 def _a1_burn(path: Path, torch_trace: Path, *, steps: int, optim: str, bug: str | None,
-             console: Console | None) -> Path:
+             console: Console | None, progress: StepProgress | None = None) -> Path:
     # A1's burn side builds its own model and batch in f64 like the seed (S1, S3), rather than
     # loading the PyTorch trace's start: that the two starts are bit-identical is part of the proof.
     from burnside.burn.a1 import record_a1
 
-    return record_a1(path, steps=steps, optim=optim, console=console, bug=bug)
+    return record_a1(path, steps=steps, optim=optim, console=console, bug=bug, progress=progress)
 
 
 def _example(name: str, title: str, optim: str, bugs: tuple[str, ...]) -> Target:
     """A worked example (src/burnside/examples, rust/NAME): its burn port runs as `burnside check` runs a
     user's port, from the PyTorch trace's start, so it exercises exactly what a user does."""
 
-    def torch_side(path: Path, *, steps: int, optim: str) -> Path:
+    def torch_side(path: Path, *, steps: int, optim: str, progress: StepProgress | None = None) -> Path:
         import importlib
 
-        return importlib.import_module(f"burnside.examples.{name}").record_torch(path, steps=steps)
+        return importlib.import_module(f"burnside.examples.{name}").record_torch(path, steps=steps, progress=progress)
 
-    def reference_side(path: Path, *, steps: int, optim: str) -> Path:
+    def reference_side(path: Path, *, steps: int, optim: str, progress: StepProgress | None = None) -> Path:
         import importlib
 
-        return importlib.import_module(f"burnside.examples.{name}").record_torch(path, steps=steps, reference=True)
+        return importlib.import_module(f"burnside.examples.{name}").record_torch(path, steps=steps, reference=True,
+                                                                                  progress=progress)
 
     def burn_side(path: Path, torch_trace: Path | None, *, steps: int, optim: str, bug: str | None,
-                  console: Console | None) -> Path:
+                  console: Console | None, progress: StepProgress | None = None) -> Path:
         from burnside.burn.cargo import rust_workspace
         from burnside.burn.port import record_port
 
@@ -72,7 +78,8 @@ def _example(name: str, title: str, optim: str, bugs: tuple[str, ...]) -> Target
             raise BurnsideError(f"{name}'s burn side starts from the PyTorch trace's first step: run both "
                                 f"sides (`burnside run {name}`), or `burnside check` with a PyTorch trace")
         args = ["--steps", str(steps), *(["--bug", bug] if bug else [])]
-        return record_port(torch_trace, rust_workspace() / name, name, args, path.parent, console, out=path)
+        return record_port(torch_trace, rust_workspace() / name, name, args, path.parent, console, out=path,
+                           progress=progress)
 
     # Measured on the faithful ports over 4 steps: activations, gradients and moments agree within
     # 5.1e-6 (conv and attention reductions sum in other orders), so 1e-5; A1 stays at 1e-6.

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -27,6 +28,9 @@ from torch import nn
 from burnside import __version__
 from burnside.errors import BurnsideError
 from burnside.trace import tensor_name, write_trace
+
+if TYPE_CHECKING:
+    from burnside.progress import StepProgress
 
 Batch = Mapping[str, torch.Tensor]
 
@@ -147,6 +151,7 @@ def record(
     target: str = "y",
     metadata: Mapping[str, object] | None = None,
     activations: bool = True,
+    progress: StepProgress | None = None,
 ) -> Path:
     """Train ``steps`` steps and write every tensor of every step to a trace at ``path``.
 
@@ -156,6 +161,7 @@ def record(
     step as ``step{k}.buffers.{name}``; with ``activations`` (the default) every submodule's
     forward output is recorded as ``step{k}.activations.{module path}``, and the metadata
     lists them in execution order (``activations``) with their classes (``modules``).
+    ``progress`` is told the steps done (`burnside.progress.Progress.steps` draws it).
     """
     per_step = [batches] if isinstance(batches, Mapping) else list(batches)
     steps = steps if steps is not None else len(per_step)
@@ -169,6 +175,8 @@ def record(
     grads_len: list[int] = []
 
     hooks = _Activations(model) if activations else None
+    if progress is not None:
+        progress(0, steps)
     try:
         for k in range(steps):
             batch = per_step[k % len(per_step)]
@@ -209,6 +217,8 @@ def record(
                         tensors[tensor_name(k, "optim", f"{slot}.{pname}")] = _numpy(state_value)
                     elif isinstance(value, (int, float)):
                         tensors[tensor_name(k, "optim", f"{slot}.{pname}")] = np.array(value, dtype=np.float32)
+            if progress is not None:
+                progress(k + 1, steps)
     finally:
         if hooks is not None:
             hooks.remove()

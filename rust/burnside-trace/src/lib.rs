@@ -31,6 +31,7 @@ mod optimizer_state;
 mod param_paths;
 mod port_args;
 mod safetensors_file;
+mod step_progress;
 mod trace_recorder;
 
 pub use error::TraceError;
@@ -41,6 +42,7 @@ pub use optimizer_state::optimizer_state;
 pub use param_paths::{ParamEntry, TorchNames, param_paths, param_paths_with, param_values};
 pub use port_args::{PortArgs, UsageError, run_port};
 pub use safetensors_file::{SafetensorsFile, write_safetensors};
+pub use step_progress::{PROGRESS_ENV, step_done};
 pub use trace_recorder::{Tap, TraceRecorder};
 
 /// The trace format version this crate writes and the init format version it reads.

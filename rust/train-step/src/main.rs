@@ -92,6 +92,7 @@ fn run() -> Result<(), Box<dyn Error>> {
     let mut recorder = TraceRecorder::new(options.optimizer.clone());
     let mut losses = Vec::with_capacity(options.steps);
 
+    burnside_trace::step_done(0, options.steps);
     for step in 0..options.steps {
         recorder.input(step, "x", x.to_data())?;
         recorder.input(step, "y", y.to_data())?;
@@ -107,6 +108,7 @@ fn run() -> Result<(), Box<dyn Error>> {
         model = optim.step(lr, model, grads);
         recorder.params_after(step, &model)?;
         recorder.optim(step, &model, &optim)?;
+        burnside_trace::step_done(step + 1, options.steps);
     }
     let loss_after = ce.forward(model.forward(x.clone()), y.clone());
     recorder.loss_after(options.steps - 1, &loss_after)?;

@@ -162,6 +162,7 @@ fn run(mut args: PortArgs) -> Result<(), Box<dyn Error>> {
     let mut recorder = TraceRecorder::new(spec.clone());
     let mut losses = Vec::with_capacity(args.steps);
 
+    burnside_trace::step_done(0, args.steps);
     for step in 0..args.steps {
         recorder.input(step, "x", x.to_data())?;
         recorder.input(step, "y", y.to_data())?;
@@ -176,6 +177,7 @@ fn run(mut args: PortArgs) -> Result<(), Box<dyn Error>> {
         model = optim.step(spec.lr(), model, grads);
         recorder.params_after(step, &model)?;
         recorder.optim(step, &model, &optim)?;
+        burnside_trace::step_done(step + 1, args.steps);
     }
     let loss_after = ce.forward(model.forward(x, Tap::off())?, y);
     recorder.loss_after(args.steps - 1, &loss_after)?;

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from burnside.burn.binary import run_binary
 from burnside.burn.cargo import build_workspace
+
+if TYPE_CHECKING:
+    from burnside.progress import StepProgress
 
 #: The porting bugs that `pitb-opt`'s `bugs` program can build into the A1 loop (see its doc).
 BUGS = ("discard", "othergrads", "epsilon", "skipstep", "literallr", "betas", "weightdecay", "dampening", "clip",
@@ -25,12 +29,14 @@ BUG_OPTIMS = {
 
 
 def record_a1(out: Path, *, steps: int = 1, optim: str = "sgd", console: Console | None = None,
-              f32_inputs: bool = False, init: Path | None = None, bug: str | None = None) -> Path:
+              f32_inputs: bool = False, init: Path | None = None, bug: str | None = None,
+              progress: StepProgress | None = None) -> Path:
     """Record ``steps`` steps of A1 on burn (one of OPTIMS, as `burnside.a1.a1_optimizer`) into ``out``.
 
     The model and batch are built in Rust (f64, rounded once); ``f32_inputs`` computes inputs
     and biases in f32 instead (S3); ``init`` loads a `burnside.torch.export_init` file instead.
     ``bug`` (one of BUGS) records the loop with that failure built in (`pitb-opt`'s `bugs`).
+    ``progress`` is told the steps the program reports; the build's progress goes to ``console``.
     """
     if optim not in OPTIMS:
         raise ValueError(f"unknown optimizer {optim!r}; use one of {', '.join(OPTIMS)}")
@@ -46,5 +52,5 @@ def record_a1(out: Path, *, steps: int = 1, optim: str = "sgd", console: Console
     if init is not None:
         args += ["--init", str(init)]
     out.unlink(missing_ok=True)
-    run_binary(binary, args, expect_file=out)
+    run_binary(binary, args, expect_file=out, progress=progress)
     return out

@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
+import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from burnside.errors import RunError
 
+if TYPE_CHECKING:
+    from burnside.progress import StepProgress
+
 _JSON_PREFIX = "JSON: "
+#: What `burnside_trace::step_done` prints on stderr when `BURNSIDE_PROGRESS` is set.
+_STEP_LINE = re.compile(r"burnside-progress: step (\d+)/(\d+)")
 
 
 @dataclass
@@ -35,13 +45,20 @@ def _last_line(text: str) -> str:
 
 
 def run_binary(path: Path, args: list[str] | None = None, *, timeout: float = 300,
-               expect_file: Path | None = None) -> BinaryRun:
-    """Run ``path`` with ``args``; a non-zero exit, a timeout or a missing ``expect_file`` is a RunError."""
+               expect_file: Path | None = None, progress: StepProgress | None = None) -> BinaryRun:
+    """Run ``path`` with ``args``; a non-zero exit, a timeout or a missing ``expect_file`` is a RunError.
+
+    With ``progress``, the program is asked for its steps (`BURNSIDE_PROGRESS`) and ``progress``
+    is told each `burnside-progress: step k/N` line as it comes; those lines are not in ``stderr``.
+    """
     name = Path(path).name
     command = [str(path), *(args or [])]
     start = time.monotonic()
     try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        if progress is None:
+            proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        else:
+            proc = _run_reporting(command, timeout, progress)
     except subprocess.TimeoutExpired as exc:
         raise RunError(f"{name} did not finish within {timeout:.0f}s") from exc
     except OSError as exc:
@@ -59,6 +76,41 @@ def run_binary(path: Path, args: list[str] | None = None, *, timeout: float = 30
             except json.JSONDecodeError:
                 raise RunError(f"{name} printed a malformed JSON line: {line[:80]}") from None
     return BinaryRun(name, proc.stdout, proc.stderr, parsed, seconds)
+
+
+def _run_reporting(command: list[str], timeout: float, progress: StepProgress) -> subprocess.CompletedProcess:
+    """`subprocess.run` with stderr read line by line, step lines going to ``progress``."""
+    kept: list[str] = []
+    timed_out = threading.Event()
+    with tempfile.TemporaryFile(mode="w+") as out:
+        # stdout to a file: a program printing much on stdout cannot block on a full pipe
+        with subprocess.Popen(command, stdout=out, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "BURNSIDE_PROGRESS": "1"}) as proc:
+
+            def stop() -> None:
+                timed_out.set()
+                proc.kill()
+
+            timer = threading.Timer(timeout, stop)
+            timer.start()
+            try:
+                assert proc.stderr is not None
+                for line in proc.stderr:
+                    step = _STEP_LINE.fullmatch(line.rstrip("\n"))
+                    if step:
+                        progress(int(step[1]), int(step[2]))
+                    else:
+                        kept.append(line)
+                returncode = proc.wait()
+            except BaseException:
+                proc.kill()
+                raise
+            finally:
+                timer.cancel()
+        if timed_out.is_set():
+            raise subprocess.TimeoutExpired(command, timeout)
+        out.seek(0)
+        return subprocess.CompletedProcess(command, returncode, out.read(), "".join(kept))
 
 
 def expect_panic(path: Path, args: list[str] | None = None, *, timeout: float = 300) -> str:

@@ -19,16 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from burnside.burn import freshness
 from burnside.errors import BuildError
+from burnside.progress import Progress
 
 #: Where builds go unless CARGO_TARGET_DIR says otherwise; it outlives a CI checkout.
 DEFAULT_TARGET_DIR = Path.home() / ".cache" / "burnside" / "cargo-target"
 
 _NO_CARGO = "cargo not found: install Rust with rustup (https://rustup.rs) and re-run"
-_PIPE_EVERY = 10.0  # seconds between progress lines when output is not a terminal
 
 
 def find_cargo() -> str:
@@ -118,8 +117,9 @@ def run_cargo(subcommand: str, args: list[str], cwd: Path, *, what: str, console
               target: Path | None = None, env: dict[str, str] | None = None, expected: int | None = None) -> CargoRun:
     """Run `cargo SUBCOMMAND --message-format=json ARGS` in ``cwd``; the one place cargo is driven.
 
-    On a terminal a live line shows crates done (of ``expected``, when known); on a pipe a
-    plain line every few seconds says the same, so a cold build is never minutes of silence.
+    On a terminal a live line shows crates done (of ``expected``, when known) and the crate
+    just built; off a terminal a build that takes longer than `burnside.progress.EVERY` seconds
+    says the same every so often, so a cold build is never minutes of silence (`Progress.activity`).
     """
     command = [find_cargo(), subcommand, "--message-format=json", *args]
     env = {**os.environ, **(env or {}), "CARGO_TARGET_DIR": str(target or target_dir())}
@@ -134,14 +134,8 @@ def run_cargo(subcommand: str, args: list[str], cwd: Path, *, what: str, console
             proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True)
         except OSError as exc:
             raise BuildError(f"cannot run cargo ({exc.strerror}); check your Rust installation") from None
-        plain = console is not None and not console.is_terminal
-        progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                            console=console, transient=True, disable=console is None or plain)
-        if plain:
-            console.print(f"building {what} with cargo into {env['CARGO_TARGET_DIR']}…")
-        last_line = start
-        with progress:
-            task = progress.add_task(f"building {what}", total=None)
+        with Progress(console) as progress:
+            building = progress.activity(f"building {what}")
             assert proc.stdout is not None
             for line in proc.stdout:
                 try:
@@ -156,16 +150,12 @@ def run_cargo(subcommand: str, args: list[str], cwd: Path, *, what: str, console
                         rebuilt.append(name)
                     if msg.get("executable") and "bin" in msg["target"]["kind"]:
                         executables[name] = Path(msg["executable"])
-                    progress.update(task, description=f"building {what}: {artifacts}{of} crates ({name})")
-                    if plain and time.monotonic() - last_line >= _PIPE_EVERY:
-                        last_line = time.monotonic()
-                        console.print(f"  {artifacts}{of} crates done, {last_line - start:.0f} s ({name})")
+                    building.update(f"{artifacts}{of} crates ({name})")
                 elif reason == "compiler-message":
                     diagnostics.append(Diagnostic.from_message(msg))
             returncode = proc.wait()
-        if plain:
-            console.print(f"cargo finished in {time.monotonic() - start:.1f} s "
-                          f"({artifacts} crates checked, {len(rebuilt)} compiled)")
+            building.finish(f"cargo finished in {time.monotonic() - start:.0f} s ({artifacts} crates checked, "
+                            f"{len(rebuilt)} compiled) into {env['CARGO_TARGET_DIR']}")
         stderr.seek(0)
         err = stderr.read()
     return CargoRun(command, returncode, executables, diagnostics, err, artifacts, rebuilt, time.monotonic() - start)

@@ -14,6 +14,7 @@ with `burnside_trace::TraceRecorder`, and writes OUT. `rust/train-step` is a com
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from rich.console import Console
@@ -22,6 +23,9 @@ from burnside.burn.binary import run_binary
 from burnside.burn.cargo import build
 from burnside.errors import BurnsideError
 from burnside.trace import Trace, open_trace, write_trace
+
+if TYPE_CHECKING:
+    from burnside.progress import StepProgress
 
 
 def init_from_trace(trace: Trace, path: Path) -> Path:
@@ -37,11 +41,13 @@ def init_from_trace(trace: Trace, path: Path) -> Path:
 
 
 def record_port(torch_trace: Path, burn_crate: Path, bin_name: str, args: list[str], out_dir: Path,
-                console: Console | None = None, *, out: Path | None = None) -> Path:
+                console: Console | None = None, *, out: Path | None = None,
+                progress: StepProgress | None = None) -> Path:
     """Build ``bin_name`` of the crate at ``burn_crate``, run it from ``torch_trace``'s start; the burn trace.
 
     The init file goes to ``out_dir/init.safetensors``, the trace to ``out`` (default
-    ``out_dir/{bin_name}.burn.safetensors``).
+    ``out_dir/{bin_name}.burn.safetensors``). ``progress`` is told the steps the port reports
+    (`burnside_trace::step_done`); the build's progress goes to ``console``.
     """
     if not (burn_crate / "Cargo.toml").is_file():
         raise BurnsideError(f"{burn_crate}: no Cargo.toml; --burn-crate takes the directory of the port's crate")
@@ -50,5 +56,5 @@ def record_port(torch_trace: Path, burn_crate: Path, bin_name: str, args: list[s
     binary = build(burn_crate, bins=[bin_name], console=console).executables[bin_name]
     out = out or out_dir / f"{bin_name}.burn.safetensors"
     out.unlink(missing_ok=True)
-    run_binary(binary, ["--init", str(init), "-o", str(out), *args], expect_file=out)
+    run_binary(binary, ["--init", str(init), "-o", str(out), *args], expect_file=out, progress=progress)
     return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,7 +20,11 @@ from burnside.compare.summary import TraceSummary, summarize
 from burnside.compare.tensor_diff import ElementStats, diff_arrays
 from burnside.compare.tolerance import Tolerance, Tolerances
 from burnside.errors import TraceError
-from burnside.trace import Trace, parse_name
+from burnside.trace import TensorInfo, Trace, parse_name
+from burnside.trace.dtypes import STORAGE
+
+if TYPE_CHECKING:
+    from burnside.progress import TensorProgress
 
 
 @dataclass(frozen=True)
@@ -173,19 +178,25 @@ def is_optional(name: str) -> bool:
                                              and parsed.rest.rsplit(".", 1)[-1] == "num_batches_tracked")
 
 
+def _nbytes(info: TensorInfo) -> int:
+    return info.n * STORAGE[info.dtype].itemsize
+
+
 def _is_shared_start(name: str) -> bool:
     parsed = parse_name(name)
     return parsed is not None and parsed.is_shared_start
 
 
 def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, only: str | None = None,
-                   reference: Reference | None = None) -> Comparison:
+                   reference: Reference | None = None, progress: TensorProgress | None = None) -> Comparison:
     """Compare every tensor the two traces share, one at a time, in pipeline order.
 
     With a ``reference`` (`burnside.compare.open_reference`), each tensor is also judged by both
     sides' distances to it: a tensor out of tolerance passes when both sides are noise.
     Never transposes: a shape that is the other's transpose is a structure problem with a hint.
     Raises TraceError when the traces share no tensor at all (not traces of the same run).
+    ``progress`` is told the tensors and bytes done before each tensor and at the end
+    (`burnside.progress.Progress.tensors` draws it).
     """
     tolerances = tolerances or Tolerances()
     names_a, names_b = set(a.names), set(b.names)
@@ -217,7 +228,13 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
     judge = Judge(reference, adaptive=adaptive) if reference is not None else None
     if reference is not None:
         comparison.reference = reference.path
-    for name in common:
+    if progress is not None:
+        sizes = [_nbytes(a.info(n)) + _nbytes(b.info(n)) for n in common]
+        done, total = 0, sum(sizes)
+    for i, name in enumerate(common):
+        if progress is not None:
+            progress(i, len(common), done, total)
+            done += sizes[i]
         ia, ib = a.info(name), b.info(name)
         if ia.shape != ib.shape:
             transposed = len(ia.shape) == 2 and ia.shape == ib.shape[::-1]
@@ -237,6 +254,8 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
         a.release(name)
         b.release(name)
         comparison.rows.append(TensorRow(name, ia.dtype, ia.shape, stats, tol, ref))
+    if progress is not None:
+        progress(len(common), len(common), total, total)
     if judge is not None:
         comparison.framework_differences = judge.differences
         comparison.zero_gradients = list(judge.zero_gradients.values())

@@ -12,9 +12,13 @@ output, the logits or the loss (within 1e-5, checked at steps 0 and 3).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from burnside.progress import StepProgress
 
 #: The port's binary (crate rust/cnn).
 BURN_BIN = "cnn"
@@ -47,13 +51,14 @@ def model_and_batch() -> tuple[Cnn, dict[str, torch.Tensor]]:
     return model, {"x": x, "y": y}
 
 
-def record_torch(path: Path, *, steps: int, reference: bool = False) -> Path:
+def record_torch(path: Path, *, steps: int, reference: bool = False, progress: StepProgress | None = None) -> Path:
     """Train ``steps`` Adam steps on one batch and write the trace to ``path``; with ``reference``, the
-    same training in float64 from the same start (the referee of `compare --reference`)."""
+    same training in float64 from the same start (the referee of `compare --reference`); ``progress`` is
+    told the steps done."""
     from burnside.reference import record_reference
     from burnside.torch import record
 
     model, batch = model_and_batch()
     optimizer = torch.optim.Adam(model.parameters(), lr=LR)
     return (record_reference if reference else record)(model, optimizer, batch, path, steps=steps,
-                                                       metadata={"model": "cnn"})
+                                                       metadata={"model": "cnn"}, progress=progress)

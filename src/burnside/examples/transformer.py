@@ -15,9 +15,13 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from burnside.progress import StepProgress
 
 #: The port's binary (crate rust/transformer).
 BURN_BIN = "transformer"
@@ -83,13 +87,14 @@ def model_and_batch() -> tuple[Block, dict[str, torch.Tensor]]:
     return model, {"x": x, "y": y}
 
 
-def record_torch(path: Path, *, steps: int, reference: bool = False) -> Path:
+def record_torch(path: Path, *, steps: int, reference: bool = False, progress: StepProgress | None = None) -> Path:
     """Train ``steps`` AdamW steps on one batch and write the trace to ``path``; with ``reference``, the
-    same training in float64 from the same start (the referee of `compare --reference`)."""
+    same training in float64 from the same start (the referee of `compare --reference`); ``progress`` is
+    told the steps done."""
     from burnside.reference import record_reference
     from burnside.torch import record
 
     model, batch = model_and_batch()
     optimizer = torch.optim.AdamW(model.parameters(), lr=LR)
     return (record_reference if reference else record)(model, optimizer, batch, path, steps=steps,
-                                                       metadata={"model": "transformer"})
+                                                       metadata={"model": "transformer"}, progress=progress)

@@ -214,6 +214,7 @@ fn run() -> Result<(), Box<dyn Error>> {
             .mul_scalar(reduction)
     };
 
+    burnside_trace::step_done(0, options.steps);
     for step in 0..options.steps {
         recorder.input(step, "x", x.to_data())?;
         recorder.input(step, "y", y.to_data())?;
@@ -245,6 +246,7 @@ fn run() -> Result<(), Box<dyn Error>> {
         }
         recorder.params_after(step, &model)?;
         recorder.optim(step, &model, &optim)?;
+        burnside_trace::step_done(step + 1, options.steps);
     }
     let loss_after = loss_of(&model);
     recorder.loss_after(options.steps - 1, &loss_after)?;
