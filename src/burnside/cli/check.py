@@ -12,6 +12,7 @@ from burnside.cli.command import BurnsideCommand
 from burnside.cli.options import comparison_options, tolerances_from
 from burnside.cli.output import finish, stderr, stdout
 from burnside.parity import record_and_compare
+from burnside.progress import Progress
 
 
 @click.command(cls=BurnsideCommand, context_settings={"ignore_unknown_options": True})
@@ -36,12 +37,14 @@ def check(torch_trace, burn_crate, bin_name, out_dir, tol, rtol, ulps, tolerance
     say = stderr if as_json else stdout  # progress off stdout when it carries JSON
 
     def burn_side(path: Path, torch: Path) -> Path:
-        recorded = record_port(torch, burn_crate, bin_name, list(args), out_dir, say, out=path)
+        recorded = record_port(torch, burn_crate, bin_name, list(args), out_dir, stderr, out=path,
+                               progress=progress.steps("running the burn port"))
         say.print(Text(f"burn side: {bin_name} → {recorded}", style="dim"))
         return recorded
 
-    parity = record_and_compare(torch_trace, burn_side, torch_out=torch_trace,
-                                burn_out=out_dir / f"{bin_name}.burn.safetensors",
-                                tolerances=tolerances_from(tol, rtol, ulps, tolerances_file), only=only,
-                                reference=reference)
+    with Progress(stderr) as progress:
+        parity = record_and_compare(torch_trace, burn_side, torch_out=torch_trace,
+                                    burn_out=out_dir / f"{bin_name}.burn.safetensors",
+                                    tolerances=tolerances_from(tol, rtol, ulps, tolerances_file), only=only,
+                                    reference=reference, progress=progress.tensors())
     finish(parity.comparison, parity.diagnoses, as_json=as_json, plot=plot, junit=junit, report=report)

@@ -14,6 +14,7 @@ from burnside.cli.options import comparison_options, tolerances_from
 from burnside.cli.output import finish, stderr, stdout
 from burnside.errors import BurnsideError
 from burnside.parity import record_and_compare
+from burnside.progress import Progress
 from burnside.targets import TARGETS, get_target
 from burnside.trace.limits import MAX_STEPS
 
@@ -60,13 +61,13 @@ def run(name, side, output, out_dir, steps, optim, bug, no_reference, tol, rtol,
     run_dir = out_dir / target.name
 
     def torch_side(path: Path) -> Path:
-        with say.status("recording the PyTorch side (importing torch)…"):
-            recorded = target.record_torch(path, steps=steps, optim=optim)
+        recorded = target.record_torch(path, steps=steps, optim=optim, progress=progress.steps("recording pytorch"))
         say.print(Text(f"torch side: {steps} step(s) of {optim} → {recorded}", style="dim"))
         return recorded
 
     def burn_side(path: Path, torch_trace: Path | None) -> Path:
-        recorded = target.record_burn(path, torch_trace, steps=steps, optim=optim, bug=bug, console=say)
+        recorded = target.record_burn(path, torch_trace, steps=steps, optim=optim, bug=bug, console=stderr,
+                                      progress=progress.steps("running the burn side"))
         say.print(Text(f"burn side: {steps} step(s) of {optim} → {recorded}", style="dim"))
         return recorded
 
@@ -74,27 +75,31 @@ def run(name, side, output, out_dir, steps, optim, bug, no_reference, tol, rtol,
         path = output or run_dir / f"{torch_stem if side == 'torch' else stem}.{side}.safetensors"
         if output is None:
             run_dir.mkdir(parents=True, exist_ok=True)
-        if side == "torch":
-            torch_side(path)
-        else:
-            burn_side(path, None)
+        with Progress(stderr) as progress:
+            if side == "torch":
+                torch_side(path)
+            else:
+                burn_side(path, None)
         return
     if reference is not None and no_reference:
         raise BurnsideError("--reference and --no-reference contradict each other; drop one")
 
     def reference_side(path: Path) -> Path:
-        with say.status("recording the float64 reference…"):
-            recorded = target.record_reference(path, steps=steps, optim=optim)
+        recorded = target.record_reference(path, steps=steps, optim=optim,
+                                           progress=progress.steps("recording the float64 reference"))
         say.print(Text(f"reference: {steps} step(s) of {optim} in float64 → {recorded}", style="dim"))
         return recorded
 
     if reference is None and not no_reference and target.record_reference is not None:
         reference = reference_side
     run_dir.mkdir(parents=True, exist_ok=True)
-    parity = record_and_compare(torch_side, burn_side, torch_out=run_dir / f"{torch_stem}.torch.safetensors",
-                                burn_out=run_dir / f"{stem}.burn.safetensors",
-                                tolerances=tolerances_from(tol, rtol, ulps, tolerances_file, target.atol), only=only,
-                                reference=reference, reference_out=run_dir / f"{torch_stem}.reference.safetensors")
+    with Progress(stderr) as progress:
+        parity = record_and_compare(torch_side, burn_side, torch_out=run_dir / f"{torch_stem}.torch.safetensors",
+                                    burn_out=run_dir / f"{stem}.burn.safetensors",
+                                    tolerances=tolerances_from(tol, rtol, ulps, tolerances_file, target.atol),
+                                    only=only, reference=reference,
+                                    reference_out=run_dir / f"{torch_stem}.reference.safetensors",
+                                    progress=progress.tensors())
     if plot is None and steps > 1 and not as_json:
         plot = run_dir / f"{stem}.png"
     finish(parity.comparison, parity.diagnoses, as_json=as_json, plot=plot, junit=junit, report=report)
