@@ -20,3 +20,13 @@ TRAIN_STEP = "train-step/src/main.rs"  # S1: the correct loop
 def findings_of(name: str, *, select: list[str] | None = None, root: Path = FIXTURES) -> list[tuple[str, int, int]]:
     report = lint_paths([root / name], select_rules(select), root=root, jobs=1)
     return [(f.rule, f.line, f.column) for f in report.findings]
+
+
+def at(name: str, code: str, *, root: Path = RUST) -> tuple[int, int]:
+    """(line, column), 1-based, of the one place ``code`` stands in file ``name``: expectations on the
+    repository's own programs name the code they point at, so editing the program elsewhere does not
+    move them."""
+    lines = (root / name).read_text().splitlines()
+    places = [(i + 1, line.index(code) + 1) for i, line in enumerate(lines) if code in line]
+    assert len(places) == 1, f"{code!r} stands {len(places)} times in {name}"
+    return places[0]

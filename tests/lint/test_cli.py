@@ -21,6 +21,7 @@ from tests.lint.fixture_findings import (
     OTHERGRADS,
     RUST,
     TRAIN_STEP,
+    at,
 )
 
 runner = CliRunner()
@@ -98,17 +99,20 @@ def test_json_output():
     result = invoke("lint", BUGS, "--format", "json", cwd=RUST)
     assert result.exit_code == 1
     data = json.loads(result.stdout)
+    step = "optim.step(lr, model.clone(), grads); // the bug"
     assert [(d["rule"], d["severity"], d["line"], d["column"]) for d in data] == [
-        ("BS004", "info", 136, 22),
-        ("BS005", "info", 142, 33),
-        ("BS002", "warning", 227, 58),
-        ("BS001", "error", 234, 17),
-        ("BS003", "warning", 234, 17),
+        ("BS004", "info", *at(BUGS, "AdamConfig::new().init()")),
+        ("BS005", "info", *at(BUGS, "MomentumConfig::new().with_momentum(0.9))) // dampening 0.1")),
+        ("BS002", "warning", *at(BUGS, "&other) // the bug")),
+        ("BS001", "error", *at(BUGS, step)),
+        ("BS003", "warning", *at(BUGS, step)),
     ]
     first = data[3]
     assert set(first) >= {"rule", "severity", "path", "line", "column", "end_line", "end_column", "message", "help"}
     assert first["path"] == BUGS
-    assert (first["end_line"], first["end_column"]) == (234, 53)
+    line, column = at(BUGS, step)
+    call = "optim.step(lr, model.clone(), grads)"
+    assert (first["end_line"], first["end_column"]) == (line, column + len(call))  # just past the call
 
 
 def test_sarif_output_with_root(tmp_path):

@@ -15,6 +15,7 @@ from tests.lint.fixture_findings import (
     OTHERGRADS,
     RUST,
     TRAIN_STEP,
+    at,
     findings_of,
 )
 
@@ -153,7 +154,11 @@ def test_bs005_good():
     ("fixture", "expected"),
     [
         (NOASSIGN, [("BS001", 17, 5)]),
-        (BUGS, [("BS004", 136, 22), ("BS005", 142, 33), ("BS002", 227, 58), ("BS001", 234, 17), ("BS003", 234, 17)]),
+        (BUGS, [("BS004", *at(BUGS, "AdamConfig::new().init()")),
+                ("BS005", *at(BUGS, "MomentumConfig::new().with_momentum(0.9))) // dampening 0.1")),
+                ("BS002", *at(BUGS, "&other) // the bug")),
+                ("BS001", *at(BUGS, "optim.step(lr, model.clone(), grads); // the bug")),
+                ("BS003", *at(BUGS, "optim.step(lr, model.clone(), grads); // the bug"))]),
         (HELPER, [("BS001", 14, 5)]),
         (OTHERGRADS, [("BS002", 30, 62)]),
         (LINT, [("BS001", 16, 5)]),
