@@ -131,3 +131,23 @@ def test_compare_writes_the_report_too(tmp_path: Path) -> None:
     proc = run_cli("compare", str(a), str(b), "--report", str(out))
     assert proc.returncode == 1
     assert "D001" in proc.stdout and '<span class="rule">D001</span>' in out.read_text()
+
+
+def test_non_finite_values_are_reported_not_crashed_on(tmp_path: Path) -> None:
+    """A diverged port (NaN logits, an infinite gradient, NaN parameters after the step): the optimizer
+    forensics fit only finite evidence, and compare and report both give a verdict."""
+    from tests.core.conftest import a1_like_tensors
+
+    good = a1_like_tensors()
+    bad = {name: values.copy() for name, values in good.items()}
+    bad["step0.logits"][0, 0] = np.nan
+    bad["step0.grads.fc1.weight"][1, 1] = np.inf
+    bad["step0.params_after.fc2.bias"][:] = np.nan
+    a = write_trace(tmp_path / "a.safetensors", good, base_metadata())
+    b = write_trace(tmp_path / "b.safetensors", bad, base_metadata("burn"))
+    out = tmp_path / "nan.html"
+    proc = run_cli("report", str(a), str(b), "-o", str(out))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert 'href="#first-divergence" class=mono>step0.logits</a>' in out.read_text()
+    proc = run_cli("compare", str(a), str(b))
+    assert proc.returncode == 1 and "FAIL" in proc.stdout and "Traceback" not in proc.stderr

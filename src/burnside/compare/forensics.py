@@ -178,20 +178,28 @@ def _fit(name: str, fits: dict[str, list[np.ndarray]]) -> dict[str, float]:
     def cat(key: str) -> np.ndarray | None:
         return np.concatenate(fits[key]) if fits.get(key) else None
 
+    def finite(x: np.ndarray | None, y: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray | None]:
+        # A NaN or an infinity (a diverged run, a broken port) is no evidence of a setting, and
+        # LAPACK's least squares fails on one: fit the finite rows only.
+        if x is None or y is None:
+            return x, y
+        keep = np.isfinite(y) & np.all(np.isfinite(x.reshape(len(x), -1)), axis=1)
+        return x[keep], y[keep]
+
     if name == "sgd":
-        x, y = cat("sgd_x"), cat("sgd_y")
+        x, y = finite(cat("sgd_x"), cat("sgd_y"))
         if x is not None and np.any(x[:, 0]):
             coef = np.linalg.lstsq(x, y, rcond=None)[0]
             if coef[0] != 0 and _fits(x, y, coef):
                 measured["lr"] = float(-coef[0])
                 measured["weight_decay"] = float(coef[1] / coef[0])
-        x, y = cat("momentum_x"), cat("momentum_y")
+        x, y = finite(cat("momentum_x"), cat("momentum_y"))
         if x is not None and x.shape[0] >= 2:
             coef = np.linalg.lstsq(x, y, rcond=None)[0]
             if _fits(x, y, coef):
                 measured["momentum"] = float(coef[0])
                 measured["dampening"] = float(1 - coef[1])
-        x, y = cat("lr_x"), cat("lr_y")
+        x, y = finite(cat("lr_x"), cat("lr_y"))
         if x is not None and np.dot(x, x) > 0:
             lr = float(np.dot(x, y) / np.dot(x, x))
             if _fits(x[:, None], y, np.array([lr])):
@@ -199,11 +207,13 @@ def _fit(name: str, fits: dict[str, list[np.ndarray]]) -> dict[str, float]:
     else:
         for key, out in (("beta1", "beta_1"), ("beta2", "beta_2")):
             pairs = cat(key)
+            if pairs is not None:
+                pairs = pairs[np.all(np.isfinite(pairs), axis=1)]
             if pairs is not None and np.dot(pairs[:, 0], pairs[:, 0]) > 0:
                 factor = float(np.dot(pairs[:, 0], pairs[:, 1]) / np.dot(pairs[:, 0], pairs[:, 0]))
                 if _fits(pairs[:, :1], pairs[:, 1], np.array([factor])):
                     measured[out] = 1 - factor
-        x, y = cat("eps_x"), cat("eps_y")
+        x, y = finite(cat("eps_x"), cat("eps_y"))
         if x is not None and x.size >= 2:
             slope, intercept = np.polyfit(x, y, 1)
             if slope > 0 and _fits(np.stack([x, np.ones_like(x)], axis=1), y, np.array([slope, intercept])):
