@@ -11,6 +11,7 @@ from burnside.compare import compare_traces, open_reference
 from burnside.compare.reference import FLOOR_HALF_ULPS, NOISE_FACTOR, verdict
 from burnside.reference import BurnAdam
 from burnside.reference import record_reference as record_double
+from burnside.torch import record
 from burnside.trace import open_trace, write_trace
 
 from .conftest import run_cli
@@ -105,6 +106,35 @@ def test_a_side_rounded_from_the_reference_is_noise_and_a_wrong_lr_is_the_sides_
     assert doc["first_divergence"] == "step0.params_after.fc1.weight" and doc["first_divergence_side"] == "b"
     row = next(t for t in doc["tensors"] if t["name"] == "step0.params_after.fc1.weight")
     assert row["reference"]["verdict"] == "b" and row["reference"]["dist_b"] > 100 * row["reference"]["dist_a"]
+
+
+def test_a_reference_from_another_start_is_refused_not_trusted(tmp_path):
+    """A reference of other weights (a model already trained, another seed) or other batches would judge
+    both sides by a run neither made, and pass a real bug as noise: compare refuses it."""
+    a = record_torch(tmp_path / "a.safetensors", steps=2, optim="sgd")
+    model = a1_model()
+    wrong = record(model, torch.optim.SGD(model.parameters(), lr=0.05), _batch(), tmp_path / "w.safetensors", steps=2)
+    model = a1_model()
+    with torch.no_grad():
+        model.fc1.weight.add_(1e-3)  # as if recorded after a training step
+    trained = record_double(model, torch.optim.SGD(model.parameters(), lr=0.1), _batch(),
+                            tmp_path / "trained.safetensors", steps=2)
+    x, y = a1_data()
+    model = a1_model()
+    other_batch = record_double(model, a1_optimizer(model, "sgd"), {"x": x.flip(0), "y": y},
+                                tmp_path / "batch.safetensors", steps=2)
+    for reference, differs in ((trained, "step0.params_before.fc1.weight"), (other_batch, "step0.inputs.x")):
+        proc = run_cli("compare", str(a), str(wrong), "--reference", str(reference))
+        assert proc.returncode == 2, proc.stdout
+        assert f"does not start where {a} does: {differs} differs" in proc.stderr
+        assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert run_cli("compare", str(a), str(wrong), "--reference",
+                   str(record_reference(tmp_path / "r.safetensors", steps=2, optim="sgd"))).returncode == 1
+
+
+def _batch() -> dict:
+    x, y = a1_data()
+    return {"x": x, "y": y}
 
 
 def test_a_trace_that_is_not_a_reference_is_one_line_and_exit_2(tmp_path):

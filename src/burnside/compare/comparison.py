@@ -15,6 +15,7 @@ from burnside.compare.reference import (
     Reference,
     RefStats,
     ZeroGradient,
+    check_start,
 )
 from burnside.compare.summary import TraceSummary, summarize
 from burnside.compare.tensor_diff import ElementStats, diff_arrays
@@ -211,6 +212,8 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
                          "(see docs/trace-format.md for the names)?")
     if not common:
         raise TraceError(f"--only {only!r} matches no tensor present in both traces")
+    if reference is not None:
+        check_start(a, reference)
     missing_in_b = [n for n in a.names if n not in names_b and selected(n)]
     missing_in_a = [n for n in b.names if n not in names_a and selected(n)]
     comparison = Comparison(

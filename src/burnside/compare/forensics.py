@@ -183,7 +183,8 @@ def _fit(name: str, fits: dict[str, list[np.ndarray]]) -> dict[str, float]:
         # LAPACK's least squares fails on one: fit the finite rows only.
         if x is None or y is None:
             return x, y
-        keep = np.isfinite(y) & np.all(np.isfinite(x.reshape(len(x), -1)), axis=1)
+        finite_x = np.isfinite(x)
+        keep = np.isfinite(y) & (np.all(finite_x, axis=1) if x.ndim > 1 else finite_x)
         return x[keep], y[keep]
 
     if name == "sgd":

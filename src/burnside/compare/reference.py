@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from burnside.errors import TraceError
-from burnside.trace import Trace, open_trace
+from burnside.trace import Trace, open_trace, parse_name
 
 #: A side within this many times the other side's own distance to the reference is noise.
 NOISE_FACTOR = 32.0
@@ -69,6 +69,46 @@ def open_reference(path: str | Path) -> Reference:
                                  "keep the reference's files together")
             variants[key.removeprefix("variant.")] = open_trace(variant_path)
     return Reference(trace, variants)
+
+
+#: Elements per chunk when the reference's start is checked against a trace's.
+_START_CHUNK = 1 << 20
+
+
+def check_start(trace: Trace, reference: Reference) -> None:
+    """Raise TraceError unless ``reference`` starts where ``trace`` does: every input and step 0's
+    parameters equal, value for value, once widened to float64 (exact for float32 and float16).
+
+    A reference recorded from another seed, other batches or a model already trained would judge
+    both sides by a run they never made, and could pass a real bug as rounding noise."""
+    ref = reference.trace
+    for name in trace.names:
+        parsed = parse_name(name)
+        if parsed is None or not parsed.is_shared_start or name not in ref:
+            continue
+        if ref.info(name).shape != trace.info(name).shape:
+            raise TraceError(f"{reference.path} does not start where {trace.path} does: {name} has shape "
+                             f"{list(ref.info(name).shape)} there, {list(trace.info(name).shape)} in the trace; "
+                             "record the reference from the same model and batches (burnside.reference."
+                             "record_reference), or leave out --reference")
+        x, r = trace.values(name).reshape(-1), ref.values(name).reshape(-1)
+        differing, worst = 0, 0.0
+        for start in range(0, x.size, _START_CHUNK):
+            xs = np.asarray(x[start:start + _START_CHUNK], dtype=np.float64)
+            rs = np.asarray(r[start:start + _START_CHUNK], dtype=np.float64)
+            off = ~((xs == rs) | (np.isnan(xs) & np.isnan(rs)))
+            if off.any():
+                differing += int(np.count_nonzero(off))
+                with np.errstate(invalid="ignore"):
+                    worst = max(worst, float(np.nanmax(np.abs(xs[off] - rs[off]), initial=0.0)))
+        trace.release(name)
+        ref.release(name)
+        if differing:
+            raise TraceError(
+                f"{reference.path} does not start where {trace.path} does: {name} differs in {differing} of "
+                f"{x.size} elements (up to {worst:.3g}); record the reference from the same model, weights and "
+                "batches as the trace, before training (burnside.reference.record_reference), or leave out "
+                "--reference")
 
 
 @dataclass(frozen=True)

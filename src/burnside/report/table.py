@@ -45,7 +45,7 @@ def verdict_line(comparison: Comparison) -> Text:
     ok = comparison.passed
     text = Text(f"worst={comparison.worst:.2e} {tolerances_text(comparison)} ")
     if comparison.reference is not None:
-        text.append(f"reference={comparison.reference.name} (noise: within {NOISE_FACTOR:g}x the other side's "
+        text.append(f"reference={comparison.reference} (noise: within {NOISE_FACTOR:g}x the other side's "
                     f"distance + {FLOOR_HALF_ULPS:g} half-ulps) ")
     text.append("OK" if ok else "FAIL", style="bold green" if ok else "bold red")
     return text
