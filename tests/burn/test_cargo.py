@@ -69,3 +69,32 @@ def test_an_unwritable_trace_path_is_an_error_from_the_recorder_not_a_panic(prog
     message = str(caught.value)
     assert "panicked" not in message
     assert "missing-dir/t.safetensors: No such file or directory" in message
+
+
+def _crate(tmp_path, name: str, main: str):
+    crate = tmp_path / name
+    (crate / "src").mkdir(parents=True)
+    (crate / "Cargo.toml").write_text(f'[package]\nname = "{name}"\nversion = "0.1.0"\nedition = "2024"\n[workspace]\n')
+    (crate / "src/main.rs").write_text(main)
+    return build(crate, bins=[name]).executables[name]
+
+
+def test_a_panicking_port_is_named_with_the_panic_place_and_message(tmp_path, monkeypatch):
+    binary = _crate(tmp_path, "panics", "fn main() {\n    let v: Vec<u32> = std::env::args().skip(9).map(|_| 1).collect();\n"
+                    "    println!(\"{}\", v[2]);\n}\n")
+    for backtrace in ("0", "1"):  # with a backtrace too: the place and message, not the frames
+        monkeypatch.setenv("RUST_BACKTRACE", backtrace)
+        with pytest.raises(RunError) as caught:
+            run_binary(binary, [])
+        assert str(caught.value) == ("panics exited with status 101: panicked at src/main.rs:3:21: "
+                                     "index out of bounds: the len is 0 but the index is 2")
+
+
+def test_a_port_that_reports_several_lines_is_relayed_whole(tmp_path):
+    binary = _crate(tmp_path, "reports", "fn main() {\n    eprintln!(\"reports: the module does not fit\");\n"
+                    "    eprintln!(\"  `embed.weight` <- `emb.weight`?\");\n    eprintln!(\"fix: rename it\");\n"
+                    "    std::process::exit(1);\n}\n")
+    with pytest.raises(RunError) as caught:
+        run_binary(binary, [])
+    assert str(caught.value) == ("reports exited with status 1:\n  reports: the module does not fit\n"
+                                 "    `embed.weight` <- `emb.weight`?\n  fix: rename it")

@@ -39,9 +39,38 @@ class BinaryRun:
         return "\n".join(l for l in self.stdout.splitlines() if not l.startswith(_JSON_PREFIX))
 
 
-def _last_line(text: str) -> str:
-    lines = [l for l in text.splitlines() if l.strip()]
-    return lines[-1] if lines else "(no output on stderr)"
+#: Lines of a failed program's own report relayed at most (its last ones).
+MAX_REPORT_LINES = 30
+_PANIC = re.compile(r"thread '[^']*'(?: \(\d+\))? panicked at (?P<where>.+):$")
+
+
+def _what_it_said(text: str) -> str:
+    """What a failed program reported on stderr, for the error: a panic's place and message on one
+    line; otherwise the program's own lines (the last MAX_REPORT_LINES), without Rust's notes on
+    backtraces. A port's own report (a load that does not fit lists every missing tensor, then the
+    fix) is what the user acts on, so it is relayed whole, not cut to its last line."""
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    for i, line in enumerate(lines):
+        panic = _PANIC.match(line)
+        if panic:
+            message = []
+            for more in lines[i + 1:]:
+                if more.startswith(("stack backtrace:", "note: ")):
+                    break
+                message.append(more.strip())
+            return f"panicked at {panic['where']}: {' '.join(message)}"
+    said = [line for line in lines if not line.startswith("note: ")]
+    if not said:
+        return "(no output on stderr)"
+    if len(said) == 1:
+        return said[0]
+    return "\n" + "\n".join("  " + line for line in said[-MAX_REPORT_LINES:])
+
+
+def _failure(head: str, stderr: str) -> str:
+    """``head: what it said`` on one line, or ``head:`` over the program's indented report."""
+    said = _what_it_said(stderr)
+    return f"{head}:{said}" if said.startswith("\n") else f"{head}: {said}"
 
 
 def run_binary(path: Path, args: list[str] | None = None, *, timeout: float = 300,
@@ -65,9 +94,9 @@ def run_binary(path: Path, args: list[str] | None = None, *, timeout: float = 30
         raise RunError(f"cannot run {name}: {exc}") from exc
     seconds = time.monotonic() - start
     if proc.returncode != 0:
-        raise RunError(f"{name} exited with status {proc.returncode}: {_last_line(proc.stderr)}")
+        raise RunError(_failure(f"{name} exited with status {proc.returncode}", proc.stderr))
     if expect_file is not None and not Path(expect_file).is_file():
-        raise RunError(f"{name} exited cleanly but wrote no trace at {expect_file}: {_last_line(proc.stderr)}")
+        raise RunError(_failure(f"{name} exited cleanly but wrote no trace at {expect_file}", proc.stderr))
     parsed = None
     for line in proc.stdout.splitlines():
         if line.startswith(_JSON_PREFIX):
@@ -127,6 +156,6 @@ def expect_panic(path: Path, args: list[str] | None = None, *, timeout: float = 
     except subprocess.TimeoutExpired as exc:
         raise RunError(f"{name} did not finish within {timeout:.0f}s") from exc
     if proc.returncode == 0 or "panicked at" not in proc.stderr:
-        raise RunError(f"{name} was expected to panic but exited with status {proc.returncode}: "
-                       f"{_last_line(proc.stderr)}")
+        raise RunError(_failure(f"{name} was expected to panic but exited with status {proc.returncode}",
+                                proc.stderr))
     return "\n".join(l for l in proc.stderr.splitlines() if not l.startswith("note: run with `RUST_BACKTRACE"))
