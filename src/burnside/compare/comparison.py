@@ -188,6 +188,26 @@ def _is_shared_start(name: str) -> bool:
     return parsed is not None and parsed.is_shared_start
 
 
+def _check_steps(a: Trace, b: Trace, one_sided: list[str]) -> None:
+    """Raise TraceError when the traces hold different numbers of steps and the comparison would
+    list the longer one's extra steps tensor by tensor (traces of two different runs, not a bug)."""
+    steps_a = {p.step for n in a.names if (p := parse_name(n)) is not None}
+    steps_b = {p.step for n in b.names if (p := parse_name(n)) is not None}
+    if not steps_a or not steps_b or steps_a == steps_b:
+        return
+    shared = steps_a & steps_b
+    extra = [n for n in one_sided if (p := parse_name(n)) is not None and p.step not in shared]
+    if not extra:
+        return  # --only picked shared steps
+    if not shared:
+        raise TraceError(f"{a.path} and {b.path} hold no step in common: are they traces of the same run?")
+    more, fewer = ("A", "B") if len(steps_a) > len(steps_b) else ("B", "A")
+    n_more, n_fewer = max(len(steps_a), len(steps_b)), min(len(steps_a), len(steps_b))
+    raise TraceError(f"{more} recorded {n_more} steps and {fewer} {n_fewer}: record both sides for the same number of "
+                     f"steps (with `burnside check`, arguments after `--` go to the port: `-- --steps {n_more}`), or "
+                     f"compare one step both hold with --only 'step{min(shared)}.*'")
+
+
 def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, only: str | None = None,
                    reference: Reference | None = None, progress: TensorProgress | None = None) -> Comparison:
     """Compare every tensor the two traces share, one at a time, in pipeline order.
@@ -212,6 +232,7 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
                          "(see docs/trace-format.md for the names)?")
     if not common:
         raise TraceError(f"--only {only!r} matches no tensor present in both traces")
+    _check_steps(a, b, [n for n in (names_a ^ names_b) if selected(n)])
     if reference is not None:
         check_start(a, reference)
     missing_in_b = [n for n in a.names if n not in names_b and selected(n)]

@@ -68,7 +68,14 @@ def _relative(actual: np.ndarray, expected: np.ndarray, scale: np.ndarray) -> fl
 
 
 def measure_optimizer(trace: Trace) -> OptimizerForensics:
-    """Replay each step of ``trace`` with its declared optimizer and measure the effective settings.
+    """Replay each step of ``trace`` with its declared optimizer and measure the effective settings
+    (see `_measure`); a NaN or infinity in a diverged run's tensors is evidence of nothing, not a warning."""
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        return _measure(trace)
+
+
+def _measure(trace: Trace) -> OptimizerForensics:
+    """The replay and the fits, step by step.
 
     Reads the first SAMPLE elements of one parameter's tensors of one step at a time. Traces without params, gradients or
     a known optimizer (sgd, adam, adamw) give an empty result.
