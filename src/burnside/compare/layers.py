@@ -179,8 +179,9 @@ def _fit_epsilon(centered: np.ndarray, y: np.ndarray, w: np.ndarray, bias: np.nd
     if not np.any(rows):
         return
     scale = np.sum(centered[rows] * normalized[rows], axis=1) / weight[rows]
-    eps = float(np.median(scale * scale - var[rows]))
-    if not math.isfinite(eps) or eps <= -float(np.min(var)):
+    # a negative fit is no setting: the formula's best with eps >= 0 then says how far off it is
+    eps = max(float(np.median(scale * scale - var[rows])), 0.0)
+    if not math.isfinite(eps):
         return
     residual = _relative(y, centered / np.sqrt(var[:, None] + eps) * w + bias)
     residuals["epsilon"] = residual
@@ -199,6 +200,8 @@ def _batchnorm(trace: Trace, module: str, k: int, x: np.ndarray, y: np.ndarray |
         w, bias = _affine(w, bias, (x.shape[1],))
         out = np.moveaxis(y, 1, 0)[:channels].reshape(channels, -1)
         _fit_epsilon(per_channel - mean[:, None], out, w[:channels, None], bias[:channels, None], measured, residuals)
+    if y is not None and "epsilon" not in measured:
+        return  # not normalized by its batch statistics (eval mode, another layer): no momentum applies
     after = _read(trace, f"step{k}.buffers.{module}.running_mean")
     if after is None:
         return
@@ -207,8 +210,8 @@ def _batchnorm(trace: Trace, module: str, k: int, x: np.ndarray, y: np.ndarray |
         return
     after, before = after[:channels], before[:channels]
     pull = mean - before
-    if not np.any(pull):
-        return
+    if not np.any(pull) or np.array_equal(after, before):
+        return  # unmoved statistics: frozen, or momentum 0; not a momentum to name
     momentum = float(np.dot(after - before, pull) / np.dot(pull, pull))
     residual = _relative(after - before, momentum * pull)
     residuals["momentum"] = residual
