@@ -29,8 +29,10 @@ from burnside.trace import Trace, parse_name
 #: |output|). Faithful f32 layers measured at most 2.4e-7 (cnn's BatchNorm, transformer's ln1 and
 #: GELU); a residual connection the input misses gives O(1), the other GELU form 1.6e-4 and more.
 VALID = 1e-5
-#: Channels (BatchNorm) or rows (LayerNorm) measured at most: a setting shows in every one.
-GROUPS = 64
+#: BatchNorm channels (each read whole: its batch statistics) and LayerNorm rows measured at most:
+#: a setting shows in every one.
+CHANNELS = 8
+ROWS = 64
 #: GELU elements read at most (the first ones, flat).
 SAMPLE = 1 << 16
 
@@ -74,10 +76,13 @@ def _differs(key: str, a: float | str, b: float | str) -> bool:
     return abs(a - b) > 0.01 + 0.05 * max(abs(a), abs(b))  # momentum: measured to 1e-6
 
 
-def _read(trace: Trace, name: str) -> np.ndarray | None:
-    if name not in trace or trace.info(name).dtype not in ("F32", "F64", "F16", "BF16"):
+def _read(trace: Trace, name: str, part=None) -> np.ndarray | None:
+    """A float tensor of ``trace`` in float64, or None; ``part(array)`` picks the slice to convert
+    first, so a big activation is never widened whole."""
+    if name not in trace or trace.info(name).dtype not in ("F32", "F64", "F16", "BF16") or trace.info(name).n == 0:
         return None
-    values = np.array(trace.values(name), dtype=np.float64)
+    values = trace.values(name)
+    values = np.array(values if part is None else part(values), dtype=np.float64)
     trace.release(name)
     return values
 
@@ -125,26 +130,46 @@ def measure_layer(a: Trace, b: Trace, first: str) -> LayerForensics | None:
         return None
     result = LayerForensics(module, kind, k, source)
     for side, trace in (("a", a), ("b", b)):
-        x = _read(trace, source)
-        y = _read(trace, f"step{k}.activations.{module}")
-        if x is None:
-            continue
         measured: dict[str, float | str] = {}
         residuals: dict[str, float] = {}
-        if kind == "GELU":
-            if y is not None and y.shape == x.shape:
-                _gelu(x.reshape(-1)[:SAMPLE], y.reshape(-1)[:SAMPLE], measured, residuals)
-        else:
-            w = _read(trace, f"step{k}.params_before.{module.split('#', 1)[0]}.weight")
-            bias = _read(trace, f"step{k}.params_before.{module.split('#', 1)[0]}.bias")
-            if kind in _BATCHNORM:
-                _batchnorm(trace, module, k, x, y, w, bias, measured, residuals)
-            elif y is not None and y.shape == x.shape:
-                _layernorm(x, y, w, bias, measured, residuals)
+        with np.errstate(all="ignore"):  # a NaN or an overflow in a trace fails the fit, no more
+            _measure(trace, kind, module, k, source, measured, residuals)
         if side == "a" and not measured:
             return None  # A's own layer is not reproduced from this input: not a sequential layer
         result.measured[side], result.residuals[side] = measured, residuals
     return result
+
+
+def _measure(trace: Trace, kind: str, module: str, k: int, source: str, measured: dict, residuals: dict) -> None:
+    output = f"step{k}.activations.{module}"
+    if source not in trace or output not in trace or trace.info(source).shape != trace.info(output).shape:
+        return  # a BatchNorm's momentum also needs the output: it tells training mode from eval mode
+    shape = trace.info(source).shape
+    if kind == "GELU":
+        first = lambda v: v.reshape(-1)[:SAMPLE]
+        x, y = _read(trace, source, first), _read(trace, output, first)
+        if x is not None and y is not None:
+            _gelu(x, y, measured, residuals)
+        return
+    owner = module.split("#", 1)[0]
+    w = _read(trace, f"step{k}.params_before.{owner}.weight")
+    bias = _read(trace, f"step{k}.params_before.{owner}.bias")
+    if kind in _BATCHNORM:
+        if len(shape) < 2:
+            return
+        channels = lambda v: np.moveaxis(v, 1, 0)[:CHANNELS]
+        x, y = _read(trace, source, channels), _read(trace, output, channels)
+        if x is not None and y is not None:
+            _batchnorm(trace, module, k, shape[1], x, y, w, bias, measured, residuals)
+        return
+    normalized = w.shape if w is not None else shape[-1:]
+    if tuple(shape[len(shape) - len(normalized):]) != normalized:
+        return
+    size = math.prod(normalized)
+    rows = lambda v: v.reshape(-1, size)[:ROWS]
+    x, y = _read(trace, source, rows), _read(trace, output, rows)
+    if x is not None and y is not None:
+        _layernorm(x, y, normalized, w, bias, measured, residuals)
 
 
 def _gelu(x: np.ndarray, y: np.ndarray, measured: dict, residuals: dict) -> None:
@@ -189,24 +214,21 @@ def _fit_epsilon(centered: np.ndarray, y: np.ndarray, w: np.ndarray, bias: np.nd
         measured["epsilon"] = eps
 
 
-def _batchnorm(trace: Trace, module: str, k: int, x: np.ndarray, y: np.ndarray | None, w, bias,
+def _batchnorm(trace: Trace, module: str, k: int, features: int, x: np.ndarray, y: np.ndarray, w, bias,
                measured: dict, residuals: dict) -> None:
-    if x.ndim < 2:
-        return
-    channels = min(x.shape[1], GROUPS)
-    per_channel = np.moveaxis(x, 1, 0)[:channels].reshape(channels, -1)
+    """x, y: [channels, batch, ...] (the first CHANNELS channels)."""
+    channels = x.shape[0]
+    per_channel, out = x.reshape(channels, -1), y.reshape(channels, -1)
     mean = per_channel.mean(axis=1)
-    if y is not None and y.shape == x.shape:
-        w, bias = _affine(w, bias, (x.shape[1],))
-        out = np.moveaxis(y, 1, 0)[:channels].reshape(channels, -1)
-        _fit_epsilon(per_channel - mean[:, None], out, w[:channels, None], bias[:channels, None], measured, residuals)
-    if y is not None and "epsilon" not in measured:
+    w, bias = _affine(w, bias, (features,))
+    _fit_epsilon(per_channel - mean[:, None], out, w[:channels, None], bias[:channels, None], measured, residuals)
+    if "epsilon" not in measured:
         return  # not normalized by its batch statistics (eval mode, another layer): no momentum applies
     after = _read(trace, f"step{k}.buffers.{module}.running_mean")
     if after is None:
         return
     before = _read(trace, f"step{k - 1}.buffers.{module}.running_mean") if k > 0 else np.zeros_like(after)
-    if before is None or after.shape != (x.shape[1],) or before.shape != after.shape:
+    if before is None or after.shape != (features,) or before.shape != after.shape:
         return
     after, before = after[:channels], before[:channels]
     pull = mean - before
@@ -220,14 +242,10 @@ def _batchnorm(trace: Trace, module: str, k: int, x: np.ndarray, y: np.ndarray |
         measured["momentum"] = momentum
 
 
-def _layernorm(x: np.ndarray, y: np.ndarray, w: np.ndarray | None, bias: np.ndarray | None,
-               measured: dict, residuals: dict) -> None:
-    shape = w.shape if w is not None else x.shape[-1:]
-    if x.shape[x.ndim - len(shape):] != shape:
-        return
-    size = int(np.prod(shape))
-    rows = x.reshape(-1, size)[:GROUPS]
-    out = y.reshape(-1, size)[:GROUPS]
-    centered = rows - rows.mean(axis=1, keepdims=True)
+def _layernorm(x: np.ndarray, y: np.ndarray, shape: tuple[int, ...], w: np.ndarray | None,
+               bias: np.ndarray | None, measured: dict, residuals: dict) -> None:
+    """x, y: [rows, features] (the first ROWS rows)."""
+    size = x.shape[1]
     w, bias = _affine(w, bias, shape)
-    _fit_epsilon(centered, out, w.reshape(1, size), bias.reshape(1, size), measured, residuals)
+    _fit_epsilon(x - x.mean(axis=1, keepdims=True), y, w.reshape(1, size), bias.reshape(1, size), measured,
+                 residuals)
