@@ -29,6 +29,9 @@ from burnside.trace import Trace, parse_name
 #: |output|). Faithful f32 layers measured at most 2.4e-7 (cnn's BatchNorm, transformer's ln1 and
 #: GELU); a residual connection the input misses gives O(1), the other GELU form 1.6e-4 and more.
 VALID = 1e-5
+#: The running mean's move is reproduced within this (relative to the move) by a measured momentum.
+#: Both examples' sides measured at most 3.1e-7.
+MOMENTUM_VALID = 1e-3
 #: BatchNorm channels (each read whole: its batch statistics) and LayerNorm rows measured at most:
 #: a setting shows in every one.
 CHANNELS = 8
@@ -52,13 +55,19 @@ class LayerForensics:
     #: side ("a", "b") -> setting -> value: `epsilon`, `momentum` (floats), `gelu` ("erf" or "tanh")
     measured: dict[str, dict[str, float | str]] = field(default_factory=dict)
     #: side -> what -> relative residual of the formula: `epsilon`/`momentum` with the side's measured
-    #: value, `erf`/`tanh` for each GELU form
+    #: value, `erf`/`tanh` for each GELU form; on B also `epsilon_at_a`/`momentum_at_a`, B's own
+    #: tensors with A's measured value
     residuals: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def differing(self) -> list[tuple[str, float | str, float | str]]:
-        """(setting, A's value, B's value) for each setting measured on both sides that differs."""
+        """(setting, A's value, B's value) for each setting measured on both sides that differs: the
+        values are apart, and A's value misses B's tensors by over 10 times B's own value (a
+        difference within the fit's own resolution is none)."""
         a, b = self.measured.get("a", {}), self.measured.get("b", {})
-        return [(key, a[key], b[key]) for key in a if key in b and _differs(key, a[key], b[key])]
+        fits = self.residuals.get("b", {})
+        return [(key, a[key], b[key]) for key in a
+                if key in b and _differs(key, a[key], b[key])
+                and (isinstance(a[key], str) or fits.get(f"{key}_at_a", math.inf) > 10 * fits.get(key, 0.0))]
 
     def to_dict(self) -> dict:
         """For `--json`."""
@@ -132,15 +141,25 @@ def measure_layer(a: Trace, b: Trace, first: str) -> LayerForensics | None:
     for side, trace in (("a", a), ("b", b)):
         measured: dict[str, float | str] = {}
         residuals: dict[str, float] = {}
+        against = result.measured.get("a", {})
         with np.errstate(all="ignore"):  # a NaN or an overflow in a trace fails the fit, no more
-            _measure(trace, kind, module, k, source, measured, residuals)
+            _measure(trace, kind, module, k, source, _Fit(measured, residuals, against))
         if side == "a" and not measured:
             return None  # A's own layer is not reproduced from this input: not a sequential layer
         result.measured[side], result.residuals[side] = measured, residuals
     return result
 
 
-def _measure(trace: Trace, kind: str, module: str, k: int, source: str, measured: dict, residuals: dict) -> None:
+@dataclass
+class _Fit:
+    """One side's measurement: what it measured, its residuals, and A's values to try on it too."""
+
+    measured: dict[str, float | str]
+    residuals: dict[str, float]
+    against: dict[str, float | str]
+
+
+def _measure(trace: Trace, kind: str, module: str, k: int, source: str, fit: _Fit) -> None:
     output = f"step{k}.activations.{module}"
     if source not in trace or output not in trace or trace.info(source).shape != trace.info(output).shape:
         return  # a BatchNorm's momentum also needs the output: it tells training mode from eval mode
@@ -149,7 +168,7 @@ def _measure(trace: Trace, kind: str, module: str, k: int, source: str, measured
         first = lambda v: v.reshape(-1)[:SAMPLE]
         x, y = _read(trace, source, first), _read(trace, output, first)
         if x is not None and y is not None:
-            _gelu(x, y, measured, residuals)
+            _gelu(x, y, fit.measured, fit.residuals)
         return
     owner = module.split("#", 1)[0]
     w = _read(trace, f"step{k}.params_before.{owner}.weight")
@@ -160,7 +179,7 @@ def _measure(trace: Trace, kind: str, module: str, k: int, source: str, measured
         channels = lambda v: np.moveaxis(v, 1, 0)[:CHANNELS]
         x, y = _read(trace, source, channels), _read(trace, output, channels)
         if x is not None and y is not None:
-            _batchnorm(trace, module, k, shape[1], x, y, w, bias, measured, residuals)
+            _batchnorm(trace, module, k, shape[1], x, y, w, bias, fit)
         return
     normalized = w.shape if w is not None else shape[-1:]
     if tuple(shape[len(shape) - len(normalized):]) != normalized:
@@ -169,7 +188,7 @@ def _measure(trace: Trace, kind: str, module: str, k: int, source: str, measured
     rows = lambda v: v.reshape(-1, size)[:ROWS]
     x, y = _read(trace, source, rows), _read(trace, output, rows)
     if x is not None and y is not None:
-        _layernorm(x, y, normalized, w, bias, measured, residuals)
+        _layernorm(x, y, normalized, w, bias, fit)
 
 
 def _gelu(x: np.ndarray, y: np.ndarray, measured: dict, residuals: dict) -> None:
@@ -189,8 +208,7 @@ def _affine(w: np.ndarray | None, bias: np.ndarray | None, shape: tuple[int, ...
     return w, bias
 
 
-def _fit_epsilon(centered: np.ndarray, y: np.ndarray, w: np.ndarray, bias: np.ndarray,
-                 measured: dict, residuals: dict) -> None:
+def _fit_epsilon(centered: np.ndarray, y: np.ndarray, w: np.ndarray, bias: np.ndarray, fit: _Fit) -> None:
     """Per group (row of ``centered`` and ``y``): ``centered = sqrt(var + eps) * (y - bias) / w``.
 
     ``w`` and ``bias`` broadcast to ``y``; elements whose weight is (near) zero say nothing of eps.
@@ -209,20 +227,23 @@ def _fit_epsilon(centered: np.ndarray, y: np.ndarray, w: np.ndarray, bias: np.nd
     if not math.isfinite(eps):
         return
     residual = _relative(y, centered / np.sqrt(var[:, None] + eps) * w + bias)
-    residuals["epsilon"] = residual
+    fit.residuals["epsilon"] = residual
     if residual <= VALID:
-        measured["epsilon"] = eps
+        fit.measured["epsilon"] = eps
+    theirs = fit.against.get("epsilon")
+    if isinstance(theirs, float):
+        fit.residuals["epsilon_at_a"] = _relative(y, centered / np.sqrt(var[:, None] + theirs) * w + bias)
 
 
 def _batchnorm(trace: Trace, module: str, k: int, features: int, x: np.ndarray, y: np.ndarray, w, bias,
-               measured: dict, residuals: dict) -> None:
+               fit: _Fit) -> None:
     """x, y: [channels, batch, ...] (the first CHANNELS channels)."""
     channels = x.shape[0]
     per_channel, out = x.reshape(channels, -1), y.reshape(channels, -1)
     mean = per_channel.mean(axis=1)
     w, bias = _affine(w, bias, (features,))
-    _fit_epsilon(per_channel - mean[:, None], out, w[:channels, None], bias[:channels, None], measured, residuals)
-    if "epsilon" not in measured:
+    _fit_epsilon(per_channel - mean[:, None], out, w[:channels, None], bias[:channels, None], fit)
+    if "epsilon" not in fit.measured:
         return  # not normalized by its batch statistics (eval mode, another layer): no momentum applies
     after = _read(trace, f"step{k}.buffers.{module}.running_mean")
     if after is None:
@@ -235,17 +256,19 @@ def _batchnorm(trace: Trace, module: str, k: int, features: int, x: np.ndarray, 
     if not np.any(pull) or np.array_equal(after, before):
         return  # unmoved statistics: frozen, or momentum 0; not a momentum to name
     momentum = float(np.dot(after - before, pull) / np.dot(pull, pull))
-    residual = _relative(after - before, momentum * pull)
-    residuals["momentum"] = residual
     # the running mean moves by momentum * pull: rounding is relative to that move, not to the mean
-    if residual <= 1e-3:
-        measured["momentum"] = momentum
+    residual = _relative(after - before, momentum * pull)
+    fit.residuals["momentum"] = residual
+    if residual <= MOMENTUM_VALID:
+        fit.measured["momentum"] = momentum
+    theirs = fit.against.get("momentum")
+    if isinstance(theirs, float):
+        fit.residuals["momentum_at_a"] = _relative(after - before, theirs * pull)
 
 
 def _layernorm(x: np.ndarray, y: np.ndarray, shape: tuple[int, ...], w: np.ndarray | None,
-               bias: np.ndarray | None, measured: dict, residuals: dict) -> None:
+               bias: np.ndarray | None, fit: _Fit) -> None:
     """x, y: [rows, features] (the first ROWS rows)."""
     size = x.shape[1]
     w, bias = _affine(w, bias, shape)
-    _fit_epsilon(x - x.mean(axis=1, keepdims=True), y, w.reshape(1, size), bias.reshape(1, size), measured,
-                 residuals)
+    _fit_epsilon(x - x.mean(axis=1, keepdims=True), y, w.reshape(1, size), bias.reshape(1, size), fit)
