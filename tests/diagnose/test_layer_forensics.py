@@ -3,6 +3,8 @@ where the recorded activation before a layer is not its input."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from torch import nn
@@ -63,6 +65,8 @@ def test_a_different_epsilon_is_measured_on_each_side(tmp_path, norm, eps):
     kind = "BatchNorm1d" if norm == "bn" else "LayerNorm"
     assert found.evidence.startswith(f"norm ({kind}) at step 0: epsilon measured 1e-5 on A (pytorch), ")
     assert ".with_epsilon(1e-5)" in found.fix
+    doc = json.loads(json.dumps(layer.to_dict(), allow_nan=False))
+    assert doc["differing"] == [["epsilon", layer.measured["a"]["epsilon"], layer.measured["b"]["epsilon"]]]
 
 
 def test_a_batchnorm_momentum_shows_in_the_running_mean(tmp_path):

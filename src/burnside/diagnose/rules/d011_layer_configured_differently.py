@@ -65,7 +65,7 @@ def _fix(kind: str, setting: str, wanted: float | str) -> str:
                 "form, `nn.GELU(approximate='tanh')` the tanh one")
     value = _literal(float(wanted))
     if kind.startswith("BatchNorm") and setting == "momentum":
-        return (f"build the BatchNorm with momentum {value}: `BatchNormConfig::new(channels).with_momentum({value})`; "
+        return (f"build the {kind} with momentum {value}: `BatchNormConfig::new(channels).with_momentum({value})`; "
                 "burn's momentum means what PyTorch's does, the weight of the batch statistic "
                 "(running = (1 - momentum) * running + momentum * batch), while TensorFlow's and Keras' momentum "
                 "(0.99) is the weight of the old running value: convert it as 1 - that")
@@ -86,6 +86,8 @@ def check(comparison: Comparison) -> list[Diagnosis]:
                            f"running_mean before and after step {layer.step}",
                "epsilon": f"from each side's own {layer.input} (the layer's input), {output} and its weight and bias",
                "gelu": f"from each side's own {layer.input} (the layer's input) and {output}"}
+    formulas = {"epsilon": "the layer's formula", "momentum": "the running-mean update"}
+    targets = {"epsilon": "B's output", "momentum": "B's running mean"}
     for setting, on_a, on_b in layer.differing():
         if setting == "gelu":
             res_a, res_b = layer.residuals["a"], layer.residuals["b"]
@@ -96,6 +98,8 @@ def check(comparison: Comparison) -> list[Diagnosis]:
             res_a, res_b = layer.residuals["a"][setting], layer.residuals["b"][setting]
             evidence = (f"{where}: {setting} measured {_literal(float(on_a))} on {a}, {_literal(float(on_b))} on "
                         f"{b} (least-squares {float(on_a):.6g} and {float(on_b):.6g} {sources[setting]}; with them "
-                        f"the layer's formula reproduces each side within {max(res_a, res_b):.2g}, relative)")
+                        f"{formulas[setting]} reproduces each side within {max(res_a, res_b):.2g}, relative; "
+                        f"{targets[setting]} with A's {setting} misses by "
+                        f"{layer.residuals['b'][setting + '_at_a']:.2g})")
         found.append(Diagnosis(ID, TITLE, evidence, _fix(layer.kind, setting, on_a)))
     return found
