@@ -42,6 +42,18 @@ class Residual(nn.Module):
         return self.head(self.norm(x + self.fc(x)))
 
 
+class NormFirst(nn.Module):
+    """A BatchNorm on the model's input: no activation before it, its input is `inputs.x`."""
+
+    def __init__(self, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.norm = nn.BatchNorm1d(6, eps=eps)
+        self.head = nn.Linear(6, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.norm(x))
+
+
 def _compare(tmp_path, make_a, make_b, features: int = 6, forward_b=None):
     paths = []
     for side, make in (("a", make_a), ("b", make_b)):
@@ -67,6 +79,13 @@ def test_a_different_epsilon_is_measured_on_each_side(tmp_path, norm, eps):
     assert ".with_epsilon(1e-5)" in found.fix
     doc = json.loads(json.dumps(layer.to_dict(), allow_nan=False))
     assert doc["differing"] == [["epsilon", layer.measured["a"]["epsilon"], layer.measured["b"]["epsilon"]]]
+
+
+def test_a_first_layer_is_measured_from_the_model_input(tmp_path):
+    comparison, (found,) = _compare(tmp_path, NormFirst, lambda: NormFirst(eps=1e-3))
+    assert comparison.layer.input == "step0.inputs.x"
+    assert comparison.layer.measured["b"]["epsilon"] == pytest.approx(1e-3, rel=0.05)
+    assert "epsilon measured 1e-5 on A (pytorch), 0.001 on B (pytorch)" in found.evidence
 
 
 def test_a_batchnorm_momentum_shows_in_the_running_mean(tmp_path):
