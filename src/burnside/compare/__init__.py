@@ -6,6 +6,7 @@ from burnside.compare.comparison import (
     TensorRow,
     compare_traces,
 )
+from burnside.compare.layers import LayerForensics
 from burnside.compare.reference import (
     FrameworkDifference,
     Reference,
@@ -25,6 +26,7 @@ __all__ = [
     "Comparison",
     "ElementStats",
     "FrameworkDifference",
+    "LayerForensics",
     "RefStats",
     "Reference",
     "StructureProblem",

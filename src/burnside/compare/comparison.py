@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from burnside.compare.layers import LayerForensics, measure_layer
 from burnside.compare.reference import (
     FrameworkDifference,
     Judge,
@@ -102,6 +103,8 @@ class Comparison:
     framework_differences: list[FrameworkDifference] = field(default_factory=list)
     #: parameters with elements whose gradient is zero up to rounding (judged from the reference)
     zero_gradients: list[ZeroGradient] = field(default_factory=list)
+    #: the settings of the layer at the first divergence, measured on each side (BatchNorm, LayerNorm, GELU)
+    layer: LayerForensics | None = None
 
     def side_name(self, side: str) -> str:
         """`B (burn)` for "b"."""
@@ -283,4 +286,8 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
     if judge is not None:
         comparison.framework_differences = judge.differences
         comparison.zero_gradients = list(judge.zero_gradients.values())
+    first = comparison.first_divergence
+    if first is not None:
+        # one layer at one step, while the traces are still open (the rules see only the summaries)
+        comparison.layer = measure_layer(a, b, first.name)
     return comparison

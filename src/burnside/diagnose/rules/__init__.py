@@ -11,6 +11,7 @@ from burnside.diagnose.rules import (
     d008_parameter_unused,
     d009_update_differs,
     d010_forward_differs,
+    d011_layer_configured_differently,
 )
 
 RULES = (
@@ -18,6 +19,7 @@ RULES = (
     d007_layout_transposed,
     d008_parameter_unused,
     d010_forward_differs,
+    d011_layer_configured_differently,
     d002_grads_from_other_module,
     d001_step_result_discarded,
     d003_optimizer_state_without_model,
