@@ -108,3 +108,15 @@ def test_no_library_module_imports_the_cli_package():
             if any(n == "burnside.cli" or n.startswith("burnside.cli.") for n in names):
                 offenders.append(f"{path.relative_to(root)}:{node.lineno}")
     assert not offenders
+
+
+def test_explain_wraps_its_prose_inside_the_panel():
+    """Piped (no terminal), the panel is 80 columns and every paragraph is there whole, not cut at the border."""
+    from tests.core.conftest import run_cli
+
+    proc = run_cli("explain", "D009")
+    assert proc.returncode == 0
+    lines = proc.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    prose = " ".join(line.strip("│ ") for line in lines)
+    assert "names those that contradict the metadata" in " ".join(prose.split())

@@ -22,4 +22,5 @@ def explain(rule_id: str) -> None:
         raise BurnsideError(f"unknown rule {rule_id}; known rules: {known}")
     what = "lint rule of `burnside lint`" if rule.kind == "lint" else "diagnosis rule of `burnside compare`"
     title = f"{rule.id} ({rule.name}) · {what} · default severity: {rule.severity.value}"
-    stdout.print(Panel(Markdown(rule.doc), title=title, title_align="left"))
+    # the console soft-wraps for tables a program reads; a panel of prose must wrap inside its border
+    stdout.print(Panel(Markdown(rule.doc), title=title, title_align="left"), soft_wrap=False)
