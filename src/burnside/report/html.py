@@ -37,6 +37,9 @@ from burnside.trace import parse_name
 OPEN_ROWS = 150
 #: Metadata that names the side itself: expected to differ, so not highlighted.
 _SIDE_KEYS = frozenset({"path", "framework", "framework_version", "recorder", "device"})
+#: Metadata only PyTorch's recorder writes (burn's knows no module classes or model name): absent on
+#: the burn side by nature, so not highlighted there.
+_PYTORCH_ONLY_KEYS = frozenset({"modules", "model"})
 #: A metadata value longer than this (as JSON) is folded.
 FOLD_CHARS = 160
 
@@ -219,7 +222,8 @@ def _metadata(comparison: Comparison) -> str:
                  _mismatch(b.forensics)))
     body = []
     for key, va, vb in rows:
-        differs = key not in _SIDE_KEYS and va != vb
+        one_sided = key in _PYTORCH_ONLY_KEYS and (va is None) != (vb is None)
+        differs = key not in _SIDE_KEYS and not one_sided and va != vb
         body.append(f"<tr class=\"{'differs' if differs else ''}\"><td class=name>{escape(key)}</td>"
                     f"<td class=val>{_value(va)}</td><td class=val>{_value(vb)}</td></tr>")
     return ("<h2>Both sides</h2><p class=note>Metadata as recorded, and the optimizer settings measured from each "
