@@ -115,6 +115,20 @@ def test_each_porting_bug_fails_with_its_first_divergence_and_rule(sides, tmp_pa
         assert EVIDENCE[bug] in " ".join(d.evidence for d in found.values())
 
 
+def test_weight_decay_under_momentum_is_measured_as_weight_decay_not_dampening(sides, tmp_path):
+    """With momentum, the buffer takes g + wd * p: measured with the parameter's own column, a weight
+    decay the trace does not declare is named as one (it once read as a dampening of 1.7e-4)."""
+    from burnside.burn.a1 import record_a1
+
+    burn = record_a1(tmp_path / "burn.safetensors", steps=STEPS, optim="momentum", bug="weightdecay")
+    comparison, found = _compare(sides, "momentum", burn)
+    assert "D009" in found, sorted(found)
+    assert "the trace says weight_decay 0; its updates show 0.01" in found["D009"].evidence
+    assert "dampening" not in found["D009"].evidence
+    measured = comparison.a.forensics.measured  # the faithful PyTorch side: no decay, no dampening
+    assert abs(measured["weight_decay"]) < 1e-6 and abs(measured["dampening"]) < 1e-6
+
+
 def test_adam_five_steps_is_ok_and_names_burns_constants(programs, tmp_path):
     proc = run_cli("run", "a1", "--optim", "adam", "--steps", "5", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr

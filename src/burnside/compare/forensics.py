@@ -118,8 +118,14 @@ def _replay_sgd(trace, config, k, p, before, after, grad, lr, wd, fits) -> tuple
     if momentum and buf is not None:
         step_dir = d + momentum * buf if config.get("nesterov") else buf
         if prev is not None:
-            fits.setdefault("momentum_x", []).append(np.stack([prev.ravel(), grad.ravel()], axis=1))
+            # buf_k = momentum * buf_{k-1} + (1 - dampening) * (g + wd * p): the parameter's column keeps
+            # weight decay from being read as dampening
+            fits.setdefault("momentum_x", []).append(np.stack([prev.ravel(), grad.ravel(), before.ravel()], axis=1))
             fits.setdefault("momentum_y", []).append(buf.ravel())
+        else:
+            # the first buffer is the decayed gradient itself, in PyTorch and in burn: g + wd * p
+            fits.setdefault("buffer0_x", []).append(np.stack([grad.ravel(), before.ravel()], axis=1))
+            fits.setdefault("buffer0_y", []).append(buf.ravel())
         fits.setdefault("lr_x", []).append(step_dir.ravel())
         fits.setdefault("lr_y", []).append((after - before).ravel())
         expected_buf = d if prev is None else momentum * prev + (1 - dampening) * d
@@ -201,12 +207,19 @@ def _fit(name: str, fits: dict[str, list[np.ndarray]]) -> dict[str, float]:
             if coef[0] != 0 and _fits(x, y, coef):
                 measured["lr"] = float(-coef[0])
                 measured["weight_decay"] = float(coef[1] / coef[0])
+        x, y = finite(cat("buffer0_x"), cat("buffer0_y"))
+        if x is not None and x.shape[0] >= 2 and np.any(x[:, 0]):
+            coef = np.linalg.lstsq(x, y, rcond=None)[0]
+            if coef[0] != 0 and _fits(x, y, coef):
+                measured["weight_decay"] = float(coef[1] / coef[0])
         x, y = finite(cat("momentum_x"), cat("momentum_y"))
-        if x is not None and x.shape[0] >= 2:
+        if x is not None and x.shape[0] >= 3:
             coef = np.linalg.lstsq(x, y, rcond=None)[0]
             if _fits(x, y, coef):
                 measured["momentum"] = float(coef[0])
                 measured["dampening"] = float(1 - coef[1])
+                if coef[1] != 0 and "weight_decay" not in measured:
+                    measured["weight_decay"] = float(coef[2] / coef[1])
         x, y = finite(cat("lr_x"), cat("lr_y"))
         if x is not None and np.dot(x, x) > 0:
             lr = float(np.dot(x, y) / np.dot(x, x))
