@@ -66,3 +66,32 @@ def test_a_non_utf8_file_name_is_reported_not_a_crash(tmp_path):
         open_trace(tmp_path / name)
     proc = run_cli("compare", str(tmp_path / name), str(tmp_path / name))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+def test_a_file_that_is_no_trace_at_all_is_named_so(tmp_path):
+    """A script or a pickle passed as a trace is not a corrupt trace: it is the wrong file."""
+    script = tmp_path / "model.py"
+    script.write_text("import torch\nmodel = torch.nn.Linear(2, 2)\n")
+    checkpoint = tmp_path / "model.pt"
+    checkpoint.write_bytes(b"\x80\x04\x95PK\x03\x04 pickled")
+    for path in (script, checkpoint):
+        proc = run_cli("compare", str(path), str(path))
+        assert proc.returncode == 2
+        assert proc.stderr == f"error: {path}: not a trace file (neither safetensors nor JSON); give the file " \
+                              "burnside.torch.record wrote\n"
+
+
+def test_check_refuses_a_bad_reference_before_building_the_port(tmp_path):
+    from tests.core.conftest import a1_like_tensors, base_metadata
+    from burnside.trace import write_trace
+
+    torch_trace = write_trace(tmp_path / "t.safetensors", a1_like_tensors(), base_metadata())
+    crate = tmp_path / "crate"
+    crate.mkdir()
+    (crate / "Cargo.toml").write_text('[package]\nname = "never-built"\nversion = "0.1.0"\n')
+    for reference, says in ((tmp_path / "missing.safetensors", "missing.safetensors: no such file"),
+                            (torch_trace, "is not a float64 reference trace")):
+        proc = run_cli("check", "--torch-trace", str(torch_trace), "--burn-crate", str(crate), "--bin", "never-built",
+                       "--out-dir", str(tmp_path / "out"), "--reference", str(reference))
+        assert proc.returncode == 2 and says in proc.stderr, proc.stderr
+        assert "building" not in proc.stdout + proc.stderr and not (crate / "Cargo.lock").exists()

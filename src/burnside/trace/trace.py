@@ -112,7 +112,12 @@ def open_trace(path: str | Path, kind: str = "trace") -> Trace:
             if size > MAX_JSON_BYTES:
                 raise TraceError(f"{path}: a JSON trace of {size} bytes is more than the {MAX_JSON_BYTES} bytes "
                                  "allowed; keep large traces in safetensors")
-            text = decode_utf8(path, handle.read(MAX_JSON_BYTES + 1), "a JSON trace", TraceError)
+            head = handle.read(MAX_JSON_BYTES + 1)
+            if path.suffix != ".json" and not head.lstrip().startswith(b"{"):
+                # neither form: a script or a checkpoint passed by mistake, not a corrupt trace
+                raise TraceError(f"{path}: not a {kind} file (neither safetensors nor JSON); give the file "
+                                 "burnside.torch.record wrote")
+            text = decode_utf8(path, head, "a JSON trace", TraceError)
             return _open_json(path, kind, text)
         return _open_safetensors(path, kind, handle, size)
 
