@@ -32,3 +32,5 @@ def test_check_of_a_missing_bin_is_one_line_exit_2(a1_trace, tmp_path):
                            "--bin", "nope", "--out-dir", str(tmp_path)], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: building train-step failed") and "reproduce with:" in proc.stderr
+    known = proc.stderr.split("(the binaries cargo knows here: ", 1)[1].split(")", 1)[0].split(", ")
+    assert "train-step" in known and "nope" not in known

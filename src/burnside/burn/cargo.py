@@ -170,6 +170,11 @@ def _failure(result: CargoRun, cwd: Path, what: str) -> BuildError:
     else:
         lines = [l for l in result.stderr.splitlines() if l.strip()]
         reason = next((l for l in lines if l.startswith("error")), lines[-1] if lines else "no output")
+        if "no bin target named" in reason:
+            try:
+                reason += f" (the binaries cargo knows here: {', '.join(freshness.bin_targets(cwd)) or 'none'})"
+            except BuildError:
+                pass  # cargo cannot list them either: the error itself says enough
     return BuildError(f"building {what} failed: {reason}; reproduce with: cd {shlex.quote(str(cwd))} && "
                       f"CARGO_TARGET_DIR={shlex.quote(str(target_dir()))} {shlex.join(result.command)}")
 

@@ -141,6 +141,12 @@ def _metadata(directory: Path) -> list[dict]:
     return json.loads(proc.stdout).get("packages", [])
 
 
+def bin_targets(directory: Path) -> list[str]:
+    """The binaries cargo can build from ``directory`` (every package of its workspace), sorted."""
+    return sorted({t["name"] for package in _metadata(directory) for t in package.get("targets", [])
+                   if "bin" in t.get("kind", [])})
+
+
 def workspace_manifest_of(directory: Path) -> Path | None:
     """The Cargo.toml of the workspace the crate at ``directory`` belongs to (None if cargo cannot say)."""
     from burnside.burn.cargo import find_cargo
