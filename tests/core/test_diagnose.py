@@ -123,3 +123,41 @@ def test_compare_plots_loss_and_drift_per_step(tmp_path, reference):
     assert proc.returncode == 1
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert proc.stderr.strip() == f"plot: {png}"
+
+
+class _Pooled(torch.nn.Module):
+    """Token ids -> Embedding -> mean (or, ported wrong, sum) over tokens -> Linear -> Tanh -> Linear."""
+
+    def __init__(self, pool: str) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.emb = torch.nn.Embedding(20, 8)
+        self.fc1 = torch.nn.Linear(8, 12)
+        self.act = torch.nn.Tanh()
+        self.fc2 = torch.nn.Linear(12, 4)
+        self.pool = pool
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.emb(x)
+        h = h.mean(dim=1) if self.pool == "mean" else h.sum(dim=1)
+        return self.fc2(self.act(self.fc1(h)))
+
+
+def test_a_forward_that_differs_between_two_recorded_layers_is_named_there(tmp_path):
+    """The sum-for-mean bug sits between two modules: D010 names the layers around it."""
+    torch.manual_seed(1)
+    batch = {"x": torch.randint(0, 20, (6, 5)), "y": torch.randint(0, 4, (6,))}
+    paths = {}
+    for pool in ("mean", "sum"):
+        model = _Pooled(pool)
+        paths[pool] = record(model, torch.optim.SGD(model.parameters(), lr=0.1), batch, tmp_path / f"{pool}.json",
+                             steps=1)
+    ported = open_trace(paths["sum"])
+    burn = write_trace(tmp_path / "burn.json", {n: np.array(ported.array(n)) for n in ported.names},
+                       ported.metadata | {"framework": "burn"})
+    comparison = compare_traces(open_trace(paths["mean"]), open_trace(burn))
+    found = {d.rule: d for d in diagnose(comparison)}
+    assert comparison.first_divergence.name == "step0.activations.fc1"
+    assert "D010" in found, sorted(found)
+    assert "while the layer before it, emb, agrees" in found["D010"].evidence
+    assert "something else between emb and fc1 (fc1 (Linear))" in found["D010"].evidence

@@ -1,9 +1,10 @@
 """D010 forward or loss differs from identical inputs and parameters.
 
 ## What it does
-Finds the first divergence at a step's logits or loss, where both sides started that
-step from the same inputs and parameters (within tolerance) and got gradients for the
-same parameters. Logits that differ mean the forward computes something else; a loss
+Finds the first divergence at a step's logits or loss, or at a layer's recorded output
+whose input (the layer recorded before it) agrees, where both sides started that step
+from the same inputs and parameters (within tolerance) and got gradients for the same
+parameters: the forward differs there. Logits that differ mean the forward computes something else; a loss
 that differs while the logits agree means the loss function does, and a loss ratio equal
 to the batch size names a sum where the other side takes the mean.
 
@@ -39,15 +40,18 @@ SEVERITY = Severity.ERROR
 
 
 def check(comparison: Comparison) -> list[Diagnosis]:
-    """A diagnosis when the first divergence is a step's logits or loss, from an identical start."""
+    """A diagnosis when the first divergence is a step's logits or loss, or a layer's output whose
+    input agrees, from an identical start."""
     first = comparison.first_divergence
     parsed = parse_name(first.name) if first is not None else None
-    if parsed is None or parsed.stage not in ("logits", "loss") or comparison.start_mismatch:
+    if parsed is None or parsed.stage not in ("activations", "logits", "loss") or comparison.start_mismatch:
         return []
     k = parsed.step
     if comparison.a.grads_len.get(k) != comparison.b.grads_len.get(k):
         return []  # parameters missing from one forward: D008
     side = first.ref.verdict if first.ref is not None and first.ref.verdict in ("a", "b") else "b"
+    if parsed.stage == "activations":
+        return _layer(comparison, first, side)
     if parsed.stage == "logits":
         return [Diagnosis(
             ID, TITLE,
@@ -72,3 +76,28 @@ def check(comparison: Comparison) -> list[Diagnosis]:
             evidence += f", 1/{batch}: a mean where the other side sums"
             fix = "sum the loss over the batch as the other side does (reduction='sum')"
     return [Diagnosis(ID, TITLE, evidence, fix)]
+
+
+def _layer(comparison: Comparison, first, side: str) -> list[Diagnosis]:
+    """The first diverging tensor is a layer's output and what feeds it agrees: the forward differs
+    between the layer before it (or the inputs) and this layer."""
+    kind, before = comparison.layer_of(first)
+    if before is not None and not before.passed:
+        return []
+    layer = comparison.layer
+    if layer is not None and layer.differing():
+        return []  # D011 measured the layer's own settings: the more precise cause
+    module = parse_name(first.name).rest
+    where = f"{module}{f' ({kind})' if kind else ''}"
+    after = f"the layer before it, {parse_name(before.name).rest}, agrees" if before is not None else \
+        "it is the first layer recorded, and the step's inputs and parameters agree"
+    between = (f"between {parse_name(before.name).rest} and {module}" if before is not None
+               else f"from the inputs up to {module}")
+    return [Diagnosis(
+        ID, TITLE,
+        f"{first.name} differs (max|diff|={first.stats.max_abs:.3g}) while {after}: {comparison.side_name(side)}'s "
+        f"forward computes something else {between} ({where})",
+        f"compare the code {between} with the PyTorch model's forward: the layer's own settings, the op between "
+        "them (a sum where PyTorch takes the mean, a reduction or softmax over another dimension, a reshape or "
+        "transpose), an activation of another form",
+    )]
