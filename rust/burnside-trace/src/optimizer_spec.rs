@@ -85,6 +85,29 @@ impl OptimizerSpec {
         }
     }
 
+    /// SGD with momentum, as `torch.optim.SGD(lr=lr, momentum=momentum)`: dampening 0 and no
+    /// Nesterov, PyTorch's defaults (burn's `MomentumConfig::new()` has dampening 0.1).
+    pub fn sgd_momentum(lr: f64, momentum: f64) -> Self {
+        OptimizerSpec::Sgd {
+            lr,
+            momentum: Some(momentum),
+            dampening: 0.0,
+            nesterov: false,
+            weight_decay: 0.0,
+        }
+    }
+
+    /// The same optimizer with weight decay `weight_decay`: PyTorch's `weight_decay=` argument
+    /// (an L2 penalty on the gradient for SGD and Adam, decoupled decay for AdamW).
+    pub fn with_weight_decay(mut self, decay: f32) -> Self {
+        match &mut self {
+            OptimizerSpec::Sgd { weight_decay, .. }
+            | OptimizerSpec::Adam { weight_decay, .. }
+            | OptimizerSpec::AdamW { weight_decay, .. } => *weight_decay = decay,
+        }
+        self
+    }
+
     /// The learning rate to pass to `optim.step`.
     pub fn lr(&self) -> f64 {
         match self {
@@ -224,6 +247,21 @@ mod tests {
         assert_eq!(json["eps"], 1e-8);
         assert_eq!(json["betas"], json!([0.9, 0.999]));
         assert_eq!(json["weight_decay_kind"], "l2");
+    }
+
+    #[test]
+    fn momentum_with_weight_decay_reads_like_torch_optim_sgd() {
+        let json = OptimizerSpec::sgd_momentum(0.1, 0.9)
+            .with_weight_decay(1e-4)
+            .to_json();
+        assert_eq!(
+            json,
+            json!({"name": "sgd", "lr": 0.1, "momentum": 0.9, "dampening": 0.0,
+            "nesterov": false, "weight_decay": 1e-4, "weight_decay_kind": "l2"})
+        );
+        let decoupled = OptimizerSpec::adamw(0.01).with_weight_decay(0.05).to_json();
+        assert_eq!(decoupled["weight_decay"], 0.05);
+        assert_eq!(decoupled["weight_decay_kind"], "decoupled");
     }
 
     #[test]
