@@ -405,3 +405,15 @@ def test_junit_has_a_case_per_tensor_and_a_failure_per_diverging_one(tmp_path, w
     failed = [c.get("name") for c in cases if c.find("failure") is not None]
     assert failed == ["step0.logits", "step0.loss"] and suite.get("failures") == "2"
     assert "first divergence: step0.logits" in suite.find("system-out").text
+
+
+def test_a_layer_tapped_under_another_name_is_pointed_out(write):
+    """A port's `tap.activation("fc_1", ..)` for PyTorch's `fc1` compares nothing for that layer: say so."""
+    tensors = a1_like_tensors()
+    out = np.ones((4, 8), dtype=np.float32)
+    a = write("a.safetensors", tensors | {"step0.activations.fc1": out}, activations=["fc1"])
+    b = write("b.safetensors", tensors | {"step0.activations.fc_1": out}, framework="burn", activations=["fc_1"])
+    proc = run_cli("compare", str(a), str(b))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert ('tapped under another name? A records the layer fc1, B fc_1 (1 step(s)), so it is not compared: '
+            'name the tap by the PyTorch module\'s path, tap.activation("fc1", &x)') in proc.stdout

@@ -135,6 +135,12 @@ def finding_lines(comparison: Comparison) -> list[Line]:
         if beyond:
             lines.append((f"{beyond} tensor(s) beyond the tolerance are rounding noise: both sides are within "
                           "it of the float64 reference", "green"))
+    # A layer tapped under another name than PyTorch's module path is not compared at all: say so.
+    tapped, _, _ = pair_renamed(comparison.unrecorded_in_b, comparison.unrecorded_in_a)
+    for a_name, b_name, count in rename_rules([p for p in tapped if ".activations." in p.a]):
+        lines.append((f"tapped under another name? A records the layer {a_name}, B {b_name} ({count} step(s)), so "
+                      f"it is not compared: name the tap by the PyTorch module's path, "
+                      f"tap.activation(\"{a_name}\", &x)", "yellow"))
     for side, names in (("B", comparison.unrecorded_in_b), ("A", comparison.unrecorded_in_a)):
         if names:
             shown = ", ".join(comparison.display_name(n) for n in names[:3])
