@@ -43,3 +43,30 @@ def a1_trace(programs, traces_dir):
         return cache[key]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def example_run(programs, tmp_path_factory):
+    """``example_run(name, steps, bug=None) -> (torch trace, burn trace)`` of a worked example
+    (burnside.examples, its port in rust/NAME), each recorded once per session."""
+    from burnside.burn.cargo import rust_workspace
+    from burnside.burn.port import record_port
+    from burnside.examples import cnn, transformer
+
+    examples = {"cnn": cnn, "transformer": transformer}
+    root = tmp_path_factory.mktemp("examples")
+    torch_traces: dict[tuple, Path] = {}
+    cache: dict[tuple, tuple[Trace, Trace]] = {}
+
+    def get(name: str, steps: int, bug: str | None = None) -> tuple[Trace, Trace]:
+        example = examples[name]
+        if (name, steps) not in torch_traces:
+            torch_traces[name, steps] = example.record_torch(root / f"{name}-{steps}.torch.safetensors", steps=steps)
+        if (name, steps, bug) not in cache:
+            args = ["--steps", str(steps), *(["--bug", bug] if bug else [])]
+            burn = record_port(torch_traces[name, steps], rust_workspace() / name, example.BURN_BIN, args,
+                               root / f"{name}-{steps}-{bug or 'faithful'}")
+            cache[name, steps, bug] = (open_trace(torch_traces[name, steps]), open_trace(burn))
+        return cache[name, steps, bug]
+
+    return get

@@ -8,39 +8,22 @@ import subprocess
 import numpy as np
 import pytest
 
-from burnside.burn.cargo import rust_workspace, target_dir
-from burnside.burn.port import record_port
+from burnside.burn.cargo import target_dir
 from burnside.compare import compare_traces
 from burnside.compare.tolerance import Tolerance, Tolerances
-from burnside.examples import cnn, transformer
+from burnside.examples import cnn
 from burnside.torch import export_init
-from burnside.trace import open_trace, parse_name
+from burnside.trace import parse_name
 
 STEPS = 4
 #: f32 kernels of two frameworks: activations, gradients and moments agree to a few 1e-6 here.
 TOLERANCES = Tolerances(Tolerance(atol=1e-5))
-EXAMPLES = {"cnn": cnn, "transformer": transformer}
 
 
-@pytest.fixture(scope="module")
-def run_example(tmp_path_factory):
-    """``run_example(name, bug=None) -> (torch trace, burn trace)``, each run once."""
-    root = tmp_path_factory.mktemp("examples")
-    torch_traces: dict[str, object] = {}
-    cache: dict[tuple, tuple] = {}
-
-    def get(name: str, bug: str | None = None):
-        example = EXAMPLES[name]
-        if name not in torch_traces:
-            torch_traces[name] = example.record_torch(root / f"{name}.torch.safetensors", steps=STEPS)
-        if (name, bug) not in cache:
-            args = ["--steps", str(STEPS), *(["--bug", bug] if bug else [])]
-            burn = record_port(torch_traces[name], rust_workspace() / name, example.BURN_BIN, args,
-                               root / f"{name}-{bug or 'faithful'}")
-            cache[name, bug] = (open_trace(torch_traces[name]), open_trace(burn))
-        return cache[name, bug]
-
-    return get
+@pytest.fixture
+def run_example(example_run):
+    """``run_example(name, bug=None) -> (torch trace, burn trace)`` for STEPS steps."""
+    return lambda name, bug=None: example_run(name, STEPS, bug)
 
 
 def table(comparison) -> str:

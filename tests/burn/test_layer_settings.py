@@ -10,35 +10,22 @@ import sys
 
 import pytest
 
-from burnside.burn.cargo import rust_workspace
-from burnside.burn.port import record_port
 from burnside.compare import compare_traces
 from burnside.compare.tolerance import Tolerance, Tolerances
 from burnside.diagnose import diagnose
-from burnside.examples import cnn, transformer
-from burnside.trace import open_trace
 
 STEPS = 2
 TOLERANCES = Tolerances(Tolerance(atol=1e-5))
-EXAMPLES = {"cnn": cnn, "transformer": transformer}
 
 
 @pytest.fixture(scope="module")
-def compared(programs, tmp_path_factory):
+def compared(example_run):
     """``compared(name, bug=None) -> (Comparison, D011 diagnoses)``, each side recorded once."""
-    root = tmp_path_factory.mktemp("layer-settings")
-    torch_traces: dict = {}
     cache: dict = {}
 
     def get(name: str, bug: str | None = None):
-        example = EXAMPLES[name]
-        if name not in torch_traces:
-            torch_traces[name] = example.record_torch(root / f"{name}.torch.safetensors", steps=STEPS)
         if (name, bug) not in cache:
-            args = ["--steps", str(STEPS), *(["--bug", bug] if bug else [])]
-            burn = record_port(torch_traces[name], rust_workspace() / name, example.BURN_BIN, args,
-                               root / f"{name}-{bug or 'faithful'}")
-            comparison = compare_traces(open_trace(torch_traces[name]), open_trace(burn), TOLERANCES)
+            comparison = compare_traces(*example_run(name, STEPS, bug), TOLERANCES)
             cache[name, bug] = comparison, [d for d in diagnose(comparison) if d.rule == "D011"]
         return cache[name, bug]
 
