@@ -54,6 +54,6 @@ def test_two_workers_give_the_same_findings_as_one(tmp_path):
 def test_burn_source_tree_has_no_training_bug_findings():
     report = lint_paths([BURN_SRC], select_rules(["BS001", "BS002", "BS003"]), root=BURN_SRC)
     assert report.files_seen > 1000
-    assert report.files_parsed > 50
+    assert report.files_parsed >= 40  # burn's optimizers, examples and tests that call `.step(`
     assert report.skipped == []
     assert [(f.rule, f.path, f.line) for f in report.findings] == []

@@ -14,10 +14,13 @@ from burnside.lint.syntax import SPLIT_BYTES
 
 # Every rule starts from one of these tokens; a file without any of them cannot
 # produce a finding, and most Rust files have none, so they are never parsed.
-PREFILTER = re.compile(rb"step\s*\(|from_grads|AdamW?Config|MomentumConfig|with_momentum")
+# `step` counts only as a method call (`.step(`, `.step::<M>(`): the rules look
+# at nothing else, and `fn step(`, `time_step(` or `Self::step(` alone made half
+# the parsed bytes of real trees.
+PREFILTER = re.compile(rb"\.\s*step\s*(?:\(|::)|from_grads|AdamW?Config|MomentumConfig|with_momentum")
 # Plain substring tests run at memchr speed; the regex only confirms `step` hits.
 _PLAIN_TOKENS = (b"from_grads", b"AdamConfig", b"AdamWConfig", b"MomentumConfig", b"with_momentum")
-_STEP_CALL = re.compile(rb"step\s*\(")
+_STEP_CALL = re.compile(rb"\.\s*step\s*(?:\(|::)")
 
 
 def needs_parsing(source: bytes) -> bool:
