@@ -134,6 +134,46 @@ def _assigned_fields(uses: list[Node]) -> frozenset[str]:
     return frozenset(found)
 
 
+# Reading an optimizer's state takes `&self` or the optimizer itself, never a step.
+_RECORD_READS = frozenset({"to_record", "into_record"})
+
+
+def _never_steps(init: Node) -> bool:
+    """True when the optimizer made by `init` can never take a step, so its settings cannot matter.
+
+    That is an optimizer built only for its (empty) record,
+    `AdamConfig::new().init().to_record()`, or bound by `let` and then read
+    only through shared borrows (`save(&optim)`), for its record, or inside a
+    macro: `Optimizer::step` takes `&mut self`, so none of those can step it.
+    """
+    after = method_call_on(init)
+    if after is not None:
+        return method_name(after) in _RECORD_READS
+    parent = parent_of(init)
+    if parent is None or parent.type != "let_declaration" or parent.child_by_field_name("value") != init:
+        return False
+    pattern = parent.child_by_field_name("pattern")
+    if pattern is None or pattern.type != "identifier":
+        return False
+    uses = uses_of(parent, text(pattern))
+    # An optimizer bound and never read is taken at its word (minimal examples read like that).
+    if not uses:
+        return False
+    for use in uses:
+        holder = parent_of(use)
+        if holder is None:
+            return False
+        if holder.type == "token_tree":
+            continue
+        if holder.type == "reference_expression" and not any(c.type == "mutable_specifier" for c in holder.children):
+            continue
+        read = method_call_on(use)
+        if read is not None and method_name(read) in _RECORD_READS:
+            continue
+        return False
+    return True
+
+
 def follow(unit: SourceUnit, start: Node, setters: frozenset[str], flow: Flow, hops: int = 0) -> None:
     """Follow the value of `start` forward within its function, recording inits and escapes."""
     node = start
@@ -149,7 +189,8 @@ def follow(unit: SourceUnit, start: Node, setters: frozenset[str], flow: Flow, h
         if call is not None:
             name = method_name(call) or ""
             if name in TERMINALS:
-                flow.inits.append(Init(unit.path, unit.line(call), call.start_point.column + 1, setters))
+                if not _never_steps(call):
+                    flow.inits.append(Init(unit.path, unit.line(call), call.start_point.column + 1, setters))
                 return
             if name in _PASS_THROUGH:
                 node = call
