@@ -33,10 +33,23 @@ def test_prefilter_only_parses_candidate_files(tmp_path):
 
 
 def test_prefilter_tokens():
-    for token in (b"optim.step(", b"optim.step (", b"from_grads", b"AdamConfig", b"AdamWConfig", b"MomentumConfig", b"with_momentum"):
+    tokens = (
+        b"optim.step(",
+        b"optim.step (",
+        b"optim\n        .step(",
+        b"optim.step::<M>(",
+        b"from_grads",
+        b"AdamConfig",
+        b"AdamWConfig",
+        b"MomentumConfig",
+        b"with_momentum",
+    )
+    for token in tokens:
         source = b"fn f() { " + token + b" }"
         assert PREFILTER.search(source) and needs_parsing(source)
-    for source in (b"fn f() { let stepper = 1; }", b"fn step_size() {}", b""):
+    # A `step` that is not a method call can never be a module step: not parsed.
+    not_steps = (b"fn f() { let stepper = 1; }", b"fn step_size() {}", b"fn step(&mut self) {}", b"time_step(3)")
+    for source in (*not_steps, b"Self::step(x)", b""):
         assert PREFILTER.search(source) is None and not needs_parsing(source)
 
 

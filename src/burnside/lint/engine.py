@@ -19,7 +19,8 @@ from burnside.lint.syntax import SPLIT_BYTES
 # the parsed bytes of real trees.
 PREFILTER = re.compile(rb"\.\s*step\s*(?:\(|::)|from_grads|AdamW?Config|MomentumConfig|with_momentum")
 # Plain substring tests run at memchr speed; the regex only confirms `step` hits.
-_PLAIN_TOKENS = (b"from_grads", b"AdamConfig", b"AdamWConfig", b"MomentumConfig", b"with_momentum")
+# `Adam` and `omentum` stand for two tokens each, so each file is scanned three times, not five.
+_PLAIN_TOKENS = ((b"from_grads", ()), (b"Adam", (b"AdamConfig", b"AdamWConfig")), (b"omentum", (b"MomentumConfig", b"with_momentum")))
 _STEP_CALL = re.compile(rb"\.\s*step\s*(?:\(|::)")
 
 
@@ -27,7 +28,10 @@ def needs_parsing(source: bytes) -> bool:
     """The byte-level prefilter (same answer as `PREFILTER.search`, faster)."""
     if b"step" in source and _STEP_CALL.search(source) is not None:
         return True
-    return any(token in source for token in _PLAIN_TOKENS)
+    for stem, tokens in _PLAIN_TOKENS:
+        if stem in source and (not tokens or any(token in source for token in tokens)):
+            return True
+    return False
 
 # Below this many files, forking workers costs more than it saves.
 POOL_MIN_FILES = 300
@@ -132,7 +136,7 @@ def nesting_bound(source: bytes) -> int:
     Brackets inside strings and comments count too, so this only errs high.
     """
     # Cheap screen first: the totals bound the maxima, and almost every file passes.
-    total = sum(source.count(bytes([c])) for c in _OPENERS) + sum(source.count(bytes([c])) for c in _LINKS)
+    total = len(source) - len(source.translate(None, _OPENERS + _LINKS))
     if 2 * total <= MAX_NESTING:
         return 2 * total
     import numpy as np
@@ -310,7 +314,34 @@ def _pool_context():
     # fork: workers inherit the imported rules, so start-up is a few milliseconds.
     if "fork" in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("fork")
-    return None
+    return multiprocessing.get_context()
+
+
+# Files are claimed in batches of this many from a counter shared by all processes.
+CLAIM_FILES = 8
+# The work list of this process: set in the parent, inherited (or passed once) by workers.
+_work: dict[str, object] = {}
+
+
+def _share_work(files: list[tuple[str, str]], rule_ids: list[str], claimed) -> None:
+    _work.update(files=files, rule_ids=rule_ids, claimed=claimed)
+
+
+def _lint_claimed() -> LintReport:
+    """Lint batches of the shared file list until every batch has been claimed by some process.
+
+    Claiming rather than fixed shares: the parsing cost sits in a few large
+    training files, and whichever process gets them would otherwise finish last.
+    """
+    files, rule_ids, claimed = _work["files"], _work["rule_ids"], _work["claimed"]
+    report = LintReport()
+    while True:
+        with claimed.get_lock():
+            start = claimed.value
+            claimed.value = start + CLAIM_FILES
+        if start >= len(files):
+            return report
+        report.merge(_lint_files(files[start : start + CLAIM_FILES], rule_ids))
 
 
 def lint_paths(
@@ -328,15 +359,24 @@ def lint_paths(
     else:
         from concurrent.futures import ProcessPoolExecutor
 
-        # Interleaved shares so big and small directories spread evenly. The
-        # parent lints share 0 itself while jobs-1 forked workers take the rest:
-        # one fork fewer, and no idle parent.
-        shares = [files[i::jobs] for i in range(jobs)]
-        with ProcessPoolExecutor(max_workers=jobs - 1, mp_context=_pool_context()) as pool:
-            pending = [pool.submit(_lint_files, share, rule_ids) for share in shares[1:]]
-            report.merge(_lint_files(shares[0], rule_ids))
-            for future in pending:
-                report.merge(future.result())
+        # The parent lints alongside jobs-1 forked workers: one fork fewer, and
+        # no idle parent. All claim batches from one shared counter.
+        context = _pool_context()
+        claimed = context.Value("l", 0)
+        _share_work(files, rule_ids, claimed)
+        try:
+            with ProcessPoolExecutor(
+                max_workers=jobs - 1,
+                mp_context=context,
+                initializer=_share_work,
+                initargs=(files, rule_ids, claimed),
+            ) as pool:
+                pending = [pool.submit(_lint_claimed) for _ in range(jobs - 1)]
+                report.merge(_lint_claimed())
+                for future in pending:
+                    report.merge(future.result())
+        finally:
+            _work.clear()
     report.findings.extend(resolve_pending(report.pending, files))
     report.pending = []
     report.findings.sort(key=lambda f: f.sort_key)
