@@ -9,7 +9,7 @@ import pytest
 
 from burnside.lint import lint_paths, select_rules
 from burnside.lint.engine import POOL_MIN_FILES, PREFILTER, needs_parsing
-from tests.lint.fixture_findings import BUGS, RUST
+from tests.lint.fixture_findings import BUGS, FIXTURES, RUST
 
 BURN_SRC = Path("/work/burn-src")
 
@@ -70,3 +70,49 @@ def test_burn_source_tree_has_no_training_bug_findings():
     assert report.files_parsed >= 40  # burn's optimizers, examples and tests that call `.step(`
     assert report.skipped == []
     assert [(f.rule, f.path, f.line) for f in report.findings] == []
+
+
+# The nodes the rules start from, as a query over the whole tree finds them:
+# the reference for the token-guided lookup the engine uses.
+_REFERENCE_QUERY = """
+((field_identifier) @step (#eq? @step "step"))
+(scoped_identifier name: (identifier) @scoped (#any-of? @scoped "from_grads" "new"))
+(struct_expression name: (type_identifier) @momentum (#eq? @momentum "MomentumConfig"))
+"""
+
+
+def _reference_candidates(root) -> dict[str, list[tuple[int, int]]]:
+    from tree_sitter import Query, QueryCursor
+
+    from burnside.lint.syntax import _language, callee
+
+    captures = QueryCursor(Query(_language(), _REFERENCE_QUERY)).captures(root)
+    found: dict[str, list] = {"step_call": [], "scoped_call": [], "momentum_struct": []}
+    for name in captures.get("step", []):
+        call = name.parent.parent
+        if call is not None and call.type == "generic_function":
+            call = call.parent
+        is_call = call is not None and call.type == "call_expression"
+        if name.parent.type == "field_expression" and is_call and callee(call) == name.parent:
+            found["step_call"].append(call)
+    for name in captures.get("scoped", []):
+        call = name.parent.parent
+        if call is not None and call.type == "call_expression" and call.child_by_field_name("function") == name.parent:
+            found["scoped_call"].append(call)
+    found["momentum_struct"] = [name.parent for name in captures.get("momentum", [])]
+    return {k: sorted((n.start_byte, n.end_byte) for n in v) for k, v in found.items()}
+
+
+def test_token_lookup_finds_what_a_whole_tree_query_finds():
+    from burnside.lint.syntax import find_candidates, parser
+
+    files = sorted(FIXTURES.rglob("*.rs")) + sorted(RUST.rglob("*.rs"))
+    assert len(files) > 30
+    total = 0
+    for path in files:
+        source = path.read_bytes()
+        root = parser().parse(source).root_node
+        found = {k: sorted((n.start_byte, n.end_byte) for n in v) for k, v in find_candidates(root, source).items()}
+        assert found == _reference_candidates(root), path
+        total += sum(len(v) for v in found.values())
+    assert total > 100
