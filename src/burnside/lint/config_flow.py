@@ -134,7 +134,7 @@ def _assigned_fields(uses: list[Node]) -> frozenset[str]:
     return frozenset(found)
 
 
-# Reading an optimizer's state takes `&self` or the optimizer itself, never a step.
+# Reading an optimizer's state (`&self`, or the optimizer given up for its record) is not a step.
 _RECORD_READS = frozenset({"to_record", "into_record"})
 
 
@@ -142,9 +142,10 @@ def _never_steps(init: Node) -> bool:
     """True when the optimizer made by `init` can never take a step, so its settings cannot matter.
 
     That is an optimizer built only for its (empty) record,
-    `AdamConfig::new().init().to_record()`, or bound by `let` and then read
-    only through shared borrows (`save(&optim)`), for its record, or inside a
-    macro: `Optimizer::step` takes `&mut self`, so none of those can step it.
+    `AdamConfig::new().init().to_record()`, or bound by `let` and then only
+    read for its record. A shared borrow does not count: optimizers are
+    `Clone`, and a callee handed `&optim` can step a clone; nor does a use in a
+    macro, which can expand to anything.
     """
     after = method_call_on(init)
     if after is not None:
@@ -160,17 +161,9 @@ def _never_steps(init: Node) -> bool:
     if not uses:
         return False
     for use in uses:
-        holder = parent_of(use)
-        if holder is None:
-            return False
-        if holder.type == "token_tree":
-            continue
-        if holder.type == "reference_expression" and not any(c.type == "mutable_specifier" for c in holder.children):
-            continue
         read = method_call_on(use)
-        if read is not None and method_name(read) in _RECORD_READS:
-            continue
-        return False
+        if read is None or method_name(read) not in _RECORD_READS:
+            return False
     return True
 
 
