@@ -202,20 +202,21 @@ def lint_source(
     from burnside.lint.bindings import forget_trees
     from burnside.lint.rules import RULES
     from burnside.lint.suppression import AllowComments, in_test_code
-    from burnside.lint.syntax import SourceUnit, pieces
+    from burnside.lint.syntax import SourceUnit
 
     findings = []
     own: list[PendingFinding] = []
-    big = len(source) > SPLIT_BYTES
-    for line_offset, _, piece in pieces(source, PREFILTER):
-        reason = too_deep(piece)
+    parts = _parsed_pieces(source)
+    big = len(parts) > 1 or (bool(parts) and len(parts[0][1]) < len(source))
+    for line_offset, piece, tree in parts:
+        reason = too_deep(piece) if tree is None else None
         if reason is not None:
             where = f"{path} (from line {line_offset + 1})" if big else path
             if skipped is None:
                 raise BurnsideError(f"{where}: {reason}")
             skipped.append((where, reason))
             continue
-        unit = SourceUnit.parse(path, piece, line_offset)
+        unit = SourceUnit.parse(path, piece, line_offset, tree)
         allow = AllowComments(piece)
         try:
             for rule_id in rule_ids:
@@ -238,6 +239,33 @@ def lint_source(
         findings.extend(resolve_pending(own, [(real_path or path, path)], {real_path or path: source}))
         findings.sort(key=lambda f: f.sort_key)
     return findings
+
+
+def _parsed_pieces(source: bytes) -> list[tuple[int, bytes, object]]:
+    """(first line, bytes, tree or None) of the parts of `source` to lint.
+
+    Between GUARDED_SPLIT_BYTES and SPLIT_BYTES the file is cut into items
+    and the cut kept only if every piece parses cleanly (trees returned);
+    otherwise, and for any other size, the pieces come unparsed.
+    """
+    from burnside.lint.syntax import GUARDED_SPLIT_BYTES, parser, pieces
+
+    if not GUARDED_SPLIT_BYTES < len(source) <= SPLIT_BYTES:
+        return [(line, piece, None) for line, _, piece in pieces(source, PREFILTER)]
+    parts = pieces(source, PREFILTER, GUARDED_SPLIT_BYTES)
+    if len(parts) == 1 and len(parts[0][2]) == len(source):
+        return [(0, source, None)]
+    parsed = []
+    for line, _, piece in parts:
+        if too_deep(piece) is not None:
+            break
+        tree = parser().parse(piece)
+        if tree.root_node.has_error:
+            break
+        parsed.append((line, piece, tree))
+    else:
+        return parsed
+    return [(0, source, None)]
 
 
 def resolve_pending(

@@ -220,8 +220,10 @@ class SourceUnit:
     line_offset: int = 0
 
     @classmethod
-    def parse(cls, path: str, source: bytes, line_offset: int = 0) -> SourceUnit:
-        tree = parser().parse(source)
+    def parse(cls, path: str, source: bytes, line_offset: int = 0, tree: Tree | None = None) -> SourceUnit:
+        """Parse `source` (or take its already parsed `tree`) and make its ancestors findable."""
+        if tree is None:
+            tree = parser().parse(source)
         register_tree(tree.root_node)
         return cls(path=path, source=source, tree=tree, line_offset=line_offset)
 
@@ -249,19 +251,24 @@ class SourceUnit:
 # contain a rule's token are parsed: parsing is the one cost that grows with
 # the file rather than with the training code in it.
 SPLIT_BYTES = 1 << 20
+# Files above this size (and up to SPLIT_BYTES) are cut the same way by the
+# engine, which keeps the cut only when every piece parses without a syntax
+# error (a cut inside a raw string or a macro leaves one) and otherwise parses
+# the whole file: a third of real trees' parsed bytes sat in a few such files.
+GUARDED_SPLIT_BYTES = 128 << 10
 _PIECE_BYTES = 256 << 10
 # A top-level item ends at a `}` alone on its line at column 0 (rustfmt's layout).
 _ITEM_END = re.compile(rb"\n\}[ \t]*\r?\n")
 
 
-def pieces(source: bytes, tokens: re.Pattern[bytes]) -> list[tuple[int, int, bytes]]:
+def pieces(source: bytes, tokens: re.Pattern[bytes], split_above: int = SPLIT_BYTES) -> list[tuple[int, int, bytes]]:
     """(first line, start byte, bytes) of each top-level item of `source` that matches `tokens`.
 
-    A source below SPLIT_BYTES is one piece. A `}` at column 0 inside a raw
-    string can cut an item in two; each half is then parsed on its own, as
+    A source up to `split_above` bytes is one piece. A `}` at column 0 inside a
+    raw string can cut an item in two; each half is then parsed on its own, as
     rustc never would, which only costs precision on that item.
     """
-    if len(source) <= SPLIT_BYTES:
+    if len(source) <= split_above:
         return [(0, 0, source)] if tokens.search(source) else []
     ends = [m.end() for m in _ITEM_END.finditer(source)]
     ends.append(len(source))
