@@ -1,6 +1,7 @@
 """How fast `burnside lint` gets through a large Rust tree.
 
     python benchmarks/lint_speed.py /work/burn-src     # a real checkout
+    python benchmarks/lint_speed.py TREE1 TREE2 ...    # several trees in one run
     python benchmarks/lint_speed.py                    # a generated ~380k-line tree
 
 Prints lines/s, files/s, wall time (including importing burnside.lint), the
@@ -13,12 +14,12 @@ import time
 
 _START = time.perf_counter()
 
-import argparse  # noqa: E402
-import shutil  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-from collections import Counter  # noqa: E402
-from pathlib import Path  # noqa: E402
+import argparse
+import shutil
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
 
 _PLAIN = """\
 /// A plain function with no optimizer in it.
@@ -60,33 +61,36 @@ def generate(root: Path, lines: int = 380_000, files: int = 1700) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("path", nargs="?", help="a Rust tree (default: generate one in a temp dir)")
+    parser.add_argument("paths", nargs="*", help="Rust trees (default: generate one in a temp dir)")
     parser.add_argument("--jobs", type=int, default=None, help="worker processes (default: up to 2)")
     args = parser.parse_args()
 
     temp = None
-    if args.path:
-        root = Path(args.path)
-        if not root.exists():
-            print(f"error: {root} does not exist", file=sys.stderr)
+    if args.paths:
+        paths = [Path(p) for p in args.paths]
+        missing = [p for p in paths if not p.exists()]
+        if missing:
+            print(f"error: {missing[0]} does not exist", file=sys.stderr)
             return 2
+        root = Path.cwd()
     else:
         temp = tempfile.mkdtemp(prefix="burnside-lint-speed-")
         root = Path(temp)
+        paths = [root]
         generate(root)
     try:
         start = time.perf_counter()
         from burnside.lint import lint_paths, select_rules
 
         imported = time.perf_counter()
-        report = lint_paths([root], select_rules(), root=root, jobs=args.jobs)
+        report = lint_paths(paths, select_rules(), root=root, jobs=args.jobs)
         end = time.perf_counter()
     finally:
         if temp:
             shutil.rmtree(temp, ignore_errors=True)
 
     wall = end - _START if not temp else end - start
-    print(f"tree:          {args.path or '(generated)'}")
+    print(f"trees:         {' '.join(args.paths) or '(generated)'}")
     print(f"files:         {report.files_seen} seen, {report.files_parsed} parsed, {len(report.skipped)} skipped")
     print(f"lines:         {report.lines}")
     print(f"import:        {imported - start:.3f} s")

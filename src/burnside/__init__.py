@@ -6,10 +6,41 @@ Recording the PyTorch side lives in `burnside.torch` (it needs the `torch` extra
 
 __version__ = "0.1.0"
 
-from burnside.compare import Comparison, Tolerance, Tolerances, compare_traces  # noqa: E402
-from burnside.diagnose import Diagnosis, diagnose  # noqa: E402
-from burnside.errors import BuildError, BurnsideError, RunError, TraceError  # noqa: E402
-from burnside.trace import Trace, convert_trace, open_trace, write_trace  # noqa: E402
+# The public names are imported on first use (PEP 562), so that commands which
+# need none of them (`burnside lint`, `--version`) do not pay for numpy and the
+# trace readers at start-up.
+_PUBLIC = {
+    "Comparison": "burnside.compare",
+    "Tolerance": "burnside.compare",
+    "Tolerances": "burnside.compare",
+    "compare_traces": "burnside.compare",
+    "Diagnosis": "burnside.diagnose",
+    "diagnose": "burnside.diagnose",
+    "BuildError": "burnside.errors",
+    "BurnsideError": "burnside.errors",
+    "RunError": "burnside.errors",
+    "TraceError": "burnside.errors",
+    "Trace": "burnside.trace",
+    "convert_trace": "burnside.trace",
+    "open_trace": "burnside.trace",
+    "write_trace": "burnside.trace",
+}
+
+
+def __getattr__(name: str):
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'burnside' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC))
+
 
 __all__ = [
     "BuildError",

@@ -85,7 +85,9 @@ def test_console_script_exit_codes(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src")}
 
     def run(*args):
-        return subprocess.run([sys.executable, "-c", code, *args], cwd=FIXTURES, env=env, capture_output=True, text=True)
+        return subprocess.run(
+            [sys.executable, "-c", code, *args], cwd=FIXTURES, env=env, capture_output=True, text=True, check=False
+        )
 
     assert run("lint", str(RUST / NOASSIGN)).returncode == 1
     assert run("lint", str(RUST / TRAIN_STEP)).returncode == 0
@@ -191,7 +193,7 @@ def test_explain_prints_the_rule_docstring():
         assert heading in result.stdout
     assert "BS002" in result.stdout and "ParamId" in result.stdout
     unknown = subprocess.run([sys.executable, "-c", "from burnside.cli import main; main()", "explain", "BS042"],
-                             capture_output=True, text=True)
+                             capture_output=True, text=True, check=False)
     assert unknown.returncode == 2 and unknown.stderr.startswith("error: unknown rule BS042")
 
 
@@ -212,3 +214,21 @@ def test_every_rule_docstring_has_four_sections(rule_id):
         "## Example",
         "## Use instead",
     ]
+
+
+def test_lint_command_starts_without_the_comparison_machinery(tmp_path):
+    # Start-up is part of every `burnside lint`: numpy and the report and cargo
+    # modules (0.5 s of imports) belong to the comparison commands only.
+    probe = (
+        "import sys\n"
+        "from burnside.cli import app\n"
+        "try:\n"
+        f"    app(['lint', {str(tmp_path)!r}], prog_name='burnside')\n"
+        "except SystemExit as exit:\n"
+        "    assert exit.code == 0, exit.code\n"
+        "heavy = sorted(m for m in ('numpy', 'burnside.compare', 'burnside.report', 'burnside.burn') if m in sys.modules)\n"
+        "print(heavy, file=sys.stderr)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src")}
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True)
+    assert result.stderr.strip() == "[]"

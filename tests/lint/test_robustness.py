@@ -9,7 +9,7 @@ import pytest
 from burnside.errors import BurnsideError
 from burnside.lint import lint_paths, lint_source, select_rules
 from burnside.lint.engine import MAX_NESTING, nesting_bound
-from burnside.lint.syntax import SPLIT_BYTES
+from burnside.lint.syntax import GUARDED_SPLIT_BYTES, SPLIT_BYTES
 
 _SMALL_FN = "fn f{i}(model: Mlp, grads: GradientsParams) {{\n    optim.step(0.1, model.clone(), grads);\n}}\n"
 _PLAIN_FN = "pub fn plain_{i}(values: &mut [f32]) {{\n    for v in values.iter_mut() {{\n        *v *= 2.0;\n    }}\n}}\n"
@@ -96,3 +96,52 @@ def test_large_file_pieces_keep_line_numbers():
     init_line = len(lines) - 1
     assert lines[init_line - 1].strip() == "let o = adam().init();"
     assert found[1].message.endswith(f"turned into an optimizer at line {init_line}")
+
+
+def _mid_sized(training_fn: str) -> bytes:
+    """Plain functions around one training function, past GUARDED_SPLIT_BYTES and below SPLIT_BYTES."""
+    plain = "".join(_PLAIN_FN.format(i=i) for i in range(1500))
+    source = (plain + training_fn + plain).encode()
+    assert GUARDED_SPLIT_BYTES < len(source) <= SPLIT_BYTES
+    return source
+
+
+def _whole_file(source: bytes, monkeypatch) -> list:
+    with monkeypatch.context() as patch:
+        patch.setattr("burnside.lint.syntax.GUARDED_SPLIT_BYTES", SPLIT_BYTES)
+        return lint_source("x.rs", source, select_rules())
+
+
+def test_mid_sized_file_cut_into_items_finds_what_the_whole_file_gives(monkeypatch):
+    training = (
+        "// burnside: allow(BS004)\n"
+        "fn train(mut model: Mlp, grads: GradientsParams) {\n"
+        "    let mut optim = AdamConfig::new().init();\n"
+        "    optim.step(0.1, model.clone(), grads);\n"
+        "}\n"
+    )
+    source = _mid_sized(training)
+    found = lint_source("x.rs", source, select_rules())
+    assert [(f.rule, f.line, f.column) for f in found] == [("BS001", 7504, 5)]
+    assert found == _whole_file(source, monkeypatch)
+
+
+def test_a_cut_inside_a_raw_string_falls_back_to_the_whole_file(monkeypatch):
+    # The `}` alone on its line inside the raw string looks like the end of an
+    # item; the half after it does not parse, so the file is parsed whole (cut,
+    # the step would lose its `#[test]` function and be reported as an error).
+    training = (
+        "#[test]\n"
+        "fn train(mut model: Mlp, grads: GradientsParams) {\n"
+        '    let shader = r#"\n'
+        "fn main() {\n"
+        "}\n"
+        '"#;\n'
+        "    optim.step(0.1, model.clone(), grads);\n"
+        "    check(&model);\n"
+        "}\n"
+    )
+    source = _mid_sized(training)
+    found = lint_source("x.rs", source, select_rules())
+    assert [(f.rule, f.line, f.severity.value) for f in found] == [("BS001", 7507, "warning")]
+    assert found == _whole_file(source, monkeypatch)

@@ -105,6 +105,8 @@ def test_bs004_bad():
         ("BS004", 48, 5),  # returned by a helper, inited by its caller
         ("BS004", 56, 15),  # `cfg` inited while only its clone got an epsilon
         ("BS004", 67, 24),  # passed to a function that inits its parameter
+        ("BS004", 71, 21),  # the optimizer is lent as `&mut`: it can step
+        ("BS004", 76, 17),  # lent shared: optimizers are Clone, the callee may step a clone
     ]
 
 

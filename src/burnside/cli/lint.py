@@ -11,7 +11,7 @@ from rich.console import Console
 
 from burnside.atomic import atomic_output
 from burnside.cli.command import BurnsideCommand
-from burnside.cli.output import stderr, stdout
+from burnside.cli.console import stderr, stdout
 from burnside.errors import BurnsideError
 
 

@@ -126,12 +126,45 @@ def _assigned_fields(uses: list[Node]) -> frozenset[str]:
         if parent is None or parent.type != "field_expression" or parent.child_by_field_name("value") != use:
             continue
         grand = parent_of(parent)
-        if grand is not None and grand.type in ("assignment_expression", "compound_assignment_expr"):
-            if grand.child_by_field_name("left") == parent:
-                name = parent.child_by_field_name("field")
-                if name is not None:
-                    found.add(f"with_{text(name)}")
+        assigned = grand is not None and grand.type in ("assignment_expression", "compound_assignment_expr")
+        if assigned and grand.child_by_field_name("left") == parent:
+            name = parent.child_by_field_name("field")
+            if name is not None:
+                found.add(f"with_{text(name)}")
     return frozenset(found)
+
+
+# Reading an optimizer's state (`&self`, or the optimizer given up for its record) is not a step.
+_RECORD_READS = frozenset({"to_record", "into_record"})
+
+
+def _never_steps(init: Node) -> bool:
+    """True when the optimizer made by `init` can never take a step, so its settings cannot matter.
+
+    That is an optimizer built only for its (empty) record,
+    `AdamConfig::new().init().to_record()`, or bound by `let` and then only
+    read for its record. A shared borrow does not count: optimizers are
+    `Clone`, and a callee handed `&optim` can step a clone; nor does a use in a
+    macro, which can expand to anything.
+    """
+    after = method_call_on(init)
+    if after is not None:
+        return method_name(after) in _RECORD_READS
+    parent = parent_of(init)
+    if parent is None or parent.type != "let_declaration" or parent.child_by_field_name("value") != init:
+        return False
+    pattern = parent.child_by_field_name("pattern")
+    if pattern is None or pattern.type != "identifier":
+        return False
+    uses = uses_of(parent, text(pattern))
+    # An optimizer bound and never read is taken at its word (minimal examples read like that).
+    if not uses:
+        return False
+    for use in uses:
+        read = method_call_on(use)
+        if read is None or method_name(read) not in _RECORD_READS:
+            return False
+    return True
 
 
 def follow(unit: SourceUnit, start: Node, setters: frozenset[str], flow: Flow, hops: int = 0) -> None:
@@ -149,7 +182,8 @@ def follow(unit: SourceUnit, start: Node, setters: frozenset[str], flow: Flow, h
         if call is not None:
             name = method_name(call) or ""
             if name in TERMINALS:
-                flow.inits.append(Init(unit.path, unit.line(call), call.start_point.column + 1, setters))
+                if not _never_steps(call):
+                    flow.inits.append(Init(unit.path, unit.line(call), call.start_point.column + 1, setters))
                 return
             if name in _PASS_THROUGH:
                 node = call
@@ -303,6 +337,21 @@ def crate_root(path: str, memo: dict[str, str]) -> str:
     return result
 
 
+def _called_name(call: Node) -> str | None:
+    """The name a call calls: `f(..)`, `T::f(..)`, `x.f(..)`; None for anything else (`(g)(..)`)."""
+    function = callee(call)
+    if function is None:
+        return None
+    if function.type == "identifier":
+        return text(function)
+    if function.type == "scoped_identifier":
+        name_node = function.child_by_field_name("name")
+        return text(name_node) if name_node is not None else ""
+    if function.type == "field_expression":
+        return method_name(call) or ""
+    return None
+
+
 class Crate:
     """The linted files of one crate, parsed on demand, for following configs across files."""
 
@@ -311,6 +360,10 @@ class Crate:
         self._bytes: dict[str, bytes] = dict(sources or {})
         self._units: dict[tuple[str, int], SourceUnit] = {}
         self._sinks: dict[tuple, list[tuple[SourceUnit, Node, frozenset[str]]]] = {}
+        self._holding: dict[tuple[bytes, bytes], list[tuple[str, str]]] = {}
+        # Per unit and query, its matches grouped by name: one query run per unit
+        # however many escapes ask for a name (a crate's `new` is asked for often).
+        self._index: dict[tuple[str, int], dict[str, list]] = {}
 
     def _source(self, real: str) -> bytes:
         if real not in self._bytes:
@@ -324,10 +377,16 @@ class Crate:
     def _units_with(self, token: bytes, also: bytes = b""):
         """Parsed units (pieces, for large files) that contain `token`, in files that also contain `also`."""
         pattern = re.compile(re.escape(token))
-        for real, shown in self.files:
+        holding = self._holding.get((token, also))
+        if holding is None:
+            holding = [
+                (real, shown)
+                for real, shown in self.files
+                if token in self._source(real) and also in self._source(real)
+            ]
+            self._holding[(token, also)] = holding
+        for real, shown in holding:
             source = self._source(real)
-            if token not in source or also not in source:
-                continue
             for line, start, piece in pieces(source, pattern):
                 unit = self._units.get((real, start))
                 if unit is None:
@@ -335,14 +394,22 @@ class Crate:
                     self._units[(real, start)] = unit
                 yield unit
 
+    def _matches(self, unit: SourceUnit, key: str, query: str, name_of) -> dict[str, list]:
+        """`query`'s matches in `unit`, in tree order, grouped by `name_of(match)` (computed once per unit)."""
+        index_key = (key, id(unit))
+        index = self._index.get(index_key)
+        if index is None:
+            index = {}
+            for _, match in _query(key, query).matches(unit.tree.root_node):
+                index.setdefault(name_of(match), []).append(match)
+            self._index[index_key] = index
+        return index
+
     def _field_types(self, name: str, config_type: str) -> list[tuple[str, str, list[str]]]:
         """(struct, field type text, attribute texts) for struct fields called `name` in files naming the type."""
         found = []
-        cursor = _query("fields", _FIELD_DECL_QUERY)
         for unit in self._units_with(name.encode(), config_type.encode()):
-            for _, match in cursor.matches(unit.tree.root_node):
-                if text(match["field"][0]) != name:
-                    continue
+            for match in self._matches(unit, "fields", _FIELD_DECL_QUERY, lambda m: text(m["field"][0])).get(name, []):
                 found.append((text(match["struct"][0]), text(match["type"][0]), []))
         return found
 
@@ -384,10 +451,10 @@ class Crate:
 
     def _functions(self, name: str, qualifier: str, method: bool):
         for unit in self._units_with(f"fn {name}".encode(), qualifier.encode()):
-            cursor = _query("functions", "(function_item name: (identifier) @name) @fn")
-            for _, match in cursor.matches(unit.tree.root_node):
-                if text(match["name"][0]) != name:
-                    continue
+            functions = self._matches(
+                unit, "functions", "(function_item name: (identifier) @name) @fn", lambda m: text(m["name"][0])
+            )
+            for match in functions.get(name, []):
                 function = match["fn"][0]
                 if qualifier and _impl_type(function) not in (qualifier, ""):
                     continue
@@ -409,10 +476,10 @@ class Crate:
             ):
                 return
             for unit in self._units_with(b"." + escape.name.encode()):
-                cursor = _query("field_reads", "(field_expression field: (field_identifier) @f) @e")
-                for _, match in cursor.matches(unit.tree.root_node):
-                    if text(match["f"][0]) != escape.name:
-                        continue
+                reads = self._matches(
+                    unit, "field_reads", "(field_expression field: (field_identifier) @f) @e", lambda m: text(m["f"][0])
+                )
+                for match in reads.get(escape.name, []):
                     read = match["e"][0]
                     parent = parent_of(read)
                     if parent is not None and parent.type == "assignment_expression" and parent.child_by_field_name("left") == read:
@@ -450,23 +517,9 @@ class Crate:
                     )
         elif escape.kind == "return":
             for unit in self._units_with(escape.name.encode()):
-                cursor = _query("calls", "(call_expression) @call")
-                for _, match in cursor.matches(unit.tree.root_node):
-                    call = match["call"][0]
-                    function = callee(call)
-                    if function is None:
-                        continue
-                    if function.type == "identifier":
-                        called = text(function)
-                    elif function.type == "scoped_identifier":
-                        name_node = function.child_by_field_name("name")
-                        called = text(name_node) if name_node is not None else ""
-                    elif function.type == "field_expression":
-                        called = method_name(call) or ""
-                    else:
-                        continue
-                    if called == escape.name:
-                        follow(unit, call, escape.setters, sub, hops + 1)
+                calls = self._matches(unit, "calls", "(call_expression) @call", lambda m: _called_name(m["call"][0]))
+                for match in calls.get(escape.name, []):
+                    follow(unit, match["call"][0], escape.setters, sub, hops + 1)
         flow.inits.extend(sub.inits)
         for nested in sub.escapes:
             self.resolve(nested, config_type, flow, hops + 1, seen)

@@ -14,17 +14,24 @@ from burnside.lint.syntax import SPLIT_BYTES
 
 # Every rule starts from one of these tokens; a file without any of them cannot
 # produce a finding, and most Rust files have none, so they are never parsed.
-PREFILTER = re.compile(rb"step\s*\(|from_grads|AdamW?Config|MomentumConfig|with_momentum")
+# `step` counts only as a method call (`.step(`, `.step::<M>(`): the rules look
+# at nothing else, and `fn step(`, `time_step(` or `Self::step(` alone made half
+# the parsed bytes of real trees.
+PREFILTER = re.compile(rb"\.\s*step\s*(?:\(|::)|from_grads|AdamW?Config|MomentumConfig|with_momentum")
 # Plain substring tests run at memchr speed; the regex only confirms `step` hits.
-_PLAIN_TOKENS = (b"from_grads", b"AdamConfig", b"AdamWConfig", b"MomentumConfig", b"with_momentum")
-_STEP_CALL = re.compile(rb"step\s*\(")
+# `Adam` and `omentum` stand for two tokens each, so each file is scanned three times, not five.
+_PLAIN_TOKENS = ((b"from_grads", ()), (b"Adam", (b"AdamConfig", b"AdamWConfig")), (b"omentum", (b"MomentumConfig", b"with_momentum")))
+_STEP_CALL = re.compile(rb"\.\s*step\s*(?:\(|::)")
 
 
 def needs_parsing(source: bytes) -> bool:
     """The byte-level prefilter (same answer as `PREFILTER.search`, faster)."""
     if b"step" in source and _STEP_CALL.search(source) is not None:
         return True
-    return any(token in source for token in _PLAIN_TOKENS)
+    for stem, tokens in _PLAIN_TOKENS:
+        if stem in source and (not tokens or any(token in source for token in tokens)):
+            return True
+    return False
 
 # Below this many files, forking workers costs more than it saves.
 POOL_MIN_FILES = 300
@@ -129,7 +136,7 @@ def nesting_bound(source: bytes) -> int:
     Brackets inside strings and comments count too, so this only errs high.
     """
     # Cheap screen first: the totals bound the maxima, and almost every file passes.
-    total = sum(source.count(bytes([c])) for c in _OPENERS) + sum(source.count(bytes([c])) for c in _LINKS)
+    total = len(source) - len(source.translate(None, _OPENERS + _LINKS))
     if 2 * total <= MAX_NESTING:
         return 2 * total
     import numpy as np
@@ -195,20 +202,21 @@ def lint_source(
     from burnside.lint.bindings import forget_trees
     from burnside.lint.rules import RULES
     from burnside.lint.suppression import AllowComments, in_test_code
-    from burnside.lint.syntax import SourceUnit, pieces
+    from burnside.lint.syntax import SourceUnit
 
     findings = []
     own: list[PendingFinding] = []
-    big = len(source) > SPLIT_BYTES
-    for line_offset, _, piece in pieces(source, PREFILTER):
-        reason = too_deep(piece)
+    parts = _parsed_pieces(source)
+    big = len(parts) > 1 or (bool(parts) and len(parts[0][1]) < len(source))
+    for line_offset, piece, tree in parts:
+        reason = too_deep(piece) if tree is None else None
         if reason is not None:
             where = f"{path} (from line {line_offset + 1})" if big else path
             if skipped is None:
                 raise BurnsideError(f"{where}: {reason}")
             skipped.append((where, reason))
             continue
-        unit = SourceUnit.parse(path, piece, line_offset)
+        unit = SourceUnit.parse(path, piece, line_offset, tree)
         allow = AllowComments(piece)
         try:
             for rule_id in rule_ids:
@@ -231,6 +239,33 @@ def lint_source(
         findings.extend(resolve_pending(own, [(real_path or path, path)], {real_path or path: source}))
         findings.sort(key=lambda f: f.sort_key)
     return findings
+
+
+def _parsed_pieces(source: bytes) -> list[tuple[int, bytes, object]]:
+    """(first line, bytes, tree or None) of the parts of `source` to lint.
+
+    Between GUARDED_SPLIT_BYTES and SPLIT_BYTES the file is cut into items
+    and the cut kept only if every piece parses cleanly (trees returned);
+    otherwise, and for any other size, the pieces come unparsed.
+    """
+    from burnside.lint.syntax import GUARDED_SPLIT_BYTES, parser, pieces
+
+    if not GUARDED_SPLIT_BYTES < len(source) <= SPLIT_BYTES:
+        return [(line, piece, None) for line, _, piece in pieces(source, PREFILTER)]
+    parts = pieces(source, PREFILTER, GUARDED_SPLIT_BYTES)
+    if len(parts) == 1 and len(parts[0][2]) == len(source):
+        return [(0, source, None)]
+    parsed = []
+    for line, _, piece in parts:
+        if too_deep(piece) is not None:
+            break
+        tree = parser().parse(piece)
+        if tree.root_node.has_error:
+            break
+        parsed.append((line, piece, tree))
+    else:
+        return parsed
+    return [(0, source, None)]
 
 
 def resolve_pending(
@@ -307,7 +342,34 @@ def _pool_context():
     # fork: workers inherit the imported rules, so start-up is a few milliseconds.
     if "fork" in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("fork")
-    return None
+    return multiprocessing.get_context()
+
+
+# Files are claimed in batches of this many from a counter shared by all processes.
+CLAIM_FILES = 8
+# The work list of this process: set in the parent, inherited (or passed once) by workers.
+_work: dict[str, object] = {}
+
+
+def _share_work(files: list[tuple[str, str]], rule_ids: list[str], claimed) -> None:
+    _work.update(files=files, rule_ids=rule_ids, claimed=claimed)
+
+
+def _lint_claimed() -> LintReport:
+    """Lint batches of the shared file list until every batch has been claimed by some process.
+
+    Claiming rather than fixed shares: the parsing cost sits in a few large
+    training files, and whichever process gets them would otherwise finish last.
+    """
+    files, rule_ids, claimed = _work["files"], _work["rule_ids"], _work["claimed"]
+    report = LintReport()
+    while True:
+        with claimed.get_lock():
+            start = claimed.value
+            claimed.value = start + CLAIM_FILES
+        if start >= len(files):
+            return report
+        report.merge(_lint_files(files[start : start + CLAIM_FILES], rule_ids))
 
 
 def lint_paths(
@@ -325,15 +387,24 @@ def lint_paths(
     else:
         from concurrent.futures import ProcessPoolExecutor
 
-        # Interleaved shares so big and small directories spread evenly. The
-        # parent lints share 0 itself while jobs-1 forked workers take the rest:
-        # one fork fewer, and no idle parent.
-        shares = [files[i::jobs] for i in range(jobs)]
-        with ProcessPoolExecutor(max_workers=jobs - 1, mp_context=_pool_context()) as pool:
-            pending = [pool.submit(_lint_files, share, rule_ids) for share in shares[1:]]
-            report.merge(_lint_files(shares[0], rule_ids))
-            for future in pending:
-                report.merge(future.result())
+        # The parent lints alongside jobs-1 forked workers: one fork fewer, and
+        # no idle parent. All claim batches from one shared counter.
+        context = _pool_context()
+        claimed = context.Value("l", 0)
+        _share_work(files, rule_ids, claimed)
+        try:
+            with ProcessPoolExecutor(
+                max_workers=jobs - 1,
+                mp_context=context,
+                initializer=_share_work,
+                initargs=(files, rule_ids, claimed),
+            ) as pool:
+                pending = [pool.submit(_lint_claimed) for _ in range(jobs - 1)]
+                report.merge(_lint_claimed())
+                for future in pending:
+                    report.merge(future.result())
+        finally:
+            _work.clear()
     report.findings.extend(resolve_pending(report.pending, files))
     report.pending = []
     report.findings.sort(key=lambda f: f.sort_key)

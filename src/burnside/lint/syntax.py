@@ -15,39 +15,47 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from tree_sitter import Node, Tree
 
-# Candidate nodes are found by one query run in C; rules never walk the whole tree
-# in Python. Code inside comments, string literals and macro token trees never
-# becomes a call_expression in tree-sitter-rust, so those are excluded for free.
-# The patterns are single nodes (or one parent level off a chain) on purpose: a
-# pattern nested through `field_expression` keeps a partial match alive per link
-# of a method chain, which made a 10,000-call chain take minutes.
-CANDIDATE_QUERY = """
-((field_identifier) @step (#eq? @step "step"))
-(scoped_identifier name: (identifier) @scoped (#any-of? @scoped "from_grads" "new"))
-(struct_expression name: (type_identifier) @momentum (#eq? @momentum "MomentumConfig"))
-"""
+# Candidate nodes are found from the rules' tokens in the bytes: every spot
+# where `step`, `from_grads`, `new` or `MomentumConfig` is spelled is looked up
+# in the tree (one descent in C), and kept when it is the right identifier of
+# the right node. Code inside comments, string literals and macro token trees
+# never becomes a call_expression in tree-sitter-rust, so those drop out for
+# free. A query over the whole tree found the same nodes but cost as much as a
+# third of the parse, since it visits every node of files that are mostly not
+# training code.
+_CANDIDATE_TOKENS = re.compile(rb"\b(?:step|from_grads|new|MomentumConfig)\b")
 
 
-def _candidates(captures: dict[str, list[Node]]) -> dict[str, list[Node]]:
-    """The call and literal nodes the rules start from, from the query's name captures."""
+def find_candidates(root: Node, source: bytes) -> dict[str, list[Node]]:
+    """The call and literal nodes the rules start from, sorted by position.
+
+    `step_call`: `X.step(..)` / `X.step::<..>(..)`; `scoped_call`: `P::from_grads(..)`
+    and `P::new(..)`; `momentum_struct`: `MomentumConfig { .. }` literals.
+    """
     found: dict[str, list[Node]] = {"step_call": [], "scoped_call": [], "momentum_struct": []}
-    for name in captures.get("step", []):
-        field = name.parent
-        if field is None or field.type != "field_expression":
+    for match in _CANDIDATE_TOKENS.finditer(source):
+        name = root.descendant_for_byte_range(match.start(), match.end())
+        if name is None or name.start_byte != match.start() or name.end_byte != match.end():
             continue
-        call = field.parent
-        if call is not None and call.type == "generic_function":
-            call = call.parent
-        if call is not None and call.type == "call_expression" and callee(call) == field:
-            found["step_call"].append(call)
-    for name in captures.get("scoped", []):
-        path = name.parent
-        call = path.parent if path is not None else None
-        if call is not None and call.type == "call_expression" and call.child_by_field_name("function") == path:
-            found["scoped_call"].append(call)
-    for name in captures.get("momentum", []):
-        if name.parent is not None:
-            found["momentum_struct"].append(name.parent)
+        parent = name.parent
+        if parent is None:
+            continue
+        token = match.group()
+        if token == b"step":
+            if name.type != "field_identifier" or parent.type != "field_expression":
+                continue
+            call = parent.parent
+            if call is not None and call.type == "generic_function":
+                call = call.parent
+            if call is not None and call.type == "call_expression" and callee(call) == parent:
+                found["step_call"].append(call)
+        elif token == b"MomentumConfig":
+            if name.type == "type_identifier" and parent.type == "struct_expression" and parent.child_by_field_name("name") == name:
+                found["momentum_struct"].append(parent)
+        elif name.type == "identifier" and parent.type == "scoped_identifier" and parent.child_by_field_name("name") == name:
+            call = parent.parent
+            if call is not None and call.type == "call_expression" and call.child_by_field_name("function") == parent:
+                found["scoped_call"].append(call)
     for nodes in found.values():
         nodes.sort(key=lambda n: n.start_byte)
     return found
@@ -71,14 +79,6 @@ def parser():
 
         _state["parser"] = Parser(_language())
     return _state["parser"]
-
-
-def candidate_cursor():
-    if "cursor" not in _state:
-        from tree_sitter import Query, QueryCursor
-
-        _state["cursor"] = QueryCursor(Query(_language(), CANDIDATE_QUERY))
-    return _state["cursor"]
 
 
 # tree-sitter finds a node's parent by walking down from the root, so climbing
@@ -212,24 +212,28 @@ class SourceUnit:
     path: str
     source: bytes
     tree: Tree
-    captures: dict[str, list[Node]] = field(default_factory=dict)
+    # Found on first use: units parsed only to follow a config across files never need them.
+    captures: dict[str, list[Node]] | None = None
     # Analyses shared by several rules (e.g. step sites for BS001 and BS003).
     memo: dict[str, object] = field(default_factory=dict)
     # Rows of this unit start this many lines into the file (a piece of a large file).
     line_offset: int = 0
 
     @classmethod
-    def parse(cls, path: str, source: bytes, line_offset: int = 0) -> SourceUnit:
-        tree = parser().parse(source)
+    def parse(cls, path: str, source: bytes, line_offset: int = 0, tree: Tree | None = None) -> SourceUnit:
+        """Parse `source` (or take its already parsed `tree`) and make its ancestors findable."""
+        if tree is None:
+            tree = parser().parse(source)
         register_tree(tree.root_node)
-        captures = _candidates(candidate_cursor().captures(tree.root_node))
-        return cls(path=path, source=source, tree=tree, captures=captures, line_offset=line_offset)
+        return cls(path=path, source=source, tree=tree, line_offset=line_offset)
 
     def line(self, node: Node) -> int:
         """1-based line of a node in the whole file."""
         return node.start_point.row + 1 + self.line_offset
 
     def nodes(self, capture: str) -> list[Node]:
+        if self.captures is None:
+            self.captures = find_candidates(self.tree.root_node, self.source)
         return self.captures.get(capture, [])
 
     @cached_property
@@ -247,19 +251,24 @@ class SourceUnit:
 # contain a rule's token are parsed: parsing is the one cost that grows with
 # the file rather than with the training code in it.
 SPLIT_BYTES = 1 << 20
+# Files above this size (and up to SPLIT_BYTES) are cut the same way by the
+# engine, which keeps the cut only when every piece parses without a syntax
+# error (a cut inside a raw string or a macro leaves one) and otherwise parses
+# the whole file: a third of real trees' parsed bytes sat in a few such files.
+GUARDED_SPLIT_BYTES = 128 << 10
 _PIECE_BYTES = 256 << 10
 # A top-level item ends at a `}` alone on its line at column 0 (rustfmt's layout).
 _ITEM_END = re.compile(rb"\n\}[ \t]*\r?\n")
 
 
-def pieces(source: bytes, tokens: re.Pattern[bytes]) -> list[tuple[int, int, bytes]]:
+def pieces(source: bytes, tokens: re.Pattern[bytes], split_above: int = SPLIT_BYTES) -> list[tuple[int, int, bytes]]:
     """(first line, start byte, bytes) of each top-level item of `source` that matches `tokens`.
 
-    A source below SPLIT_BYTES is one piece. A `}` at column 0 inside a raw
-    string can cut an item in two; each half is then parsed on its own, as
+    A source up to `split_above` bytes is one piece. A `}` at column 0 inside a
+    raw string can cut an item in two; each half is then parsed on its own, as
     rustc never would, which only costs precision on that item.
     """
-    if len(source) <= SPLIT_BYTES:
+    if len(source) <= split_above:
         return [(0, 0, source)] if tokens.search(source) else []
     ends = [m.end() for m in _ITEM_END.finditer(source)]
     ends.append(len(source))
