@@ -29,7 +29,7 @@ class _LazyGroup(BurnsideGroup):
     """A group that imports a command's module only when the command is asked for."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(set(self.commands) | set(_COMMANDS))
+        return [*_COMMANDS, *sorted(set(self.commands) - set(_COMMANDS))]  # pipeline order, as `--help` shows
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in self.commands and name in _COMMANDS:

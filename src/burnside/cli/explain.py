@@ -7,7 +7,7 @@ from rich.markdown import Markdown
 from rich.panel import Panel
 
 from burnside.cli.command import BurnsideCommand
-from burnside.cli.output import stdout
+from burnside.cli.console import stdout
 from burnside.errors import BurnsideError
 from burnside.rule import all_rules, find_rule
 

@@ -5,17 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.text import Text
 
 from burnside.atomic import atomic_output
+from burnside.cli.console import stderr, stdout
 from burnside.compare import Comparison
 from burnside.diagnose import Diagnosis
 from burnside.report import comparison_json, comparison_junit, plot_drift, render, write_html_report
 from burnside.report.distribution import reference_losses
-
-stdout = Console(highlight=False, soft_wrap=True)
-stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def finish(comparison: Comparison, diagnoses: list[Diagnosis], *, as_json: bool, plot: Path | None,
