@@ -53,17 +53,18 @@ def record_and_compare(torch: Path | TorchSide, burn: BurnSide, *, torch_out: Pa
     is told the comparison's tensors (`compare_traces`); the sides report their own steps.
     """
     torch_trace = torch if isinstance(torch, Path) else torch(torch_out)
+    trace_a = open_trace(torch_trace)
     judge_by = None
     if isinstance(reference, Path):
         # a reference that is no reference, or of another start, is refused before the port builds and runs
         judge_by = open_reference(reference)
-        check_start(open_trace(torch_trace), judge_by)
+        check_start(trace_a, judge_by)
     burn_trace = burn(burn_out, torch_trace)
     if reference is not None and not isinstance(reference, Path):
         if reference_out is None:
             raise ValueError("a reference recorder needs reference_out")
         reference = reference(reference_out)
         judge_by = open_reference(reference)
-    comparison = compare_traces(open_trace(torch_trace), open_trace(burn_trace), tolerances, only, reference=judge_by,
+    comparison = compare_traces(trace_a, open_trace(burn_trace), tolerances, only, reference=judge_by,
                                 progress=progress)
     return Parity(torch_trace, burn_trace, comparison, diagnose(comparison), reference)

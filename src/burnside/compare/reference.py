@@ -47,6 +47,9 @@ class Reference:
 
     trace: Trace
     variants: dict[str, Trace] = field(default_factory=dict)
+    #: traces `check_start` found this reference starts from (`check` checks before the port runs,
+    #: compare again: the start's tensors are read once)
+    starts: set[Path] = field(default_factory=set)
 
     @property
     def path(self) -> Path:
@@ -81,6 +84,8 @@ def check_start(trace: Trace, reference: Reference) -> None:
 
     A reference recorded from another seed, other batches or a model already trained would judge
     both sides by a run they never made, and could pass a real bug as rounding noise."""
+    if trace.path.resolve() in reference.starts:
+        return
     ref = reference.trace
     for name in trace.names:
         parsed = parse_name(name)
@@ -109,6 +114,7 @@ def check_start(trace: Trace, reference: Reference) -> None:
                 f"{x.size} elements (up to {worst:.3g}); record the reference from the same model, weights and "
                 "batches as the trace, before training (burnside.reference.record_reference), or leave out "
                 "--reference")
+    reference.starts.add(trace.path.resolve())
 
 
 @dataclass(frozen=True)
