@@ -478,6 +478,44 @@ mod tests {
         assert_eq!(entry.part, Some(Part { index: 2, of: 4 }));
     }
 
+    #[derive(Module, Debug)]
+    struct Stacked {
+        rnn: Vec<burn::nn::Lstm>,
+    }
+
+    #[test]
+    fn a_stack_of_burn_lstms_renames_to_pytorchs_num_layers_names() {
+        let device = Device::default();
+        let stacked = Stacked {
+            rnn: vec![
+                burn::nn::LstmConfig::new(3, 2, true).init(&device),
+                burn::nn::LstmConfig::new(2, 2, true).init(&device),
+            ],
+        };
+        // the rename rust/README.md gives for PyTorch's `nn.LSTM(3, 2, num_layers=2)`
+        let names = TorchNames::new()
+            .rename(r"^rnn\.(\d+)\.(\w+)_l0$", "rnn.${2}_l$1")
+            .unwrap();
+        let values = param_values(&stacked, &names).unwrap();
+        let shapes: Vec<(&str, Vec<usize>)> = values
+            .iter()
+            .map(|(e, v)| (e.torch.as_str(), v.shape.clone()))
+            .collect();
+        assert_eq!(
+            shapes,
+            vec![
+                ("rnn.weight_ih_l0", vec![8, 3]),
+                ("rnn.bias_ih_l0", vec![8]),
+                ("rnn.weight_hh_l0", vec![8, 2]),
+                ("rnn.bias_hh_l0", vec![8]),
+                ("rnn.weight_ih_l1", vec![8, 2]),
+                ("rnn.bias_ih_l1", vec![8]),
+                ("rnn.weight_hh_l1", vec![8, 2]),
+                ("rnn.bias_hh_l1", vec![8]),
+            ]
+        );
+    }
+
     #[test]
     fn a_packed_tensor_with_a_slice_absent_is_left_out_whole() {
         let rnn = recurrent(&Device::default());
