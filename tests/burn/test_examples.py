@@ -1,4 +1,4 @@
-"""The worked examples (a CNN with BatchNorm, a transformer block): PyTorch recorded, the burn port run
+"""The worked examples (a CNN with BatchNorm, a transformer block, a GRU and LSTM language model): PyTorch recorded, the burn port run
 through the `burnside check` contract, compared; each injected layer bug surfaces at its own layer."""
 
 from __future__ import annotations
@@ -45,6 +45,21 @@ def test_transformer_port_trains_the_same(run_example):
     assert "step3.params_after.ln2.weight" in burn_trace
 
 
+def test_rnn_port_trains_the_same_with_pytorchs_packed_gates(run_example):
+    torch_trace, burn_trace = run_example("rnn")
+    comparison = compare_traces(torch_trace, burn_trace, TOLERANCES)
+    assert comparison.passed, table(comparison)
+    assert not comparison.only_in_a and not comparison.only_in_b and not comparison.structure
+    # burn's per-gate Linears were loaded from and recorded as PyTorch's packed tensors, gradients and
+    # Adam's moments included, and counted as PyTorch counts them
+    for name in ("params_after.gru.weight_ih_l0", "grads.lstm.weight_hh_l0_reverse", "optim.exp_avg_sq.lstm.bias_ih_l0"):
+        assert burn_trace.info(f"step3.{name}").shape == torch_trace.info(f"step3.{name}").shape
+    assert burn_trace.info("step0.grads.lstm.weight_ih_l0").shape == (4 * 16, 16)
+    assert burn_trace.metadata["grads_len"] == torch_trace.metadata["grads_len"] == [15] * STEPS
+    assert sorted(burn_trace.metadata["params"]) == sorted(torch_trace.metadata["params"])
+    assert torch_trace.metadata["modules"]["lstm"] == "LSTM"
+
+
 def test_cnn_port_differs_only_in_batchnorm_running_var(run_example):
     torch_trace, burn_trace = run_example("cnn")
     comparison = compare_traces(torch_trace, burn_trace, TOLERANCES)
@@ -78,6 +93,7 @@ def first_out_of_tolerance(comparison):
     ("transformer", "ln-eps", "step0.activations.ln2", "LayerNorm", "step0.activations.attn"),
     ("cnn", "bn-eps", "step0.activations.bn", "BatchNorm2d", "step0.activations.conv"),
     ("cnn", "bn-momentum", "step0.buffers.bn.running_mean", None, None),
+    ("rnn", "batch-first", "step0.activations.lstm", "LSTM", "step0.activations.gru"),
 ])
 def test_a_layer_bug_is_first_seen_at_that_layer(run_example, name, bug, layer, module, input_layer):
     torch_trace, burn_trace = run_example(name, bug)

@@ -66,6 +66,18 @@ def test_gelu_tanh_approximation_is_named_on_burn(compared):
     assert "`burn::tensor::activation::gelu`" in found.fix
 
 
+def test_an_lstm_reading_batch_first_is_named_against_pytorchs_sequence_first(compared):
+    comparison, (found,) = compared("rnn", "batch-first")
+    layer = comparison.layer
+    assert (layer.module, layer.kind, layer.step, layer.input) == ("lstm", "LSTM", 0, "step0.activations.gru")
+    assert layer.measured == {"a": {"layout": "seq-first"}, "b": {"layout": "batch-first"}}
+    # each side's own reading reproduces it to rounding, the other one is off by the output's size
+    assert max(layer.residuals["a"]["seq-first"], layer.residuals["b"]["batch-first"]) < 1e-6
+    assert min(layer.residuals["a"]["batch-first"], layer.residuals["b"]["seq-first"]) > 0.1
+    assert found.evidence.startswith("lstm (LSTM) at step 0: A (pytorch) reads [seq, batch, features]")
+    assert "with_batch_first(false)" in found.fix
+
+
 def test_ln2_is_fed_by_a_residual_sum_so_its_epsilon_is_not_guessed(compared):
     """`--bug ln-eps` sets ln2's epsilon; ln2 reads emb + attn, while the activation before it is attn."""
     comparison, found = compared("transformer", "ln-eps")
@@ -73,8 +85,8 @@ def test_ln2_is_fed_by_a_residual_sum_so_its_epsilon_is_not_guessed(compared):
     assert comparison.layer is None and not found
 
 
-@pytest.mark.parametrize("name", ["cnn", "transformer"])
-def test_faithful_ports_draw_no_d011(compared, name):
+@pytest.mark.parametrize("name", ["cnn", "transformer", "rnn"])
+def test_faithful_ports_draw_no_d011(compared, example_run, name):
     comparison, found = compared(name)
     assert not found
     if name == "cnn":
@@ -87,6 +99,13 @@ def test_faithful_ports_draw_no_d011(compared, name):
         assert not comparison.layer.differing()
     else:
         assert comparison.passed and comparison.layer is None
+    if name == "rnn":
+        # both recurrent layers re-run from the traces read time on the first axis, on both sides
+        from burnside.compare.layers import measure_layer
+
+        for module in ("gru", "lstm"):
+            layer = measure_layer(*example_run(name, STEPS), f"step1.activations.{module}")
+            assert layer.measured == {"a": {"layout": "seq-first"}, "b": {"layout": "seq-first"}}, module
 
 
 def test_a1_draws_no_d011(a1_trace):

@@ -127,6 +127,49 @@ impl HostTensor {
         self
     }
 
+    /// The tensors stacked end to end along dimension 0 (`[a, n]` and `[b, n]` make `[a + b, n]`),
+    /// or `None` if their dtypes or their shapes beyond dimension 0 differ (or there are none).
+    pub fn concat0(parts: &[HostTensor]) -> Option<Self> {
+        let first = parts.first()?;
+        let rest = first.shape.get(1..)?;
+        if parts
+            .iter()
+            .any(|p| p.dtype != first.dtype || p.shape.get(1..) != Some(rest))
+        {
+            return None;
+        }
+        let mut shape = first.shape.clone();
+        shape[0] = parts.iter().map(|p| p.shape[0]).sum();
+        Some(Self {
+            dtype: first.dtype,
+            shape,
+            bytes: parts.iter().flat_map(|p| p.bytes.iter().copied()).collect(),
+        })
+    }
+
+    /// The tensor cut into `of` equal slices along dimension 0, or `None` if it has no
+    /// dimension 0 or its length is not a multiple of `of`.
+    pub fn split0(&self, of: usize) -> Option<Vec<Self>> {
+        let rows = *self.shape.first()?;
+        if of == 0 || rows % of != 0 {
+            return None;
+        }
+        let mut shape = self.shape.clone();
+        shape[0] = rows / of;
+        let chunk = self.bytes.len() / of;
+        Some(
+            self.bytes
+                .chunks_exact(chunk.max(1))
+                .take(of)
+                .map(|bytes| Self {
+                    dtype: self.dtype,
+                    shape: shape.clone(),
+                    bytes: bytes.to_vec(),
+                })
+                .collect(),
+        )
+    }
+
     /// The transpose of a 2-d tensor (`[a, b]` becomes `[b, a]`), moving whole elements.
     pub fn transposed(&self) -> Self {
         assert_eq!(
@@ -163,6 +206,19 @@ mod tests {
         assert_eq!(tt.to_f32().unwrap(), vec![1.0, 4.0, 2.0, 5.0, 3.0, -0.0]);
         assert!(tt.to_f32().unwrap()[5].is_sign_negative());
         assert_eq!(tt.transposed(), t);
+    }
+
+    #[test]
+    fn split_and_concat_along_dimension_0_are_inverses() {
+        let t = HostTensor::from_f32(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], vec![4, 2]);
+        let parts = t.split0(2).unwrap();
+        assert_eq!(parts[1].shape, vec![2, 2]);
+        assert_eq!(parts[1].to_f32().unwrap(), vec![5.0, 6.0, 7.0, 8.0]);
+        assert_eq!(HostTensor::concat0(&parts).unwrap(), t);
+        assert!(t.split0(3).is_none(), "4 rows do not cut in 3");
+        let other = HostTensor::from_f32(&[1.0, 2.0, 3.0], vec![1, 3]);
+        assert!(HostTensor::concat0(&[t.clone(), other]).is_none());
+        assert!(HostTensor::from_f32(&[1.0], vec![]).split0(1).is_none());
     }
 
     #[test]

@@ -124,7 +124,8 @@ impl InitFile {
     /// Replace every float parameter of `module` by the file's `params.{name}` and every
     /// running statistic by `buffers.{name}`, bit for bit, in burn's names and layout (burn-store's
     /// `PyTorchToBurnAdapter`: `Linear` weights transposed, norm layers' `weight`/`bias` as
-    /// `gamma`/`beta`, plus the renames of [`with_names`](Self::with_names)). Parameter ids,
+    /// `gamma`/`beta`, PyTorch's packed RNN tensors cut into burn's gates, plus the renames of
+    /// [`with_names`](Self::with_names)). Parameter ids,
     /// devices and `require_grad` are kept.
     ///
     /// Every parameter must be in the file and every tensor of the file must be used, with the
@@ -134,10 +135,15 @@ impl InitFile {
     /// `num_batches_tracked`, which burn does not keep, is not required to be used.
     pub fn load_module<M: Module>(&self, mut module: M) -> Result<M, TraceError> {
         let entries = param_paths_with(&module, &self.names);
-        let by_torch: BTreeMap<&str, &ParamEntry> =
-            entries.iter().map(|e| (e.torch.as_str(), e)).collect();
+        // One PyTorch name, several burn tensors where PyTorch packs them (an RNN's gates).
+        let mut by_torch: BTreeMap<&str, Vec<&ParamEntry>> = BTreeMap::new();
+        for entry in &entries {
+            by_torch.entry(entry.torch.as_str()).or_default().push(entry);
+        }
         let mut tensors = Vec::new();
         let mut unused = Vec::new();
+        let mut uncut = Vec::new();
+        let mut uncut_names = BTreeSet::new();
         for (key, value) in &self.file.tensors {
             let Some((kind, name)) = key
                 .split_once('.')
@@ -146,9 +152,32 @@ impl InitFile {
                 continue;
             };
             match by_torch.get(name) {
-                Some(entry) if value.dtype != HostDType::I64 => {
-                    tensors.push(bridge::from_data(value.to_data(), entry.path.clone(), None))
-                }
+                Some(group) if value.dtype != HostDType::I64 => match group[0].part {
+                    None => tensors.push(bridge::from_data(
+                        value.to_data(),
+                        group[0].path.clone(),
+                        None,
+                    )),
+                    Some(part) => match value.split0(part.of) {
+                        Some(slices) => {
+                            for entry in group {
+                                let index = entry.part.map_or(0, |p| p.index);
+                                tensors.push(bridge::from_data(
+                                    slices[index].to_data(),
+                                    entry.path.clone(),
+                                    None,
+                                ));
+                            }
+                        }
+                        None => {
+                            uncut_names.insert(name.to_string());
+                            uncut.push(format!(
+                                "  `{name}`: the file's tensor is {:?}, which does not cut into {} gates along dimension 0",
+                                value.shape, part.of
+                            ));
+                        }
+                    },
+                },
                 _ if kind == "buffers" && name.ends_with("num_batches_tracked") => {}
                 _ => unused.push(name.to_string()),
             }
@@ -167,12 +196,16 @@ impl InitFile {
                 .filter_map(|path| entries.iter().find(|e| &e.path == path))
                 .map(|e| e.torch.clone()),
         );
-        if missing.is_empty() && unused.is_empty() && result.errors.is_empty() {
+        let missing: Vec<&ParamEntry> = missing
+            .into_iter()
+            .filter(|e| !uncut_names.contains(&e.torch))
+            .collect();
+        if missing.is_empty() && unused.is_empty() && uncut.is_empty() && result.errors.is_empty() {
             return Ok(module);
         }
         Err(TraceError::Format {
             path: self.file.path.clone(),
-            message: self.misfit(&entries, &missing, &unused, &result.errors),
+            message: self.misfit(&entries, &missing, &unused, &uncut, &result.errors),
         })
     }
 
@@ -182,6 +215,7 @@ impl InitFile {
         entries: &[ParamEntry],
         missing: &[&ParamEntry],
         unused: &[String],
+        uncut: &[String],
         errors: &[ApplyError],
     ) -> String {
         let mut lines = vec!["the burn module does not fit this init file".to_string()];
@@ -194,7 +228,14 @@ impl InitFile {
                 let hint = closest(&entry.torch, unused)
                     .map(|(_, u)| format!(" <- `{u}`?"))
                     .unwrap_or_default();
-                lines.push(format!("    `{}` -> `{}`{hint}", entry.path, entry.torch));
+                let slice = entry
+                    .part
+                    .map(|p| format!(" (gate {} of {})", p.index + 1, p.of))
+                    .unwrap_or_default();
+                lines.push(format!(
+                    "    `{}` -> `{}`{slice}{hint}",
+                    entry.path, entry.torch
+                ));
             }
         }
         if !unused.is_empty() {
@@ -210,6 +251,7 @@ impl InitFile {
                 lines.push(format!("    `{name}`{hint}"));
             }
         }
+        lines.extend(uncut.iter().cloned());
         for error in errors {
             lines.push(match error {
                 ApplyError::ShapeMismatch {

@@ -21,7 +21,8 @@
 //! rules (norm layers' `gamma`/`beta` are `weight`/`bias`), plus a port's own renames
 //! ([`TorchNames`]). `Linear` weights, their gradients and their optimizer moments are
 //! transposed to PyTorch's `[out, in]` on the way out and back to burn's `[in, out]` on the way
-//! in. BatchNorm's running statistics are recorded as `buffers.*` by `params_after`.
+//! in; the gates of burn's `Lstm`/`Gru`/`BiLstm`/`BiGru` are cut from and stacked into PyTorch's
+//! packed `weight_ih_l0`, `weight_hh_l0`, `bias_ih_l0`, `bias_hh_l0` ([`Part`]). BatchNorm's running statistics are recorded as `buffers.*` by `params_after`.
 
 mod error;
 mod host_tensor;
@@ -39,7 +40,9 @@ pub use host_tensor::{HostDType, HostTensor};
 pub use init_file::InitFile;
 pub use optimizer_spec::OptimizerSpec;
 pub use optimizer_state::optimizer_state;
-pub use param_paths::{ParamEntry, TorchNames, param_paths, param_paths_with, param_values};
+pub use param_paths::{
+    ParamEntry, Part, TorchNames, pack_parts, param_paths, param_paths_with, param_values,
+};
 pub use port_args::{PortArgs, UsageError, run_port};
 pub use safetensors_file::{SafetensorsFile, write_safetensors};
 pub use step_progress::{PROGRESS_ENV, step_done};

@@ -4,7 +4,7 @@ use burn::optim::ModuleOptimizer;
 use burn::tensor::DType;
 use burn_pack::{Reader, Scalar};
 
-use crate::{HostTensor, ParamEntry, TorchNames, TraceError};
+use crate::{HostTensor, ParamEntry, TorchNames, TraceError, pack_parts};
 
 /// The optimizer's per-parameter state in PyTorch's names and layout:
 /// `(slot, param path) -> tensor`, e.g. `("exp_avg", "fc1.weight")`.
@@ -15,7 +15,8 @@ use crate::{HostTensor, ParamEntry, TorchNames, TraceError};
 /// Slots are renamed (`moment_1` → `exp_avg`, `moment_2` → `exp_avg_sq`, `max_moment_2` →
 /// `max_exp_avg_sq`, `velocity` → `momentum_buffer`, `time` → `step` as an f32 scalar); a field
 /// without a PyTorch counterpart keeps its burn name. Parameters get their PyTorch names from `names`
-/// and moments their PyTorch layout (`Linear` weight moments are transposed).
+/// and moments their PyTorch layout (`Linear` weight moments are transposed, an RNN's gates
+/// stacked into PyTorch's packed tensors).
 /// State of a parameter that is not in `params` (another module's) is an error.
 pub fn optimizer_state(
     optim: &ModuleOptimizer,
@@ -45,7 +46,8 @@ pub fn optimizer_state(
         Ok((entry, field.rsplit('.').next().unwrap_or(field).to_string()))
     };
 
-    let mut state = BTreeMap::new();
+    // By slot, each parameter's value; the slices of a packed tensor are stacked at the end.
+    let mut slots: BTreeMap<String, Vec<(ParamEntry, HostTensor)>> = BTreeMap::new();
     for (name, scalar) in reader.scalars() {
         let (entry, leaf) = param_of(name)?;
         if leaf.starts_with("__") {
@@ -57,10 +59,10 @@ pub fn optimizer_state(
             Scalar::Float(v) => v as f32,
             Scalar::Bool(v) => f32::from(u8::from(v)),
         };
-        state.insert(
-            (torch_slot(&leaf), entry.torch.clone()),
-            HostTensor::from_f32(&[value], vec![]),
-        );
+        slots
+            .entry(torch_slot(&leaf))
+            .or_default()
+            .push((entry.clone(), HostTensor::from_f32(&[value], vec![])));
     }
     let tensors = reader
         .into_tensors()
@@ -76,10 +78,17 @@ pub fn optimizer_state(
         } else {
             data.convert::<f32>()
         })?;
-        state.insert(
-            (torch_slot(&leaf), entry.torch.clone()),
-            entry.to_torch_layout(host, names)?,
-        );
+        let value = entry.to_torch_layout(host, names)?;
+        slots
+            .entry(torch_slot(&leaf))
+            .or_default()
+            .push((entry.clone(), value));
+    }
+    let mut state = BTreeMap::new();
+    for (slot, values) in slots {
+        for (entry, value) in pack_parts(values)? {
+            state.insert((slot.clone(), entry.torch), value);
+        }
     }
     Ok(state)
 }

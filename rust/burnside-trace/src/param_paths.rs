@@ -1,3 +1,5 @@
+use std::collections::BTreeMap;
+
 use burn::module::{Module, ModuleVisitor, Param, ParamId};
 use burn::store::burn_pack::Tensor as PackTensor;
 use burn::store::{BurnToPyTorchAdapter, KeyRemapper, ModuleAdapter, ModuleContext, bridge};
@@ -12,7 +14,8 @@ use crate::{HostTensor, TraceError};
 /// burn's standard layers need nothing here: burn-store's `BurnToPyTorchAdapter` already names
 /// norm layers' `gamma`/`beta` as `weight`/`bias` (BatchNorm, LayerNorm, GroupNorm, RmsNorm)
 /// and transposes `Linear` weights; Conv, ConvTranspose and Embedding share PyTorch's names and
-/// layouts. Only a module of your own whose field names differ from the PyTorch module's
+/// layouts. burn's recurrent layers (`Lstm`, `Gru`, `BiLstm`, `BiGru`) get PyTorch's packed names
+/// here (see [`Part`]). Only a module of your own whose field names differ from the PyTorch module's
 /// attribute names needs a rename, written in the burn -> PyTorch direction and applied to the
 /// whole dotted path after the standard rules.
 #[derive(Debug, Clone, Default)]
@@ -51,8 +54,11 @@ impl TorchNames {
     }
 
     /// A burn tensor (named by its field path) in PyTorch's name and layout.
-    fn to_torch(&self, tensor: PackTensor, containers: &[String]) -> PackTensor {
-        let tensor = BurnToPyTorchAdapter.adapt(tensor, ModuleContext::new(containers));
+    fn to_torch(&self, tensor: PackTensor, containers: &[String], packed: Option<&str>) -> PackTensor {
+        let mut tensor = BurnToPyTorchAdapter.adapt(tensor, ModuleContext::new(containers));
+        if let Some(name) = packed {
+            tensor.name = name.to_string();
+        }
         let (mut renamed, _) = self.remapper.remap(vec![tensor]);
         renamed.pop().expect("remap keeps every tensor")
     }
@@ -70,6 +76,60 @@ fn escape(s: &str) -> String {
     out
 }
 
+/// Which slice of a PyTorch tensor a burn tensor is, where PyTorch packs several of burn's tensors
+/// into one: slice `index` of `of` equal slices along dimension 0.
+///
+/// burn's `Lstm` and `Gru` keep one `GateController` per gate, each an input and a hidden
+/// `Linear`; PyTorch's `nn.LSTM` and `nn.GRU` stack the gates' rows into `weight_ih_l0`
+/// (`[gates * hidden, input]`), `weight_hh_l0`, `bias_ih_l0` and `bias_hh_l0`, in the order
+/// input, forget, cell, output (LSTM) and reset, update, new (GRU). A `BiLstm`/`BiGru`'s
+/// `reverse` direction is PyTorch's `*_reverse`. burn-store has no rule for these layers, so the
+/// mapping is here: loading cuts PyTorch's tensor into the gates, recording (values, gradients,
+/// optimizer moments) stacks the gates back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Part {
+    /// The slice's position, from 0.
+    pub index: usize,
+    /// How many slices make the PyTorch tensor.
+    pub of: usize,
+}
+
+/// PyTorch's name (before a port's renames) and the slice of it for a tensor inside a burn
+/// recurrent layer's gate, from the stack of (field, declaring type); `None` elsewhere.
+fn rnn_gate(stack: &[(String, String)]) -> Option<(String, Part)> {
+    const LSTM: [&str; 4] = ["input_gate", "forget_gate", "cell_gate", "output_gate"];
+    const GRU: [&str; 3] = ["reset_gate", "update_gate", "new_gate"];
+    let at = stack
+        .iter()
+        .position(|(_, c)| c == "Struct:Lstm" || c == "Struct:Gru")?;
+    let [(gate, layer), (transform, _), (leaf, _)] = &stack[at..] else {
+        return None;
+    };
+    let gates: &[&str] = if layer == "Struct:Lstm" { &LSTM } else { &GRU };
+    let index = gates.iter().position(|g| g == gate)?;
+    let which = match transform.as_str() {
+        "input_transform" => "ih",
+        "hidden_transform" => "hh",
+        _ => return None,
+    };
+    let (outer, suffix) = match at.checked_sub(1).map(|i| &stack[i]) {
+        Some((direction, c)) if c == "Struct:BiLstm" || c == "Struct:BiGru" => {
+            (at - 1, if direction == "reverse" { "_reverse" } else { "" })
+        }
+        _ => (at, ""),
+    };
+    let mut path: Vec<&str> = stack[..outer].iter().map(|(n, _)| n.as_str()).collect();
+    let name = format!("{leaf}_{which}_l0{suffix}");
+    path.push(&name);
+    Some((
+        path.join("."),
+        Part {
+            index,
+            of: gates.len(),
+        },
+    ))
+}
+
 /// One float tensor of a module, a parameter or a running-statistics buffer, with its burn path
 /// and its PyTorch name.
 #[derive(Debug, Clone, PartialEq)]
@@ -82,6 +142,8 @@ pub struct ParamEntry {
     pub torch: String,
     /// A buffer (BatchNorm's `running_mean` / `running_var`, burn `RunningState`), not trained.
     pub buffer: bool,
+    /// The slice of `torch` this tensor is, if PyTorch packs it with others (an RNN's gates).
+    pub part: Option<Part>,
     /// The types of the structs declaring each field on the path, which decide the layout.
     containers: Vec<String>,
 }
@@ -95,7 +157,8 @@ impl ParamEntry {
         names: &TorchNames,
     ) -> Result<HostTensor, TraceError> {
         let packed = bridge::from_data(tensor.to_data(), self.path.clone(), None);
-        let packed = names.to_torch(packed, &self.containers);
+        // Only the layout matters here: the name is the entry's.
+        let packed = names.to_torch(packed, &self.containers, None);
         host(packed, &self.torch)
     }
 }
@@ -126,7 +189,8 @@ pub fn param_paths_with<M: Module>(module: &M, names: &TorchNames) -> Vec<ParamE
     visitor.entries
 }
 
-/// Every float tensor of `module` in module order with its value in PyTorch name and layout.
+/// Every float tensor of `module` in module order with its value in PyTorch name and layout
+/// (the slices of a packed tensor stacked into one, listed with its first slice's entry).
 ///
 /// Running statistics are read as the module holds them; call `module.valid()` first (which
 /// syncs every `RunningState`) to see the value of the latest forward pass.
@@ -142,7 +206,7 @@ pub fn param_values<M: Module>(
     };
     module.visit(&mut visitor);
     let values = visitor.values.unwrap_or_default();
-    visitor
+    let values = visitor
         .entries
         .into_iter()
         .zip(values)
@@ -150,7 +214,63 @@ pub fn param_values<M: Module>(
             let value = host(packed, &entry.torch)?;
             Ok((entry, value))
         })
-        .collect()
+        .collect::<Result<Vec<_>, TraceError>>()?;
+    pack_parts(values)
+}
+
+/// `values` with each packed PyTorch tensor's slices (see [`Part`]) stacked into it, at the place
+/// of its first slice; every other tensor passes through as is. A packed tensor with a slice
+/// absent (a gate with no gradient) is left out whole, which the comparison reports as missing.
+/// Where every slice holds one 0-d value (an optimizer's step count), the value is kept once.
+pub fn pack_parts(
+    values: Vec<(ParamEntry, HostTensor)>,
+) -> Result<Vec<(ParamEntry, HostTensor)>, TraceError> {
+    enum Slot {
+        Whole(ParamEntry, HostTensor),
+        Packed(ParamEntry, Vec<Option<HostTensor>>),
+    }
+    let mut slots: Vec<Slot> = Vec::new();
+    let mut packed_at: BTreeMap<String, usize> = BTreeMap::new();
+    for (entry, value) in values {
+        let Some(part) = entry.part else {
+            slots.push(Slot::Whole(entry, value));
+            continue;
+        };
+        let at = *packed_at.entry(entry.torch.clone()).or_insert_with(|| {
+            slots.push(Slot::Packed(entry.clone(), vec![None; part.of]));
+            slots.len() - 1
+        });
+        if let Slot::Packed(_, parts) = &mut slots[at]
+            && let Some(slot) = parts.get_mut(part.index)
+        {
+            *slot = Some(value);
+        }
+    }
+    let mut out = Vec::with_capacity(slots.len());
+    for slot in slots {
+        match slot {
+            Slot::Whole(entry, value) => out.push((entry, value)),
+            Slot::Packed(entry, parts) => {
+                let Some(parts) = parts.into_iter().collect::<Option<Vec<_>>>() else {
+                    continue;
+                };
+                let joined = if parts.iter().all(|p| p.shape.is_empty()) {
+                    parts.iter().all(|p| p == &parts[0]).then(|| parts[0].clone())
+                } else {
+                    HostTensor::concat0(&parts)
+                };
+                let value = joined.ok_or_else(|| TraceError::Mismatch {
+                    name: entry.torch.clone(),
+                    message: format!(
+                        "its slices in burn (shapes {:?}) do not stack into PyTorch's packed tensor",
+                        parts.iter().map(|p| p.shape.clone()).collect::<Vec<_>>()
+                    ),
+                })?;
+                out.push((entry, value));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Walks a module keeping the stack of field names and the types that declare them.
@@ -180,13 +300,17 @@ impl ModuleVisitor for PathVisitor<'_> {
             .collect::<Vec<_>>()
             .join(".");
         let containers: Vec<String> = self.stack.iter().map(|(_, c)| c.clone()).collect();
+        let gate = rnn_gate(&self.stack);
         // Deferred: the data is only read if the values were asked for.
         let packed = bridge::from_tensor(&param.val(), path.clone(), Some(param.id.val()));
-        let packed = self.names.to_torch(packed, &containers);
+        let packed = self
+            .names
+            .to_torch(packed, &containers, gate.as_ref().map(|(name, _)| name.as_str()));
         self.entries.push(ParamEntry {
             id: param.id,
             torch: packed.name.clone(),
             buffer: is_running_stat(&self.stack),
+            part: gate.map(|(_, part)| part),
             path,
             containers,
         });
@@ -290,6 +414,126 @@ mod tests {
             vec![4, 2, 3, 3],
             "conv weights as PyTorch's"
         );
+    }
+
+    #[derive(Module, Debug)]
+    struct Recurrent {
+        gru: burn::nn::Gru,
+        lstm: burn::nn::BiLstm,
+    }
+
+    fn recurrent(device: &Device) -> Recurrent {
+        Recurrent {
+            gru: burn::nn::GruConfig::new(3, 4, true).init(device),
+            lstm: burn::nn::BiLstmConfig::new(4, 2, true).init(device),
+        }
+    }
+
+    #[test]
+    fn recurrent_gates_stack_into_pytorchs_packed_tensors_in_pytorchs_gate_order() {
+        let device = Device::default();
+        let rnn = recurrent(&device);
+        let values = param_values(&rnn, &TorchNames::new()).unwrap();
+        let shapes: Vec<(&str, Vec<usize>)> = values
+            .iter()
+            .map(|(e, v)| (e.torch.as_str(), v.shape.clone()))
+            .collect();
+        let mut expect = vec![
+            ("gru.weight_ih_l0", vec![12, 3]),
+            ("gru.bias_ih_l0", vec![12]),
+            ("gru.weight_hh_l0", vec![12, 4]),
+            ("gru.bias_hh_l0", vec![12]),
+        ];
+        for suffix in ["", "_reverse"] {
+            let name = |n: &str| -> &'static str { format!("lstm.{n}_l0{suffix}").leak() };
+            expect.extend([
+                (name("weight_ih"), vec![8, 4]),
+                (name("bias_ih"), vec![8]),
+                (name("weight_hh"), vec![8, 2]),
+                (name("bias_hh"), vec![8]),
+            ]);
+        }
+        assert_eq!(shapes, expect);
+        let value = |name: &str| values.iter().find(|(e, _)| e.torch == name).unwrap().1.clone();
+        let burn = |t: Tensor<2>| HostTensor::from_data(t.into_data()).unwrap().transposed();
+        let rows = |t: HostTensor, of: usize| t.split0(of).unwrap();
+        // GRU: reset, update, new; burn's Linear weights are [in, out], PyTorch's rows are [out, in].
+        let gru = rows(value("gru.weight_ih_l0"), 3);
+        assert_eq!(gru[0], burn(rnn.gru.reset_gate.input_transform.weight.val()));
+        assert_eq!(gru[1], burn(rnn.gru.update_gate.input_transform.weight.val()));
+        assert_eq!(gru[2], burn(rnn.gru.new_gate.input_transform.weight.val()));
+        // LSTM: input, forget, cell, output; the reverse direction is PyTorch's `_reverse`.
+        let lstm = rows(value("lstm.weight_hh_l0_reverse"), 4);
+        let reverse = &rnn.lstm.reverse;
+        assert_eq!(lstm[0], burn(reverse.input_gate.hidden_transform.weight.val()));
+        let forget = reverse.forget_gate.as_ref().unwrap();
+        assert_eq!(lstm[1], burn(forget.hidden_transform.weight.val()));
+        assert_eq!(lstm[2], burn(reverse.cell_gate.hidden_transform.weight.val()));
+        assert_eq!(lstm[3], burn(reverse.output_gate.hidden_transform.weight.val()));
+        let entry = param_paths(&rnn)
+            .into_iter()
+            .find(|e| e.path == "lstm.forward.cell_gate.input_transform.bias")
+            .unwrap();
+        assert_eq!(entry.torch, "lstm.bias_ih_l0");
+        assert_eq!(entry.part, Some(Part { index: 2, of: 4 }));
+    }
+
+    #[derive(Module, Debug)]
+    struct Stacked {
+        rnn: Vec<burn::nn::Lstm>,
+    }
+
+    #[test]
+    fn a_stack_of_burn_lstms_renames_to_pytorchs_num_layers_names() {
+        let device = Device::default();
+        let stacked = Stacked {
+            rnn: vec![
+                burn::nn::LstmConfig::new(3, 2, true).init(&device),
+                burn::nn::LstmConfig::new(2, 2, true).init(&device),
+            ],
+        };
+        // the rename rust/README.md gives for PyTorch's `nn.LSTM(3, 2, num_layers=2)`
+        let names = TorchNames::new()
+            .rename(r"^rnn\.(\d+)\.(\w+)_l0$", "rnn.${2}_l$1")
+            .unwrap();
+        let values = param_values(&stacked, &names).unwrap();
+        let shapes: Vec<(&str, Vec<usize>)> = values
+            .iter()
+            .map(|(e, v)| (e.torch.as_str(), v.shape.clone()))
+            .collect();
+        assert_eq!(
+            shapes,
+            vec![
+                ("rnn.weight_ih_l0", vec![8, 3]),
+                ("rnn.bias_ih_l0", vec![8]),
+                ("rnn.weight_hh_l0", vec![8, 2]),
+                ("rnn.bias_hh_l0", vec![8]),
+                ("rnn.weight_ih_l1", vec![8, 2]),
+                ("rnn.bias_ih_l1", vec![8]),
+                ("rnn.weight_hh_l1", vec![8, 2]),
+                ("rnn.bias_hh_l1", vec![8]),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_packed_tensor_with_a_slice_absent_is_left_out_whole() {
+        let rnn = recurrent(&Device::default());
+        let mut values = param_values(&rnn, &TorchNames::new()).unwrap();
+        // Back to slices, then drop one gate's: as when a gate has no gradient.
+        let entries = param_paths(&rnn);
+        let mut slices: Vec<(ParamEntry, HostTensor)> = Vec::new();
+        for entry in entries.iter().filter(|e| e.torch.starts_with("gru.")) {
+            let (_, packed) = values.iter().find(|(e, _)| e.torch == entry.torch).unwrap();
+            let part = entry.part.unwrap();
+            slices.push((entry.clone(), packed.split0(part.of).unwrap()[part.index].clone()));
+        }
+        let repacked = pack_parts(slices.clone()).unwrap();
+        values.truncate(4);
+        assert_eq!(repacked, values, "slices stack back into the same tensors");
+        slices.remove(0);
+        let names: Vec<String> = pack_parts(slices).unwrap().into_iter().map(|(e, _)| e.torch).collect();
+        assert_eq!(names, vec!["gru.bias_ih_l0", "gru.weight_hh_l0", "gru.bias_hh_l0"]);
     }
 
     #[test]

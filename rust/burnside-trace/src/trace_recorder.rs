@@ -1,4 +1,4 @@
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use burn::module::{Module, ModuleVisitor, Param};
@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::{
     BURN_VERSION, FORMAT_VERSION, HostTensor, OptimizerSpec, ParamEntry, TorchNames, TraceError,
-    optimizer_state, param_paths_with, param_values, write_safetensors,
+    optimizer_state, pack_parts, param_paths_with, param_values, write_safetensors,
 };
 
 /// Records what one burn training loop computes, step by step, and writes it as a burnside
@@ -170,7 +170,8 @@ impl TraceRecorder {
         Ok(())
     }
 
-    /// The gradients of step `step`, by parameter path, and `grads.len()` for `grads_len`.
+    /// The gradients of step `step`, by parameter path, and `grads.len()` for `grads_len` (in
+    /// PyTorch's count: the gates packed into one PyTorch tensor count as one).
     ///
     /// A parameter with no gradient in `grads` (a mismatched model, a frozen parameter) is left
     /// out, which the comparison reports as missing.
@@ -187,12 +188,24 @@ impl TraceRecorder {
             found: Vec::new(),
         };
         module.visit(&mut visitor);
+        let mut found = Vec::with_capacity(visitor.found.len());
         for (index, data) in visitor.found {
             let entry = &entries[index];
             let tensor = entry.to_torch_layout(HostTensor::from_data(data)?, &self.names)?;
+            found.push((entry.clone(), tensor));
+        }
+        // `grads_len` counts PyTorch's tensors: the slices of one packed tensor count once.
+        let slices = found.iter().filter(|(e, _)| e.part.is_some()).count();
+        let packed: BTreeSet<&str> = found
+            .iter()
+            .filter(|(e, _)| e.part.is_some())
+            .map(|(e, _)| e.torch.as_str())
+            .collect();
+        let len = grads.len() - slices + packed.len();
+        for (entry, tensor) in pack_parts(found)? {
             self.put(step, &format!("grads.{}", entry.torch), tensor);
         }
-        self.grads_len.insert(step, grads.len());
+        self.grads_len.insert(step, len);
         Ok(())
     }
 

@@ -14,6 +14,10 @@ rounding (`VALID`), otherwise nothing is measured (a residual connection feeds t
   step's buffer (PyTorch's and burn's initial running mean is 0).
 - LayerNorm: the same over the weight's trailing dimensions, one group per row.
 - GELU: which of the exact erf form and the tanh approximation reproduces the output.
+- LSTM and GRU (one layer, either direction or both): which axis of ``[a, b, features]`` is time,
+  from which reading reproduces the output with the layer's own weights (PyTorch's packed
+  ``weight_ih_l0`` ..., gates in PyTorch's order): ``seq-first`` (PyTorch's default) or
+  ``batch-first`` (burn's ``Lstm``/``BiLstm`` default).
 """
 
 from __future__ import annotations
@@ -43,7 +47,10 @@ SAMPLE = 1 << 16
 _FLOATS = ("F32", "F64", "F16", "BF16")
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 _BATCHNORM = ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d")
-_KINDS = (*_BATCHNORM, "LayerNorm", "GELU")
+_RECURRENT = ("LSTM", "GRU")
+_KINDS = (*_BATCHNORM, "LayerNorm", "GELU", *_RECURRENT)
+#: A recurrent layer is re-run only on inputs up to this many elements (the formula loops over time).
+RECURRENT_ELEMENTS = 1 << 20
 
 
 @dataclass
@@ -54,10 +61,11 @@ class LayerForensics:
     kind: str  # A's class of it: `BatchNorm2d`, `LayerNorm`, `GELU`
     step: int
     input: str  # the activation read as the layer's input
-    #: side ("a", "b") -> setting -> value: `epsilon`, `momentum` (floats), `gelu` ("erf" or "tanh")
+    #: side ("a", "b") -> setting -> value: `epsilon`, `momentum` (floats), `gelu` ("erf" or "tanh"),
+    #: `layout` ("seq-first" or "batch-first")
     measured: dict[str, dict[str, float | str]] = field(default_factory=dict)
     #: side -> what -> relative residual of the formula: `epsilon`/`momentum` with the side's measured
-    #: value, `erf`/`tanh` for each GELU form; on B also `epsilon_at_a`/`momentum_at_a`, B's own
+    #: value, `erf`/`tanh` for each GELU form, `seq-first`/`batch-first` for each reading; on B also `epsilon_at_a`/`momentum_at_a`, B's own
     #: tensors with A's measured value
     residuals: dict[str, dict[str, float]] = field(default_factory=dict)
 
@@ -119,8 +127,8 @@ def _input_name(a: Trace, step: int, module: str) -> str | None:
 def measure_layer(a: Trace, b: Trace, first: str) -> LayerForensics | None:
     """Measure the layer at the first divergence ``first`` on both sides, or None.
 
-    None when that row is not a BatchNorm's, LayerNorm's or GELU's output (or a BatchNorm's
-    running statistic), when its input is not recorded on A, or when A's own output is not
+    None when that row is not a BatchNorm's, LayerNorm's, GELU's, LSTM's or GRU's output (or a
+    BatchNorm's running statistic), when its input is not recorded on A, or when A's own output is not
     reproduced from that input by the layer's formula with any setting.
     """
     parsed = parse_name(first)
@@ -164,6 +172,9 @@ class _Fit:
 
 def _measure(trace: Trace, kind: str, module: str, k: int, source: str, fit: _Fit) -> None:
     output = f"step{k}.activations.{module}"
+    if kind in _RECURRENT:
+        _recurrent(trace, kind, module, k, source, fit)
+        return
     if source not in trace or output not in trace or trace.info(source).shape != trace.info(output).shape:
         return  # a BatchNorm's momentum also needs the output: it tells training mode from eval mode
     shape = trace.info(source).shape
@@ -275,3 +286,74 @@ def _layernorm(x: np.ndarray, y: np.ndarray, shape: tuple[int, ...], w: np.ndarr
     size = x.shape[1]
     w, bias = _affine(w, bias, shape)
     _fit_epsilon(x - x.mean(axis=1, keepdims=True), y, w.reshape(1, size), bias.reshape(1, size), fit)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 0.5 * (1 + np.tanh(0.5 * x))
+
+
+def _run_recurrent(kind: str, x: np.ndarray, weights: dict[str, np.ndarray], suffix: str) -> np.ndarray | None:
+    """One direction of PyTorch's LSTM or GRU over ``x`` [time, batch, features], from zero state:
+    the hidden state at every step, [time, batch, hidden]."""
+    w_ih, w_hh = weights.get(f"weight_ih_l0{suffix}"), weights.get(f"weight_hh_l0{suffix}")
+    if w_ih is None or w_hh is None or w_ih.ndim != 2 or w_hh.ndim != 2 or w_ih.shape[1] != x.shape[2]:
+        return None
+    hidden = w_hh.shape[1]
+    gates = 4 if kind == "LSTM" else 3
+    if w_ih.shape[0] != gates * hidden or w_hh.shape[0] != gates * hidden:
+        return None
+    b_ih = weights.get(f"bias_ih_l0{suffix}", np.zeros(gates * hidden))
+    b_hh = weights.get(f"bias_hh_l0{suffix}", np.zeros(gates * hidden))
+    h = np.zeros((x.shape[1], hidden))
+    c = np.zeros_like(h)
+    out = np.empty((x.shape[0], x.shape[1], hidden))
+    for t in range(x.shape[0]):
+        gi, gh = x[t] @ w_ih.T + b_ih, h @ w_hh.T + b_hh
+        if kind == "LSTM":
+            i, f, g, o = np.split(gi + gh, 4, axis=1)
+            c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
+            h = _sigmoid(o) * np.tanh(c)
+        else:
+            (ri, zi, ni), (rh, zh, nh) = np.split(gi, 3, axis=1), np.split(gh, 3, axis=1)
+            r, z = _sigmoid(ri + rh), _sigmoid(zi + zh)
+            h = (1 - z) * np.tanh(ni + r * nh) + z * h
+        out[t] = h
+    return out
+
+
+def _recurrent(trace: Trace, kind: str, module: str, k: int, source: str, fit: _Fit) -> None:
+    """Which axis the layer reads as time: the reading whose re-run reproduces the output."""
+    output = f"step{k}.activations.{module}"
+    if source not in trace or output not in trace:
+        return
+    x_shape, y_shape = trace.info(source).shape, trace.info(output).shape
+    if len(x_shape) != 3 or len(y_shape) != 3 or x_shape[:2] != y_shape[:2] or math.prod(x_shape) > RECURRENT_ELEMENTS:
+        return
+    prefix = f"step{k}.params_before.{module}."
+    names = [n[len(prefix):] for n in trace.names if n.startswith(prefix)]
+    if any("_l0" not in n for n in names):
+        return  # a stacked layer (`_l1`, ...): its input is not the first layer's, no single formula
+    weights = {n: w for n in names if (w := _read(trace, prefix + n)) is not None}
+    x, y = _read(trace, source), _read(trace, output)
+    if x is None or y is None:
+        return
+
+    def run(seq: np.ndarray) -> np.ndarray | None:
+        forward = _run_recurrent(kind, seq, weights, "")
+        if forward is None or "weight_ih_l0_reverse" not in weights:
+            return forward
+        backward = _run_recurrent(kind, seq[::-1], weights, "_reverse")
+        return None if backward is None else np.concatenate([forward, backward[::-1]], axis=2)
+
+    forms = {"seq-first": run(x)}
+    swapped = run(np.swapaxes(x, 0, 1))
+    forms["batch-first"] = None if swapped is None else np.swapaxes(swapped, 0, 1)
+    for form, expected in forms.items():
+        if expected is not None and expected.shape == y.shape:
+            fit.residuals[form] = _relative(y, expected)
+    if len(fit.residuals) < 2:
+        return
+    best = min(fit.residuals, key=fit.residuals.__getitem__)
+    other = max(fit.residuals, key=fit.residuals.__getitem__)
+    if fit.residuals[best] <= VALID and fit.residuals[other] > 10 * fit.residuals[best]:
+        fit.measured["layout"] = best
