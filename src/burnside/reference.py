@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from burnside.errors import BurnsideError
-from burnside.torch import record
+from burnside.torch import optimizer_kind, record, same_step
 
 if TYPE_CHECKING:
     from burnside.progress import StepProgress
@@ -157,16 +157,36 @@ def _double_copy(model: nn.Module, optimizer: torch.optim.Optimizer, burn_adam: 
                **{k: v for k, v in group.items() if k != "params"}} for group in optimizer.param_groups]
     if not burn_adam:
         return double, type(optimizer)(groups)
-    kind = type(optimizer).__name__
+    kind = optimizer_kind(optimizer)
     return double, BurnAdam([{"params": g["params"]} for g in groups], lr=groups[0]["lr"],
                             betas=tuple(groups[0]["betas"]), eps=groups[0]["eps"],
                             weight_decay=groups[0]["weight_decay"],
                             decoupled=kind == "AdamW" or bool(groups[0].get("decoupled_weight_decay")))
 
 
+def _check_rerunnable(optimizer: torch.optim.Optimizer) -> None:
+    """Refuse an optimizer whose float64 re-run would silently differ from the recorded loop."""
+    from torch.optim.optimizer import _global_optimizer_post_hooks, _global_optimizer_pre_hooks
+
+    hooks = (len(getattr(optimizer, "_optimizer_step_pre_hooks", {})) + len(getattr(optimizer, "_optimizer_step_post_hooks", {}))
+             + len(_global_optimizer_pre_hooks) + len(_global_optimizer_post_hooks))
+    if hooks:
+        raise BurnsideError(
+            f"the optimizer has {hooks} step hook(s), which a float64 re-run cannot carry over (it builds a new "
+            f"optimizer of the same class): pass what the hook does as an argument, e.g. clip_grad_norm=MAX to both "
+            f"record(...) and record_reference(...) for torch.nn.utils.clip_grad_norm_")
+    kind = type(optimizer)
+    for base in (torch.optim.AdamW, torch.optim.Adam):
+        if isinstance(optimizer, base) and not same_step(kind, base):
+            raise BurnsideError(
+                f"{kind.__name__} overrides {base.__name__}.step, which the float64 re-run with burn's arithmetic "
+                f"cannot follow: record with torch.optim.{base.__name__} itself and pass gradient clipping as "
+                f"clip_grad_norm=MAX to record(...) and record_reference(...)")
+
+
 def has_burn_adam_variant(optimizer: torch.optim.Optimizer) -> bool:
     """Whether ``optimizer`` is an Adam or AdamW burn would compute with other constants (one group, no amsgrad)."""
-    return (type(optimizer).__name__ in ("Adam", "AdamW") and len(optimizer.param_groups) == 1
+    return (optimizer_kind(optimizer) in ("Adam", "AdamW") and len(optimizer.param_groups) == 1
             and not optimizer.param_groups[0].get("amsgrad"))
 
 
@@ -182,6 +202,7 @@ def record_reference(
     target: str = "y",
     metadata: Mapping[str, object] | None = None,
     variants: bool = True,
+    clip_grad_norm: float | None = None,
     progress: StepProgress | None = None,
 ) -> Path:
     """Record the float64 reference of a PyTorch loop at ``path``; call it before training ``model``.
@@ -191,9 +212,17 @@ def record_reference(
     With ``variants``, also records the `burn-adam` variant for Adam and AdamW, at
     ``{stem}.{variant}.safetensors`` next to ``path``, and names it in the reference's metadata (`variant.burn-adam`: the file name).
     ``progress`` is told the steps of each run, the variant's with its name as ``part``.
+
+    Anything the loop does to the gradients must be an argument (``clip_grad_norm``, as for
+    `record`): a float64 re-run is made from the optimizer's class and settings, so step hooks
+    registered on ``optimizer`` and an Adam whose ``step`` is overridden are refused rather than
+    silently left out.
     """
     path = Path(path)
+    _check_rerunnable(optimizer)
     extra = {"forward": forward} if forward is not None else {}
+    if clip_grad_norm is not None:
+        extra["clip_grad_norm"] = clip_grad_norm
     found: dict[str, str] = {}
     burn_adam, burn_batchnorm = has_burn_adam_variant(optimizer), has_batchnorm(model)
     if variants and (burn_adam or burn_batchnorm):

@@ -92,8 +92,8 @@ TARGETS: dict[str, Target] = {
     "cnn": _example("cnn", "Conv2d, BatchNorm2d, ReLU, MaxPool2d, Linear; Adam", "adam", ("bn-eps", "bn-momentum")),
     "transformer": _example("transformer", "a transformer block: Embedding, LayerNorm, attention, GELU MLP; AdamW",
                             "adamw", ("gelu-tanh", "ln-eps")),
-    "rnn": _example("rnn", "a recurrent language model: Embedding, GRU, bidirectional LSTM, Linear; Adam", "adam",
-                    ("batch-first",)),
+    "rnn": _example("rnn", "a recurrent language model: Embedding, GRU, bidirectional LSTM, Linear; Adam, gradients "
+                    "clipped by their global norm", "adam", ("batch-first", "no-clip", "per-tensor-clip")),
 }
 
 

@@ -16,6 +16,7 @@ off for a big model).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,10 +39,25 @@ Batch = Mapping[str, torch.Tensor]
 _SLOTS = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer", "step")
 
 
+def optimizer_kind(optimizer: torch.optim.Optimizer) -> str:
+    """The optimizer's class name, or the torch.optim class it subclasses without changing its step
+    (a subclass that only adds a constructor or a name computes what its base computes)."""
+    for base in (torch.optim.AdamW, torch.optim.Adam, torch.optim.SGD):
+        if isinstance(optimizer, base) and same_step(type(optimizer), base):
+            return base.__name__
+    return type(optimizer).__name__
+
+
+def same_step(kind: type, base: type) -> bool:
+    """Whether optimizer class ``kind`` steps with ``base``'s ``step`` (torch wraps each class's step
+    in a profiling hook, so the functions are compared unwrapped)."""
+    return inspect.unwrap(kind.step) is inspect.unwrap(base.step)
+
+
 def optimizer_config(optimizer: torch.optim.Optimizer) -> dict:
     """The optimizer's full configuration as trace metadata (first param group)."""
     group = optimizer.param_groups[0]
-    kind = type(optimizer).__name__
+    kind = optimizer_kind(optimizer)
     config: dict = {"lr": float(group["lr"])}
     if kind == "SGD":
         config = {"name": "sgd", **config, "momentum": float(group["momentum"]),
@@ -151,6 +167,7 @@ def record(
     target: str = "y",
     metadata: Mapping[str, object] | None = None,
     activations: bool = True,
+    clip_grad_norm: float | None = None,
     progress: StepProgress | None = None,
 ) -> Path:
     """Train ``steps`` steps and write every tensor of every step to a trace at ``path``.
@@ -161,12 +178,17 @@ def record(
     step as ``step{k}.buffers.{name}``; with ``activations`` (the default) every submodule's
     forward output is recorded as ``step{k}.activations.{module path}``, and the metadata
     lists them in execution order (``activations``) with their classes (``modules``).
+    ``clip_grad_norm`` clips as ``torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)``
+    between ``backward`` and ``optimizer.step()``; the trace's gradients are what ``backward`` gave
+    (before clipping), and its optimizer metadata says ``clip_grad_norm``.
     ``progress`` is told the steps done (`burnside.progress.Progress.steps` draws it).
     """
     per_step = [batches] if isinstance(batches, Mapping) else list(batches)
     steps = steps if steps is not None else len(per_step)
     if steps < 1:
         raise BurnsideError("record needs at least one step")
+    if clip_grad_norm is not None and not clip_grad_norm > 0:
+        raise BurnsideError(f"clip_grad_norm must be a positive number, got {clip_grad_norm!r}")
     if len(per_step) not in (1, steps):
         raise BurnsideError(f"got {len(per_step)} batches for {steps} steps; give one batch or one per step")
     named = list(model.named_parameters())
@@ -200,6 +222,8 @@ def record(
             for name, p in named:
                 if p.grad is not None:
                     tensors[tensor_name(k, "grads", name)] = _numpy(p.grad)
+            if clip_grad_norm is not None:
+                nn.utils.clip_grad_norm_([p for _, p in named], clip_grad_norm)
             optimizer.step()
             for name, p in named:
                 tensors[tensor_name(k, "params_after", name)] = _numpy(p)
@@ -232,7 +256,8 @@ def record(
         "device": str(first.device) if first is not None else "cpu",
         "dtype": str(first.dtype).removeprefix("torch.") if first is not None else "float32",
         "steps": steps,
-        "optimizer": optimizer_config(optimizer),
+        "optimizer": {**optimizer_config(optimizer),
+                      **({"clip_grad_norm": float(clip_grad_norm)} if clip_grad_norm is not None else {})},
         "params": [name for name, _ in named],
         "grads_len": grads_len,
         "loss_fn": getattr(loss_fn, "__name__", type(loss_fn).__name__),
@@ -248,4 +273,4 @@ def record(
     return write_trace(Path(path), tensors, meta)
 
 
-__all__ = ["export_init", "optimizer_config", "record"]
+__all__ = ["export_init", "optimizer_config", "optimizer_kind", "record"]

@@ -60,6 +60,27 @@ def test_rnn_port_trains_the_same_with_pytorchs_packed_gates(run_example):
     assert torch_trace.metadata["modules"]["lstm"] == "LSTM"
 
 
+def test_rnn_clipping_is_declared_by_both_sides_and_each_clipping_slip_is_named(run_example):
+    from burnside.diagnose import diagnose
+    from burnside.examples import rnn
+
+    torch_trace, burn_trace = run_example("rnn")
+    assert torch_trace.optimizer["clip_grad_norm"] == burn_trace.optimizer["clip_grad_norm"] == rnn.CLIP
+    faithful = compare_traces(torch_trace, burn_trace, TOLERANCES)
+    assert not [d.rule for d in diagnose(faithful) if d.rule in ("D005", "D009")]
+    # the port forgets the clip_grad_norm_ line: the declarations differ
+    comparison = compare_traces(*run_example("rnn", "no-clip"), TOLERANCES)
+    assert not comparison.passed
+    (d005,) = [d for d in diagnose(comparison) if d.rule == "D005"]
+    assert d005.evidence == f"clip_grad_norm: pytorch {rnn.CLIP!r}, burn none"
+    # burn's own per-tensor clipping, declared as clip_grad_norm: the updates show it is not that
+    comparison = compare_traces(*run_example("rnn", "per-tensor-clip"), TOLERANCES)
+    (d009,) = [d for d in diagnose(comparison) if d.rule == "D009"]
+    assert d009.evidence.startswith("burn (")
+    assert f"the trace says clip_grad_norm {rnn.CLIP:g}; its updates show no clipping" in d009.evidence
+    assert "GradientClippingConfig::Norm" in d009.fix
+
+
 def test_cnn_port_differs_only_in_batchnorm_running_var(run_example):
     torch_trace, burn_trace = run_example("cnn")
     comparison = compare_traces(torch_trace, burn_trace, TOLERANCES)

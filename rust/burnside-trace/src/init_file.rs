@@ -138,7 +138,10 @@ impl InitFile {
         // One PyTorch name, several burn tensors where PyTorch packs them (an RNN's gates).
         let mut by_torch: BTreeMap<&str, Vec<&ParamEntry>> = BTreeMap::new();
         for entry in &entries {
-            by_torch.entry(entry.torch.as_str()).or_default().push(entry);
+            by_torch
+                .entry(entry.torch.as_str())
+                .or_default()
+                .push(entry);
         }
         let mut tensors = Vec::new();
         let mut unused = Vec::new();

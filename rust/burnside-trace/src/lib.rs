@@ -24,6 +24,7 @@
 //! in; the gates of burn's `Lstm`/`Gru`/`BiLstm`/`BiGru` are cut from and stacked into PyTorch's
 //! packed `weight_ih_l0`, `weight_hh_l0`, `bias_ih_l0`, `bias_hh_l0` ([`Part`]). BatchNorm's running statistics are recorded as `buffers.*` by `params_after`.
 
+mod clip;
 mod error;
 mod host_tensor;
 mod init_file;
@@ -35,6 +36,7 @@ mod safetensors_file;
 mod step_progress;
 mod trace_recorder;
 
+pub use clip::ClipGradNorm;
 pub use error::TraceError;
 pub use host_tensor::{HostDType, HostTensor};
 pub use init_file::InitFile;

@@ -228,7 +228,7 @@ impl OptimizerSpec {
 }
 
 /// An f32 setting as the decimal the user wrote (0.9, not 0.8999999761581421).
-fn f32_json(value: f32) -> Value {
+pub(crate) fn f32_json(value: f32) -> Value {
     let shortest: f64 = value
         .to_string()
         .parse()

@@ -54,7 +54,12 @@ impl TorchNames {
     }
 
     /// A burn tensor (named by its field path) in PyTorch's name and layout.
-    fn to_torch(&self, tensor: PackTensor, containers: &[String], packed: Option<&str>) -> PackTensor {
+    fn to_torch(
+        &self,
+        tensor: PackTensor,
+        containers: &[String],
+        packed: Option<&str>,
+    ) -> PackTensor {
         let mut tensor = BurnToPyTorchAdapter.adapt(tensor, ModuleContext::new(containers));
         if let Some(name) = packed {
             tensor.name = name.to_string();
@@ -113,9 +118,14 @@ fn rnn_gate(stack: &[(String, String)]) -> Option<(String, Part)> {
         _ => return None,
     };
     let (outer, suffix) = match at.checked_sub(1).map(|i| &stack[i]) {
-        Some((direction, c)) if c == "Struct:BiLstm" || c == "Struct:BiGru" => {
-            (at - 1, if direction == "reverse" { "_reverse" } else { "" })
-        }
+        Some((direction, c)) if c == "Struct:BiLstm" || c == "Struct:BiGru" => (
+            at - 1,
+            if direction == "reverse" {
+                "_reverse"
+            } else {
+                ""
+            },
+        ),
         _ => (at, ""),
     };
     let mut path: Vec<&str> = stack[..outer].iter().map(|(n, _)| n.as_str()).collect();
@@ -255,7 +265,10 @@ pub fn pack_parts(
                     continue;
                 };
                 let joined = if parts.iter().all(|p| p.shape.is_empty()) {
-                    parts.iter().all(|p| p == &parts[0]).then(|| parts[0].clone())
+                    parts
+                        .iter()
+                        .all(|p| p == &parts[0])
+                        .then(|| parts[0].clone())
                 } else {
                     HostTensor::concat0(&parts)
                 };
@@ -303,9 +316,11 @@ impl ModuleVisitor for PathVisitor<'_> {
         let gate = rnn_gate(&self.stack);
         // Deferred: the data is only read if the values were asked for.
         let packed = bridge::from_tensor(&param.val(), path.clone(), Some(param.id.val()));
-        let packed = self
-            .names
-            .to_torch(packed, &containers, gate.as_ref().map(|(name, _)| name.as_str()));
+        let packed = self.names.to_torch(
+            packed,
+            &containers,
+            gate.as_ref().map(|(name, _)| name.as_str()),
+        );
         self.entries.push(ParamEntry {
             id: param.id,
             torch: packed.name.clone(),
@@ -454,22 +469,44 @@ mod tests {
             ]);
         }
         assert_eq!(shapes, expect);
-        let value = |name: &str| values.iter().find(|(e, _)| e.torch == name).unwrap().1.clone();
+        let value = |name: &str| {
+            values
+                .iter()
+                .find(|(e, _)| e.torch == name)
+                .unwrap()
+                .1
+                .clone()
+        };
         let burn = |t: Tensor<2>| HostTensor::from_data(t.into_data()).unwrap().transposed();
         let rows = |t: HostTensor, of: usize| t.split0(of).unwrap();
         // GRU: reset, update, new; burn's Linear weights are [in, out], PyTorch's rows are [out, in].
         let gru = rows(value("gru.weight_ih_l0"), 3);
-        assert_eq!(gru[0], burn(rnn.gru.reset_gate.input_transform.weight.val()));
-        assert_eq!(gru[1], burn(rnn.gru.update_gate.input_transform.weight.val()));
+        assert_eq!(
+            gru[0],
+            burn(rnn.gru.reset_gate.input_transform.weight.val())
+        );
+        assert_eq!(
+            gru[1],
+            burn(rnn.gru.update_gate.input_transform.weight.val())
+        );
         assert_eq!(gru[2], burn(rnn.gru.new_gate.input_transform.weight.val()));
         // LSTM: input, forget, cell, output; the reverse direction is PyTorch's `_reverse`.
         let lstm = rows(value("lstm.weight_hh_l0_reverse"), 4);
         let reverse = &rnn.lstm.reverse;
-        assert_eq!(lstm[0], burn(reverse.input_gate.hidden_transform.weight.val()));
+        assert_eq!(
+            lstm[0],
+            burn(reverse.input_gate.hidden_transform.weight.val())
+        );
         let forget = reverse.forget_gate.as_ref().unwrap();
         assert_eq!(lstm[1], burn(forget.hidden_transform.weight.val()));
-        assert_eq!(lstm[2], burn(reverse.cell_gate.hidden_transform.weight.val()));
-        assert_eq!(lstm[3], burn(reverse.output_gate.hidden_transform.weight.val()));
+        assert_eq!(
+            lstm[2],
+            burn(reverse.cell_gate.hidden_transform.weight.val())
+        );
+        assert_eq!(
+            lstm[3],
+            burn(reverse.output_gate.hidden_transform.weight.val())
+        );
         let entry = param_paths(&rnn)
             .into_iter()
             .find(|e| e.path == "lstm.forward.cell_gate.input_transform.bias")
@@ -526,14 +563,24 @@ mod tests {
         for entry in entries.iter().filter(|e| e.torch.starts_with("gru.")) {
             let (_, packed) = values.iter().find(|(e, _)| e.torch == entry.torch).unwrap();
             let part = entry.part.unwrap();
-            slices.push((entry.clone(), packed.split0(part.of).unwrap()[part.index].clone()));
+            slices.push((
+                entry.clone(),
+                packed.split0(part.of).unwrap()[part.index].clone(),
+            ));
         }
         let repacked = pack_parts(slices.clone()).unwrap();
         values.truncate(4);
         assert_eq!(repacked, values, "slices stack back into the same tensors");
         slices.remove(0);
-        let names: Vec<String> = pack_parts(slices).unwrap().into_iter().map(|(e, _)| e.torch).collect();
-        assert_eq!(names, vec!["gru.bias_ih_l0", "gru.weight_hh_l0", "gru.bias_hh_l0"]);
+        let names: Vec<String> = pack_parts(slices)
+            .unwrap()
+            .into_iter()
+            .map(|(e, _)| e.torch)
+            .collect();
+        assert_eq!(
+            names,
+            vec!["gru.bias_ih_l0", "gru.weight_hh_l0", "gru.bias_hh_l0"]
+        );
     }
 
     #[test]

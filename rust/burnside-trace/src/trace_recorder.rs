@@ -7,8 +7,8 @@ use burn::tensor::{Tensor, TensorData};
 use serde_json::{Value, json};
 
 use crate::{
-    BURN_VERSION, FORMAT_VERSION, HostTensor, OptimizerSpec, ParamEntry, TorchNames, TraceError,
-    optimizer_state, pack_parts, param_paths_with, param_values, write_safetensors,
+    BURN_VERSION, ClipGradNorm, FORMAT_VERSION, HostTensor, OptimizerSpec, ParamEntry, TorchNames,
+    TraceError, optimizer_state, pack_parts, param_paths_with, param_values, write_safetensors,
 };
 
 /// Records what one burn training loop computes, step by step, and writes it as a burnside
@@ -21,6 +21,7 @@ use crate::{
 #[derive(Debug, Clone)]
 pub struct TraceRecorder {
     optimizer: OptimizerSpec,
+    clip: Option<ClipGradNorm>,
     tensors: BTreeMap<String, HostTensor>,
     params: Vec<String>,
     buffers: Vec<String>,
@@ -40,6 +41,7 @@ impl TraceRecorder {
         metadata.insert("loss_fn".to_string(), "cross_entropy".to_string());
         Self {
             optimizer,
+            clip: None,
             tensors: BTreeMap::new(),
             params: Vec::new(),
             buffers: Vec::new(),
@@ -49,6 +51,15 @@ impl TraceRecorder {
             steps: 0,
             metadata,
         }
+    }
+
+    /// Declare that the loop clips gradients with `clip` between `grads` and `optim.step`
+    /// (PyTorch's `clip_grad_norm_`): the trace's `optimizer` metadata gets `clip_grad_norm`, which
+    /// the comparison checks against the PyTorch side's and replays. Gradients are still recorded
+    /// as `backward` gave them: call [`grads`](Self::grads) before [`ClipGradNorm::apply`].
+    pub fn with_clip_grad_norm(mut self, clip: ClipGradNorm) -> Self {
+        self.clip = Some(clip);
+        self
     }
 
     /// Set a plain-string metadata key (`device`, `dtype`, `loss_fn`, or your own).
@@ -265,7 +276,14 @@ impl TraceRecorder {
         set("framework", "burn".to_string());
         set("framework_version", BURN_VERSION.to_string());
         set("steps", json!(self.steps).to_string());
-        set("optimizer", self.optimizer.to_json().to_string());
+        let mut optimizer = self.optimizer.to_json();
+        if let (Some(clip), Some(object)) = (self.clip, optimizer.as_object_mut()) {
+            object.insert(
+                "clip_grad_norm".to_string(),
+                crate::optimizer_spec::f32_json(clip.max_norm()),
+            );
+        }
+        set("optimizer", optimizer.to_string());
         set("params", Value::from(self.params.clone()).to_string());
         if !self.buffers.is_empty() {
             set("buffers", Value::from(self.buffers.clone()).to_string());

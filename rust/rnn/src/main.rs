@@ -1,14 +1,17 @@
 //! The burn port of `burnside.examples.rnn`: Embedding -> GRU -> bidirectional LSTM -> Linear,
-//! Adam (lr 0.01), written the way rust/README.md tells a user to port a model.
+//! Adam (lr 0.01) with gradients clipped by their global norm (0.2, PyTorch's
+//! `clip_grad_norm_`), written the way rust/README.md tells a user to port a model.
 //!
 //! ```text
-//! rnn --init INIT -o OUT [--steps N] [--bug batch-first]
+//! rnn --init INIT -o OUT [--steps N] [--bug batch-first|no-clip|per-tensor-clip]
 //! ```
 //!
-//! PyTorch's recurrent layers are sequence-first by default, burn's `Lstm`/`BiLstm` batch-first.
-//! `--bug batch-first` leaves the LSTM at burn's default, the porting slip this example exists
-//! to show: the shapes still fit (`[6, 4, 16]` is read as 6 sequences of 4 steps), nothing fails,
-//! and the LSTM computes something else.
+//! Each `--bug` is a porting slip that fails nothing and trains something else:
+//! - `batch-first`: the LSTM left at burn's default; PyTorch's recurrent layers are
+//!   sequence-first, so `[6, 4, 16]` is read as 6 sequences of 4 steps.
+//! - `no-clip`: the `clip_grad_norm_` line not ported.
+//! - `per-tensor-clip`: burn's own `GradientClippingConfig::Norm(0.2)` on the optimizer, which
+//!   clips each tensor by its own norm rather than all of them by their joint norm.
 
 use std::error::Error;
 
@@ -17,11 +20,15 @@ use burn::nn::loss::CrossEntropyLossConfig;
 use burn::nn::{
     BiLstm, BiLstmConfig, Embedding, EmbeddingConfig, Gru, GruConfig, Linear, LinearConfig,
 };
-use burn::optim::GradientsParams;
+use burn::optim::grad_clipping::GradientClippingConfig;
+use burn::optim::{AdamConfig, GradientsParams};
 use burn::tensor::{Device, Int, Tensor};
-use burnside_trace::{InitFile, OptimizerSpec, PortArgs, Tap, TraceError, TraceRecorder};
+use burnside_trace::{
+    ClipGradNorm, InitFile, OptimizerSpec, PortArgs, Tap, TraceError, TraceRecorder,
+};
 
 const LR: f64 = 0.01;
+const CLIP: f32 = 0.2;
 const VOCAB: usize = 12;
 const D_EMB: usize = 8;
 const D_HIDDEN: usize = 16;
@@ -37,10 +44,8 @@ struct CharRnn {
 impl CharRnn {
     fn new(device: &Device, bug: Option<&str>) -> Result<Self, String> {
         let mut lstm = BiLstmConfig::new(D_HIDDEN, D_HIDDEN, true);
-        match bug {
-            None => lstm = lstm.with_batch_first(false),
-            Some("batch-first") => {}
-            Some(other) => return Err(format!("--bug {other}: expected batch-first")),
+        if bug != Some("batch-first") {
+            lstm = lstm.with_batch_first(false);
         }
         Ok(Self {
             emb: EmbeddingConfig::new(VOCAB, D_EMB).init(device),
@@ -72,6 +77,14 @@ fn main() {
 fn run(mut args: PortArgs) -> Result<(), Box<dyn Error>> {
     let bug = args.value("--bug")?;
     args.finish()?;
+    if let Some(other) = bug
+        .as_deref()
+        .filter(|b| !["batch-first", "no-clip", "per-tensor-clip"].contains(b))
+    {
+        return Err(
+            format!("--bug {other}: expected batch-first, no-clip or per-tensor-clip").into(),
+        );
+    }
     let device = Device::default().autodiff();
     let init = InitFile::read(&args.init)?;
     let mut model = init.load_module(CharRnn::new(&device, bug.as_deref())?)?;
@@ -79,8 +92,18 @@ fn run(mut args: PortArgs) -> Result<(), Box<dyn Error>> {
     let y = init.int_input::<1>("y", &device)?;
     let ce = CrossEntropyLossConfig::new().init(&device);
     let spec = OptimizerSpec::adam(LR);
-    let mut optim = spec.init();
+    let clip = ClipGradNorm::new(CLIP);
+    let mut optim = match bug.as_deref() {
+        Some("per-tensor-clip") => AdamConfig::new()
+            .with_epsilon(1e-8)
+            .with_grad_clipping(Some(GradientClippingConfig::Norm(CLIP)))
+            .init(),
+        _ => spec.init(),
+    };
     let mut recorder = TraceRecorder::new(spec.clone());
+    if bug.as_deref() != Some("no-clip") {
+        recorder = recorder.with_clip_grad_norm(clip);
+    }
     let mut losses = Vec::with_capacity(args.steps);
 
     burnside_trace::step_done(0, args.steps);
@@ -95,6 +118,10 @@ fn run(mut args: PortArgs) -> Result<(), Box<dyn Error>> {
         losses.push(loss.clone().into_scalar::<f32>());
         let grads = GradientsParams::from_grads(loss.backward(), &model);
         recorder.grads(step, &model, &grads)?;
+        let grads = match bug.as_deref() {
+            Some("no-clip" | "per-tensor-clip") => grads,
+            _ => clip.apply(&model, grads),
+        };
         model = optim.step(spec.lr(), model, grads);
         recorder.params_after(step, &model)?;
         recorder.optim(step, &model, &optim)?;

@@ -9,6 +9,14 @@ The effective settings are measured by least squares from the same tensors:
   momentum: `buf_k = momentum * buf_{k-1} + (1 - dampening) * g_k`, `after - before = -lr * buf_k`.
 - Adam/AdamW: `exp_avg_0 = (1 - beta_1) g`, `exp_avg_sq_0 = (1 - beta_2) g^2`, and at step 0
   `|m_hat / delta| = sqrt(v_hat) / lr + eps / lr` (a line in sqrt(v_hat)): lr and eps.
+
+Gradient clipping (`clip_grad_norm` in the metadata, PyTorch's `clip_grad_norm_`) scales step k's
+gradients by `c_k = min(1, max_norm / (||g_k|| + 1e-6))`, `||g_k||` the norm of all the recorded
+(unclipped) gradients of the step together; the replay scales them so. For Adam the scale each step
+actually applied is measured too, from both moments with the declared betas (`exp_avg` moves by
+`(1 - beta_1) s g`, `exp_avg_sq` by `(1 - beta_2) s^2 g^2`): where the two agree on an `s` other than
+`c_k`, the updates show other clipping, reported as the `clip_grad_norm` they imply (`s ||g_k||`, or
+infinity for none).
 """
 
 from __future__ import annotations
@@ -88,9 +96,19 @@ def _measure(trace: Trace) -> OptimizerForensics:
         return result
     lr = _num(config, "lr", 0.0)
     wd = _num(config, "weight_decay", 0.0)
+    clip = _num(config, "clip_grad_norm", 0.0)
     fits: dict[str, list[np.ndarray]] = {}
     steps = max(trace.steps, 0)
+    norms: dict[int, float] = {}
+
+    def norm(k: int) -> float:
+        if k not in norms:
+            norms[k] = _grad_norm(trace, k, params)
+        return norms[k]
+
     for k in range(steps):
+        # the declared clipping's factor for this step; 1 without clipping
+        coef = min(1.0, clip / (norm(k) + 1e-6)) if clip > 0 else 1.0
         for p in params:
             needed = (f"step{k}.params_before.{p}", f"step{k}.params_after.{p}", f"step{k}.grads.{p}")
             if not all(n in trace for n in needed) or len({trace.info(n).shape for n in needed}) != 1:
@@ -101,13 +119,87 @@ def _measure(trace: Trace) -> OptimizerForensics:
             if before is None or after is None or grad is None or before.shape != grad.shape:
                 continue
             if name == "sgd":
-                found = _replay_sgd(trace, config, k, p, before, after, grad, lr, wd, fits)
+                found = _replay_sgd(trace, config, k, p, before, after, coef * grad, lr, wd, fits)
             else:
-                found = _replay_adam(trace, config, name, k, p, before, after, grad, lr, wd, fits)
+                found = _replay_adam(trace, config, name, k, p, before, after, coef * grad, lr, wd, fits)
+                _scale_pairs(trace, config, name, k, p, grad, fits)
             if found is not None and result.mismatch_step is None:
                 result.mismatch_step, result.mismatch_what, result.mismatch_residual = k, found[0], found[1]
     result.measured = _fit(name, fits)
+    if name != "sgd":
+        clipped = _clipping(fits, steps, clip, norm)
+        if clipped is not None:
+            # the scale explains the moments; betas fitted to scaled gradients would only restate it
+            result.measured.pop("beta_1", None)
+            result.measured.pop("beta_2", None)
+            result.measured["clip_grad_norm"] = clipped
     return result
+
+
+#: Elements per read when a step's gradient norm is taken over whole tensors.
+_NORM_CHUNK = 1 << 20
+
+
+def _grad_norm(trace: Trace, k: int, params: list[str]) -> float:
+    """The L2 norm of all of step ``k``'s recorded gradients together, in float64, read in chunks."""
+    total = 0.0
+    for p in params:
+        name = f"step{k}.grads.{p}"
+        if name not in trace:
+            continue
+        flat = trace.values(name).reshape(-1)
+        for start in range(0, flat.size, _NORM_CHUNK):
+            chunk = np.asarray(flat[start:start + _NORM_CHUNK], dtype=np.float64)
+            total += float(np.dot(chunk, chunk))
+        trace.release(name)
+    return math.sqrt(total)
+
+
+def _scale_pairs(trace, config, name, k, p, grad, fits) -> None:
+    """Step ``k``'s (raw gradient, moment move) pairs of one parameter, for the scale the step applied."""
+    decoupled = name == "adamw" or config.get("weight_decay_kind") == "decoupled"
+    if not decoupled and _num(config, "weight_decay", 0.0) != 0:
+        return  # an L2 term inside the moments: the gradient's scale is not separable from it
+    betas = config.get("betas") if isinstance(config.get("betas"), list) else [0.9, 0.999]
+    b1, b2 = (float(b) for b in betas[:2])
+    m, v = _get(trace, f"step{k}.optim.exp_avg.{p}"), _get(trace, f"step{k}.optim.exp_avg_sq.{p}")
+    if m is None or v is None or m.shape != grad.shape or v.shape != grad.shape:
+        return
+    pm = _get(trace, f"step{k - 1}.optim.exp_avg.{p}") if k > 0 else np.zeros_like(m)
+    pv = _get(trace, f"step{k - 1}.optim.exp_avg_sq.{p}") if k > 0 else np.zeros_like(v)
+    if pm is None or pv is None or pm.shape != m.shape or pv.shape != v.shape:
+        return
+    fits.setdefault(f"scale_m{k}", []).append(np.stack([(1 - b1) * grad, m - b1 * pm], axis=1))
+    fits.setdefault(f"scale_v{k}", []).append(np.stack([(1 - b2) * grad * grad, v - b2 * pv], axis=1))
+
+
+def _clipping(fits: dict[str, list[np.ndarray]], steps: int, clip: float, norm) -> float | None:
+    """The `clip_grad_norm` the moments show where it is not the declared one (infinity: no clipping),
+    or None: the declared clipping (or none) is what they show, or they show no single scale."""
+    for k in range(steps):
+        scales = []
+        for key, root in ((f"scale_m{k}", False), (f"scale_v{k}", True)):
+            if not fits.get(key):
+                break
+            pairs = np.concatenate(fits[key])
+            pairs = pairs[np.all(np.isfinite(pairs), axis=1)]
+            x, y = pairs[:, 0], pairs[:, 1]
+            xx = float(np.dot(x, x))
+            if xx == 0:
+                break
+            factor = float(np.dot(x, y) / xx)
+            if factor <= 0 or not _fits(x[:, None], y, np.array([factor])):
+                break
+            scales.append(math.sqrt(factor) if root else factor)
+        if len(scales) != 2 or abs(scales[0] - scales[1]) > 1e-3 * max(scales):
+            continue  # no one scale explains both moments: the betas differ, or no gradient moved them
+        scale = scales[0]
+        total = norm(k)
+        declared = min(1.0, clip / (total + 1e-6)) if clip > 0 else 1.0
+        if abs(scale - declared) <= 1e-3 * declared:
+            continue
+        return math.inf if abs(scale - 1.0) <= 1e-3 else scale * total
+    return None
 
 
 def _replay_sgd(trace, config, k, p, before, after, grad, lr, wd, fits) -> tuple[str, float] | None:

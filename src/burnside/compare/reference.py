@@ -87,6 +87,8 @@ def check_start(trace: Trace, reference: Reference) -> None:
     if trace.path.resolve() in reference.starts:
         return
     ref = reference.trace
+    if trace.metadata.get("framework") == "pytorch":
+        _check_same_loop(trace, reference)
     for name in trace.names:
         parsed = parse_name(name)
         if parsed is None or not parsed.is_shared_start or name not in ref:
@@ -115,6 +117,43 @@ def check_start(trace: Trace, reference: Reference) -> None:
                 "batches as the trace, before training (burnside.reference.record_reference), or leave out "
                 "--reference")
     reference.starts.add(trace.path.resolve())
+
+
+#: What a reference must share with the PyTorch trace it judges, besides its start: the optimizer's
+#: settings (a reference of lr 2e-3 judges a run of lr 1e-3 by a run it never made) and the loss.
+_SAME_OPTIMIZER = ("name", "lr", "betas", "eps", "weight_decay", "weight_decay_kind", "momentum", "dampening",
+                   "nesterov", "amsgrad", "clip_grad_norm")
+
+
+def _check_same_loop(trace: Trace, reference: Reference) -> None:
+    ref = reference.trace
+    ours, theirs = trace.optimizer, ref.optimizer
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        for key in _SAME_OPTIMIZER:
+            a, r = ours.get(key), theirs.get(key)
+            if not _same_setting(a, r):
+                raise TraceError(
+                    f"{reference.path} is not a reference of {trace.path}'s loop: its optimizer has {key} "
+                    f"{_setting(r)}, the trace's {_setting(a)}; record the reference with the same optimizer settings "
+                    "and arguments as the trace (burnside.reference.record_reference), or leave out --reference")
+    loss_a, loss_r = trace.metadata.get("loss_fn"), ref.metadata.get("loss_fn")
+    if isinstance(loss_a, str) and isinstance(loss_r, str) and loss_a != loss_r:
+        raise TraceError(f"{reference.path} is not a reference of {trace.path}'s loop: its loss is {loss_r}, the "
+                         f"trace's {loss_a}; record the reference with the same loss_fn, or leave out --reference")
+
+
+def _same_setting(a: object, r: object) -> bool:
+    if isinstance(a, list) and isinstance(r, list):
+        return len(a) == len(r) and all(_same_setting(x, y) for x, y in zip(a, r, strict=True))
+    numbers = (int, float)
+    if isinstance(a, numbers) and isinstance(r, numbers) and not isinstance(a, bool) and not isinstance(r, bool):
+        # both are the same Python float; the tolerance is for a setting written through float32
+        return math.isclose(float(a), float(r), rel_tol=1e-6, abs_tol=0.0)
+    return a == r
+
+
+def _setting(value: object) -> str:
+    return "none" if value is None else f"{value!r}"
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 
 ## What it does
 Compares the two traces' optimizer configurations key by key (name, lr, betas,
-momentum, dampening, nesterov, weight decay and its kind), apart from Adam's epsilon
-(D004).
+momentum, dampening, nesterov, weight decay and its kind, gradient clipping by norm),
+apart from Adam's epsilon (D004).
 
 ## Why is this bad?
 Defaults differ between the frameworks: burn's `MomentumConfig` has dampening 0.1
@@ -33,11 +33,16 @@ ID = "D005"
 NAME = "optimizer-config"
 TITLE = "optimizer configuration differs"
 SEVERITY = Severity.ERROR
-_KEYS = ("name", "lr", "betas", "momentum", "dampening", "nesterov", "weight_decay", "weight_decay_kind", "amsgrad")
+_KEYS = ("name", "lr", "betas", "momentum", "dampening", "nesterov", "weight_decay", "weight_decay_kind", "amsgrad",
+         "clip_grad_norm")
 _FIXES = {
     "dampening": "set `MomentumConfig::with_dampening(...)` explicitly (burn's default is 0.1, PyTorch's 0)",
     "weight_decay_kind": "use burn's `AdamW` for `torch.optim.AdamW` (decoupled) and `Adam` for L2 decay",
     "lr": "pass the same learning rate to `optim.step(lr, ...)`",
+    "clip_grad_norm": ("clip all gradients by their joint norm as `clip_grad_norm_` does, and declare it: "
+                       "`let clip = ClipGradNorm::new(MAX_NORM);` `TraceRecorder::new(spec).with_clip_grad_norm(clip)`, "
+                       "`let grads = clip.apply(&model, grads);` before `optim.step` (burn's "
+                       "`GradientClippingConfig::Norm` clips each tensor by its own norm)"),
 }
 
 
@@ -46,10 +51,13 @@ def check(comparison: Comparison) -> list[Diagnosis]:
     a, b = comparison.a.optimizer, comparison.b.optimizer
     if not a or not b:
         return []
-    differing = [k for k in _KEYS if k in a and k in b and _norm(a[k]) != _norm(b[k])]
+    # a trace says clip_grad_norm only when its loop clips: absent is "none", not unknown
+    optional = ("clip_grad_norm",)
+    differing = [k for k in _KEYS if ((k in a and k in b) or k in optional) and _norm(a.get(k)) != _norm(b.get(k))]
     if not differing:
         return []
-    evidence = "; ".join(f"{k}: {comparison.a.framework} {a[k]!r}, {comparison.b.framework} {b[k]!r}"
+    shown = lambda v: "none" if v is None else repr(v)  # noqa: E731
+    evidence = "; ".join(f"{k}: {comparison.a.framework} {shown(a.get(k))}, {comparison.b.framework} {shown(b.get(k))}"
                          for k in differing)
     fixes = [_FIXES[k] for k in differing if k in _FIXES] or ["configure the burn optimizer like the PyTorch one"]
     return [Diagnosis(ID, TITLE, evidence, "; ".join(fixes))]

@@ -5,7 +5,8 @@ Replays every step of each side in float64 from that side's own recorded tensors
 before, gradients, the previous optimizer state) with the optimizer its trace declares, and
 finds the first step whose update or optimizer state the replay does not reproduce. It then
 measures the effective settings from the numbers (SGD: lr, weight decay, momentum,
-dampening; Adam: lr, betas, epsilon) and names those that contradict the metadata.
+dampening; Adam: lr, betas, epsilon, and the gradient clipping each step applied) and names
+those that contradict the metadata.
 
 ## Why is this bad?
 A trace's metadata says what the port meant to build, not what it built: a literal
@@ -31,6 +32,8 @@ model = optim.step(spec.lr(), model, grads);
 
 from __future__ import annotations
 
+import math
+
 from burnside.compare import Comparison
 from burnside.diagnose.diagnosis import Diagnosis, number
 from burnside.rule import Severity
@@ -49,6 +52,7 @@ _SETTINGS = {
     "beta_1": ("betas", 0, 1e-4),
     "beta_2": ("betas", 1, 1e-5),
     "eps": ("eps", None, 1e-6),  # the step-0 fit resolves eps to ~1e-7 on A1 (measured 2.2e-8 for 1e-8)
+    "clip_grad_norm": ("clip_grad_norm", None, 0.0),  # infinity measured: no clipping
 }
 _RELATIVE = 0.05
 
@@ -65,6 +69,11 @@ def contradictions(forensics) -> list[tuple[str, float, float]]:
     found = []
     for key, measured in forensics.measured.items():
         meta_key, index, floor = _SETTINGS[key]
+        if key == "clip_grad_norm":
+            # measured only where the updates contradict the declared clipping (none: infinity)
+            declared = forensics.declared.get(meta_key)
+            found.append((key, number(declared) if declared is not None else math.inf, measured))
+            continue
         declared = _declared(forensics.declared, meta_key, index)
         if declared is None:
             continue
@@ -78,7 +87,21 @@ def contradictions(forensics) -> list[tuple[str, float, float]]:
 
 def _shown(key: str, measured: float) -> str:
     """A measured setting, 0 where the fit cannot tell it from zero (its floor), not -8.6e-19."""
+    if key == "clip_grad_norm":
+        return "no clipping" if math.isinf(measured) else f"gradients scaled to a joint norm of {measured:.4g}"
     return "0" if abs(measured) < _SETTINGS[key][2] else f"{measured:.6g}"
+
+
+def _said(key: str, declared: float) -> str:
+    if key == "clip_grad_norm":
+        return "no clipping" if math.isinf(declared) else f"clip_grad_norm {declared:g}"
+    return f"{key} {declared:g}"
+
+
+_CLIP_FIX = ("clip as the PyTorch loop does, all gradients by their joint norm (`clip_grad_norm_`), and declare it: "
+             "`let clip = ClipGradNorm::new(MAX_NORM);` `TraceRecorder::new(spec).with_clip_grad_norm(clip)`, then "
+             "`let grads = clip.apply(&model, grads);` between `recorder.grads` and `optim.step`; burn's own "
+             "`GradientClippingConfig::Norm` clips each tensor by its own norm, another update")
 
 
 def check(comparison: Comparison) -> list[Diagnosis]:
@@ -96,10 +119,12 @@ def check(comparison: Comparison) -> list[Diagnosis]:
         evidence = (f"{summary.name}: from step {k}, its {forensics.mismatch_what} is "
                     f"{forensics.mismatch_residual:.3g} (relative) from a replay of the declared {name}")
         if wrong:
-            evidence += "; " + "; ".join(f"the trace says {key} {declared:g}; its updates show {_shown(key, measured)}"
-                                         for key, declared, measured in wrong)
+            evidence += "; " + "; ".join(f"the trace says {_said(key, declared)}; its updates show "
+                                         f"{_shown(key, measured)}" for key, declared, measured in wrong)
             fix = ("configure the burn optimizer with the PyTorch values and record the spec it was built from "
                    "(`let spec = OptimizerSpec::...; let optim = spec.init(); optim.step(spec.lr(), ...)`)")
+            if [key for key, _, _ in wrong] == ["clip_grad_norm"]:
+                fix = _CLIP_FIX
         else:
             evidence += "; no setting of that optimizer explains it (gradient clipping, two updates per step, or a " \
                         "hand-written update)"

@@ -1,0 +1,134 @@
+"""Gradient clipping by the global norm (PyTorch's `clip_grad_norm_`): recorded, re-run in float64,
+declared in the metadata, replayed by the optimizer forensics, and named when a side clips otherwise."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from burnside.a1 import a1_data, a1_model
+from burnside.compare import compare_traces, open_reference
+from burnside.compare.forensics import measure_optimizer
+from burnside.diagnose import diagnose
+from burnside.errors import BurnsideError
+from burnside.reference import has_burn_adam_variant, record_reference
+from burnside.torch import optimizer_config, record
+from burnside.trace import open_trace, write_trace
+
+from .conftest import run_cli
+
+STEPS = 3
+
+
+def _batch() -> dict:
+    x, y = a1_data()
+    return {"x": x, "y": y}
+
+
+def _norm0() -> float:
+    """A1's gradient norm at step 0, all parameters together."""
+    model = a1_model()
+    torch.nn.functional.cross_entropy(model(_batch()["x"]), _batch()["y"]).backward()
+    return float(torch.nn.utils.get_total_norm([p.grad for p in model.parameters()]))
+
+
+def _record(path, *, clip: float | None, optim: str = "adam", reference: bool = False, lr: float = 0.01):
+    model = a1_model()
+    opt = torch.optim.Adam(model.parameters(), lr=lr) if optim == "adam" else torch.optim.SGD(model.parameters(), lr=lr)
+    return (record_reference if reference else record)(model, opt, _batch(), path, steps=STEPS, clip_grad_norm=clip)
+
+
+def test_the_recorder_keeps_the_unclipped_gradients_and_steps_with_the_clipped_ones(tmp_path):
+    clip = _norm0() / 4
+    trace = open_trace(_record(tmp_path / "t.safetensors", clip=clip, optim="sgd", lr=0.1))
+    assert trace.optimizer["clip_grad_norm"] == pytest.approx(clip)
+    grads = {p: np.asarray(trace.array(f"step0.grads.{p}"), dtype=np.float64) for p in trace.metadata["params"]}
+    total = math.sqrt(sum(float(np.sum(g * g)) for g in grads.values()))
+    assert total == pytest.approx(4 * clip, rel=1e-6), "what backward gave, not the clipped gradients"
+    coef = clip / (total + 1e-6)
+    for p, g in grads.items():
+        before = np.asarray(trace.array(f"step0.params_before.{p}"), dtype=np.float64)
+        after = np.asarray(trace.array(f"step0.params_after.{p}"), dtype=np.float64)
+        np.testing.assert_allclose(after, before - 0.1 * coef * g, atol=1e-7)
+    forensics = measure_optimizer(trace)
+    assert forensics.mismatch_step is None and "clip_grad_norm" not in forensics.measured
+    with pytest.raises(BurnsideError, match="clip_grad_norm must be a positive number"):
+        _record(tmp_path / "bad.safetensors", clip=0.0)
+
+
+def test_the_reference_clips_as_the_trace_and_one_that_does_not_is_refused(tmp_path):
+    clip = _norm0() / 4
+    a = _record(tmp_path / "a.safetensors", clip=clip)
+    r = _record(tmp_path / "r.safetensors", clip=clip, reference=True)
+    reference = open_reference(r)
+    assert reference.trace.optimizer["clip_grad_norm"] == pytest.approx(clip)
+    assert reference.variants["burn-adam"].optimizer["clip_grad_norm"] == pytest.approx(clip)
+    comparison = compare_traces(open_trace(a), open_trace(a), reference=reference)
+    assert comparison.passed
+    assert not [d for d in diagnose(comparison) if d.rule in ("D005", "D009")]
+    # a reference of another loop judges both sides by a run neither made: refused, one line, exit 2
+    unclipped = _record(tmp_path / "r0.safetensors", clip=None, reference=True)
+    other_lr = _record(tmp_path / "r1.safetensors", clip=clip, reference=True, lr=0.02)
+    for ref, said in ((unclipped, f"its optimizer has clip_grad_norm none, the trace's {clip!r}"),
+                      (other_lr, "its optimizer has lr 0.02, the trace's 0.01")):
+        proc = run_cli("compare", str(a), str(a), "--reference", str(ref))
+        assert proc.returncode == 2, proc.stdout
+        assert said in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_what_a_float64_rerun_cannot_carry_is_refused_and_a_plain_subclass_is_its_base(tmp_path):
+    def clip_hook(optimizer, args, kwargs):
+        torch.nn.utils.clip_grad_norm_(optimizer.param_groups[0]["params"], 0.1)
+
+    model = a1_model()
+    hooked = torch.optim.Adam(model.parameters(), lr=0.01)
+    hooked.register_step_pre_hook(clip_hook)
+    with pytest.raises(BurnsideError, match=r"1 step hook\(s\), which a float64 re-run cannot carry over"):
+        record_reference(model, hooked, _batch(), tmp_path / "h.safetensors", steps=1)
+
+    class ClippingAdam(torch.optim.Adam):
+        def step(self, closure=None):
+            torch.nn.utils.clip_grad_norm_(self.param_groups[0]["params"], 0.1)
+            return super().step(closure)
+
+    with pytest.raises(BurnsideError, match="ClippingAdam overrides Adam.step"):
+        record_reference(model, ClippingAdam(model.parameters(), lr=0.01), _batch(), tmp_path / "s.safetensors",
+                         steps=1)
+
+    class NamedAdam(torch.optim.Adam):
+        pass
+
+    named = NamedAdam(model.parameters(), lr=0.01)
+    assert optimizer_config(named)["name"] == "adam" and has_burn_adam_variant(named)
+    assert not (tmp_path / "h.safetensors").exists() and not (tmp_path / "s.safetensors").exists()
+
+
+def _relabel(path, out, **optimizer) -> object:
+    """The trace at ``path`` with its optimizer metadata changed (None removes a key)."""
+    trace = open_trace(path)
+    config = {k: v for k, v in {**trace.optimizer, **optimizer}.items() if v is not None}
+    return open_trace(write_trace(out, {n: np.asarray(trace.array(n)) for n in trace.names},
+                                  {**trace.metadata, "optimizer": config, "framework": "burn"}))
+
+
+def test_undeclared_clipping_and_declared_clipping_not_done_are_measured_from_the_moments(tmp_path):
+    clip = _norm0() / 4
+    clipped = _record(tmp_path / "c.safetensors", clip=clip)
+    unclipped = _record(tmp_path / "u.safetensors", clip=None)
+    # a loop that clips without saying so
+    silent = measure_optimizer(_relabel(clipped, tmp_path / "silent.safetensors", clip_grad_norm=None))
+    assert silent.mismatch_step == 0
+    assert silent.measured["clip_grad_norm"] == pytest.approx(clip, rel=1e-3)
+    assert "beta_1" not in silent.measured and "beta_2" not in silent.measured, "the scale, not the betas"
+    # a loop that says it clips and does not
+    claims = _relabel(unclipped, tmp_path / "claims.safetensors", clip_grad_norm=clip)
+    forensics = measure_optimizer(claims)
+    assert forensics.mismatch_step == 0 and math.isinf(forensics.measured["clip_grad_norm"])
+    comparison = compare_traces(open_trace(clipped), claims)
+    (d009,) = [d for d in diagnose(comparison) if d.rule == "D009"]
+    assert f"the trace says clip_grad_norm {clip:g}; its updates show no clipping" in d009.evidence
+    assert "ClipGradNorm::new" in d009.fix
+    assert not [d for d in diagnose(comparison) if d.rule == "D005"], "both declare the same clipping"
