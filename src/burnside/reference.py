@@ -168,8 +168,8 @@ def _check_rerunnable(optimizer: torch.optim.Optimizer) -> None:
     """Refuse an optimizer whose float64 re-run would silently differ from the recorded loop."""
     from torch.optim.optimizer import _global_optimizer_post_hooks, _global_optimizer_pre_hooks
 
-    hooks = (len(getattr(optimizer, "_optimizer_step_pre_hooks", {})) + len(getattr(optimizer, "_optimizer_step_post_hooks", {}))
-             + len(_global_optimizer_pre_hooks) + len(_global_optimizer_post_hooks))
+    own = [getattr(optimizer, name, {}) for name in ("_optimizer_step_pre_hooks", "_optimizer_step_post_hooks")]
+    hooks = sum(map(len, own)) + len(_global_optimizer_pre_hooks) + len(_global_optimizer_post_hooks)
     if hooks:
         raise BurnsideError(
             f"the optimizer has {hooks} step hook(s), which a float64 re-run cannot carry over (it builds a new "

@@ -1,4 +1,5 @@
-"""The worked examples (a CNN with BatchNorm, a transformer block, a GRU and LSTM language model): PyTorch recorded, the burn port run
+"""The worked examples (a CNN with BatchNorm, a transformer block, a GRU and LSTM language model): PyTorch
+recorded, the burn port run
 through the `burnside check` contract, compared; each injected layer bug surfaces at its own layer."""
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ def test_rnn_port_trains_the_same_with_pytorchs_packed_gates(run_example):
     assert not comparison.only_in_a and not comparison.only_in_b and not comparison.structure
     # burn's per-gate Linears were loaded from and recorded as PyTorch's packed tensors, gradients and
     # Adam's moments included, and counted as PyTorch counts them
-    for name in ("params_after.gru.weight_ih_l0", "grads.lstm.weight_hh_l0_reverse", "optim.exp_avg_sq.lstm.bias_ih_l0"):
+    packed = ("params_after.gru.weight_ih_l0", "grads.lstm.weight_hh_l0_reverse", "optim.exp_avg_sq.lstm.bias_ih_l0")
+    for name in packed:
         assert burn_trace.info(f"step3.{name}").shape == torch_trace.info(f"step3.{name}").shape
     assert burn_trace.info("step0.grads.lstm.weight_ih_l0").shape == (4 * 16, 16)
     assert burn_trace.metadata["grads_len"] == torch_trace.metadata["grads_len"] == [15] * STEPS

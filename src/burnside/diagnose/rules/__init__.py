@@ -12,6 +12,7 @@ from burnside.diagnose.rules import (
     d009_update_differs,
     d010_forward_differs,
     d011_layer_configured_differently,
+    d012_trains_frozen_parameters,
 )
 
 RULES = (
@@ -21,6 +22,7 @@ RULES = (
     d010_forward_differs,
     d011_layer_configured_differently,
     d002_grads_from_other_module,
+    d012_trains_frozen_parameters,
     d001_step_result_discarded,
     d003_optimizer_state_without_model,
     d004_adam_epsilon,

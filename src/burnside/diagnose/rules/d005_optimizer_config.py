@@ -40,7 +40,8 @@ _FIXES = {
     "weight_decay_kind": "use burn's `AdamW` for `torch.optim.AdamW` (decoupled) and `Adam` for L2 decay",
     "lr": "pass the same learning rate to `optim.step(lr, ...)`",
     "clip_grad_norm": ("clip all gradients by their joint norm as `clip_grad_norm_` does, and declare it: "
-                       "`let clip = ClipGradNorm::new(MAX_NORM);` `TraceRecorder::new(spec).with_clip_grad_norm(clip)`, "
+                       "`let clip = ClipGradNorm::new(MAX_NORM);` "
+                       "`TraceRecorder::new(spec).with_clip_grad_norm(clip)`, "
                        "`let grads = clip.apply(&model, grads);` before `optim.step` (burn's "
                        "`GradientClippingConfig::Norm` clips each tensor by its own norm)"),
 }
