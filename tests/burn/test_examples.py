@@ -1,6 +1,6 @@
 """The worked examples (a CNN with BatchNorm, a transformer block, a GRU and LSTM language model): PyTorch
-recorded, the burn port run
-through the `burnside check` contract, compared; each injected layer bug surfaces at its own layer."""
+recorded, the burn port run through the `burnside check` contract, compared; each injected layer bug surfaces
+at its own layer."""
 
 from __future__ import annotations
 
