@@ -148,3 +148,21 @@ def test_a_hundred_steps_finish_in_seconds_with_the_reference_plot(programs, tmp
     assert elapsed < 60, elapsed
     assert (tmp_path / "burnside-out" / "a1" / "a1-adam-100.png").stat().st_size > 10_000
     assert (tmp_path / "burnside-out" / "a1" / "a1-adam-100.reference.burn-adam.safetensors").is_file()
+
+
+def test_without_a_reference_drift_after_an_agreeing_first_step_is_not_blamed_on_the_forward(a1_trace):
+    """A1 with Adam drifts past 1e-6 within a few steps from rounding alone (burn's f32 Adam constants): without a
+    reference the run fails, but the forward is not blamed: step 0's agreed from identical parameters, and the
+    line says the step started from parameters already apart and what judges it."""
+    from burnside.report.table import divergence_text
+
+    comparison = compare_traces(a1_trace("torch", "adam", 8), a1_trace("burn", "adam", 8))
+    first = comparison.first_divergence
+    assert not comparison.passed and first is not None, "the drift this test is about"
+    step = int(first.name.split(".")[0].removeprefix("step"))
+    assert step > 0 and comparison.drift_before(step) > 0
+    assert first.name.split(".")[1] in ("activations", "logits", "loss"), "a forward row: D010's case before"
+    assert comparison.drift_before(0) == 0
+    assert not [d for d in diagnose(comparison) if d.rule == "D010"]
+    assert f"step {step} starts from parameters already apart by up to" in divergence_text(comparison, first)
+    assert "judge it with a float64 reference" in divergence_text(comparison, first)

@@ -166,6 +166,17 @@ class Comparison:
                 before = other
         return kind, before
 
+    def drift_before(self, step: int) -> float:
+        """The largest |A - B| of step ``step``'s parameters before its update: 0 when the two sides start
+        the step from bit-identical parameters (step 0 of a port loaded from the PyTorch init), above 0 once
+        rounding (or a bug) has moved them apart."""
+        worst = 0.0
+        for row in self.rows:
+            parsed = parse_name(row.name)
+            if parsed is not None and parsed.step == step and parsed.stage == "params_before":
+                worst = max(worst, row.stats.max_abs)
+        return worst
+
     def display_name(self, name: str) -> str:
         """Drop `step0.` when both traces hold a single step, so A1's table reads like the seed's."""
         if self.steps == 1 and name.startswith("step0."):

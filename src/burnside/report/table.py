@@ -9,6 +9,7 @@ from burnside.compare import Comparison, TensorRow
 from burnside.compare.pairing import pair_renamed, rename_rules
 from burnside.compare.reference import FLOOR_HALF_ULPS, NOISE_FACTOR
 from burnside.diagnose import Diagnosis
+from burnside.trace import parse_name
 
 
 def _ulps(row: TensorRow) -> str:
@@ -60,8 +61,15 @@ def divergence_text(comparison: Comparison, first: TensorRow) -> str:
         if before is not None and before.passed:
             parts.append(f"the layer before it, {before.name}, agrees")
         where += f" ({', '.join(parts)})" if parts else ""
-    return (f"first divergence: {where} (max|diff|={first.stats.max_abs:.2e}, "
+    text = (f"first divergence: {where} (max|diff|={first.stats.max_abs:.2e}, "
             f"{first.stats.out_of_tol} of {first.stats.n} out of tolerance); later rows usually follow from it")
+    parsed = parse_name(first.name)
+    drift = comparison.drift_before(parsed.step) if parsed is not None and parsed.stage != "params_before" else 0.0
+    if drift > 0 and comparison.reference is None and not comparison.start_mismatch:
+        text += (f"; step {parsed.step} starts from parameters already apart by up to {drift:.2e}, so this may be "
+                 "rounding grown over the steps: judge it with a float64 reference (--reference; `burnside run` and "
+                 "`check --reference` record or take one)")
+    return text
 
 
 def framework_lines(comparison: Comparison) -> list[str]:

@@ -49,6 +49,10 @@ def check(comparison: Comparison) -> list[Diagnosis]:
     k = parsed.step
     if comparison.a.grads_len.get(k) != comparison.b.grads_len.get(k):
         return []  # parameters missing from one forward: D008
+    if comparison.drift_before(k) > 0 and first.ref is None:
+        # the step starts from parameters already apart (rounding since step 0, whose forward agreed): without a
+        # float64 reference a grown rounding difference cannot be told from a forward that computes otherwise
+        return []
     side = first.ref.verdict if first.ref is not None and first.ref.verdict in ("a", "b") else "b"
     if parsed.stage == "activations":
         return _layer(comparison, first, side)
