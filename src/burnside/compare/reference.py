@@ -321,11 +321,14 @@ class Judge:
 
     def _note_zero_gradient(self, param: str, step: int, r: np.ndarray, scale: float, a: np.ndarray,
                             b: np.ndarray) -> None:
-        # below rounding in the reference, and not exactly zero on both sides (a dead ReLU's exact
-        # zero is not noise: no optimizer moves it)
+        # below rounding in the reference, not exactly zero on both sides (a dead ReLU's exact zero is
+        # not noise: no optimizer moves it), and each side's value itself of rounding size: a side whose
+        # gradient there is real (a GELU where the model has a ReLU) computes something else, not noise
         flat, fa, fb = r.reshape(-1), a.reshape(-1), b.reshape(-1)
         floor = FLOOR_HALF_ULPS * _HALF_ULP * scale
+        noise = NOISE_FACTOR * floor
         chunks = [(np.abs(flat[s:s + _CHUNK]) <= floor) & ((fa[s:s + _CHUNK] != 0) | (fb[s:s + _CHUNK] != 0))
+                  & (np.abs(fa[s:s + _CHUNK]) <= noise) & (np.abs(fb[s:s + _CHUNK]) <= noise)
                   for s in range(0, flat.size, _CHUNK)]
         zero = np.concatenate(chunks) if chunks else np.zeros(0, dtype=bool)
         if scale == 0.0 or not zero.any():
