@@ -193,3 +193,33 @@ def test_zero_gradients_amplified_by_adam_are_named_not_blamed(tmp_path):
     proc = run_cli("compare", str(paths["a"]), str(paths["b"]), "--reference", str(paths["r"]))
     assert "zero gradient up to rounding: fc1.bias, 6 of 6 elements from step 0" in proc.stdout
     assert "Adam divides that noise" in proc.stdout
+
+
+class _Mlp(torch.nn.Module):
+    def __init__(self, act) -> None:
+        super().__init__()
+        self.fc1, self.act, self.fc2 = torch.nn.Linear(4, 16), act, torch.nn.Linear(16, 3)
+        with torch.no_grad():
+            self.fc1.bias[:4] = -3.0  # four units below zero on every sample: ReLU's gradient there is exactly 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.act(self.fc1(x)))
+
+
+def test_a_real_gradient_where_the_reference_has_none_is_not_called_rounding_noise(tmp_path):
+    """ReLU's gradient is exactly zero where its input is negative; a port with GELU there has a real, small one.
+    That is the port computing something else, not rounding noise to leave out of the verdict."""
+    def run(act, path, reference=False):
+        torch.manual_seed(0)
+        model = _Mlp(act)
+        torch.manual_seed(1)
+        batch = {"x": torch.randn(32, 4), "y": torch.randint(0, 3, (32,))}
+        return (record_double if reference else record)(model, torch.optim.Adam(model.parameters(), lr=0.01), batch,
+                                                        path, steps=3)
+
+    a = run(torch.nn.ReLU(), tmp_path / "a.safetensors")
+    r = run(torch.nn.ReLU(), tmp_path / "r.safetensors", reference=True)
+    g = run(torch.nn.GELU(), tmp_path / "g.safetensors")
+    comparison = compare_traces(open_trace(a), open_trace(g), reference=open_reference(r))
+    assert not comparison.passed
+    assert not comparison.zero_gradients, comparison.zero_gradients
