@@ -60,7 +60,42 @@ def test_bs002_bad():
         ("BS002", 23, 66),
         ("BS002", 31, 64),  # the generator reaches the loss only through .detach()
         ("BS002", 38, 66),  # q2 is in the loss, but q1 is stepped
+        ("BS002", 49, 62),  # a frozen target keyed, the agent stepped (through a clipping `if`)
+        ("BS002", 71, 66),  # frozen where the struct is built, stepped through `self`
+        ("BS002", 81, 62),  # a target copy, not frozen, that reaches the loss only through .detach()
+        ("BS002", 89, 50),  # a frozen copy's gradients returned, no step in sight
+        ("BS002", 100, 71),  # frozen in another method, a different module stepped
     ]
+
+
+def test_bs002_part_of_the_stepped_module():
+    report = lint_paths([FIXTURES / "bs002_bad.rs"], ["BS002"], root=FIXTURES, jobs=1)
+    by_line = {f.line: f for f in report.findings}
+    assert by_line[49].message == (
+        "gradients are taken against `model.target`, which is frozen (`.set_require_grad(false)` at line 46): "
+        "there are none, so the step of `model` at line 51 changes nothing"
+    )
+    assert by_line[49].help == (
+        "key the gradients to the stepped module: `GradientsParams::from_grads(loss.backward(), &model)`; "
+        "its frozen part gets no gradients and stays as it is"
+    )
+    assert by_line[71].message == (
+        "gradients are taken against `self.agent.target_net`, which is frozen (`.no_grad()` at line 64): "
+        "there are none, so the step of `self.agent` at line 72 changes nothing"
+    )
+    assert by_line[81].message == (
+        "gradients are taken against `model.target` only, a copy the loss does not train, while `model` is "
+        "stepped with them at line 82: `model.q`, which the loss trains, gets no update"
+    )
+    assert by_line[89].message == (
+        "gradients are taken against `target_net`, which is frozen (`.no_grad()` at line 87): "
+        "there are none, and a step with them changes nothing"
+    )
+    assert by_line[89].help.endswith("`GradientsParams::from_grads(loss.backward(), &policy)`")
+    assert by_line[100].message == (
+        "gradients are taken against `self.target` (it is frozen, `.no_grad()` at line 95: there are none), "
+        "but `self.online` is stepped with them at line 102"
+    )
 
 
 def test_bs002_names_the_stepped_module():
@@ -182,8 +217,21 @@ def test_canonical_training_loops_are_clean():
 
 def test_regression_corpus_is_clean():
     report = lint_paths([FIXTURES / "regression"], select_rules(), root=FIXTURES, jobs=1)
-    assert report.files_parsed == 4
+    assert report.files_parsed == 5
     assert [(f.rule, f.path, f.line) for f in report.findings] == []
+
+
+def test_regression_dqn_with_the_target_keyed():
+    # The clean DQN with the mistake made while porting: gradients keyed to the target network.
+    source = (FIXTURES / "regression" / "dqn_target_network.rs").read_bytes()
+    wrong = source.replace(b"huber(q, y).backward(), &model)", b"huber(q, y).backward(), &model.target)")
+    assert wrong != source
+    found = lint_source("dqn.rs", wrong, select_rules())
+    assert [(f.rule, f.line) for f in found] == [("BS002", 25)]
+    assert found[0].message == (
+        "gradients are taken against `model.target`, which is frozen (`.no_grad()` at line 13): "
+        "there are none, so the step of `model` at line 27 changes nothing"
+    )
 
 
 def test_comments_strings_and_macro_bodies_are_not_code():

@@ -58,6 +58,7 @@ let grads = GradientsParams::from_grads(loss.backward(), &model);
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from burnside.lint.bindings import FunctionBindings, bindings_of
@@ -67,8 +68,10 @@ from burnside.lint.syntax import (
     SourceUnit,
     arguments_of,
     compact,
+    enclosing,
     enclosing_function,
     method_name,
+    parent_of,
     receiver_of,
     text,
 )
@@ -198,6 +201,144 @@ def _related(a: list[str], b: list[str]) -> bool:
     return False
 
 
+def _part_of(keyed: list[str], stepped: list[str]) -> tuple[str, str] | None:
+    """(keyed path, stepped path) when the keyed module is a field inside the stepped one."""
+    for x in keyed:
+        for y in stepped:
+            if x.startswith(y + "."):
+                return x, y
+    return None
+
+
+# A network that is by design never trained by gradients: a (DQN, DDPG, SAC, BYOL) target copy,
+# an EMA or teacher copy, a frozen part.
+_COPY_NAME_RE = re.compile(
+    r"^(?:target(?:_(?:net|network|model|q|q_?net|critic\d*|actor|policy|value|encoder|module))?"
+    r"|(?:critic\d*|actor|q|q_?net|policy|value|model|net|network)_target"
+    r"|ema(?:_\w+)?|\w+_ema|teacher(?:_\w+)?|frozen(?:_\w+)?)$"
+)
+_FREEZE_CALLS = frozenset({"no_grad", "set_require_grad"})
+
+
+def _freeze_call(value: Node | None) -> str | None:
+    """`.no_grad()` or `.set_require_grad(false)` when `value` ends in one of them."""
+    if value is None:
+        return None
+    value = strip_wrappers(value)
+    if value.type != "call_expression":
+        return None
+    name = method_name(value)
+    if name not in _FREEZE_CALLS:
+        return None
+    args = arguments_of(value)
+    if name == "no_grad" and not args:
+        return ".no_grad()"
+    if name == "set_require_grad" and len(args) == 1 and text(args[0]) == "false":
+        return ".set_require_grad(false)"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Freeze:
+    line: int
+    call: str
+    # The assigned place (`model.target`, `self.agent.target`), or "" for a struct literal's field.
+    place: str
+    function: int  # start byte of the enclosing fn, -1 outside any
+
+
+def _declared_module_field(unit: SourceUnit, initializer: Node, field: str) -> bool:
+    """Whether the struct literal around `initializer` is of a struct declared in this file whose
+    `field` is not a tensor: `.no_grad()` on a tensor field (`Batch { target: y.no_grad() }`)
+    says nothing about a module."""
+    literal = parent_of(parent_of(initializer)) if parent_of(initializer) is not None else None
+    if literal is None or literal.type != "struct_expression":
+        return False
+    name_node = literal.child_by_field_name("name")
+    name = text(name_node) if name_node is not None else ""
+    if name == "Self":
+        impl = enclosing(literal, frozenset({"impl_item"}))
+        type_node = impl.child_by_field_name("type") if impl is not None else None
+        name = text(type_node).split("<", 1)[0] if type_node is not None else ""
+    if not name.isidentifier():
+        return False
+    root = unit.tree.root_node
+    for match in re.finditer(rb"\bstruct\s+" + re.escape(name.encode()) + rb"\b", unit.source):
+        item = root.descendant_for_byte_range(match.start(), match.start() + 6)
+        item = parent_of(item) if item is not None else None
+        if item is None or item.type != "struct_item":
+            continue
+        body = item.child_by_field_name("body")
+        for declaration in body.named_children if body is not None else []:
+            declared = declaration.child_by_field_name("name")
+            type_node = declaration.child_by_field_name("type")
+            if declared is not None and text(declared) == field and type_node is not None:
+                return "Tensor" not in text(type_node)
+    return False
+
+
+def _field_freezes(unit: SourceUnit, field: str) -> list[_Freeze]:
+    """Every `X.field = ...no_grad()` and `Struct { field: ...no_grad() }` in the file.
+
+    Empty when the file also sets that field back to `set_require_grad(true)` anywhere: then which
+    state the module is in at the `from_grads` depends on the order of calls this rule does not follow.
+    """
+    memo = unit.memo.setdefault("bs002_freezes", {})
+    if field in memo:
+        return memo[field]
+    found: list[_Freeze] = []
+    pattern = re.compile(rb"\b" + re.escape(field.encode()) + rb"\s*(?::|=(?!=))")
+    root = unit.tree.root_node
+    for match in pattern.finditer(unit.source):
+        name = root.descendant_for_byte_range(match.start(), match.start() + len(field))
+        if name is None or name.type not in ("field_identifier", "identifier"):
+            continue
+        holder = parent_of(name)
+        value, place = None, ""
+        if holder is not None and holder.type == "field_initializer" and holder.child_by_field_name("field") == name:
+            if _declared_module_field(unit, holder, field):
+                value = holder.child_by_field_name("value")
+        elif holder is not None and holder.type == "field_expression" and holder.child_by_field_name("field") == name:
+            assignment = parent_of(holder)
+            if assignment is not None and assignment.type == "assignment_expression" and assignment.child_by_field_name("left") == holder:
+                value, place = assignment.child_by_field_name("right"), compact(holder)
+        if value is None:
+            continue
+        if re.search(r"set_require_grad\s*\(\s*true", text(value)):
+            found = []
+            break
+        call = _freeze_call(value)
+        if call is not None:
+            function = enclosing_function(value)
+            found.append(_Freeze(unit.line(value), call, place, function.start_byte if function is not None else -1))
+    memo[field] = found
+    return found
+
+
+def _frozen(unit: SourceUnit, keyed: Node, aliases: list[str], bindings: FunctionBindings) -> tuple[int, str] | None:
+    """(line, call) where the keyed module was made to take no gradients, if this file shows it.
+
+    A `let` of the keyed name, an assignment to the keyed place in the same function or (for a
+    `self.` place) in any method, or the field's value in a struct literal: what builds the struct
+    freezes that field for every instance. An assignment to a local's field in another function
+    is another variable, and does not count.
+    """
+    if keyed.type == "identifier":
+        binding = bindings.latest(text(keyed), keyed.start_byte)
+        if binding is not None:
+            call = _freeze_call(binding.value)
+            if call is not None:
+                return binding.value.start_point.row + 1 + unit.line_offset, call
+    here = bindings.function.start_byte
+    for alias in aliases:
+        if "." not in alias:
+            continue
+        for freeze in _field_freezes(unit, alias.rsplit(".", 1)[1]):
+            if not freeze.place or (freeze.place == alias and (alias.startswith("self.") or freeze.function == here)):
+                return freeze.line, freeze.call
+    return None
+
+
 def _resolved(module: Node, bindings: FunctionBindings) -> bool:
     """A field path, or a name bound by `let` or a fn parameter (not a closure or pattern binding)."""
     if module.type in ("field_expression", "self"):
@@ -216,20 +357,95 @@ def _from_grads_call(node: Node) -> Node | None:
     return node if name is not None and text(name) == "from_grads" else None
 
 
+def _from_grads_sources(grads: Node, bindings: FunctionBindings) -> list[Node]:
+    """The `from_grads` calls the stepped gradients come from, followed through `let`s and the
+    expressions between (`let grads = if clip { clip_global(&model, grads, 1.0) } else { grads };`)."""
+    found: dict[int, Node] = {}
+    seen: set[int] = set()
+    stack = [(grads, 0)]
+    while stack:
+        node, depth = stack.pop()
+        node = strip_wrappers(node)
+        call = _from_grads_call(node)
+        if call is not None:
+            found[call.start_byte] = call
+            continue
+        if node.type == "identifier":
+            binding = bindings.latest(text(node), node.start_byte)
+            if binding is not None and binding.value is not None and binding.start_byte not in seen and depth < _MAX_DEPTH:
+                seen.add(binding.start_byte)
+                stack.append((binding.value, depth + 1))
+            continue
+        if node.type == "closure_expression":
+            continue
+        stack.extend((child, depth) for child in node.named_children)
+    return list(found.values())
+
+
+def _builds_loss(grads: Node, keyed: list[str], bindings: FunctionBindings) -> bool:
+    """Whether the keyed module itself (not just the module around it) is seen building the loss."""
+    loss = _loss_expression(grads, bindings)
+    if loss is None:
+        return False
+    chain = _Chain(bindings)
+    chain.add(loss)
+    return any(path == name or path.startswith(name + ".") for path in chain.paths for name in keyed)
+
+
+def _trained_parts(grads: Node, whole: str, keyed: str, bindings: FunctionBindings) -> list[str]:
+    """Other fields of the stepped module whose `forward` is seen building the loss."""
+    loss = _loss_expression(grads, bindings)
+    if loss is None:
+        return []
+    chain = _Chain(bindings)
+    chain.add(loss)
+    parts = [r for r in chain.forward_receivers if r.startswith(whole + ".") and not r.startswith(keyed)]
+    return list(dict.fromkeys(parts))
+
+
+def _part_keyed(unit: SourceUnit, site, call: Node, keyed: Node, keyed_aliases: list[str], part: tuple[str, str], bindings: FunctionBindings) -> Hit | None:
+    """Gradients keyed to a field of the stepped module that the loss does not train."""
+    args = arguments_of(call)
+    keyed_text, whole = compact(keyed), compact(_unclone(site.module_arg))
+    line = unit.line(site.call)
+    grads_text = " ".join(text(args[0]).split())
+    fix = f"key the gradients to the stepped module: `GradientsParams::from_grads({grads_text}, &{whole})`"
+    frozen = _frozen(unit, keyed, keyed_aliases, bindings)
+    if frozen is not None:
+        freeze_line, how = frozen
+        return Hit(
+            node=args[1],
+            message=(
+                f"gradients are taken against `{keyed_text}`, which is frozen (`{how}` at line {freeze_line}): "
+                f"there are none, so the step of `{whole}` at line {line} changes nothing"
+            ),
+            help=f"{fix}; its frozen part gets no gradients and stays as it is",
+        )
+    field = part[0].rsplit(".", 1)[1]
+    if not _COPY_NAME_RE.match(field) or _builds_loss(args[0], keyed_aliases, bindings):
+        return None
+    trained = _trained_parts(args[0], part[1], part[0], bindings)
+    what = f"`{trained[0]}`, which the loss trains," if trained else "the network the loss trains"
+    return Hit(
+        node=args[1],
+        message=(
+            f"gradients are taken against `{keyed_text}` only, a copy the loss does not train, "
+            f"while `{whole}` is stepped with them at line {line}: {what} gets no update"
+        ),
+        help=f"{fix}; a copy that takes no gradients stays as it is",
+    )
+
+
 def _stepped_other_module(unit: SourceUnit):
     """`from_grads(g, &a)` whose result is passed to `optim.step(lr, b, ..)` with `b` not `a`."""
     for site in step_sites(unit):
         if site.function is None:
             continue
         bindings = bindings_of(site.function)
-        grads_arg = strip_wrappers(arguments_of(site.call)[2])
-        call = _from_grads_call(grads_arg)
-        if call is None and grads_arg.type == "identifier":
-            binding = bindings.latest(text(grads_arg), grads_arg.start_byte)
-            if binding is not None and binding.value is not None:
-                call = _from_grads_call(binding.value)
-        if call is None:
+        sources = _from_grads_sources(arguments_of(site.call)[2], bindings)
+        if len(sources) != 1:
             continue
+        call = sources[0]
         args = arguments_of(call)
         if len(args) != 2:
             continue
@@ -237,13 +453,21 @@ def _stepped_other_module(unit: SourceUnit):
         stepped = _unclone(site.module_arg)
         if not (_resolved(keyed, bindings) and _resolved(stepped, bindings)):
             continue
-        if _related(_aliases(keyed, bindings), _aliases(stepped, bindings)):
+        keyed_aliases, stepped_aliases = _aliases(keyed, bindings), _aliases(stepped, bindings)
+        if _related(keyed_aliases, stepped_aliases):
+            part = _part_of(keyed_aliases, stepped_aliases)
+            if part is not None:
+                hit = _part_keyed(unit, site, call, keyed, keyed_aliases, part, bindings)
+                if hit is not None:
+                    yield hit
             continue
         line = site.call.start_point.row + 1
+        frozen = _frozen(unit, keyed, keyed_aliases, bindings)
+        why = f" (it is frozen, `{frozen[1]}` at line {frozen[0]}: there are none)" if frozen is not None else ""
         yield Hit(
             node=args[1],
             message=(
-                f"gradients are taken against `{compact(keyed)}`, but `{compact(stepped)}` is stepped "
+                f"gradients are taken against `{compact(keyed)}`{why}, but `{compact(stepped)}` is stepped "
                 f"with them at line {line}"
             ),
             help=f"key the gradients to the module being stepped: `GradientsParams::from_grads(.., &{compact(stepped)})`",
@@ -264,9 +488,33 @@ def check(unit: SourceUnit):
         if len(args) != 2:
             continue
         function = enclosing_function(call)
-        if function is None:
+        if function is None or args[1].start_byte in reported:
             continue
         bindings = bindings_of(function)
+        keyed = _unclone(args[1])
+        if _resolved(keyed, bindings):
+            frozen = _frozen(unit, keyed, _aliases(keyed, bindings), bindings)
+            if frozen is not None:
+                freeze_line, how = frozen
+                help = "take the gradients against the module the loss trains, not its frozen copy"
+                loss = _loss_expression(args[0], bindings)
+                if loss is not None:
+                    chain = _Chain(bindings)
+                    chain.add(loss)
+                    trained = [r for r in _likely_module(chain.forward_receivers)
+                               if not _LOSS_FN_RE.search(r) and not _related([r], _aliases(keyed, bindings))]
+                    if trained:
+                        grads_text = " ".join(text(args[0]).split())
+                        help += f": `GradientsParams::from_grads({grads_text}, &{trained[0]})`"
+                yield Hit(
+                    node=args[1],
+                    message=(
+                        f"gradients are taken against `{compact(keyed)}`, which is frozen "
+                        f"(`{how}` at line {freeze_line}): there are none, and a step with them changes nothing"
+                    ),
+                    help=help,
+                )
+                continue
         loss = _loss_expression(args[0], bindings)
         if loss is None:
             continue
