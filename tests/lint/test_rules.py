@@ -215,6 +215,26 @@ def test_canonical_training_loops_are_clean():
     assert findings_of("canonical_loops.rs") == []
 
 
+def test_bs007_bad():
+    assert findings_of("bs007_bad.rs") == [("BS007", 8, 66), ("BS007", 12, 30), ("BS007", 16, 10)]
+    report = lint_paths([FIXTURES / "bs007_bad.rs"], ["BS007"], root=FIXTURES, jobs=1)
+    first = report.findings[0]
+    assert first.severity is Severity.INFO
+    assert first.message == (
+        "`GradientClippingConfig::Norm(CLIP)` clips each parameter's gradient by its own norm; "
+        "PyTorch's `clip_grad_norm_` scales all gradients by one norm taken over all of them"
+    )
+    assert first.help.startswith("to match `clip_grad_norm_(params, CLIP)`, leave burn's clipping off")
+
+
+def test_bs007_good():
+    assert findings_of("bs007_good.rs") == []
+    # The same file ported from PyTorch: its one `Norm` call (not the match pattern) is reported.
+    source = (FIXTURES / "bs007_good.rs").read_bytes()
+    for mark in (b"// as torch.nn.utils.clip_grad_norm_ does\n", b"// ported from PyTorch\n", b"use burnside_trace::Tap;\n"):
+        assert [(f.rule, f.line) for f in lint_source("x.rs", mark + source, ["BS007"])] == [("BS007", 8), ("BS007", 17)]
+
+
 def test_regression_corpus_is_clean():
     report = lint_paths([FIXTURES / "regression"], select_rules(), root=FIXTURES, jobs=1)
     assert report.files_parsed == 5
@@ -245,4 +265,4 @@ def test_comments_strings_and_macro_bodies_are_not_code():
 
 def test_select_and_ignore():
     assert {r for r, _, _ in findings_of(BUGS, select=["BS004"], root=RUST)} == {"BS004"}
-    assert select_rules(ignore=["bs004", "BS005", "bs006"]) == ["BS001", "BS002", "BS003"]
+    assert select_rules(ignore=["bs004", "BS005", "bs006", "bs007"]) == ["BS001", "BS002", "BS003"]

@@ -1,6 +1,6 @@
 """## What it does
 
-Flags `GradientsParams::from_grads(grads, &module)` in two cases:
+Flags `GradientsParams::from_grads(grads, &module)` in four cases:
 
 1. `grads` comes from `loss.backward()` and the loss was built, within the
    same function, by an expression chain that never mentions `module`: not
@@ -13,6 +13,24 @@ Flags `GradientsParams::from_grads(grads, &module)` in two cases:
    in the loss. Both must be field paths or names bound by `let` or a `fn`
    parameter: a closure parameter (`Some(model).map(|m| ..)`) or a pattern
    binding could be either, so it is left alone.
+3. `module` takes no gradients at all: it is frozen, and the file shows it
+   (`let m = ...no_grad()` / `.set_require_grad(false)`; `model.target = ...`
+   with one of those in the same function, or `self.target = ...` in any
+   method; or `Agent { target: ...no_grad(), .. }` for a struct declared in
+   the file with a non-tensor `target` field). When the gradients then step
+   the module `module` is a field of (`from_grads(g, &model.target)`, then
+   `optim.step(lr, model, grads)`), the finding says that step changes nothing.
+4. `module` is a field of the stepped module whose name reads as a copy that
+   is never trained by gradients (`target`, `target_net`, `critic_target`,
+   `ema_*`, `teacher`, `frozen_*`, ...), and the loss chain never goes
+   through it except by `.detach()`: the DQN target network keyed while the
+   agent holding it is stepped. A field with any other name (`&model.head`
+   with `model` stepped) is a deliberate way to train only that part, and is
+   left alone.
+
+A step is paired with its `from_grads` through the `let`s and expressions in
+between (`let grads = if clip { clip_global(&model, grads, 10.0) } else
+{ grads };`), when exactly one `from_grads` is found.
 
 The rule follows `grads` back to `X.backward()`, `X` back to its `let`, and
 every name in that expression back to its own `let` (a few levels deep). If
@@ -29,14 +47,20 @@ other way (a `&mut` re-borrow through a helper, a module moved into a struct
 and read back) look like different modules only if they also fail every
 alias check, and are then not reported; gradients built in one function and
 stepped in another are not paired; loss chains deeper than six `let`s are cut
-off.
+off. A freeze is looked for in the same file only; a field frozen in a
+struct literal counts for every place ending in that field name, whatever
+variable holds the struct; a file that also sets that field back with
+`set_require_grad(true)` anywhere shows no freeze for it at all.
 
 ## Why is this bad?
 
 `from_grads` looks gradients up by the `ParamId`s of the module it is given.
 A different module instance (built separately, e.g. a second `init`) has other
 `ParamId`s, so the result is empty (`len() == 0`), and `optim.step` then
-silently changes nothing.
+silently changes nothing. A frozen module's parameters get no gradient from
+`backward()` either, so keying to a frozen target network leaves the result
+empty too; and gradients keyed to a part only ever update that part, so the
+network the loss trains beside it never moves.
 
 ## Example
 
@@ -47,11 +71,28 @@ let loss = ce.forward(model.forward(x), y);
 let grads = GradientsParams::from_grads(loss.backward(), &other);
 ```
 
+A DQN agent holding its frozen target network:
+
+```rust
+model.target = model.target.set_require_grad(false);
+let loss = td_loss(&model, &batch);
+let grads = GradientsParams::from_grads(loss.backward(), &model.target);
+model = optim.step(lr, model, grads);
+```
+
 ## Use instead
 
 ```rust
 let loss = ce.forward(model.forward(x), y);
 let grads = GradientsParams::from_grads(loss.backward(), &model);
+```
+
+Key the gradients to the module that is stepped; its frozen part gets none
+and stays as it is:
+
+```rust
+let grads = GradientsParams::from_grads(loss.backward(), &model);
+model = optim.step(lr, model, grads);
 ```
 """
 
