@@ -84,8 +84,12 @@ def test_bs002_part_of_the_stepped_module():
         "there are none, so the step of `self.agent` at line 72 changes nothing"
     )
     assert by_line[81].message == (
-        "gradients are taken against `model.target` only, a copy the loss does not train, while `model` is "
+        "gradients are taken against `model.target` only, a copy not meant to be trained, while `model` is "
         "stepped with them at line 82: `model.q`, which the loss trains, gets no update"
+    )
+    assert by_line[81].help == (
+        "key the gradients to the stepped module: `GradientsParams::from_grads(loss.backward(), &model)`, "
+        "and keep the copy out of training (`.no_grad()` on it, or `.detach()` on its output)"
     )
     assert by_line[89].message == (
         "gradients are taken against `target_net`, which is frozen (`.no_grad()` at line 87): "

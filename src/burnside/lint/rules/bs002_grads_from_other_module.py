@@ -104,7 +104,7 @@ from typing import TYPE_CHECKING
 
 from burnside.lint.bindings import FunctionBindings, bindings_of
 from burnside.lint.finding import Hit, Severity
-from burnside.lint.step_sites import step_sites, strip_wrappers
+from burnside.lint.step_sites import StepSite, step_sites, strip_wrappers
 from burnside.lint.syntax import (
     SourceUnit,
     arguments_of,
@@ -369,7 +369,7 @@ def _frozen(unit: SourceUnit, keyed: Node, aliases: list[str], bindings: Functio
         if binding is not None:
             call = _freeze_call(binding.value)
             if call is not None:
-                return binding.value.start_point.row + 1 + unit.line_offset, call
+                return unit.line(binding.value), call
     here = bindings.function.start_byte
     for alias in aliases:
         if "." not in alias:
@@ -423,28 +423,24 @@ def _from_grads_sources(grads: Node, bindings: FunctionBindings) -> list[Node]:
     return list(found.values())
 
 
-def _builds_loss(grads: Node, keyed: list[str], bindings: FunctionBindings) -> bool:
-    """Whether the keyed module itself (not just the module around it) is seen building the loss."""
+def _loss_chain(grads: Node, bindings: FunctionBindings) -> _Chain | None:
     loss = _loss_expression(grads, bindings)
     if loss is None:
-        return False
+        return None
     chain = _Chain(bindings)
     chain.add(loss)
-    return any(path == name or path.startswith(name + ".") for path in chain.paths for name in keyed)
+    return chain
 
 
-def _trained_parts(grads: Node, whole: str, keyed: str, bindings: FunctionBindings) -> list[str]:
-    """Other fields of the stepped module whose `forward` is seen building the loss."""
-    loss = _loss_expression(grads, bindings)
-    if loss is None:
-        return []
-    chain = _Chain(bindings)
-    chain.add(loss)
-    parts = [r for r in chain.forward_receivers if r.startswith(whole + ".") and not r.startswith(keyed)]
-    return list(dict.fromkeys(parts))
-
-
-def _part_keyed(unit: SourceUnit, site, call: Node, keyed: Node, keyed_aliases: list[str], part: tuple[str, str], bindings: FunctionBindings) -> Hit | None:
+def _part_keyed(
+    unit: SourceUnit,
+    site: StepSite,
+    call: Node,
+    keyed: Node,
+    keyed_aliases: list[str],
+    part: tuple[str, str],
+    bindings: FunctionBindings,
+) -> Hit | None:
     """Gradients keyed to a field of the stepped module that the loss does not train."""
     args = arguments_of(call)
     keyed_text, whole = compact(keyed), compact(_unclone(site.module_arg))
@@ -463,17 +459,26 @@ def _part_keyed(unit: SourceUnit, site, call: Node, keyed: Node, keyed_aliases: 
             help=f"{fix}; its frozen part gets no gradients and stays as it is",
         )
     field = part[0].rsplit(".", 1)[1]
-    if not _COPY_NAME_RE.match(field) or _builds_loss(args[0], keyed_aliases, bindings):
+    if not _COPY_NAME_RE.match(field):
         return None
-    trained = _trained_parts(args[0], part[1], part[0], bindings)
+    chain = _loss_chain(args[0], bindings)
+    trained: list[str] = []
+    if chain is not None:
+        # The copy itself in the loss, undetached, does get gradients: what is trained is then unclear.
+        if any(path == name or path.startswith(name + ".") for path in chain.paths for name in keyed_aliases):
+            return None
+        trained = [
+            r for r in dict.fromkeys(chain.forward_receivers)
+            if r.startswith(part[1] + ".") and r != part[0] and not r.startswith(part[0] + ".")
+        ]
     what = f"`{trained[0]}`, which the loss trains," if trained else "the network the loss trains"
     return Hit(
         node=args[1],
         message=(
-            f"gradients are taken against `{keyed_text}` only, a copy the loss does not train, "
+            f"gradients are taken against `{keyed_text}` only, a copy not meant to be trained, "
             f"while `{whole}` is stepped with them at line {line}: {what} gets no update"
         ),
-        help=f"{fix}; a copy that takes no gradients stays as it is",
+        help=f"{fix}, and keep the copy out of training (`.no_grad()` on it, or `.detach()` on its output)",
     )
 
 
@@ -502,7 +507,7 @@ def _stepped_other_module(unit: SourceUnit):
                 if hit is not None:
                     yield hit
             continue
-        line = site.call.start_point.row + 1
+        line = unit.line(site.call)
         frozen = _frozen(unit, keyed, keyed_aliases, bindings)
         why = f" (it is frozen, `{frozen[1]}` at line {frozen[0]}: there are none)" if frozen is not None else ""
         yield Hit(
@@ -538,10 +543,8 @@ def check(unit: SourceUnit):
             if frozen is not None:
                 freeze_line, how = frozen
                 help = "take the gradients against the module the loss trains, not its frozen copy"
-                loss = _loss_expression(args[0], bindings)
-                if loss is not None:
-                    chain = _Chain(bindings)
-                    chain.add(loss)
+                chain = _loss_chain(args[0], bindings)
+                if chain is not None:
                     trained = [r for r in _likely_module(chain.forward_receivers)
                                if not _LOSS_FN_RE.search(r) and not _related([r], _aliases(keyed, bindings))]
                     if trained:
