@@ -20,8 +20,11 @@ down to it, the others are left alone (burn-optim `clip_by_norm`, called once
 per tensor). PyTorch's `torch.nn.utils.clip_grad_norm_(params, max_norm)`
 computes one norm over all the gradients together and scales every gradient by
 `max_norm / total_norm` when that total exceeds `max_norm`. The two agree only
-when no single clipping happens; once it does, the port's gradients have other
-directions and sizes than the original's, and nothing reports it.
+while the norm over all gradients stays at or below `max_norm` (then neither
+clips). Above it PyTorch shrinks every gradient by one factor, while burn
+leaves each tensor under the limit unchanged and cuts each one above it to
+exactly `max_norm`: the port's update has another size and direction than the
+original's, and nothing reports it.
 
 ## Example
 
