@@ -119,6 +119,10 @@ def test_bs002_message_names_the_builder():
 
 def test_bs002_good():
     assert findings_of("bs002_good.rs") == []
+    # The frozen module's gradients in the test module are a real BS002 outside test code.
+    source = (FIXTURES / "bs002_good.rs").read_bytes().replace(b"#[cfg(test)]", b"").replace(b"#[test]", b"")
+    found = [(f.rule, f.line) for f in lint_source("x.rs", source, ["BS002"])]
+    assert found == [("BS002", source[: source.index(b"&model);\n        assert!")].count(b"\n") + 1)]
 
 
 def test_bs003_bad():

@@ -20,6 +20,8 @@ Flags `GradientsParams::from_grads(grads, &module)` in four cases:
    the file with a non-tensor `target` field). When the gradients then step
    the module `module` is a field of (`from_grads(g, &model.target)`, then
    `optim.step(lr, model, grads)`), the finding says that step changes nothing.
+   Without a step in sight it is not reported in test code, where a test may
+   take a frozen module's gradients to show there are none.
 4. `module` is a field of the stepped module whose name reads as a copy that
    is never trained by gradients (`target`, `target_net`, `critic_target`,
    `ema_*`, `teacher`, `frozen_*`, ...), and the loss chain never goes
@@ -105,6 +107,7 @@ from typing import TYPE_CHECKING
 from burnside.lint.bindings import FunctionBindings, bindings_of
 from burnside.lint.finding import Hit, Severity
 from burnside.lint.step_sites import StepSite, step_sites, strip_wrappers
+from burnside.lint.suppression import in_test_code
 from burnside.lint.syntax import (
     SourceUnit,
     arguments_of,
@@ -538,7 +541,8 @@ def check(unit: SourceUnit):
             continue
         bindings = bindings_of(function)
         keyed = _unclone(args[1])
-        if _resolved(keyed, bindings):
+        # A test may take a frozen module's gradients on purpose, to show there are none.
+        if _resolved(keyed, bindings) and not in_test_code(call):
             frozen = _frozen(unit, keyed, _aliases(keyed, bindings), bindings)
             if frozen is not None:
                 freeze_line, how = frozen
