@@ -127,7 +127,7 @@ def test_sarif_output_with_root(tmp_path):
     driver = sarif["runs"][0]["tool"]["driver"]
     assert driver["name"] == "burnside"
     rules = {r["id"]: r for r in driver["rules"]}
-    assert list(rules) == ["BS001", "BS002", "BS003", "BS004", "BS005", "BS006"]
+    assert list(rules) == ["BS001", "BS002", "BS003", "BS004", "BS005", "BS006", "BS007"]
     assert rules["BS001"]["defaultConfiguration"]["level"] == "error"
     assert rules["BS004"]["defaultConfiguration"]["level"] == "note"
     assert rules["BS002"]["shortDescription"]["text"]
@@ -203,7 +203,7 @@ def test_explain_knows_the_diagnosis_rules_too():
     assert "D004" in result.stdout and "with_epsilon(1e-8)" in result.stdout
 
 
-@pytest.mark.parametrize("rule_id", ["BS001", "BS002", "BS003", "BS004", "BS005"])
+@pytest.mark.parametrize("rule_id", ["BS001", "BS002", "BS003", "BS004", "BS005", "BS006", "BS007"])
 def test_every_rule_docstring_has_four_sections(rule_id):
     from burnside.lint.rules import RULES
 

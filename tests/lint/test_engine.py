@@ -43,6 +43,8 @@ def test_prefilter_tokens():
         b"AdamWConfig",
         b"MomentumConfig",
         b"with_momentum",
+        b"GradientClippingConfig",
+        b"GradientClipping",
     )
     for token in tokens:
         source = b"fn f() { " + token + b" }"
@@ -78,6 +80,10 @@ _REFERENCE_QUERY = """
 ((field_identifier) @step (#eq? @step "step"))
 (scoped_identifier name: (identifier) @scoped (#any-of? @scoped "from_grads" "new"))
 (struct_expression name: (type_identifier) @momentum (#eq? @momentum "MomentumConfig"))
+(call_expression function: (scoped_identifier
+    path: [(identifier) @clip_type (scoped_identifier name: (identifier) @clip_type)]
+    name: (identifier) @clip (#eq? @clip "Norm"))
+  (#any-of? @clip_type "GradientClippingConfig" "GradientClipping")) @clip_call
 """
 
 
@@ -87,7 +93,7 @@ def _reference_candidates(root) -> dict[str, list[tuple[int, int]]]:
     from burnside.lint.syntax import _language, callee
 
     captures = QueryCursor(Query(_language(), _REFERENCE_QUERY)).captures(root)
-    found: dict[str, list] = {"step_call": [], "scoped_call": [], "momentum_struct": []}
+    found: dict[str, list] = {"step_call": [], "scoped_call": [], "momentum_struct": [], "clip_norm": []}
     for name in captures.get("step", []):
         call = name.parent.parent
         if call is not None and call.type == "generic_function":
@@ -100,6 +106,7 @@ def _reference_candidates(root) -> dict[str, list[tuple[int, int]]]:
         if call is not None and call.type == "call_expression" and call.child_by_field_name("function") == name.parent:
             found["scoped_call"].append(call)
     found["momentum_struct"] = [name.parent for name in captures.get("momentum", [])]
+    found["clip_norm"] = captures.get("clip_call", [])
     return {k: sorted((n.start_byte, n.end_byte) for n in v) for k, v in found.items()}
 
 

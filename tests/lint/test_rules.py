@@ -60,7 +60,46 @@ def test_bs002_bad():
         ("BS002", 23, 66),
         ("BS002", 31, 64),  # the generator reaches the loss only through .detach()
         ("BS002", 38, 66),  # q2 is in the loss, but q1 is stepped
+        ("BS002", 49, 62),  # a frozen target keyed, the agent stepped (through a clipping `if`)
+        ("BS002", 71, 66),  # frozen where the struct is built, stepped through `self`
+        ("BS002", 81, 62),  # a target copy, not frozen, that reaches the loss only through .detach()
+        ("BS002", 89, 50),  # a frozen copy's gradients returned, no step in sight
+        ("BS002", 100, 71),  # frozen in another method, a different module stepped
     ]
+
+
+def test_bs002_part_of_the_stepped_module():
+    report = lint_paths([FIXTURES / "bs002_bad.rs"], ["BS002"], root=FIXTURES, jobs=1)
+    by_line = {f.line: f for f in report.findings}
+    assert by_line[49].message == (
+        "gradients are taken against `model.target`, which is frozen (`.set_require_grad(false)` at line 46): "
+        "there are none, so the step of `model` at line 51 changes nothing"
+    )
+    assert by_line[49].help == (
+        "key the gradients to the stepped module: `GradientsParams::from_grads(loss.backward(), &model)`; "
+        "its frozen part gets no gradients and stays as it is"
+    )
+    assert by_line[71].message == (
+        "gradients are taken against `self.agent.target_net`, which is frozen (`.no_grad()` at line 64): "
+        "there are none, so the step of `self.agent` at line 72 changes nothing"
+    )
+    assert by_line[81].message == (
+        "gradients are taken against `model.target` only, a copy not meant to be trained, while `model` is "
+        "stepped with them at line 82: `model.q`, which the loss trains, gets no update"
+    )
+    assert by_line[81].help == (
+        "key the gradients to the stepped module: `GradientsParams::from_grads(loss.backward(), &model)`, "
+        "and keep the copy out of training (`.no_grad()` on it, or `.detach()` on its output)"
+    )
+    assert by_line[89].message == (
+        "gradients are taken against `target_net`, which is frozen (`.no_grad()` at line 87): "
+        "there are none, and a step with them changes nothing"
+    )
+    assert by_line[89].help.endswith("`GradientsParams::from_grads(loss.backward(), &policy)`")
+    assert by_line[100].message == (
+        "gradients are taken against `self.target` (it is frozen, `.no_grad()` at line 95: there are none), "
+        "but `self.online` is stepped with them at line 102"
+    )
 
 
 def test_bs002_names_the_stepped_module():
@@ -80,6 +119,10 @@ def test_bs002_message_names_the_builder():
 
 def test_bs002_good():
     assert findings_of("bs002_good.rs") == []
+    # The frozen module's gradients in the test module are a real BS002 outside test code.
+    source = (FIXTURES / "bs002_good.rs").read_bytes().replace(b"#[cfg(test)]", b"").replace(b"#[test]", b"")
+    found = [(f.rule, f.line) for f in lint_source("x.rs", source, ["BS002"])]
+    assert found == [("BS002", source[: source.index(b"&model);\n        assert!")].count(b"\n") + 1)]
 
 
 def test_bs003_bad():
@@ -180,10 +223,43 @@ def test_canonical_training_loops_are_clean():
     assert findings_of("canonical_loops.rs") == []
 
 
+def test_bs007_bad():
+    assert findings_of("bs007_bad.rs") == [("BS007", 8, 66), ("BS007", 12, 30), ("BS007", 16, 10)]
+    report = lint_paths([FIXTURES / "bs007_bad.rs"], ["BS007"], root=FIXTURES, jobs=1)
+    first = report.findings[0]
+    assert first.severity is Severity.INFO
+    assert first.message == (
+        "`GradientClippingConfig::Norm(CLIP)` clips each parameter's gradient by its own norm; "
+        "PyTorch's `clip_grad_norm_` scales all gradients by one norm taken over all of them"
+    )
+    assert first.help.startswith("to match `clip_grad_norm_(params, CLIP)`, leave burn's clipping off")
+
+
+def test_bs007_good():
+    assert findings_of("bs007_good.rs") == []
+    # The same file ported from PyTorch: its one `Norm` call (not the match pattern) is reported.
+    source = (FIXTURES / "bs007_good.rs").read_bytes()
+    for mark in (b"// as torch.nn.utils.clip_grad_norm_ does\n", b"// ported from PyTorch\n", b"use burnside_trace::Tap;\n"):
+        assert [(f.rule, f.line) for f in lint_source("x.rs", mark + source, ["BS007"])] == [("BS007", 8), ("BS007", 17)]
+
+
 def test_regression_corpus_is_clean():
     report = lint_paths([FIXTURES / "regression"], select_rules(), root=FIXTURES, jobs=1)
-    assert report.files_parsed == 4
+    assert report.files_parsed == 5
     assert [(f.rule, f.path, f.line) for f in report.findings] == []
+
+
+def test_regression_dqn_with_the_target_keyed():
+    # The clean DQN with the mistake made while porting: gradients keyed to the target network.
+    source = (FIXTURES / "regression" / "dqn_target_network.rs").read_bytes()
+    wrong = source.replace(b"huber(q, y).backward(), &model)", b"huber(q, y).backward(), &model.target)")
+    assert wrong != source
+    found = lint_source("dqn.rs", wrong, select_rules())
+    assert [(f.rule, f.line) for f in found] == [("BS002", 25)]
+    assert found[0].message == (
+        "gradients are taken against `model.target`, which is frozen (`.no_grad()` at line 13): "
+        "there are none, so the step of `model` at line 27 changes nothing"
+    )
 
 
 def test_comments_strings_and_macro_bodies_are_not_code():
@@ -197,4 +273,4 @@ def test_comments_strings_and_macro_bodies_are_not_code():
 
 def test_select_and_ignore():
     assert {r for r, _, _ in findings_of(BUGS, select=["BS004"], root=RUST)} == {"BS004"}
-    assert select_rules(ignore=["bs004", "BS005", "bs006"]) == ["BS001", "BS002", "BS003"]
+    assert select_rules(ignore=["bs004", "BS005", "bs006", "bs007"]) == ["BS001", "BS002", "BS003"]

@@ -16,23 +16,24 @@ if TYPE_CHECKING:
     from tree_sitter import Node, Tree
 
 # Candidate nodes are found from the rules' tokens in the bytes: every spot
-# where `step`, `from_grads`, `new` or `MomentumConfig` is spelled is looked up
+# where `step`, `from_grads`, `new`, `MomentumConfig` or `Norm` is spelled is looked up
 # in the tree (one descent in C), and kept when it is the right identifier of
 # the right node. Code inside comments, string literals and macro token trees
 # never becomes a call_expression in tree-sitter-rust, so those drop out for
 # free. A query over the whole tree found the same nodes but cost as much as a
 # third of the parse, since it visits every node of files that are mostly not
 # training code.
-_CANDIDATE_TOKENS = re.compile(rb"\b(?:step|from_grads|new|MomentumConfig)\b")
+_CANDIDATE_TOKENS = re.compile(rb"\b(?:step|from_grads|new|MomentumConfig|Norm)\b")
 
 
 def find_candidates(root: Node, source: bytes) -> dict[str, list[Node]]:
     """The call and literal nodes the rules start from, sorted by position.
 
     `step_call`: `X.step(..)` / `X.step::<..>(..)`; `scoped_call`: `P::from_grads(..)`
-    and `P::new(..)`; `momentum_struct`: `MomentumConfig { .. }` literals.
+    and `P::new(..)`; `momentum_struct`: `MomentumConfig { .. }` literals; `clip_norm`:
+    `GradientClippingConfig::Norm(..)` and `GradientClipping::Norm(..)`.
     """
-    found: dict[str, list[Node]] = {"step_call": [], "scoped_call": [], "momentum_struct": []}
+    found: dict[str, list[Node]] = {"step_call": [], "scoped_call": [], "momentum_struct": [], "clip_norm": []}
     for match in _CANDIDATE_TOKENS.finditer(source):
         name = root.descendant_for_byte_range(match.start(), match.end())
         if name is None or name.start_byte != match.start() or name.end_byte != match.end():
@@ -54,8 +55,15 @@ def find_candidates(root: Node, source: bytes) -> dict[str, list[Node]]:
                 found["momentum_struct"].append(parent)
         elif name.type == "identifier" and parent.type == "scoped_identifier" and parent.child_by_field_name("name") == name:
             call = parent.parent
-            if call is not None and call.type == "call_expression" and call.child_by_field_name("function") == parent:
+            if call is None or call.type != "call_expression" or call.child_by_field_name("function") != parent:
+                continue
+            if token != b"Norm":
                 found["scoped_call"].append(call)
+                continue
+            path = parent.child_by_field_name("path")
+            last = path.child_by_field_name("name") if path is not None and path.type == "scoped_identifier" else path
+            if last is not None and last.text in (b"GradientClippingConfig", b"GradientClipping"):
+                found["clip_norm"].append(call)
     for nodes in found.values():
         nodes.sort(key=lambda n: n.start_byte)
     return found

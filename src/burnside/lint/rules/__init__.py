@@ -16,6 +16,7 @@ from burnside.lint.rules import (
     bs004_adam_default_epsilon,
     bs005_sgd_default_dampening,
     bs006_adamw_default_weight_decay,
+    bs007_per_tensor_clip_norm,
 )
 
 RULES: dict[str, ModuleType] = {
@@ -27,5 +28,6 @@ RULES: dict[str, ModuleType] = {
         bs004_adam_default_epsilon,
         bs005_sgd_default_dampening,
         bs006_adamw_default_weight_decay,
+        bs007_per_tensor_clip_norm,
     )
 }

@@ -1,6 +1,6 @@
 """## What it does
 
-Flags `GradientsParams::from_grads(grads, &module)` in two cases:
+Flags `GradientsParams::from_grads(grads, &module)` in four cases:
 
 1. `grads` comes from `loss.backward()` and the loss was built, within the
    same function, by an expression chain that never mentions `module`: not
@@ -13,6 +13,26 @@ Flags `GradientsParams::from_grads(grads, &module)` in two cases:
    in the loss. Both must be field paths or names bound by `let` or a `fn`
    parameter: a closure parameter (`Some(model).map(|m| ..)`) or a pattern
    binding could be either, so it is left alone.
+3. `module` takes no gradients at all: it is frozen, and the file shows it
+   (`let m = ...no_grad()` / `.set_require_grad(false)`; `model.target = ...`
+   with one of those in the same function, or `self.target = ...` in any
+   method; or `Agent { target: ...no_grad(), .. }` for a struct declared in
+   the file with a non-tensor `target` field). When the gradients then step
+   the module `module` is a field of (`from_grads(g, &model.target)`, then
+   `optim.step(lr, model, grads)`), the finding says that step changes nothing.
+   Without a step in sight it is not reported in test code, where a test may
+   take a frozen module's gradients to show there are none.
+4. `module` is a field of the stepped module whose name reads as a copy that
+   is never trained by gradients (`target`, `target_net`, `critic_target`,
+   `ema_*`, `teacher`, `frozen_*`, ...), and the loss chain never goes
+   through it except by `.detach()`: the DQN target network keyed while the
+   agent holding it is stepped. A field with any other name (`&model.head`
+   with `model` stepped) is a deliberate way to train only that part, and is
+   left alone.
+
+A step is paired with its `from_grads` through the `let`s and expressions in
+between (`let grads = if clip { clip_global(&model, grads, 10.0) } else
+{ grads };`), when exactly one `from_grads` is found.
 
 The rule follows `grads` back to `X.backward()`, `X` back to its `let`, and
 every name in that expression back to its own `let` (a few levels deep). If
@@ -28,15 +48,21 @@ Blind spots: names are compared as text after following `let` aliases and
 other way (a `&mut` re-borrow through a helper, a module moved into a struct
 and read back) look like different modules only if they also fail every
 alias check, and are then not reported; gradients built in one function and
-stepped in another are not paired; loss chains deeper than six `let`s are cut
-off.
+stepped in another are not paired, nor are gradients that pass through a
+`GradientsAccumulator`; loss chains deeper than six `let`s are cut off. A freeze is looked for in the same file only; a field frozen in a
+struct literal counts for every place ending in that field name, whatever
+variable holds the struct; a file that also sets that field back with
+`set_require_grad(true)` anywhere shows no freeze for it at all.
 
 ## Why is this bad?
 
 `from_grads` looks gradients up by the `ParamId`s of the module it is given.
 A different module instance (built separately, e.g. a second `init`) has other
 `ParamId`s, so the result is empty (`len() == 0`), and `optim.step` then
-silently changes nothing.
+silently changes nothing. A frozen module's parameters get no gradient from
+`backward()` either, so keying to a frozen target network leaves the result
+empty too; and gradients keyed to a part only ever update that part, so the
+network the loss trains beside it never moves.
 
 ## Example
 
@@ -47,28 +73,49 @@ let loss = ce.forward(model.forward(x), y);
 let grads = GradientsParams::from_grads(loss.backward(), &other);
 ```
 
+A DQN agent holding its frozen target network:
+
+```rust
+model.target = model.target.set_require_grad(false);
+let loss = td_loss(&model, &batch);
+let grads = GradientsParams::from_grads(loss.backward(), &model.target);
+model = optim.step(lr, model, grads);
+```
+
 ## Use instead
 
 ```rust
 let loss = ce.forward(model.forward(x), y);
 let grads = GradientsParams::from_grads(loss.backward(), &model);
 ```
+
+Key the gradients to the module that is stepped; its frozen part gets none
+and stays as it is:
+
+```rust
+let grads = GradientsParams::from_grads(loss.backward(), &model);
+model = optim.step(lr, model, grads);
+```
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from burnside.lint.bindings import FunctionBindings, bindings_of
 from burnside.lint.finding import Hit, Severity
-from burnside.lint.step_sites import step_sites, strip_wrappers
+from burnside.lint.step_sites import StepSite, step_sites, strip_wrappers
+from burnside.lint.suppression import in_test_code
 from burnside.lint.syntax import (
     SourceUnit,
     arguments_of,
     compact,
+    enclosing,
     enclosing_function,
     method_name,
+    parent_of,
     receiver_of,
     text,
 )
@@ -198,6 +245,144 @@ def _related(a: list[str], b: list[str]) -> bool:
     return False
 
 
+def _part_of(keyed: list[str], stepped: list[str]) -> tuple[str, str] | None:
+    """(keyed path, stepped path) when the keyed module is a field inside the stepped one."""
+    for x in keyed:
+        for y in stepped:
+            if x.startswith(y + "."):
+                return x, y
+    return None
+
+
+# A network that is by design never trained by gradients: a (DQN, DDPG, SAC, BYOL) target copy,
+# an EMA or teacher copy, a frozen part.
+_COPY_NAME_RE = re.compile(
+    r"^(?:target(?:_(?:net|network|model|q|q_?net|critic\d*|actor|policy|value|encoder|module))?"
+    r"|(?:critic\d*|actor|q|q_?net|policy|value|model|net|network)_target"
+    r"|ema(?:_\w+)?|\w+_ema|teacher(?:_\w+)?|frozen(?:_\w+)?)$"
+)
+_FREEZE_CALLS = frozenset({"no_grad", "set_require_grad"})
+
+
+def _freeze_call(value: Node | None) -> str | None:
+    """`.no_grad()` or `.set_require_grad(false)` when `value` ends in one of them."""
+    if value is None:
+        return None
+    value = strip_wrappers(value)
+    if value.type != "call_expression":
+        return None
+    name = method_name(value)
+    if name not in _FREEZE_CALLS:
+        return None
+    args = arguments_of(value)
+    if name == "no_grad" and not args:
+        return ".no_grad()"
+    if name == "set_require_grad" and len(args) == 1 and text(args[0]) == "false":
+        return ".set_require_grad(false)"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Freeze:
+    line: int
+    call: str
+    # The assigned place (`model.target`, `self.agent.target`), or "" for a struct literal's field.
+    place: str
+    function: int  # start byte of the enclosing fn, -1 outside any
+
+
+def _declared_module_field(unit: SourceUnit, initializer: Node, field: str) -> bool:
+    """Whether the struct literal around `initializer` is of a struct declared in this file whose
+    `field` is not a tensor: `.no_grad()` on a tensor field (`Batch { target: y.no_grad() }`)
+    says nothing about a module."""
+    literal = parent_of(parent_of(initializer)) if parent_of(initializer) is not None else None
+    if literal is None or literal.type != "struct_expression":
+        return False
+    name_node = literal.child_by_field_name("name")
+    name = text(name_node) if name_node is not None else ""
+    if name == "Self":
+        impl = enclosing(literal, frozenset({"impl_item"}))
+        type_node = impl.child_by_field_name("type") if impl is not None else None
+        name = text(type_node).split("<", 1)[0] if type_node is not None else ""
+    if not name.isidentifier():
+        return False
+    root = unit.tree.root_node
+    for match in re.finditer(rb"\bstruct\s+" + re.escape(name.encode()) + rb"\b", unit.source):
+        item = root.descendant_for_byte_range(match.start(), match.start() + 6)
+        item = parent_of(item) if item is not None else None
+        if item is None or item.type != "struct_item":
+            continue
+        body = item.child_by_field_name("body")
+        for declaration in body.named_children if body is not None else []:
+            declared = declaration.child_by_field_name("name")
+            type_node = declaration.child_by_field_name("type")
+            if declared is not None and text(declared) == field and type_node is not None:
+                return "Tensor" not in text(type_node)
+    return False
+
+
+def _field_freezes(unit: SourceUnit, field: str) -> list[_Freeze]:
+    """Every `X.field = ...no_grad()` and `Struct { field: ...no_grad() }` in the file.
+
+    Empty when the file also sets that field back to `set_require_grad(true)` anywhere: then which
+    state the module is in at the `from_grads` depends on the order of calls this rule does not follow.
+    """
+    memo = unit.memo.setdefault("bs002_freezes", {})
+    if field in memo:
+        return memo[field]
+    found: list[_Freeze] = []
+    pattern = re.compile(rb"\b" + re.escape(field.encode()) + rb"\s*(?::|=(?!=))")
+    root = unit.tree.root_node
+    for match in pattern.finditer(unit.source):
+        name = root.descendant_for_byte_range(match.start(), match.start() + len(field))
+        if name is None or name.type not in ("field_identifier", "identifier"):
+            continue
+        holder = parent_of(name)
+        value, place = None, ""
+        if holder is not None and holder.type == "field_initializer" and holder.child_by_field_name("field") == name:
+            if _declared_module_field(unit, holder, field):
+                value = holder.child_by_field_name("value")
+        elif holder is not None and holder.type == "field_expression" and holder.child_by_field_name("field") == name:
+            assignment = parent_of(holder)
+            if assignment is not None and assignment.type == "assignment_expression" and assignment.child_by_field_name("left") == holder:
+                value, place = assignment.child_by_field_name("right"), compact(holder)
+        if value is None:
+            continue
+        if re.search(r"set_require_grad\s*\(\s*true", text(value)):
+            found = []
+            break
+        call = _freeze_call(value)
+        if call is not None:
+            function = enclosing_function(value)
+            found.append(_Freeze(unit.line(value), call, place, function.start_byte if function is not None else -1))
+    memo[field] = found
+    return found
+
+
+def _frozen(unit: SourceUnit, keyed: Node, aliases: list[str], bindings: FunctionBindings) -> tuple[int, str] | None:
+    """(line, call) where the keyed module was made to take no gradients, if this file shows it.
+
+    A `let` of the keyed name, an assignment to the keyed place in the same function or (for a
+    `self.` place) in any method, or the field's value in a struct literal: what builds the struct
+    freezes that field for every instance. An assignment to a local's field in another function
+    is another variable, and does not count.
+    """
+    if keyed.type == "identifier":
+        binding = bindings.latest(text(keyed), keyed.start_byte)
+        if binding is not None:
+            call = _freeze_call(binding.value)
+            if call is not None:
+                return unit.line(binding.value), call
+    here = bindings.function.start_byte
+    for alias in aliases:
+        if "." not in alias:
+            continue
+        for freeze in _field_freezes(unit, alias.rsplit(".", 1)[1]):
+            if not freeze.place or (freeze.place == alias and (alias.startswith("self.") or freeze.function == here)):
+                return freeze.line, freeze.call
+    return None
+
+
 def _resolved(module: Node, bindings: FunctionBindings) -> bool:
     """A field path, or a name bound by `let` or a fn parameter (not a closure or pattern binding)."""
     if module.type in ("field_expression", "self"):
@@ -216,20 +401,100 @@ def _from_grads_call(node: Node) -> Node | None:
     return node if name is not None and text(name) == "from_grads" else None
 
 
+def _from_grads_sources(grads: Node, bindings: FunctionBindings) -> list[Node]:
+    """The `from_grads` calls the stepped gradients come from, followed through `let`s and the
+    expressions between (`let grads = if clip { clip_global(&model, grads, 1.0) } else { grads };`)."""
+    found: dict[int, Node] = {}
+    seen: set[int] = set()
+    stack = [(grads, 0)]
+    while stack:
+        node, depth = stack.pop()
+        node = strip_wrappers(node)
+        call = _from_grads_call(node)
+        if call is not None:
+            found[call.start_byte] = call
+            continue
+        if node.type == "identifier":
+            binding = bindings.latest(text(node), node.start_byte)
+            if binding is not None and binding.value is not None and binding.start_byte not in seen and depth < _MAX_DEPTH:
+                seen.add(binding.start_byte)
+                stack.append((binding.value, depth + 1))
+            continue
+        if node.type == "closure_expression":
+            continue
+        stack.extend((child, depth) for child in node.named_children)
+    return list(found.values())
+
+
+def _loss_chain(grads: Node, bindings: FunctionBindings) -> _Chain | None:
+    loss = _loss_expression(grads, bindings)
+    if loss is None:
+        return None
+    chain = _Chain(bindings)
+    chain.add(loss)
+    return chain
+
+
+def _part_keyed(
+    unit: SourceUnit,
+    site: StepSite,
+    call: Node,
+    keyed: Node,
+    keyed_aliases: list[str],
+    part: tuple[str, str],
+    bindings: FunctionBindings,
+) -> Hit | None:
+    """Gradients keyed to a field of the stepped module that the loss does not train."""
+    args = arguments_of(call)
+    keyed_text, whole = compact(keyed), compact(_unclone(site.module_arg))
+    line = unit.line(site.call)
+    grads_text = " ".join(text(args[0]).split())
+    fix = f"key the gradients to the stepped module: `GradientsParams::from_grads({grads_text}, &{whole})`"
+    frozen = _frozen(unit, keyed, keyed_aliases, bindings)
+    if frozen is not None:
+        freeze_line, how = frozen
+        return Hit(
+            node=args[1],
+            message=(
+                f"gradients are taken against `{keyed_text}`, which is frozen (`{how}` at line {freeze_line}): "
+                f"there are none, so the step of `{whole}` at line {line} changes nothing"
+            ),
+            help=f"{fix}; its frozen part gets no gradients and stays as it is",
+        )
+    field = part[0].rsplit(".", 1)[1]
+    if not _COPY_NAME_RE.match(field):
+        return None
+    chain = _loss_chain(args[0], bindings)
+    trained: list[str] = []
+    if chain is not None:
+        # The copy itself in the loss, undetached, does get gradients: what is trained is then unclear.
+        if any(path == name or path.startswith(name + ".") for path in chain.paths for name in keyed_aliases):
+            return None
+        trained = [
+            r for r in dict.fromkeys(chain.forward_receivers)
+            if r.startswith(part[1] + ".") and r != part[0] and not r.startswith(part[0] + ".")
+        ]
+    what = f"`{trained[0]}`, which the loss trains," if trained else "the network the loss trains"
+    return Hit(
+        node=args[1],
+        message=(
+            f"gradients are taken against `{keyed_text}` only, a copy not meant to be trained, "
+            f"while `{whole}` is stepped with them at line {line}: {what} gets no update"
+        ),
+        help=f"{fix}, and keep the copy out of training (`.no_grad()` on it, or `.detach()` on its output)",
+    )
+
+
 def _stepped_other_module(unit: SourceUnit):
     """`from_grads(g, &a)` whose result is passed to `optim.step(lr, b, ..)` with `b` not `a`."""
     for site in step_sites(unit):
         if site.function is None:
             continue
         bindings = bindings_of(site.function)
-        grads_arg = strip_wrappers(arguments_of(site.call)[2])
-        call = _from_grads_call(grads_arg)
-        if call is None and grads_arg.type == "identifier":
-            binding = bindings.latest(text(grads_arg), grads_arg.start_byte)
-            if binding is not None and binding.value is not None:
-                call = _from_grads_call(binding.value)
-        if call is None:
+        sources = _from_grads_sources(arguments_of(site.call)[2], bindings)
+        if len(sources) != 1:
             continue
+        call = sources[0]
         args = arguments_of(call)
         if len(args) != 2:
             continue
@@ -237,13 +502,21 @@ def _stepped_other_module(unit: SourceUnit):
         stepped = _unclone(site.module_arg)
         if not (_resolved(keyed, bindings) and _resolved(stepped, bindings)):
             continue
-        if _related(_aliases(keyed, bindings), _aliases(stepped, bindings)):
+        keyed_aliases, stepped_aliases = _aliases(keyed, bindings), _aliases(stepped, bindings)
+        if _related(keyed_aliases, stepped_aliases):
+            part = _part_of(keyed_aliases, stepped_aliases)
+            if part is not None:
+                hit = _part_keyed(unit, site, call, keyed, keyed_aliases, part, bindings)
+                if hit is not None:
+                    yield hit
             continue
-        line = site.call.start_point.row + 1
+        line = unit.line(site.call)
+        frozen = _frozen(unit, keyed, keyed_aliases, bindings)
+        why = f" (it is frozen, `{frozen[1]}` at line {frozen[0]}: there are none)" if frozen is not None else ""
         yield Hit(
             node=args[1],
             message=(
-                f"gradients are taken against `{compact(keyed)}`, but `{compact(stepped)}` is stepped "
+                f"gradients are taken against `{compact(keyed)}`{why}, but `{compact(stepped)}` is stepped "
                 f"with them at line {line}"
             ),
             help=f"key the gradients to the module being stepped: `GradientsParams::from_grads(.., &{compact(stepped)})`",
@@ -264,9 +537,32 @@ def check(unit: SourceUnit):
         if len(args) != 2:
             continue
         function = enclosing_function(call)
-        if function is None:
+        if function is None or args[1].start_byte in reported:
             continue
         bindings = bindings_of(function)
+        keyed = _unclone(args[1])
+        # A test may take a frozen module's gradients on purpose, to show there are none.
+        if _resolved(keyed, bindings) and not in_test_code(call):
+            frozen = _frozen(unit, keyed, _aliases(keyed, bindings), bindings)
+            if frozen is not None:
+                freeze_line, how = frozen
+                help = "take the gradients against the module the loss trains, not its frozen copy"
+                chain = _loss_chain(args[0], bindings)
+                if chain is not None:
+                    trained = [r for r in _likely_module(chain.forward_receivers)
+                               if not _LOSS_FN_RE.search(r) and not _related([r], _aliases(keyed, bindings))]
+                    if trained:
+                        grads_text = " ".join(text(args[0]).split())
+                        help += f": `GradientsParams::from_grads({grads_text}, &{trained[0]})`"
+                yield Hit(
+                    node=args[1],
+                    message=(
+                        f"gradients are taken against `{compact(keyed)}`, which is frozen "
+                        f"(`{how}` at line {freeze_line}): there are none, and a step with them changes nothing"
+                    ),
+                    help=help,
+                )
+                continue
         loss = _loss_expression(args[0], bindings)
         if loss is None:
             continue
