@@ -39,12 +39,13 @@ let optim = AdamConfig::new()
 ## Use instead
 
 Leave burn's clipping off and scale the gradients by one global norm before
-the step:
+the step, as burnside-trace's `ClipGradNorm` does (PyTorch's `clip_grad_norm_`):
 
 ```rust
 let optim = AdamConfig::new().with_epsilon(1e-8).init();
-// per step: total = sqrt(sum over parameters of |grad|²), read from `grads`;
-// every gradient *= min(1, max_norm / (total + 1e-6)); then
+let clip = ClipGradNorm::new(10.0);
+// per step, recording the trace: recorder.with_clip_grad_norm(clip) once, then
+let grads = clip.apply(&model, grads);
 model = optim.step(lr, model, grads);
 ```
 """
@@ -81,6 +82,7 @@ def check(unit: SourceUnit):
             help=(
                 f"to match `clip_grad_norm_(params, {limit})`, leave burn's clipping off and scale every "
                 f"gradient by `min(1, {limit} / (total_norm + 1e-6))` before `optim.step`, `total_norm` being "
-                f"the L2 norm over all gradients together"
+                f"the L2 norm over all gradients together: burnside-trace's "
+                f"`ClipGradNorm::new({limit}).apply(&model, grads)`"
             ),
         )
