@@ -184,6 +184,20 @@ def _check_rerunnable(optimizer: torch.optim.Optimizer) -> None:
                 f"clip_grad_norm=MAX to record(...) and record_reference(...)")
 
 
+def _check_no_dropout(model: nn.Module) -> None:
+    """Refuse a model whose dropout is on: the float64 re-run would draw other masks than the trace's run."""
+    active = [f"{name} (p={module.p:g})" for name, module in model.named_modules()
+              if isinstance(module, nn.modules.dropout._DropoutNd) and module.training and module.p > 0]
+    active += [f"{name} (attention dropout {module.dropout:g})" for name, module in model.named_modules()
+               if isinstance(module, nn.MultiheadAttention) and module.training and module.dropout > 0]
+    if active:
+        shown = ", ".join(active[:4]) + (f" and {len(active) - 4} more" if len(active) > 4 else "")
+        raise BurnsideError(
+            f"the model's dropout is on ({shown}): its masks are random numbers a float64 re-run draws anew, so no "
+            "reference can judge it; record the trace and the reference with dropout=False, and build the burn "
+            "model's dropout with probability 0 for the check")
+
+
 def has_burn_adam_variant(optimizer: torch.optim.Optimizer) -> bool:
     """Whether ``optimizer`` is an Adam or AdamW burn would compute with other constants (one group, no amsgrad)."""
     return (optimizer_kind(optimizer) in ("Adam", "AdamW") and len(optimizer.param_groups) == 1
@@ -203,6 +217,7 @@ def record_reference(
     metadata: Mapping[str, object] | None = None,
     variants: bool = True,
     clip_grad_norm: float | None = None,
+    dropout: bool = True,
     progress: StepProgress | None = None,
 ) -> Path:
     """Record the float64 reference of a PyTorch loop at ``path``; call it before training ``model``.
@@ -213,16 +228,20 @@ def record_reference(
     ``{stem}.{variant}.safetensors`` next to ``path``, and names it in the reference's metadata (`variant.burn-adam`: the file name).
     ``progress`` is told the steps of each run, the variant's with its name as ``part``.
 
-    Anything the loop does to the gradients must be an argument (``clip_grad_norm``, as for
+    Anything the loop does to the gradients must be an argument (``clip_grad_norm``, ``dropout``, as for
     `record`): a float64 re-run is made from the optimizer's class and settings, so step hooks
     registered on ``optimizer`` and an Adam whose ``step`` is overridden are refused rather than
     silently left out.
     """
     path = Path(path)
     _check_rerunnable(optimizer)
+    if dropout:
+        _check_no_dropout(model)
     extra = {"forward": forward} if forward is not None else {}
     if clip_grad_norm is not None:
         extra["clip_grad_norm"] = clip_grad_norm
+    if not dropout:
+        extra["dropout"] = False
     found: dict[str, str] = {}
     burn_adam, burn_batchnorm = has_burn_adam_variant(optimizer), has_batchnorm(model)
     if variants and (burn_adam or burn_batchnorm):

@@ -151,6 +151,19 @@ class _Activations:
             handle.remove()
 
 
+def _dropout_off(model: nn.Module) -> list[Callable[[], None]]:
+    """Turn every dropout of ``model`` off; the returned calls turn each back as it was."""
+    undo: list[Callable[[], None]] = []
+    for module in model.modules():
+        if isinstance(module, nn.modules.dropout._DropoutNd) and module.training:
+            module.eval()
+            undo.append(lambda m=module: m.train())
+        elif isinstance(module, nn.MultiheadAttention) and module.dropout:
+            undo.append(lambda m=module, p=module.dropout: setattr(m, "dropout", p))
+            module.dropout = 0.0
+    return undo
+
+
 def _default_forward(model: nn.Module, batch: Batch) -> torch.Tensor:
     return model(batch["x"])
 
@@ -168,6 +181,7 @@ def record(
     metadata: Mapping[str, object] | None = None,
     activations: bool = True,
     clip_grad_norm: float | None = None,
+    dropout: bool = True,
     progress: StepProgress | None = None,
 ) -> Path:
     """Train ``steps`` steps and write every tensor of every step to a trace at ``path``.
@@ -181,6 +195,10 @@ def record(
     ``clip_grad_norm`` clips as ``torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)``
     between ``backward`` and ``optimizer.step()``; the trace's gradients are what ``backward`` gave
     (before clipping), and its optimizer metadata says ``clip_grad_norm``.
+    ``dropout=False`` records with every dropout off (`nn.Dropout*` modules in eval mode, the attention
+    dropout of `nn.MultiheadAttention` at 0, for the recording only; metadata ``dropout: off``): a
+    dropout mask is drawn from each framework's own random numbers and can never match, so a parity
+    check compares the loop with dropout off on both sides.
     ``progress`` is told the steps done (`burnside.progress.Progress.steps` draws it).
     """
     per_step = [batches] if isinstance(batches, Mapping) else list(batches)
@@ -197,6 +215,7 @@ def record(
     grads_len: list[int] = []
 
     hooks = _Activations(model) if activations else None
+    restore = [] if dropout else _dropout_off(model)
     if progress is not None:
         progress(0, steps)
     try:
@@ -243,12 +262,15 @@ def record(
                         tensors[tensor_name(k, "optim", f"{slot}.{pname}")] = np.array(value, dtype=np.float32)
             if progress is not None:
                 progress(k + 1, steps)
+        with torch.no_grad():
+            last = per_step[(steps - 1) % len(per_step)]
+            loss_after = loss_fn(forward(model, last), last[target])
+            tensors[tensor_name(steps - 1, "loss_after")] = _numpy(loss_after).reshape(())
     finally:
         if hooks is not None:
             hooks.remove()
-    with torch.no_grad():
-        last = per_step[(steps - 1) % len(per_step)]
-        tensors[tensor_name(steps - 1, "loss_after")] = _numpy(loss_fn(forward(model, last), last[target])).reshape(())
+        for undo in restore:
+            undo()
     first = named[0][1] if named else None
     meta = {
         "framework": "pytorch",
@@ -263,6 +285,8 @@ def record(
         "loss_fn": getattr(loss_fn, "__name__", type(loss_fn).__name__),
         "recorder": f"burnside {__version__}",
     }
+    if not dropout:
+        meta["dropout"] = "off"
     buffers = [name for name, _ in model.named_buffers()]
     if buffers:
         meta["buffers"] = buffers

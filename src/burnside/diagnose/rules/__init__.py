@@ -13,11 +13,13 @@ from burnside.diagnose.rules import (
     d010_forward_differs,
     d011_layer_configured_differently,
     d012_trains_frozen_parameters,
+    d013_dropout_mask,
 )
 
 RULES = (
     d006_inputs_not_identical,
     d007_layout_transposed,
+    d013_dropout_mask,
     d008_parameter_unused,
     d010_forward_differs,
     d011_layer_configured_differently,

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from burnside.compare import Comparison
 from burnside.diagnose.diagnosis import Diagnosis
+from burnside.diagnose.rules.d013_dropout_mask import is_dropout_divergence
 from burnside.rule import Severity
 from burnside.trace import parse_name
 
@@ -88,6 +89,8 @@ def _layer(comparison: Comparison, first, side: str) -> list[Diagnosis]:
     kind, before = comparison.layer_of(first)
     if before is not None and not before.passed:
         return []
+    if is_dropout_divergence(comparison):
+        return []  # a random mask (D013), not code that computes otherwise
     layer = comparison.layer
     if layer is not None and layer.differing():
         return []  # D011 measured the layer's own settings: the more precise cause

@@ -1,0 +1,74 @@
+"""D013 dropout mask.
+
+## What it does
+When the first divergence is the output of a dropout layer (the PyTorch module's class is
+`Dropout`, `Dropout1d/2d/3d`, `AlphaDropout` or `FeatureAlphaDropout`) and the layer
+recorded before it agrees, says that the difference is the dropout's random mask, and how
+to compare with dropout off.
+
+## Why is this bad?
+In training mode a dropout layer zeroes a random subset of its input, drawn from the
+framework's own random number generator. PyTorch's and burn's generators, seeds and
+draw orders differ, so the two masks never match: the outputs differ from the first
+forward pass, whether or not the port is right, and a layer-by-layer comparison stops at
+the first dropout. The same happens when only one side has dropout on (burn's
+`MultiHeadAttentionConfig` defaults to a dropout of 0.1 where `nn.MultiheadAttention`'s is 0).
+
+## Example
+```rust
+let drop = DropoutConfig::new(0.1).init(); // PyTorch: nn.Dropout(0.1), recorded in training mode
+```
+
+## Use instead
+```rust
+let drop = DropoutConfig::new(0.0).init(); // for the parity check: dropout off on both sides,
+// and the PyTorch side recorded with burnside.torch.record(..., dropout=False)
+```
+"""
+
+from __future__ import annotations
+
+from burnside.compare import Comparison
+from burnside.diagnose.diagnosis import Diagnosis
+from burnside.rule import Severity
+from burnside.trace import parse_name
+
+ID = "D013"
+NAME = "dropout-mask"
+TITLE = "dropout masks differ"
+SEVERITY = Severity.ERROR
+
+#: PyTorch's dropout module classes.
+DROPOUT = ("Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout")
+
+
+def is_dropout_divergence(comparison: Comparison) -> bool:
+    """Whether the first divergence is a dropout layer's output whose input agrees."""
+    first = comparison.first_divergence
+    parsed = parse_name(first.name) if first is not None else None
+    if parsed is None or parsed.stage != "activations":
+        return False
+    kind, before = comparison.layer_of(first)
+    return kind in DROPOUT and (before is None or before.passed)
+
+
+def check(comparison: Comparison) -> list[Diagnosis]:
+    """A diagnosis when the first divergence is a dropout layer's output."""
+    if not is_dropout_divergence(comparison):
+        return []
+    first = comparison.first_divergence
+    kind, before = comparison.layer_of(first)
+    module = parse_name(first.name).rest
+    torch_off = any(side.metadata.get("dropout") == "off" for side in (comparison.a, comparison.b))
+    evidence = (f"{first.name} ({kind}) differs (max|diff|={first.stats.max_abs:.3g}, {first.stats.differing} of "
+                f"{first.stats.n} elements) while "
+                + (f"its input, {before.name}, agrees" if before is not None else "the step's inputs agree")
+                + ": a dropout in training mode zeroes a random subset drawn from each framework's own random "
+                  "numbers, which never match"
+                + ("; the PyTorch side was recorded with dropout off, so the other side's dropout is on"
+                   if torch_off else ""))
+    fix = (f"compare with dropout off on both sides: build the burn model's {module} with probability 0 "
+           "(`DropoutConfig::new(0.0)`, and `MultiHeadAttentionConfig::with_dropout(0.0)`, whose default is 0.1) "
+           "and record the PyTorch side with `burnside.torch.record(..., dropout=False)` (and the reference with "
+           "`record_reference(..., dropout=False)`)")
+    return [Diagnosis(ID, TITLE, evidence, fix)]

@@ -1,0 +1,60 @@
+"""Dropout: a random mask per framework, so a parity check runs with it off; the recorder turns it off for the
+recording only, the reference refuses a model whose dropout is on, and a dropout that differs is named (D013)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from burnside.compare import compare_traces
+from burnside.diagnose import diagnose
+from burnside.errors import BurnsideError
+from burnside.reference import record_reference
+from burnside.torch import record
+from burnside.trace import open_trace
+
+
+class _Net(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.drop, self.fc2 = torch.nn.Linear(4, 8), torch.nn.Dropout(0.5), torch.nn.Linear(8, 2)
+        self.attn = torch.nn.MultiheadAttention(2, 1, dropout=0.5, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc2(self.drop(self.fc1(x))).unsqueeze(1)
+        return self.attn(h, h, h, need_weights=False)[0].squeeze(1)
+
+
+def _record(path, mask_seed: int, **kwargs):
+    torch.manual_seed(0)
+    model = _Net()
+    batch = {"x": torch.randn(16, 4), "y": torch.randint(0, 2, (16,))}
+    torch.manual_seed(mask_seed)
+    return model, (record_reference if kwargs.pop("reference", False) else record)(
+        model, torch.optim.SGD(model.parameters(), lr=0.1), batch, path, steps=2, **kwargs)
+
+
+def test_dropout_off_is_for_the_recording_only_and_makes_runs_repeatable(tmp_path):
+    model, one = _record(tmp_path / "one.safetensors", 1, dropout=False)
+    assert model.drop.training and model.attn.dropout == 0.5, "restored after the recording"
+    _, two = _record(tmp_path / "two.safetensors", 2, dropout=False)
+    assert open_trace(one).metadata["dropout"] == "off"
+    assert compare_traces(open_trace(one), open_trace(two)).passed, "no random mask left: other seeds agree"
+
+
+def test_the_reference_refuses_dropout_that_is_on(tmp_path):
+    with pytest.raises(BurnsideError, match=r"dropout is on \(drop \(p=0.5\), attn \(attention dropout 0.5\)\)"):
+        _record(tmp_path / "r.safetensors", 1, reference=True)
+    assert not (tmp_path / "r.safetensors").exists()
+    _record(tmp_path / "r.safetensors", 1, reference=True, dropout=False)
+
+
+def test_two_masks_are_named_as_dropout_not_as_a_forward_that_computes_otherwise(tmp_path):
+    _, a = _record(tmp_path / "a.safetensors", 1)
+    _, b = _record(tmp_path / "b.safetensors", 2)
+    comparison = compare_traces(open_trace(a), open_trace(b))
+    assert comparison.first_divergence.name == "step0.activations.drop"
+    found = {d.rule: d for d in diagnose(comparison)}
+    assert "D013" in found and "D010" not in found, sorted(found)
+    assert "while its input, step0.activations.fc1, agrees" in found["D013"].evidence
+    assert "record(..., dropout=False)" in found["D013"].fix and "DropoutConfig::new(0.0)" in found["D013"].fix
