@@ -116,8 +116,9 @@ def check(comparison: Comparison) -> list[Diagnosis]:
                         f"{res_b[str(on_b)]:.2g}; the other form {res_b[str(on_a)]:.2g}), measured {sources[setting]}")
             if setting == "layout":
                 evidence = (f"{where}: {a} {_FORMS[str(on_a)]} (relative residual {res_a[str(on_a)]:.2g}; the other "
-                            f"reading {res_a[str(on_b)]:.2g}), {b} {_FORMS[str(on_b)]} (residual {res_b[str(on_b)]:.2g}; "
-                            f"the other reading {res_b[str(on_a)]:.2g}), measured {sources[setting]}")
+                            f"reading {res_a[str(on_b)]:.2g}), {b} {_FORMS[str(on_b)]} (residual "
+                            f"{res_b[str(on_b)]:.2g}; the other reading {res_b[str(on_a)]:.2g}), measured "
+                            f"{sources[setting]}")
         else:
             res_a, res_b = layer.residuals["a"][setting], layer.residuals["b"][setting]
             evidence = (f"{where}: {setting} measured {_literal(float(on_a))} on {a}, {_literal(float(on_b))} on "
