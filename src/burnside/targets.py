@@ -94,6 +94,8 @@ TARGETS: dict[str, Target] = {
                             "adamw", ("gelu-tanh", "ln-eps")),
     "rnn": _example("rnn", "a recurrent language model: Embedding, GRU, bidirectional LSTM, Linear; Adam, gradients "
                     "clipped by their global norm", "adam", ("batch-first", "no-clip", "per-tensor-clip")),
+    "attention": _example("attention", "a text encoder: Embedding, nn.MultiheadAttention (packed in_proj), LayerNorm; "
+                          "AdamW", "adamw", ("dropout",)),
 }
 
 

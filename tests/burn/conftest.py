@@ -51,9 +51,9 @@ def example_run(programs, tmp_path_factory):
     (burnside.examples, its port in rust/NAME), each recorded once per session."""
     from burnside.burn.cargo import rust_workspace
     from burnside.burn.port import record_port
-    from burnside.examples import cnn, rnn, transformer
+    from burnside.examples import attention, cnn, rnn, transformer
 
-    examples = {"cnn": cnn, "transformer": transformer, "rnn": rnn}
+    examples = {"cnn": cnn, "transformer": transformer, "rnn": rnn, "attention": attention}
     root = tmp_path_factory.mktemp("examples")
     torch_traces: dict[tuple, Path] = {}
     cache: dict[tuple, tuple[Trace, Trace]] = {}

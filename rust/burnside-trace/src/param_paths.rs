@@ -14,8 +14,8 @@ use crate::{HostTensor, TraceError};
 /// burn's standard layers need nothing here: burn-store's `BurnToPyTorchAdapter` already names
 /// norm layers' `gamma`/`beta` as `weight`/`bias` (BatchNorm, LayerNorm, GroupNorm, RmsNorm)
 /// and transposes `Linear` weights; Conv, ConvTranspose and Embedding share PyTorch's names and
-/// layouts. burn's recurrent layers (`Lstm`, `Gru`, `BiLstm`, `BiGru`) get PyTorch's packed names
-/// here (see [`Part`]). Only a module of your own whose field names differ from the PyTorch module's
+/// layouts. burn's recurrent layers (`Lstm`, `Gru`, `BiLstm`, `BiGru`) and `MultiHeadAttention`
+/// get PyTorch's packed names here (see [`Part`]). Only a module of your own whose field names differ from the PyTorch module's
 /// attribute names needs a rename, written in the burn -> PyTorch direction and applied to the
 /// whole dotted path after the standard rules.
 #[derive(Debug, Clone, Default)]
@@ -97,6 +97,39 @@ pub struct Part {
     pub index: usize,
     /// How many slices make the PyTorch tensor.
     pub of: usize,
+}
+
+/// PyTorch's name (before a port's renames) for a tensor of a burn layer PyTorch names otherwise
+/// than by its field path, and the slice of it where PyTorch packs several of burn's tensors into
+/// one: the gates of burn's recurrent layers ([`Part`]), the projections of `MultiHeadAttention`
+/// (PyTorch's `nn.MultiheadAttention` stacks query, key and value into `in_proj_weight`
+/// `[3 * d_model, d_model]` and `in_proj_bias`, and calls the output `out_proj`).
+fn packed_name(stack: &[(String, String)]) -> Option<(String, Option<Part>)> {
+    if let Some(found) = attention_projection(stack) {
+        return Some(found);
+    }
+    rnn_gate(stack).map(|(name, part)| (name, Some(part)))
+}
+
+fn attention_projection(stack: &[(String, String)]) -> Option<(String, Option<Part>)> {
+    const PROJECTIONS: [&str; 3] = ["query", "key", "value"];
+    let at = stack
+        .iter()
+        .position(|(_, c)| c == "Struct:MultiHeadAttention")?;
+    let [(projection, _), (leaf, linear)] = &stack[at..] else {
+        return None;
+    };
+    if linear != "Struct:Linear" {
+        return None;
+    }
+    let mut path: Vec<&str> = stack[..at].iter().map(|(n, _)| n.as_str()).collect();
+    let (name, part) = match PROJECTIONS.iter().position(|p| p == projection) {
+        Some(index) => (format!("in_proj_{leaf}"), Some(Part { index, of: 3 })),
+        None if projection == "output" => (format!("out_proj.{leaf}"), None),
+        None => return None,
+    };
+    path.push(&name);
+    Some((path.join("."), part))
 }
 
 /// PyTorch's name (before a port's renames) and the slice of it for a tensor inside a burn
@@ -313,19 +346,19 @@ impl ModuleVisitor for PathVisitor<'_> {
             .collect::<Vec<_>>()
             .join(".");
         let containers: Vec<String> = self.stack.iter().map(|(_, c)| c.clone()).collect();
-        let gate = rnn_gate(&self.stack);
+        let renamed = packed_name(&self.stack);
         // Deferred: the data is only read if the values were asked for.
         let packed = bridge::from_tensor(&param.val(), path.clone(), Some(param.id.val()));
         let packed = self.names.to_torch(
             packed,
             &containers,
-            gate.as_ref().map(|(name, _)| name.as_str()),
+            renamed.as_ref().map(|(name, _)| name.as_str()),
         );
         self.entries.push(ParamEntry {
             id: param.id,
             torch: packed.name.clone(),
             buffer: is_running_stat(&self.stack),
-            part: gate.map(|(_, part)| part),
+            part: renamed.and_then(|(_, part)| part),
             path,
             containers,
         });
@@ -513,6 +546,39 @@ mod tests {
             .unwrap();
         assert_eq!(entry.torch, "lstm.bias_ih_l0");
         assert_eq!(entry.part, Some(Part { index: 2, of: 4 }));
+    }
+
+    #[derive(Module, Debug)]
+    struct Encoder {
+        attn: burn::nn::attention::MultiHeadAttention,
+    }
+
+    #[test]
+    fn attention_projections_stack_into_pytorchs_in_proj_and_the_output_is_out_proj() {
+        let device = Device::default();
+        let encoder = Encoder {
+            attn: burn::nn::attention::MultiHeadAttentionConfig::new(4, 2).init(&device),
+        };
+        let values = param_values(&encoder, &TorchNames::new()).unwrap();
+        let shapes: Vec<(&str, Vec<usize>)> = values
+            .iter()
+            .map(|(e, v)| (e.torch.as_str(), v.shape.clone()))
+            .collect();
+        assert_eq!(
+            shapes,
+            vec![
+                ("attn.in_proj_weight", vec![12, 4]),
+                ("attn.in_proj_bias", vec![12]),
+                ("attn.out_proj.weight", vec![4, 4]),
+                ("attn.out_proj.bias", vec![4]),
+            ]
+        );
+        let burn = |t: Tensor<2>| HostTensor::from_data(t.into_data()).unwrap().transposed();
+        let rows = values[0].1.split0(3).unwrap();
+        assert_eq!(rows[0], burn(encoder.attn.query.weight.val()));
+        assert_eq!(rows[1], burn(encoder.attn.key.weight.val()));
+        assert_eq!(rows[2], burn(encoder.attn.value.weight.val()));
+        assert_eq!(values[2].1, burn(encoder.attn.output.weight.val()));
     }
 
     #[derive(Module, Debug)]

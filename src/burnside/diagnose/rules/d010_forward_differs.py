@@ -106,5 +106,15 @@ def _layer(comparison: Comparison, first, side: str) -> list[Diagnosis]:
         f"forward computes something else {between} ({where})",
         f"compare the code {between} with the PyTorch model's forward: the layer's own settings, the op between "
         "them (a sum where PyTorch takes the mean, a reduction or softmax over another dimension, a reshape or "
-        "transpose), an activation of another form",
+        "transpose), an activation of another form" + _KNOWN_DEFAULTS.get(kind or "", ""),
     )]
+
+
+#: Defaults of burn's layers that differ from the PyTorch module's, by the PyTorch class: the first things
+#: to look at when that layer is where the forward parts.
+_KNOWN_DEFAULTS = {
+    "MultiheadAttention": ("; for this layer: burn's `MultiHeadAttentionConfig` drops 10% of the attention weights "
+                           "by default where `nn.MultiheadAttention` drops none (`.with_dropout(0.0)`), and PyTorch's "
+                           "layer reads [seq, batch, d_model] unless built with batch_first=True (burn's reads "
+                           "[batch, seq, d_model])"),
+}
