@@ -29,7 +29,12 @@ pub fn optimizer_state(
         .map_err(|e| bad(format!("cannot serialize the optimizer record: {e:?}")))?;
     let reader = Reader::from_bytes(bytes)
         .map_err(|e| bad(format!("cannot read the optimizer record: {e:?}")))?;
-    let by_id: BTreeMap<u64, &ParamEntry> = params.iter().map(|p| (p.id.val(), p)).collect();
+    // A `ParamId` shared by two parameters (a cloned module) has one state, the first parameter's
+    // in module order: the one burn's optimizer updates.
+    let mut by_id: BTreeMap<u64, &ParamEntry> = BTreeMap::new();
+    for entry in params {
+        by_id.entry(entry.id.val()).or_insert(entry);
+    }
     let param_of = |name: &str| -> Result<(&ParamEntry, String), TraceError> {
         let (id, field) = name
             .split_once('.')

@@ -197,6 +197,7 @@ impl TraceRecorder {
             grads,
             index: 0,
             found: Vec::new(),
+            seen: BTreeSet::new(),
         };
         module.visit(&mut visitor);
         let mut found = Vec::with_capacity(visitor.found.len());
@@ -361,15 +362,22 @@ fn scalar(loss: &Tensor<1>, what: &str) -> Result<HostTensor, TraceError> {
 
 /// Collects `grads.get::<D>(id)` for every float parameter, by its index in module order
 /// (the order `param_paths` lists them in; the rank `D` is only known inside the visit).
+///
+/// Two parameters with one `ParamId` (a module `clone()`d into another field, as a target
+/// network often is) share one gradient, which burn's optimizer gives to the first of them in
+/// module order (it removes the gradient once used): the gradient is recorded there only.
 struct GradsVisitor<'a> {
     grads: &'a GradientsParams,
     index: usize,
     found: Vec<(usize, TensorData)>,
+    seen: BTreeSet<burn::module::ParamId>,
 }
 
 impl ModuleVisitor for GradsVisitor<'_> {
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-        if let Some(grad) = self.grads.get::<D>(param.id) {
+        if self.seen.insert(param.id)
+            && let Some(grad) = self.grads.get::<D>(param.id)
+        {
             self.found.push((self.index, grad.into_data()));
         }
         self.index += 1;
@@ -446,6 +454,42 @@ mod tests {
         assert_eq!(buffer.shape, vec![3, 2], "PyTorch layout");
         // With dampening 0, the first velocity is the gradient itself.
         assert_eq!(buffer, &recorder.tensors()["step0.grads.weight"]);
+    }
+
+    #[derive(Module, Debug)]
+    struct Twins {
+        online: burn::nn::Linear,
+        target: burn::nn::Linear,
+    }
+
+    #[test]
+    fn a_cloned_module_sharing_param_ids_has_its_gradient_and_state_recorded_once() {
+        let device = Device::default().autodiff();
+        let online = LinearConfig::new(2, 2).init(&device);
+        let twins = Twins {
+            target: online.clone(), // the same ParamIds, as `model.q.clone()` gives
+            online,
+        };
+        let loss = twins
+            .online
+            .forward(Tensor::<2>::ones([1, 2], &device))
+            .sum();
+        let grads = GradientsParams::from_grads(loss.backward(), &twins);
+        let spec = OptimizerSpec::adam(0.1);
+        let mut optim = spec.init();
+        let mut recorder = TraceRecorder::new(spec.clone());
+        recorder.grads(0, &twins, &grads).unwrap();
+        let twins = optim.step(spec.lr(), twins, grads);
+        recorder.optim(0, &twins, &optim).unwrap();
+        let names: Vec<&str> = recorder.tensors().keys().map(String::as_str).collect();
+        assert!(names.iter().all(|n| n.contains(".online.")), "{names:?}");
+        assert!(names.contains(&"step0.grads.online.weight"));
+        assert!(names.contains(&"step0.optim.exp_avg.online.weight"));
+        // burn's optimizer updated the first of the two only
+        assert_ne!(
+            twins.online.weight.val().into_data(),
+            twins.target.weight.val().into_data()
+        );
     }
 
     #[test]
