@@ -218,6 +218,7 @@ def record_reference(
     variants: bool = True,
     clip_grad_norm: float | None = None,
     dropout: bool = True,
+    lr_schedule: Callable[[torch.optim.Optimizer], object] | None = None,
     progress: StepProgress | None = None,
 ) -> Path:
     """Record the float64 reference of a PyTorch loop at ``path``; call it before training ``model``.
@@ -228,8 +229,8 @@ def record_reference(
     ``{stem}.{variant}.safetensors`` next to ``path``, and names it in the reference's metadata (`variant.burn-adam`: the file name).
     ``progress`` is told the steps of each run, the variant's with its name as ``part``.
 
-    Anything the loop does to the gradients must be an argument (``clip_grad_norm``, ``dropout``, as for
-    `record`): a float64 re-run is made from the optimizer's class and settings, so step hooks
+    Anything the loop does besides the optimizer's step must be an argument (``clip_grad_norm``,
+    ``dropout``, ``lr_schedule``, as for `record`): a float64 re-run is made from the optimizer's class and settings, so step hooks
     registered on ``optimizer`` and an Adam whose ``step`` is overridden are refused rather than
     silently left out.
     """
@@ -242,6 +243,8 @@ def record_reference(
         extra["clip_grad_norm"] = clip_grad_norm
     if not dropout:
         extra["dropout"] = False
+    if lr_schedule is not None:
+        extra["lr_schedule"] = lr_schedule
     found: dict[str, str] = {}
     burn_adam, burn_batchnorm = has_burn_adam_variant(optimizer), has_batchnorm(model)
     if variants and (burn_adam or burn_batchnorm):

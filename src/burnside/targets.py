@@ -95,7 +95,7 @@ TARGETS: dict[str, Target] = {
     "rnn": _example("rnn", "a recurrent language model: Embedding, GRU, bidirectional LSTM, Linear; Adam, gradients "
                     "clipped by their global norm", "adam", ("batch-first", "no-clip", "per-tensor-clip")),
     "attention": _example("attention", "a text encoder: Embedding, nn.MultiheadAttention (packed in_proj), LayerNorm; "
-                          "AdamW", "adamw", ("dropout",)),
+                          "AdamW with a warmup schedule", "adamw", ("dropout", "no-warmup")),
 }
 
 

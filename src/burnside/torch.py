@@ -182,6 +182,7 @@ def record(
     activations: bool = True,
     clip_grad_norm: float | None = None,
     dropout: bool = True,
+    lr_schedule: Callable[[torch.optim.Optimizer], object] | None = None,
     progress: StepProgress | None = None,
 ) -> Path:
     """Train ``steps`` steps and write every tensor of every step to a trace at ``path``.
@@ -199,6 +200,10 @@ def record(
     dropout of `nn.MultiheadAttention` at 0, for the recording only; metadata ``dropout: off``): a
     dropout mask is drawn from each framework's own random numbers and can never match, so a parity
     check compares the loop with dropout off on both sides.
+    ``lr_schedule(optimizer)`` makes the loop's learning-rate scheduler (e.g.
+    ``lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, warmup)``), stepped after each optimizer step;
+    the optimizer metadata then lists the learning rate each step used (``lr_per_step``). Pass the
+    factory, not a scheduler made on ``optimizer``: the float64 reference makes its own.
     ``progress`` is told the steps done (`burnside.progress.Progress.steps` draws it).
     """
     per_step = [batches] if isinstance(batches, Mapping) else list(batches)
@@ -214,6 +219,12 @@ def record(
     tensors: dict[str, np.ndarray] = {}
     grads_len: list[int] = []
 
+    scheduler = lr_schedule(optimizer) if lr_schedule is not None else None
+    config = optimizer_config(optimizer)  # before training: a schedule moves the group's lr
+    base_lrs = getattr(scheduler, "base_lrs", None)
+    if base_lrs:
+        config["lr"] = float(base_lrs[0])  # the optimizer's own lr, which the schedule scales
+    lrs: list[float] = []
     hooks = _Activations(model) if activations else None
     restore = [] if dropout else _dropout_off(model)
     if progress is not None:
@@ -243,7 +254,10 @@ def record(
                     tensors[tensor_name(k, "grads", name)] = _numpy(p.grad)
             if clip_grad_norm is not None:
                 nn.utils.clip_grad_norm_([p for _, p in named], clip_grad_norm)
+            lrs.append(float(optimizer.param_groups[0]["lr"]))
             optimizer.step()
+            if scheduler is not None:
+                scheduler.step()
             for name, p in named:
                 tensors[tensor_name(k, "params_after", name)] = _numpy(p)
             for name, b in model.named_buffers():
@@ -278,8 +292,9 @@ def record(
         "device": str(first.device) if first is not None else "cpu",
         "dtype": str(first.dtype).removeprefix("torch.") if first is not None else "float32",
         "steps": steps,
-        "optimizer": {**optimizer_config(optimizer),
-                      **({"clip_grad_norm": float(clip_grad_norm)} if clip_grad_norm is not None else {})},
+        "optimizer": {**config,
+                      **({"clip_grad_norm": float(clip_grad_norm)} if clip_grad_norm is not None else {}),
+                      **({"lr_per_step": lrs} if scheduler is not None else {})},
         "params": [name for name, _ in named],
         "grads_len": grads_len,
         "loss_fn": getattr(loss_fn, "__name__", type(loss_fn).__name__),

@@ -132,3 +132,27 @@ def test_undeclared_clipping_and_declared_clipping_not_done_are_measured_from_th
     assert f"the trace says clip_grad_norm {clip:g}; its updates show no clipping" in d009.evidence
     assert "ClipGradNorm::new" in d009.fix
     assert not [d for d in diagnose(comparison) if d.rule == "D005"], "both declare the same clipping"
+
+
+def test_a_learning_rate_schedule_is_recorded_replayed_and_compared(tmp_path):
+    warmup = lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, lambda k: min(1.0, (k + 1) / 3))  # noqa: E731
+
+    def run(path, schedule, reference=False):
+        model = a1_model()
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        return (record_reference if reference else record)(model, opt, _batch(), path, steps=4, lr_schedule=schedule)
+
+    a = open_trace(run(tmp_path / "a.safetensors", warmup))
+    assert a.optimizer["lr"] == 0.01, "the optimizer's own lr, which the schedule scales"
+    assert a.optimizer["lr_per_step"] == pytest.approx([0.01 / 3, 0.02 / 3, 0.01, 0.01])
+    forensics = measure_optimizer(a)
+    assert forensics.mismatch_step is None, forensics
+    r = run(tmp_path / "r.safetensors", warmup, reference=True)
+    assert compare_traces(a, a, reference=open_reference(r)).passed
+    # a port without the schedule: the declarations differ, at the first step
+    flat = open_trace(run(tmp_path / "flat.safetensors", None))
+    comparison = compare_traces(a, _relabel(tmp_path / "flat.safetensors", tmp_path / "b.safetensors"))
+    (d005,) = [d for d in diagnose(comparison) if d.rule == "D005"]
+    assert d005.evidence == "lr_per_step: pytorch [0.00333333, 0.00666667, 0.01, 0.01], burn none"
+    assert "recorder.lr(step, lr)" in d005.fix
+    assert "lr_per_step" not in flat.optimizer

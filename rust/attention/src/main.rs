@@ -3,12 +3,13 @@
 //! 0.01), written the way rust/README.md tells a user to port a model.
 //!
 //! ```text
-//! attention --init INIT -o OUT [--steps N] [--bug dropout]
+//! attention --init INIT -o OUT [--steps N] [--bug dropout|no-warmup]
 //! ```
 //!
+//! The learning rate warms up linearly over the first two steps, as PyTorch's `LambdaLR` does.
 //! `--bug dropout` builds the attention with burn's default `MultiHeadAttentionConfig`, whose
 //! dropout on the attention weights is 0.1 where `nn.MultiheadAttention`'s is 0: the port
-//! trains with a random mask PyTorch never applies.
+//! trains with a random mask PyTorch never applies. `--bug no-warmup` leaves the schedule out.
 
 use std::error::Error;
 
@@ -25,6 +26,7 @@ const D_MODEL: usize = 16;
 const HEADS: usize = 4;
 const CLASSES: usize = 3;
 const LR: f64 = 0.01;
+const WARMUP: usize = 2;
 
 #[derive(Module, Debug)]
 struct Encoder {
@@ -37,9 +39,11 @@ struct Encoder {
 impl Encoder {
     fn new(device: &Device, bug: Option<&str>) -> Result<Self, String> {
         let attn = match bug {
-            None => MultiHeadAttentionConfig::new(D_MODEL, HEADS).with_dropout(0.0),
+            None | Some("no-warmup") => {
+                MultiHeadAttentionConfig::new(D_MODEL, HEADS).with_dropout(0.0)
+            }
             Some("dropout") => MultiHeadAttentionConfig::new(D_MODEL, HEADS),
-            Some(other) => return Err(format!("--bug {other}: expected dropout")),
+            Some(other) => return Err(format!("--bug {other}: expected dropout or no-warmup")),
         };
         Ok(Self {
             emb: EmbeddingConfig::new(VOCAB, D_MODEL).init(device),
@@ -92,7 +96,14 @@ fn run(mut args: PortArgs) -> Result<(), Box<dyn Error>> {
         losses.push(loss.clone().into_scalar::<f32>());
         let grads = GradientsParams::from_grads(loss.backward(), &model);
         recorder.grads(step, &model, &grads)?;
-        model = optim.step(spec.lr(), model, grads);
+        let lr = if bug.as_deref() == Some("no-warmup") {
+            spec.lr()
+        } else {
+            let lr = spec.lr() * ((step + 1) as f64 / WARMUP as f64).min(1.0);
+            recorder.lr(step, lr);
+            lr
+        };
+        model = optim.step(lr, model, grads);
         recorder.params_after(step, &model)?;
         recorder.optim(step, &model, &optim)?;
         burnside_trace::step_done(step + 1, args.steps);

@@ -22,6 +22,7 @@ use crate::{
 pub struct TraceRecorder {
     optimizer: OptimizerSpec,
     clip: Option<ClipGradNorm>,
+    lrs: BTreeMap<usize, f64>,
     tensors: BTreeMap<String, HostTensor>,
     params: Vec<String>,
     buffers: Vec<String>,
@@ -42,6 +43,7 @@ impl TraceRecorder {
         Self {
             optimizer,
             clip: None,
+            lrs: BTreeMap::new(),
             tensors: BTreeMap::new(),
             params: Vec::new(),
             buffers: Vec::new(),
@@ -60,6 +62,14 @@ impl TraceRecorder {
     pub fn with_clip_grad_norm(mut self, clip: ClipGradNorm) -> Self {
         self.clip = Some(clip);
         self
+    }
+
+    /// The learning rate step `step` passed to `optim.step`, for a loop with a learning-rate
+    /// schedule (PyTorch's `lr_scheduler`, burnside's `record(..., lr_schedule=)`): the trace's
+    /// `optimizer` metadata then lists every step's (`lr_per_step`), which the comparison checks
+    /// against PyTorch's and the forensics replay. Record it for every step or for none.
+    pub fn lr(&mut self, step: usize, lr: f64) {
+        self.lrs.insert(step, lr);
     }
 
     /// Set a plain-string metadata key (`device`, `dtype`, `loss_fn`, or your own).
@@ -283,6 +293,17 @@ impl TraceRecorder {
                 "clip_grad_norm".to_string(),
                 crate::optimizer_spec::f32_json(clip.max_norm()),
             );
+        }
+        if !self.lrs.is_empty() {
+            if let Some(missing) = (0..self.steps).find(|k| !self.lrs.contains_key(k)) {
+                return Err(incomplete(format!(
+                    "step {missing} has no learning rate: call `lr(step, lr)` on every step or none"
+                )));
+            }
+            let lrs: Vec<f64> = self.lrs.values().copied().collect();
+            if let Some(object) = optimizer.as_object_mut() {
+                object.insert("lr_per_step".to_string(), json!(lrs));
+            }
         }
         set("optimizer", optimizer.to_string());
         set("params", Value::from(self.params.clone()).to_string());

@@ -10,6 +10,9 @@ The effective settings are measured by least squares from the same tensors:
 - Adam/AdamW: `exp_avg_0 = (1 - beta_1) g`, `exp_avg_sq_0 = (1 - beta_2) g^2`, and at step 0
   `|m_hat / delta| = sqrt(v_hat) / lr + eps / lr` (a line in sqrt(v_hat)): lr and eps.
 
+A learning-rate schedule (`lr_per_step` in the metadata: the lr each step used) replays each step
+with its own lr.
+
 Gradient clipping (`clip_grad_norm` in the metadata, PyTorch's `clip_grad_norm_`) scales step k's
 gradients by `c_k = min(1, max_norm / (||g_k|| + 1e-6))`, `||g_k||` the norm of all the recorded
 (unclipped) gradients of the step together; the replay scales them so. For Adam the scale each step
@@ -106,9 +109,13 @@ def _measure(trace: Trace) -> OptimizerForensics:
             norms[k] = _grad_norm(trace, k, params)
         return norms[k]
 
+    schedule = config.get("lr_per_step")
+    schedule = [float(x) for x in schedule] if isinstance(schedule, list) and len(schedule) >= steps else None
+    base_lr = lr
     for k in range(steps):
         # the declared clipping's factor for this step; 1 without clipping
         coef = min(1.0, clip / (norm(k) + 1e-6)) if clip > 0 else 1.0
+        lr = schedule[k] if schedule is not None else base_lr
         for p in params:
             needed = (f"step{k}.params_before.{p}", f"step{k}.params_after.{p}", f"step{k}.grads.{p}")
             if not all(n in trace for n in needed) or len({trace.info(n).shape for n in needed}) != 1:

@@ -122,7 +122,7 @@ def check_start(trace: Trace, reference: Reference) -> None:
 #: What a reference must share with the PyTorch trace it judges, besides its start: the optimizer's
 #: settings (a reference of lr 2e-3 judges a run of lr 1e-3 by a run it never made) and the loss.
 _SAME_OPTIMIZER = ("name", "lr", "betas", "eps", "weight_decay", "weight_decay_kind", "momentum", "dampening",
-                   "nesterov", "amsgrad", "clip_grad_norm")
+                   "nesterov", "amsgrad", "clip_grad_norm", "lr_per_step")
 
 
 def _check_same_loop(trace: Trace, reference: Reference) -> None:

@@ -6,6 +6,8 @@ projections packed in one ``in_proj_weight`` (``[3 * d_model, d_model]``) and ``
 projection as ``out_proj``; burn's ``MultiHeadAttention`` has one ``Linear`` each (``query``, ``key``, ``value``,
 ``output``). burnside-trace cuts and stacks them, so the port declares nothing. The layer here is
 ``batch_first=True`` (``[batch, seq, d_model]``, as burn's), and its dropout is PyTorch's default, 0.
+The learning rate warms up linearly over the first two steps (a ``LambdaLR`` schedule; the port passes each
+step's rate to ``optim.step`` and records it with ``recorder.lr``).
 """
 
 from __future__ import annotations
@@ -22,8 +24,14 @@ if TYPE_CHECKING:
 #: The port's binary (crate rust/attention).
 BURN_BIN = "attention"
 VOCAB, D_MODEL, HEADS, CLASSES = 16, 16, 4, 3
-#: AdamW's learning rate on both sides (weight decay is PyTorch's default, 0.01).
+#: AdamW's learning rate on both sides (weight decay is PyTorch's default, 0.01), reached after WARMUP steps.
 LR = 0.01
+WARMUP = 2
+
+
+def warmup(optimizer: torch.optim.Optimizer) -> torch.optim.lr_scheduler.LambdaLR:
+    """The schedule: ``LR * min(1, (k + 1) / WARMUP)`` at step k."""
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: min(1.0, (k + 1) / WARMUP))
 
 
 class Encoder(nn.Module):
@@ -60,5 +68,5 @@ def record_torch(path: Path, *, steps: int, reference: bool = False, progress: S
 
     model, batch = model_and_batch()
     optimizer = torch.optim.AdamW(model.parameters(), lr=LR)
-    return (record_reference if reference else record)(model, optimizer, batch, path, steps=steps,
+    return (record_reference if reference else record)(model, optimizer, batch, path, steps=steps, lr_schedule=warmup,
                                                        metadata={"model": "attention"}, progress=progress)

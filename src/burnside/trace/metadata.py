@@ -159,6 +159,11 @@ def _check_optimizer(path: Path, value: object) -> None:
         elif key == "weight_decay_kind":
             if item not in _WEIGHT_DECAY_KINDS:
                 raise TraceError(f"{path}: {where} must be \"l2\" or \"decoupled\", not {short(item)}")
+        elif key == "lr_per_step":
+            if not isinstance(item, list) or not item:
+                raise TraceError(f"{path}: {where} must be a non-empty list of numbers, not {short(item)}")
+            for lr in item:
+                _check_number(path, where, lr)
         elif key == "param_groups":
             if type(item) is not int or item < 1:
                 raise TraceError(f"{path}: {where} must be a positive integer, not {short(item)}")

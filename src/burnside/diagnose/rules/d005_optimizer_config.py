@@ -2,7 +2,8 @@
 
 ## What it does
 Compares the two traces' optimizer configurations key by key (name, lr, betas,
-momentum, dampening, nesterov, weight decay and its kind, gradient clipping by norm),
+momentum, dampening, nesterov, weight decay and its kind, gradient clipping by norm, the
+learning rate of each step under a schedule),
 apart from Adam's epsilon (D004).
 
 ## Why is this bad?
@@ -25,6 +26,8 @@ let optim = SgdConfig::new().with_momentum(Some(momentum)).init();
 
 from __future__ import annotations
 
+import math
+
 from burnside.compare import Comparison
 from burnside.diagnose.diagnosis import Diagnosis, number
 from burnside.rule import Severity
@@ -34,11 +37,13 @@ NAME = "optimizer-config"
 TITLE = "optimizer configuration differs"
 SEVERITY = Severity.ERROR
 _KEYS = ("name", "lr", "betas", "momentum", "dampening", "nesterov", "weight_decay", "weight_decay_kind", "amsgrad",
-         "clip_grad_norm")
+         "clip_grad_norm", "lr_per_step")
 _FIXES = {
     "dampening": "set `MomentumConfig::with_dampening(...)` explicitly (burn's default is 0.1, PyTorch's 0)",
     "weight_decay_kind": "use burn's `AdamW` for `torch.optim.AdamW` (decoupled) and `Adam` for L2 decay",
     "lr": "pass the same learning rate to `optim.step(lr, ...)`",
+    "lr_per_step": ("apply the PyTorch loop's learning-rate schedule: pass each step's rate to `optim.step(lr, ...)` "
+                    "and record it with `recorder.lr(step, lr)`"),
     "clip_grad_norm": ("clip all gradients by their joint norm as `clip_grad_norm_` does, and declare it: "
                        "`let clip = ClipGradNorm::new(MAX_NORM);` "
                        "`TraceRecorder::new(spec).with_clip_grad_norm(clip)`, "
@@ -52,19 +57,37 @@ def check(comparison: Comparison) -> list[Diagnosis]:
     a, b = comparison.a.optimizer, comparison.b.optimizer
     if not a or not b:
         return []
-    # a trace says clip_grad_norm only when its loop clips: absent is "none", not unknown
-    optional = ("clip_grad_norm",)
-    differing = [k for k in _KEYS if ((k in a and k in b) or k in optional) and _norm(a.get(k)) != _norm(b.get(k))]
+    # a trace says clip_grad_norm (lr_per_step) only when its loop clips (has a schedule): absent is "none"
+    optional = ("clip_grad_norm", "lr_per_step")
+    differing = [k for k in _KEYS if ((k in a and k in b) or k in optional) and not _same(a.get(k), b.get(k))]
     if not differing:
         return []
-    shown = lambda v: "none" if v is None else repr(v)  # noqa: E731
-    evidence = "; ".join(f"{k}: {comparison.a.framework} {shown(a.get(k))}, {comparison.b.framework} {shown(b.get(k))}"
+    evidence = "; ".join(_differs(k, a.get(k), b.get(k), comparison.a.framework, comparison.b.framework)
                          for k in differing)
     fixes = [_FIXES[k] for k in differing if k in _FIXES] or ["configure the burn optimizer like the PyTorch one"]
     return [Diagnosis(ID, TITLE, evidence, "; ".join(fixes))]
 
 
-def _norm(value: object) -> object:
-    if isinstance(value, (list, tuple)):
-        return tuple(_norm(v) for v in value)
-    return number(value) if number(value) is not None else repr(value)
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    x, y = number(a), number(b)
+    if x is not None and y is not None:
+        # a setting written through float32, or a schedule computed in another order: the same to 1e-6
+        return math.isclose(x, y, rel_tol=1e-6, abs_tol=1e-12)
+    return repr(a) == repr(b)
+
+
+def _differs(key: str, a: object, b: object, name_a: str, name_b: str) -> str:
+    shown = lambda v: "none" if v is None else repr(v)  # noqa: E731
+    if key == "lr_per_step" and isinstance(a, list) and isinstance(b, list):
+        k = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if not _same(x, y)), min(len(a), len(b)))
+        at = (f"step {k}: {name_a} {a[k]!r}, {name_b} {b[k]!r}" if k < min(len(a), len(b))
+              else f"{name_a} {len(a)} steps, {name_b} {len(b)}")
+        return f"{key}: first differs at {at}"
+    if key == "lr_per_step":
+        listed = a if isinstance(a, list) else b
+        head = ", ".join(f"{x:g}" for x in listed[:4]) + (", ..." if len(listed) > 4 else "")
+        return (f"{key}: {name_a} {'[' + head + ']' if listed is a else 'none'}, "
+                f"{name_b} {'[' + head + ']' if listed is b else 'none'}")
+    return f"{key}: {name_a} {shown(a)}, {name_b} {shown(b)}"

@@ -58,6 +58,9 @@ _RELATIVE = 0.05
 
 
 def _declared(config: dict, key: str, index: int | None) -> float | None:
+    schedule = config.get("lr_per_step")
+    if key == "lr" and isinstance(schedule, list) and schedule:
+        return number(schedule[0])  # the lr is measured at step 0, where the schedule starts
     value = config.get(key)
     if index is not None:
         value = value[index] if isinstance(value, list) and len(value) > index else None
