@@ -99,10 +99,7 @@ impl InitFile {
             .get(&key)
             .ok_or_else(|| TraceError::Format {
                 path: self.file.path.clone(),
-                message: format!(
-                    "no tensor `{key}` (inputs here: {:?})",
-                    self.input_names()
-                ),
+                message: format!("no tensor `{key}` (inputs here: {:?})", self.input_names()),
             })
     }
 
