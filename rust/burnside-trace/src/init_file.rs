@@ -487,7 +487,10 @@ mod batch_tests {
                 floats(init.float_input_at::<2>(step, "x", &device).unwrap()),
                 vec![0.5, -1.5]
             );
-            assert_eq!(ints(init.int_input_at::<1>(step, "y", &device).unwrap()), vec![2]);
+            assert_eq!(
+                ints(init.int_input_at::<1>(step, "y", &device).unwrap()),
+                vec![2]
+            );
         }
     }
 
@@ -498,9 +501,15 @@ mod batch_tests {
             &[
                 ("inputs.x", HostTensor::from_f32(&[0.5, -1.5], vec![1, 2])),
                 ("inputs.y", HostTensor::from_i64(&[2], vec![1])),
-                ("step1.inputs.x", HostTensor::from_f32(&[3.0, 4.0], vec![1, 2])),
+                (
+                    "step1.inputs.x",
+                    HostTensor::from_f32(&[3.0, 4.0], vec![1, 2]),
+                ),
                 ("step1.inputs.y", HostTensor::from_i64(&[0], vec![1])),
-                ("step2.inputs.x", HostTensor::from_f32(&[-0.0, 1e-30], vec![1, 2])),
+                (
+                    "step2.inputs.x",
+                    HostTensor::from_f32(&[-0.0, 1e-30], vec![1, 2]),
+                ),
                 ("step2.inputs.y", HostTensor::from_i64(&[1], vec![1])),
             ],
         );
@@ -521,17 +530,29 @@ mod batch_tests {
         let step2 = floats(init.float_input_at::<2>(2, "x", &device).unwrap());
         assert_eq!(step2[0].to_bits(), (-0.0f32).to_bits());
         assert_eq!(step2[1].to_bits(), 1e-30f32.to_bits());
-        assert_eq!(ints(init.int_input_at::<1>(1, "y", &device).unwrap()), vec![0]);
-        assert_eq!(ints(init.int_input_at::<1>(2, "y", &device).unwrap()), vec![1]);
+        assert_eq!(
+            ints(init.int_input_at::<1>(1, "y", &device).unwrap()),
+            vec![0]
+        );
+        assert_eq!(
+            ints(init.int_input_at::<1>(2, "y", &device).unwrap()),
+            vec![1]
+        );
 
-        let beyond = init.float_input_at::<2>(3, "x", &device).unwrap_err().to_string();
+        let beyond = init
+            .float_input_at::<2>(3, "x", &device)
+            .unwrap_err()
+            .to_string();
         assert!(
             beyond.contains("no batch for step 3: the file holds one batch per step for 3 steps"),
             "{beyond}"
         );
         let unknown = init.input_at(1, "z").unwrap_err().to_string();
         assert!(unknown.contains("no tensor `step1.inputs.z`"), "{unknown}");
-        let kind = init.int_input_at::<2>(1, "x", &device).unwrap_err().to_string();
+        let kind = init
+            .int_input_at::<2>(1, "x", &device)
+            .unwrap_err()
+            .to_string();
         assert!(kind.contains("is a float tensor"), "{kind}");
     }
 }
