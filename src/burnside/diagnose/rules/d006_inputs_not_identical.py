@@ -58,13 +58,15 @@ def check(comparison: Comparison) -> list[Diagnosis]:
 def _repeated(comparison: Comparison, repeated: RepeatedBatch, parts: list[str]) -> Diagnosis:
     """D006 for a side that trained on step 0's batch again where the other fed a new batch."""
     feeder = "a" if repeated.side == "b" else "b"
-    fed = comparison.a if feeder == "a" else comparison.b
-    feeder_name = "the PyTorch trace" if fed.framework == "pytorch" else comparison.side_name(feeder)
+    fed, repeater = (comparison.a, comparison.b) if feeder == "a" else (comparison.b, comparison.a)
+    # "the PyTorch trace" only where it names one side: two PyTorch traces are told apart as A and B
+    mixed = fed.framework == "pytorch" and repeater.framework != "pytorch"
+    feeder_name = "the PyTorch trace" if mixed else comparison.side_name(feeder)
     at = _steps(repeated.steps)
     evidence = (f"{feeder_name} feeds a different batch at {at}; {comparison.side_name(repeated.side)} "
                 f"fed step 0's batch again there: " + "; ".join(parts))
     k = repeated.steps[0]
-    if (comparison.b if repeated.side == "b" else comparison.a).framework == "burn":
+    if repeater.framework == "burn":
         row = next(r for r in comparison.start_mismatch if r.name.startswith(f"step{k}.inputs."))
         name = row.name.removeprefix(f"step{k}.inputs.")
         reader = "int_input_at" if row.dtype == "I64" else "float_input_at"
