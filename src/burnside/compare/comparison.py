@@ -330,14 +330,21 @@ def _repeated_batch(a: Trace, b: Trace, mismatched: list[TensorRow]) -> Repeated
                     if p is not None and p.stage == "inputs" and p.step > 0})
     if not steps:
         return None
-    inputs = {id(t): [n for n in t.names if parse_name(n) is not None and parse_name(n).stage == "inputs"]
-              for t in (a, b)}
+    def inputs(trace: Trace) -> dict[int, list[str]]:
+        by_step: dict[int, list[str]] = {}
+        for n in trace.names:
+            parsed = parse_name(n)
+            if parsed is not None and parsed.stage == "inputs":
+                by_step.setdefault(parsed.step, []).append(n)
+        return by_step
+
+    by_trace = {id(a): inputs(a), id(b): inputs(b)}
 
     def reuses_first(trace: Trace, step: int) -> bool:
-        present = inputs[id(trace)]
-        names = [n for n in present if n.startswith(f"step{step}.")]
-        firsts = ["step0." + n.split(".", 1)[1] for n in names]
-        return bool(names) and all(f in present and _bits_equal(trace, n, f) for n, f in zip(names, firsts))
+        present = by_trace[id(trace)]
+        names, firsts = present.get(step, []), set(present.get(0, []))
+        pairs = [(n, "step0." + n.split(".", 1)[1]) for n in names]
+        return bool(pairs) and all(first in firsts and _bits_equal(trace, n, first) for n, first in pairs)
 
     for side, own, other in (("b", b, a), ("a", a, b)):
         repeated = tuple(k for k in steps if reuses_first(own, k) and not reuses_first(other, k))
