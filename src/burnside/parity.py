@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from burnside.compare import Comparison, Tolerances, compare_traces, open_reference
+from burnside.compare.comparison import refuse_reference
 from burnside.compare.reference import check_start
 from burnside.diagnose import Diagnosis, diagnose
 from burnside.trace import open_trace
@@ -54,6 +55,9 @@ def record_and_compare(torch: Path | TorchSide, burn: BurnSide, *, torch_out: Pa
     """
     torch_trace = torch if isinstance(torch, Path) else torch(torch_out)
     trace_a = open_trace(torch_trace)
+    # before the port builds and runs: from a reference's start it would load float64 weights
+    refuse_reference(trace_a, "the PyTorch trace (burnside.torch.record)",
+                     "pass it as --reference and the trace burnside.torch.record wrote as --torch-trace")
     judge_by = None
     if isinstance(reference, Path):
         # a reference that is no reference, or of another start, is refused before the port builds and runs

@@ -29,6 +29,7 @@ from torch import nn
 from burnside import __version__
 from burnside.errors import BurnsideError
 from burnside.trace import tensor_name, write_trace
+from burnside.trace.init_batches import batch_tensors
 
 if TYPE_CHECKING:
     from burnside.progress import StepProgress
@@ -83,9 +84,12 @@ def _numpy(t: torch.Tensor) -> np.ndarray:
     return t.numpy().copy()
 
 
-def export_init(model: nn.Module, inputs: Batch, path: str | Path) -> Path:
-    """Write the initial parameters, buffers and one batch (PyTorch names and layout) for the other side.
+def export_init(model: nn.Module, inputs: Batch | Sequence[Batch], path: str | Path) -> Path:
+    """Write the initial parameters, buffers and the batches (PyTorch names and layout) for the other side.
 
+    ``inputs`` is one batch, or one batch per step as given to `record`: step 0's batch is
+    `inputs.{name}`, and when a later step's batch differs every step k >= 1 gets
+    `step{k}.inputs.{name}` (burn reads it with `InitFile::float_input_at(k, ..)`).
     Float tensors are written as f32, integer tensors (labels, `num_batches_tracked`) as i64.
     """
     tensors: dict[str, np.ndarray] = {}
@@ -95,10 +99,12 @@ def export_init(model: nn.Module, inputs: Batch, path: str | Path) -> Path:
     buffers = [name for name, _ in model.named_buffers()]
     for name, b in model.named_buffers():
         tensors[f"buffers.{name}"] = _numpy(b.float() if b.is_floating_point() else b.long())
-    for name, t in inputs.items():
-        tensors[f"inputs.{name}"] = _numpy(t.float() if t.is_floating_point() else t.long())
-    metadata = {"params": params, "buffers": buffers, "inputs": list(inputs), "framework": "pytorch",
-                "framework_version": torch.__version__, "recorder": f"burnside {__version__}"}
+    batches = [inputs] if isinstance(inputs, Mapping) else list(inputs)
+    tensors |= batch_tensors([{name: _numpy(t.float() if t.is_floating_point() else t.long())
+                               for name, t in batch.items()} for batch in batches])
+    metadata = {"params": params, "buffers": buffers, "inputs": list(batches[0]) if batches else [],
+                "framework": "pytorch", "framework_version": torch.__version__,
+                "recorder": f"burnside {__version__}"}
     return write_trace(Path(path), tensors, metadata, kind="init")
 
 

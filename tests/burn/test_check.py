@@ -34,3 +34,15 @@ def test_check_of_a_missing_bin_is_one_line_exit_2(a1_trace, tmp_path):
     assert proc.stderr.startswith("error: building train-step failed") and "reproduce with:" in proc.stderr
     known = proc.stderr.split("(the binaries cargo knows here: ", 1)[1].split(")", 1)[0].split(", ")
     assert "train-step" in known and "nope" not in known
+
+
+def test_check_of_a_float64_reference_as_the_torch_trace_is_one_line_exit_2(tmp_path):
+    from burnside.a1 import record_reference
+
+    reference = record_reference(tmp_path / "a1.reference.safetensors", steps=1, optim="sgd")
+    proc = check(reference, tmp_path / "out", "--", "--steps", "1")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr == (f"error: {reference} is a float64 reference (burnside.reference.record_reference), "
+                           "not the PyTorch trace (burnside.torch.record): pass it as --reference and the trace "
+                           "burnside.torch.record wrote as --torch-trace\n")
+    assert not (tmp_path / "out" / "init.safetensors").exists()

@@ -93,6 +93,25 @@ def test_d006_inputs_computed_in_f32(tmp_path, reference):
     assert "inputs.x: 7 of 16 differ" in found["D006"].evidence
 
 
+def test_d006_names_the_side_that_fed_step_0s_batch_again(tmp_path, reference):
+    x, y = a1_data()
+    batches = [{"x": x + k, "y": y} for k in range(2)]
+    model = a1_model()
+    per_step = record(model, torch.optim.SGD(model.parameters(), lr=0.1), batches,
+                      tmp_path / "per-step.safetensors", steps=2)
+    # the one-batch trace fed step 0's batch again at step 1, where the other fed a new one
+    found = _rules(reference, per_step)
+    assert found["D006"].evidence.startswith("B (pytorch) feeds a different batch at step 1; A (pytorch) fed step 0's "
+                                             "batch again there: step1.inputs.x: 16 of 16 differ")
+    assert found["D006"].fix == ("feed A (pytorch) the batch of each step, as B (pytorch) does "
+                                 "(step 1's is `step1.inputs.*` in B (pytorch))")
+    # the same inputs in f32 arithmetic on one side is no repeated batch: the generic fix stays
+    assert "compute inputs and weights in f64" in _rules(reference, record(
+        a1_model(), torch.optim.SGD(a1_model().parameters(), lr=0.1),
+        {"x": torch.from_numpy(a1_f32_arithmetic_inputs()["x"]), "y": y}, tmp_path / "f32.safetensors",
+        steps=2))["D006"].fix
+
+
 def test_d007_burn_layout(tmp_path, reference):
     trace = open_trace(reference)
     tensors = {n: np.array(trace.array(n)) for n in trace.names}

@@ -145,6 +145,18 @@ def test_a_trace_that_is_not_a_reference_is_one_line_and_exit_2(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+def test_a_reference_given_as_a_side_to_compare_is_one_line_and_exit_2(tmp_path):
+    a = record_torch(tmp_path / "a.safetensors", steps=1)
+    r = record_reference(tmp_path / "a.reference.safetensors", steps=1, optim="sgd")
+    for side, args in (("A", (r, a)), ("B", (a, r))):
+        proc = run_cli("compare", *map(str, args))
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert proc.stderr == (f"error: {r} is a float64 reference (burnside.reference.record_reference), not a "
+                               f"side to compare ({side}): pass it as --reference and give A and B the two sides' "
+                               "traces\n")
+    assert run_cli("compare", str(a), str(a), "--reference", str(r)).returncode == 0
+
+
 def test_a_reference_without_its_variant_file_is_one_line_and_exit_2(tmp_path):
     r = record_reference(tmp_path / "r.safetensors", steps=1, optim="adam")
     (tmp_path / "r.burn-adam.safetensors").unlink()

@@ -88,6 +88,36 @@ def test_export_init_holds_params_and_inputs_in_pytorch_layout(tmp_path):
     assert init.metadata["params"] == ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]
 
 
+def test_export_init_writes_a_batch_per_step_only_where_the_batches_differ(tmp_path):
+    from burnside.a1 import a1_data, a1_model
+
+    x, y = a1_data()
+    batches = [{"x": x + k, "y": (y + k) % 3} for k in range(3)]
+    init = open_trace(export_init(a1_model(), batches, tmp_path / "per-step.safetensors"), kind="init")
+    assert sorted(n for n in init.names if "inputs" in n) == [
+        "inputs.x", "inputs.y", "step1.inputs.x", "step1.inputs.y", "step2.inputs.x", "step2.inputs.y"]
+    assert np.array_equal(init.array("inputs.x"), x.numpy())
+    assert np.array_equal(init.array("step2.inputs.x"), (x + 2).numpy())
+    assert init.info("step1.inputs.y").dtype == "I64" and init.metadata["inputs"] == ["x", "y"]
+    # the same batch every step is one batch, as export_init of a single batch writes it
+    same = open_trace(export_init(a1_model(), [{"x": x, "y": y}] * 3, tmp_path / "same.safetensors"), kind="init")
+    assert sorted(n for n in same.names if "inputs" in n) == ["inputs.x", "inputs.y"]
+    # -0.0 is another batch than +0.0: the comparison of inputs is bit for bit too
+    zeros = [{"x": torch.zeros(2)}, {"x": -torch.zeros(2)}]
+    signed = open_trace(export_init(a1_model(), zeros, tmp_path / "signed.safetensors"), kind="init")
+    assert "step1.inputs.x" in signed.names
+
+
+def test_export_init_refuses_batches_with_other_names(tmp_path):
+    from burnside.a1 import a1_data, a1_model
+    from burnside.errors import BurnsideError
+
+    x, y = a1_data()
+    with pytest.raises(BurnsideError, match=r"step 1's batch has the inputs \['x'\], step 0's \['x', 'y'\]"):
+        export_init(a1_model(), [{"x": x, "y": y}, {"x": x}], tmp_path / "init.safetensors")
+    assert not (tmp_path / "init.safetensors").exists()
+
+
 def test_run_a1_torch_side_writes_the_trace(tmp_path):
     out = tmp_path / "a1.json"
     proc = run_cli("run", "a1", "--side", "torch", "-o", str(out))

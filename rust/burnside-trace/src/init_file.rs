@@ -10,8 +10,9 @@ use crate::{
     param_paths_with,
 };
 
-/// A starting point written by `burnside.torch.export_init`: `params.{path}` in PyTorch names
-/// and layout, `inputs.{name}` the batch, metadata `burnside.format = init`.
+/// A starting point written by `burnside.torch.export_init` or `burnside check`: `params.{path}`
+/// in PyTorch names and layout, `inputs.{name}` the (first) batch, `step{k}.inputs.{name}` the
+/// batch of step k >= 1 when the PyTorch side fed one per step, metadata `burnside.format = init`.
 #[derive(Debug, Clone)]
 pub struct InitFile {
     file: SafetensorsFile,
@@ -60,27 +61,66 @@ impl InitFile {
             .collect()
     }
 
-    /// Input `name` as the file holds it.
-    pub fn input(&self, name: &str) -> Result<&HostTensor, TraceError> {
+    /// How many batches the file holds: 1 when one batch (`inputs.*`) feeds every step, N when
+    /// the PyTorch side fed a different batch at each of its N steps (`inputs.*` for step 0,
+    /// `step{k}.inputs.*` for step k >= 1).
+    pub fn batches(&self) -> usize {
         self.file
             .tensors
-            .get(&format!("inputs.{name}"))
-            .ok_or_else(|| TraceError::Format {
+            .keys()
+            .filter_map(|k| step_of_input(k))
+            .max()
+            .map_or(1, |last| last + 1)
+    }
+
+    /// Input `name` as the file holds it (step 0's batch).
+    pub fn input(&self, name: &str) -> Result<&HostTensor, TraceError> {
+        self.input_at(0, name)
+    }
+
+    /// Input `name` of the batch step `step` trains on, as the file holds it: step 0's
+    /// `inputs.{name}` for every step when the file has one batch, otherwise
+    /// `step{step}.inputs.{name}`.
+    pub fn input_at(&self, step: usize, name: &str) -> Result<&HostTensor, TraceError> {
+        let batches = self.batches();
+        if step >= batches && batches > 1 {
+            return Err(TraceError::Format {
                 path: self.file.path.clone(),
                 message: format!(
-                    "no tensor `inputs.{name}` (inputs here: {:?})",
-                    self.input_names()
+                    "no batch for step {step}: the file holds one batch per step for {batches} steps \
+                     (step 0 to step {}); run the port for as many steps as the PyTorch trace has",
+                    batches - 1
                 ),
+            });
+        }
+        let key = input_key(if batches == 1 { 0 } else { step }, name);
+        self.file
+            .tensors
+            .get(&key)
+            .ok_or_else(|| TraceError::Format {
+                path: self.file.path.clone(),
+                message: format!("no tensor `{key}` (inputs here: {:?})", self.input_names()),
             })
     }
 
-    /// Float input `name` as a burn tensor of rank `D` on `device`, bit for bit.
+    /// Float input `name` (step 0's batch) as a burn tensor of rank `D` on `device`, bit for bit.
     pub fn float_input<const D: usize>(
         &self,
         name: &str,
         device: &Device,
     ) -> Result<Tensor<D>, TraceError> {
-        let input = self.input(name)?;
+        self.float_input_at(0, name, device)
+    }
+
+    /// Float input `name` of step `step`'s batch (see [`input_at`](Self::input_at)) as a burn
+    /// tensor of rank `D` on `device`, bit for bit.
+    pub fn float_input_at<const D: usize>(
+        &self,
+        step: usize,
+        name: &str,
+        device: &Device,
+    ) -> Result<Tensor<D>, TraceError> {
+        let input = self.input_at(step, name)?;
         check_rank(&format!("inputs.{name}"), input, D)?;
         if input.dtype == HostDType::I64 {
             return Err(TraceError::Mismatch {
@@ -91,13 +131,24 @@ impl InitFile {
         Ok(Tensor::from_data(input.to_data(), device))
     }
 
-    /// Integer input `name` (labels) as a burn tensor of rank `D` on `device`.
+    /// Integer input `name` (labels, step 0's batch) as a burn tensor of rank `D` on `device`.
     pub fn int_input<const D: usize>(
         &self,
         name: &str,
         device: &Device,
     ) -> Result<Tensor<D, Int>, TraceError> {
-        let input = self.input(name)?;
+        self.int_input_at(0, name, device)
+    }
+
+    /// Integer input `name` of step `step`'s batch (see [`input_at`](Self::input_at)) as a burn
+    /// tensor of rank `D` on `device`.
+    pub fn int_input_at<const D: usize>(
+        &self,
+        step: usize,
+        name: &str,
+        device: &Device,
+    ) -> Result<Tensor<D, Int>, TraceError> {
+        let input = self.input_at(step, name)?;
         check_rank(&format!("inputs.{name}"), input, D)?;
         if input.dtype != HostDType::I64 {
             return Err(TraceError::Mismatch {
@@ -303,6 +354,24 @@ fn closest(name: &str, candidates: &[String]) -> Option<(f64, String)> {
         .or_else(|| best(&mut candidates.iter()).filter(|(similarity, _)| *similarity >= 0.8))
 }
 
+/// The tensor name of input `name` in step `step`'s batch: step 0's is `inputs.{name}`, as
+/// in an init file with one batch, so a port that reads only step 0 reads either kind of file.
+fn input_key(step: usize, name: &str) -> String {
+    if step == 0 {
+        format!("inputs.{name}")
+    } else {
+        format!("step{step}.inputs.{name}")
+    }
+}
+
+/// `k` of a `step{k}.inputs.{name}` tensor name.
+fn step_of_input(key: &str) -> Option<usize> {
+    let (step, rest) = key.strip_prefix("step")?.split_once('.')?;
+    rest.starts_with("inputs.")
+        .then(|| step.parse().ok())
+        .flatten()
+}
+
 fn check_rank(name: &str, tensor: &HostTensor, rank: usize) -> Result<(), TraceError> {
     if tensor.shape.len() != rank {
         return Err(TraceError::Mismatch {
@@ -368,5 +437,125 @@ mod tests {
         );
         assert!(norms.ln.gamma.val().is_require_grad());
         assert!(!norms.bn.running_mean.value().is_require_grad());
+    }
+}
+
+#[cfg(test)]
+mod batch_tests {
+    use super::*;
+    use crate::write_safetensors;
+
+    /// An init file holding `tensors`, read back.
+    fn init_with(tag: &str, tensors: &[(&str, HostTensor)]) -> InitFile {
+        let tensors: BTreeMap<String, HostTensor> = tensors
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
+        let metadata: BTreeMap<String, String> =
+            [("burnside.format", "init"), ("burnside.version", "1")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+        let path = std::env::temp_dir().join(format!(
+            "burnside-batches-{tag}-{}.safetensors",
+            std::process::id()
+        ));
+        write_safetensors(&path, &tensors, &metadata).unwrap();
+        let init = InitFile::read(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        init
+    }
+
+    fn floats(t: Tensor<2>) -> Vec<f32> {
+        t.into_data().try_to_vec::<f32>().unwrap()
+    }
+
+    fn ints(t: Tensor<1, Int>) -> Vec<i64> {
+        t.into_data().iter::<i64>().collect()
+    }
+
+    #[test]
+    fn one_batch_feeds_every_step() {
+        let init = init_with(
+            "one",
+            &[
+                ("inputs.x", HostTensor::from_f32(&[0.5, -1.5], vec![1, 2])),
+                ("inputs.y", HostTensor::from_i64(&[2], vec![1])),
+            ],
+        );
+        let device = Device::default();
+        assert_eq!(init.batches(), 1);
+        for step in [0, 1, 7] {
+            assert_eq!(
+                floats(init.float_input_at::<2>(step, "x", &device).unwrap()),
+                vec![0.5, -1.5]
+            );
+            assert_eq!(
+                ints(init.int_input_at::<1>(step, "y", &device).unwrap()),
+                vec![2]
+            );
+        }
+    }
+
+    #[test]
+    fn a_batch_per_step_is_read_by_step_and_step_0_stays_the_plain_inputs() {
+        let init = init_with(
+            "per-step",
+            &[
+                ("inputs.x", HostTensor::from_f32(&[0.5, -1.5], vec![1, 2])),
+                ("inputs.y", HostTensor::from_i64(&[2], vec![1])),
+                (
+                    "step1.inputs.x",
+                    HostTensor::from_f32(&[3.0, 4.0], vec![1, 2]),
+                ),
+                ("step1.inputs.y", HostTensor::from_i64(&[0], vec![1])),
+                (
+                    "step2.inputs.x",
+                    HostTensor::from_f32(&[-0.0, 1e-30], vec![1, 2]),
+                ),
+                ("step2.inputs.y", HostTensor::from_i64(&[1], vec![1])),
+            ],
+        );
+        let device = Device::default();
+        assert_eq!(init.batches(), 3);
+        let mut names = init.input_names();
+        names.sort();
+        assert_eq!(names, vec!["x", "y"]);
+        // the step-0 readers a port written before per-step batches uses
+        assert_eq!(
+            floats(init.float_input::<2>("x", &device).unwrap()),
+            vec![0.5, -1.5]
+        );
+        assert_eq!(
+            floats(init.float_input_at::<2>(1, "x", &device).unwrap()),
+            vec![3.0, 4.0]
+        );
+        let step2 = floats(init.float_input_at::<2>(2, "x", &device).unwrap());
+        assert_eq!(step2[0].to_bits(), (-0.0f32).to_bits());
+        assert_eq!(step2[1].to_bits(), 1e-30f32.to_bits());
+        assert_eq!(
+            ints(init.int_input_at::<1>(1, "y", &device).unwrap()),
+            vec![0]
+        );
+        assert_eq!(
+            ints(init.int_input_at::<1>(2, "y", &device).unwrap()),
+            vec![1]
+        );
+
+        let beyond = init
+            .float_input_at::<2>(3, "x", &device)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            beyond.contains("no batch for step 3: the file holds one batch per step for 3 steps"),
+            "{beyond}"
+        );
+        let unknown = init.input_at(1, "z").unwrap_err().to_string();
+        assert!(unknown.contains("no tensor `step1.inputs.z`"), "{unknown}");
+        let kind = init
+            .int_input_at::<2>(1, "x", &device)
+            .unwrap_err()
+            .to_string();
+        assert!(kind.contains("is a float tensor"), "{kind}");
     }
 }

@@ -2,12 +2,17 @@
 //! Linear, Adam (lr 0.01), written the way rust/README.md tells a user to port a model.
 //!
 //! ```text
-//! cnn --init INIT -o OUT [--steps N] [--bug bn-eps|bn-momentum]
+//! cnn --init INIT -o OUT [--steps N] [--bug bn-eps|bn-momentum|first-batch]
 //! ```
+//!
+//! Each step trains on its own batch from the init file (`InitFile::float_input_at`), which is
+//! the one batch of every step when the PyTorch side fed one, and step k's when it fed a batch
+//! per step.
 //!
 //! `--bug` builds one layer wrong on purpose, to show the comparison naming that layer:
 //! `bn-eps` gives BatchNorm an epsilon of 1e-3 (PyTorch's is 1e-5), `bn-momentum` a running-
-//! statistics momentum of 0.9 (TensorFlow's convention for PyTorch's 0.1).
+//! statistics momentum of 0.9 (TensorFlow's convention for PyTorch's 0.1). `first-batch` reads
+//! step 0's batch once and trains every step on it, the port a data loader's loop needs not to be.
 
 use std::error::Error;
 
@@ -38,7 +43,12 @@ impl Cnn {
             None => {}
             Some("bn-eps") => bn = bn.with_epsilon(1e-3),
             Some("bn-momentum") => bn = bn.with_momentum(0.9),
-            Some(other) => return Err(format!("--bug {other}: expected bn-eps or bn-momentum")),
+            Some("first-batch") => {}
+            Some(other) => {
+                return Err(format!(
+                    "--bug {other}: expected bn-eps, bn-momentum or first-batch"
+                ));
+            }
         }
         Ok(Self {
             // No bias before a training-mode BatchNorm, as in the PyTorch model: it cancels.
@@ -77,8 +87,14 @@ fn run(mut args: PortArgs) -> Result<(), Box<dyn Error>> {
     let device = Device::default().autodiff();
     let init = InitFile::read(&args.init)?;
     let mut model = init.load_module(Cnn::new(&device, bug.as_deref())?)?;
-    let x = init.float_input::<4>("x", &device)?;
-    let y = init.int_input::<1>("y", &device)?;
+    // `--bug first-batch` reads step 0's batch for every step, as a port written for one batch does.
+    let step_of = |step: usize| {
+        if bug.as_deref() == Some("first-batch") {
+            0
+        } else {
+            step
+        }
+    };
     let ce = CrossEntropyLossConfig::new().init(&device);
     let spec = OptimizerSpec::adam(LR);
     let mut optim = spec.init();
@@ -87,12 +103,14 @@ fn run(mut args: PortArgs) -> Result<(), Box<dyn Error>> {
 
     burnside_trace::step_done(0, args.steps);
     for step in 0..args.steps {
+        let x = init.float_input_at::<4>(step_of(step), "x", &device)?;
+        let y = init.int_input_at::<1>(step_of(step), "y", &device)?;
         recorder.input(step, "x", x.to_data())?;
         recorder.input(step, "y", y.to_data())?;
         recorder.params_before(step, &model)?;
-        let logits = model.forward(x.clone(), recorder.tap(step))?;
+        let logits = model.forward(x, recorder.tap(step))?;
         recorder.logits(step, &logits)?;
-        let loss = ce.forward(logits, y.clone());
+        let loss = ce.forward(logits, y);
         recorder.loss(step, &loss)?;
         losses.push(loss.clone().into_scalar::<f32>());
         let grads = GradientsParams::from_grads(loss.backward(), &model);
@@ -102,6 +120,12 @@ fn run(mut args: PortArgs) -> Result<(), Box<dyn Error>> {
         recorder.optim(step, &model, &optim)?;
         burnside_trace::step_done(step + 1, args.steps);
     }
+    // PyTorch's loss after training is that of the last step's batch
+    let last = step_of(args.steps - 1);
+    let (x, y) = (
+        init.float_input_at::<4>(last, "x", &device)?,
+        init.int_input_at::<1>(last, "y", &device)?,
+    );
     let loss_after = ce.forward(model.forward(x, Tap::off())?, y);
     recorder.loss_after(args.steps - 1, &loss_after)?;
     recorder.write(&args.out)?;

@@ -5,8 +5,8 @@ The contract with the port's binary (rust/README.md, `burnside check --help`):
     BIN --init INIT -o OUT [ARGS...]
 
 INIT is an init file (`burnside.format = init`: `params.{path}` in PyTorch layout,
-`inputs.{name}`), made here from the PyTorch trace's `step0.params_before.*` and
-`step0.inputs.*`. The port loads it with `burnside_trace::InitFile` (which transposes Linear
+`inputs.{name}` step 0's batch, `step{k}.inputs.{name}` step k's where the batches differ),
+made here from the PyTorch trace's `step0.params_before.*` and `step{k}.inputs.*`. The port loads it with `burnside_trace::InitFile` (which transposes Linear
 weights into burn's layout), trains with the same steps and optimizer, records every stage
 with `burnside_trace::TraceRecorder`, and writes OUT. `rust/train-step` is a complete example.
 """
@@ -23,20 +23,28 @@ from burnside.burn.binary import run_binary
 from burnside.burn.cargo import build
 from burnside.errors import BurnsideError
 from burnside.trace import Trace, open_trace, write_trace
+from burnside.trace.init_batches import batch_tensors
 
 if TYPE_CHECKING:
     from burnside.progress import StepProgress
 
 
 def init_from_trace(trace: Trace, path: Path) -> Path:
-    """The starting point of ``trace`` (its step 0 inputs and params_before) as an init file."""
+    """The starting point of ``trace`` (its params_before at step 0 and the batch of every step) as an init file.
+
+    Step 0's batch is `inputs.{name}`; when the trace feeds a different batch at some step,
+    every step k >= 1 also gets `step{k}.inputs.{name}` (`InitFile::float_input_at(k, ..)`).
+    """
     params = [n.removeprefix("step0.params_before.") for n in trace.names if n.startswith("step0.params_before.")]
     inputs = [n.removeprefix("step0.inputs.") for n in trace.names if n.startswith("step0.inputs.")]
     if not params or not inputs:
         raise BurnsideError(f"{trace.path}: has no step0.params_before.* or step0.inputs.*, so there is no "
                             "starting point to hand to the burn port")
     tensors = {f"params.{p}": np.array(trace.array(f"step0.params_before.{p}")) for p in params}
-    tensors |= {f"inputs.{n}": np.array(trace.array(f"step0.inputs.{n}")) for n in inputs}
+    present = set(trace.names)
+    batches = [{n: np.array(trace.array(f"step{k}.inputs.{n}")) for n in inputs if f"step{k}.inputs.{n}" in present}
+               for k in range(trace.metadata["steps"])]
+    tensors |= batch_tensors(batches)
     return write_trace(path, tensors, {"params": params, "inputs": inputs}, kind="init")
 
 

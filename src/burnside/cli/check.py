@@ -29,8 +29,8 @@ def check(torch_trace, burn_crate, bin_name, out_dir, tol, rtol, ulps, tolerance
           plot, junit, report, args) -> None:
     """Build a burn port, run it as `BIN --init INIT -o OUT [ARGS]`, compare its trace with PyTorch's.
 
-    The port loads INIT (the PyTorch trace's starting point) with burnside_trace::InitFile and
-    records its steps with burnside_trace::TraceRecorder into OUT; see rust/README.md. Arguments
+    The port loads INIT (the PyTorch trace's starting point, and its batch of every step where they
+    differ) with burnside_trace::InitFile and records its steps with burnside_trace::TraceRecorder into OUT; see rust/README.md. Arguments
     after `--` go to the binary. Record the float64 reference of the same loop with
     burnside.reference.record_reference and pass it with --reference to tell noise from bugs.
     """

@@ -24,6 +24,7 @@ from burnside.compare.tolerance import Tolerance, Tolerances
 from burnside.errors import TraceError
 from burnside.trace import TensorInfo, Trace, parse_name
 from burnside.trace.dtypes import STORAGE
+from burnside.trace.init_batches import same_bits
 
 if TYPE_CHECKING:
     from burnside.progress import TensorProgress
@@ -80,6 +81,18 @@ class StructureProblem:
                 "the burn recorder must write PyTorch's [out, in]")
 
 
+@dataclass(frozen=True)
+class RepeatedBatch:
+    """One side trained on step 0's batch again at steps where the other fed a different batch.
+
+    The usual cause is a port that reads the init file's first batch once, before its loop,
+    while the PyTorch loop drew a batch per step (a data loader, a replay buffer).
+    """
+
+    side: str  # "a" or "b": the side that repeated step 0's batch
+    steps: tuple[int, ...]
+
+
 @dataclass
 class Comparison:
     """The result of comparing trace A (usually PyTorch) with trace B (usually burn).
@@ -105,6 +118,8 @@ class Comparison:
     zero_gradients: list[ZeroGradient] = field(default_factory=list)
     #: the settings of the layer at the first divergence, measured on each side (BatchNorm, LayerNorm, GELU)
     layer: LayerForensics | None = None
+    #: one side fed step 0's batch again where the other fed another (D006 says which steps)
+    repeated_batch: RepeatedBatch | None = None
 
     def side_name(self, side: str) -> str:
         """`B (burn)` for "b"."""
@@ -234,6 +249,9 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
     (`burnside.progress.Progress.tensors` draws it).
     """
     tolerances = tolerances or Tolerances()
+    for side, trace in (("A", a), ("B", b)):
+        refuse_reference(trace, f"a side to compare ({side})",
+                         "pass it as --reference and give A and B the two sides' traces")
     names_a, names_b = set(a.names), set(b.names)
 
     def selected(name: str) -> bool:
@@ -297,8 +315,58 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
     if judge is not None:
         comparison.framework_differences = judge.differences
         comparison.zero_gradients = list(judge.zero_gradients.values())
+    comparison.repeated_batch = _repeated_batch(a, b, comparison.start_mismatch)
     first = comparison.first_divergence
     if first is not None:
         # one layer at one step, while the traces are still open (the rules see only the summaries)
         comparison.layer = measure_layer(a, b, first.name)
     return comparison
+
+
+def refuse_reference(trace: Trace, role: str, fix: str) -> None:
+    """Raise TraceError when ``trace`` is a float64 reference given where ``role`` belongs.
+
+    A reference (`burnside.reference.record_reference`, metadata `reference = float64`) is a
+    trace in the same format, so it opens as one; as a side it would hand a port float64
+    weights or be compared as if a framework had computed it.
+    """
+    if trace.metadata.get("reference") == "float64":
+        raise TraceError(f"{trace.path} is a float64 reference (burnside.reference.record_reference), "
+                         f"not {role}: {fix}")
+
+
+def _repeated_batch(a: Trace, b: Trace, mismatched: list[TensorRow]) -> RepeatedBatch | None:
+    """The side that fed step 0's batch again at the steps whose inputs differ, if one side did."""
+    steps = sorted({p.step for p in (parse_name(r.name) for r in mismatched)
+                    if p is not None and p.stage == "inputs" and p.step > 0})
+    if not steps:
+        return None
+    def inputs(trace: Trace) -> dict[int, list[str]]:
+        by_step: dict[int, list[str]] = {}
+        for n in trace.names:
+            parsed = parse_name(n)
+            if parsed is not None and parsed.stage == "inputs":
+                by_step.setdefault(parsed.step, []).append(n)
+        return by_step
+
+    by_trace = {id(a): inputs(a), id(b): inputs(b)}
+
+    def reuses_first(trace: Trace, step: int) -> bool:
+        present = by_trace[id(trace)]
+        names, firsts = present.get(step, []), set(present.get(0, []))
+        pairs = [(n, "step0." + n.split(".", 1)[1]) for n in names]
+        return bool(pairs) and all(first in firsts and _bits_equal(trace, n, first) for n, first in pairs)
+
+    for side, own, other in (("b", b, a), ("a", a, b)):
+        repeated = tuple(k for k in steps if reuses_first(own, k) and not reuses_first(other, k))
+        if repeated:
+            return RepeatedBatch(side, repeated)
+    return None
+
+
+def _bits_equal(trace: Trace, name: str, other: str) -> bool:
+    try:
+        return same_bits(np.asarray(trace.array(name)), np.asarray(trace.array(other)))
+    finally:
+        trace.release(name)
+        trace.release(other)

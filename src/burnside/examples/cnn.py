@@ -51,14 +51,23 @@ def model_and_batch() -> tuple[Cnn, dict[str, torch.Tensor]]:
     return model, {"x": x, "y": y}
 
 
-def record_torch(path: Path, *, steps: int, reference: bool = False, progress: StepProgress | None = None) -> Path:
-    """Train ``steps`` Adam steps on one batch and write the trace to ``path``; with ``reference``, the
-    same training in float64 from the same start (the referee of `compare --reference`); ``progress`` is
-    told the steps done."""
+def model_and_batches(steps: int) -> tuple[Cnn, list[dict[str, torch.Tensor]]]:
+    """The model and a batch per step, as a data loader gives them: step 0's is `model_and_batch`'s,
+    the others drawn after it from the same seed."""
+    model, first = model_and_batch()
+    rest = [{"x": torch.randn(8, 2, 8, 8), "y": torch.randint(0, 3, (8,))} for _ in range(steps - 1)]
+    return model, [first, *rest]
+
+
+def record_torch(path: Path, *, steps: int, reference: bool = False, progress: StepProgress | None = None,
+                 per_step: bool = False) -> Path:
+    """Train ``steps`` Adam steps on one batch (``per_step``: a new batch each step) and write the trace to
+    ``path``; with ``reference``, the same training in float64 from the same start (the referee of
+    `compare --reference`); ``progress`` is told the steps done."""
     from burnside.reference import record_reference
     from burnside.torch import record
 
-    model, batch = model_and_batch()
+    model, batches = model_and_batches(steps) if per_step else model_and_batch()
     optimizer = torch.optim.Adam(model.parameters(), lr=LR)
-    return (record_reference if reference else record)(model, optimizer, batch, path, steps=steps,
+    return (record_reference if reference else record)(model, optimizer, batches, path, steps=steps,
                                                        metadata={"model": "cnn"}, progress=progress)

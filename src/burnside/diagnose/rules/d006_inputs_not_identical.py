@@ -2,7 +2,10 @@
 
 ## What it does
 Finds inputs (`step{k}.inputs.*`) and initial parameters (`step0.params_before.*`)
-that differ between the sides by even one bit.
+that differ between the sides by even one bit. Where one side fed a different batch at
+step k and the other fed step 0's batch again (a port that reads the init file's first
+batch once while the PyTorch loop draws one per step), it says so and names the reader of
+step k's batch, `InitFile::float_input_at(k, ..)`.
 
 ## Why is this bad?
 The comparison of outputs is only a measure of the computation when both sides start
@@ -25,6 +28,7 @@ let x: Vec<f32> = (0..16).map(|k| (0.1 * k as f64 - 0.5) as f32).collect();
 from __future__ import annotations
 
 from burnside.compare import Comparison
+from burnside.compare.comparison import RepeatedBatch
 from burnside.diagnose.diagnosis import Diagnosis
 from burnside.rule import Severity
 
@@ -41,11 +45,48 @@ def check(comparison: Comparison) -> list[Diagnosis]:
         return []
     parts = [f"{comparison.display_name(r.name)}: {r.stats.differing} of {r.stats.n} differ{_how(r.stats)}"
              for r in rows]
+    repeated = comparison.repeated_batch
+    if repeated is not None:
+        return [_repeated(comparison, repeated, parts)]
     return [Diagnosis(
         ID, TITLE, "; ".join(parts),
         "compute inputs and weights in f64 and round to f32 once on both sides, or load the PyTorch "
         "side's init file (`burnside.torch.export_init`) with burnside-trace",
     )]
+
+
+def _repeated(comparison: Comparison, repeated: RepeatedBatch, parts: list[str]) -> Diagnosis:
+    """D006 for a side that trained on step 0's batch again where the other fed a new batch."""
+    feeder = "a" if repeated.side == "b" else "b"
+    fed, repeater = (comparison.a, comparison.b) if feeder == "a" else (comparison.b, comparison.a)
+    # "the PyTorch trace" only where it names one side: two PyTorch traces are told apart as A and B
+    mixed = fed.framework == "pytorch" and repeater.framework != "pytorch"
+    feeder_name = "the PyTorch trace" if mixed else comparison.side_name(feeder)
+    at = _steps(repeated.steps)
+    evidence = (f"{feeder_name} feeds a different batch at {at}; {comparison.side_name(repeated.side)} "
+                f"fed step 0's batch again there: " + "; ".join(parts))
+    k = repeated.steps[0]
+    if repeater.framework == "burn":
+        row = next(r for r in comparison.start_mismatch if r.name.startswith(f"step{k}.inputs."))
+        name = row.name.removeprefix(f"step{k}.inputs.")
+        reader = "int_input_at" if row.dtype == "I64" else "float_input_at"
+        fix = (f"read each step's batch inside the step loop with InitFile::{reader}(step, ..): for step {k}, "
+               f"`init.{reader}::<{len(row.shape)}>({k}, \"{name}\", &device)?`; the init file of "
+               "`burnside check` holds every step's batch (`step{k}.inputs.{name}`), and "
+               "`burnside.torch.export_init(model, batches, path)` writes them from the list of batches")
+    else:
+        fix = (f"feed {comparison.side_name(repeated.side)} the batch of each step, as {feeder_name} does "
+               f"(step {k}'s is `step{k}.inputs.*` in {feeder_name})")
+    return Diagnosis(ID, TITLE, evidence, fix)
+
+
+def _steps(steps: tuple[int, ...]) -> str:
+    """`step 1`, `steps 1 and 3`, `steps 1 to 4`."""
+    if len(steps) == 1:
+        return f"step {steps[0]}"
+    if len(steps) > 2 and steps == tuple(range(steps[0], steps[-1] + 1)):
+        return f"steps {steps[0]} to {steps[-1]}"
+    return "steps " + ", ".join(map(str, steps[:-1])) + f" and {steps[-1]}"
 
 
 def _how(stats) -> str:
