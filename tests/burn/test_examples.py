@@ -205,6 +205,11 @@ def test_with_the_float64_reference_the_attention_port_passes(programs, tmp_path
     assert not bug["passed"] and bug["first_divergence"] == "step0.activations.attn"
     (d010,) = [d for d in bug["diagnosis"] if d["rule"] == "D010"]
     assert "`.with_dropout(0.0)`" in d010["fix"]
+    # the warmup schedule left out: both sides say what each step's rate was, and they differ
+    flat = _run_json("attention", tmp_path, "--bug", "no-warmup")
+    assert not flat["passed"] and flat["first_divergence"] == "step0.params_after.emb.weight"
+    (d005,) = [d for d in flat["diagnosis"] if d["rule"] == "D005"]
+    assert d005["evidence"] == "lr_per_step: pytorch [0.005, 0.01, 0.01, 0.01], burn none"
 
 
 def test_with_the_float64_reference_the_transformer_passes_at_the_default_tolerance(programs, tmp_path):
