@@ -464,6 +464,14 @@ mod tests {
         );
     }
 
+    /// (PyTorch name, shape) of each recorded value, in order.
+    fn torch_shapes(values: &[(ParamEntry, HostTensor)]) -> Vec<(&str, Vec<usize>)> {
+        values
+            .iter()
+            .map(|(e, v)| (e.torch.as_str(), v.shape.clone()))
+            .collect()
+    }
+
     #[derive(Module, Debug)]
     struct Recurrent {
         gru: burn::nn::Gru,
@@ -482,10 +490,7 @@ mod tests {
         let device = Device::default();
         let rnn = recurrent(&device);
         let values = param_values(&rnn, &TorchNames::new()).unwrap();
-        let shapes: Vec<(&str, Vec<usize>)> = values
-            .iter()
-            .map(|(e, v)| (e.torch.as_str(), v.shape.clone()))
-            .collect();
+        let shapes = torch_shapes(&values);
         let mut expect = vec![
             ("gru.weight_ih_l0", vec![12, 3]),
             ("gru.bias_ih_l0", vec![12]),
@@ -560,10 +565,7 @@ mod tests {
             attn: burn::nn::attention::MultiHeadAttentionConfig::new(4, 2).init(&device),
         };
         let values = param_values(&encoder, &TorchNames::new()).unwrap();
-        let shapes: Vec<(&str, Vec<usize>)> = values
-            .iter()
-            .map(|(e, v)| (e.torch.as_str(), v.shape.clone()))
-            .collect();
+        let shapes = torch_shapes(&values);
         assert_eq!(
             shapes,
             vec![
@@ -600,10 +602,7 @@ mod tests {
             .rename(r"^rnn\.(\d+)\.(\w+)_l0$", "rnn.${2}_l$1")
             .unwrap();
         let values = param_values(&stacked, &names).unwrap();
-        let shapes: Vec<(&str, Vec<usize>)> = values
-            .iter()
-            .map(|(e, v)| (e.torch.as_str(), v.shape.clone()))
-            .collect();
+        let shapes = torch_shapes(&values);
         assert_eq!(
             shapes,
             vec![
