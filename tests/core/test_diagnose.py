@@ -180,3 +180,22 @@ def test_a_forward_that_differs_between_two_recorded_layers_is_named_there(tmp_p
     assert "D010" in found, sorted(found)
     assert "while the layer before it, emb, agrees" in found["D010"].evidence
     assert "something else between emb and fc1 (fc1 (Linear))" in found["D010"].evidence
+
+
+def test_burns_adamw_epsilon_is_measured_under_decoupled_weight_decay(tmp_path):
+    """`AdamWConfig::new()` (epsilon 1e-5) with weight decay, recorded as PyTorch's AdamW (1e-8): the step-0 fit
+    takes the decay off the update first, so the epsilon is measured and named, not "no setting explains it"."""
+    x, y = a1_data()
+
+    def run(path, eps):
+        model = a1_model()
+        opt = torch.optim.AdamW(model.parameters(), lr=0.003, weight_decay=0.05, eps=eps)
+        return open_trace(record(model, opt, {"x": x, "y": y}, path, steps=2))
+
+    torch_side = run(tmp_path / "a.safetensors", 1e-8)
+    burn = run(tmp_path / "b.safetensors", 1e-5)
+    claims = write_trace(tmp_path / "claims.safetensors", {n: np.asarray(burn.array(n)) for n in burn.names},
+                         {**burn.metadata, "framework": "burn", "optimizer": {**burn.optimizer, "eps": 1e-8}})
+    found = {d.rule: d for d in diagnose(compare_traces(torch_side, open_trace(claims)))}
+    assert "D009" in found, sorted(found)
+    assert "the trace says eps 1e-08; its updates show 1.00" in found["D009"].evidence

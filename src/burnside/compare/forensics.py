@@ -255,12 +255,12 @@ def _replay_adam(trace, config, name, k, p, before, after, grad, lr, wd, fits) -
     if k == 0:
         fits.setdefault("beta1", []).append(np.stack([d.ravel(), m.ravel()], axis=1))
         fits.setdefault("beta2", []).append(np.stack([(d * d).ravel(), v.ravel()], axis=1))
-        delta = (after - before).ravel()
-        if not decoupled or wd == 0:
-            # at step 0 the bias-corrected moments are d and d^2 whatever the betas
-            keep = (delta != 0) & (d.ravel() != 0)
-            fits.setdefault("eps_x", []).append(np.abs(d.ravel()[keep]))
-            fits.setdefault("eps_y", []).append(np.abs(d.ravel()[keep] / delta[keep]))
+        # AdamW decays the parameter first, by the declared lr * weight decay: what is left is Adam's step
+        delta = (after - before * (1 - lr * wd) if decoupled else after - before).ravel()
+        # at step 0 the bias-corrected moments are d and d^2 whatever the betas
+        keep = (delta != 0) & (d.ravel() != 0)
+        fits.setdefault("eps_x", []).append(np.abs(d.ravel()[keep]))
+        fits.setdefault("eps_y", []).append(np.abs(d.ravel()[keep] / delta[keep]))
     expected_m = (1 - b1) * d if pm is None else b1 * pm + (1 - b1) * d
     expected_v = (1 - b2) * d * d if pv is None else b2 * pv + (1 - b2) * d * d
     for slot, actual, expected in (("exp_avg", m, expected_m), ("exp_avg_sq", v, expected_v)):
