@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from burnside.errors import BurnsideError
-from burnside.torch import optimizer_kind, record, same_step
+from burnside.torch import active_dropouts, optimizer_kind, record, same_step
 
 if TYPE_CHECKING:
     from burnside.progress import StepProgress
@@ -186,16 +186,13 @@ def _check_rerunnable(optimizer: torch.optim.Optimizer) -> None:
 
 def _check_no_dropout(model: nn.Module) -> None:
     """Refuse a model whose dropout is on: the float64 re-run would draw other masks than the trace's run."""
-    active = [f"{name} (p={module.p:g})" for name, module in model.named_modules()
-              if isinstance(module, nn.modules.dropout._DropoutNd) and module.training and module.p > 0]
-    active += [f"{name} (attention dropout {module.dropout:g})" for name, module in model.named_modules()
-               if isinstance(module, nn.MultiheadAttention) and module.training and module.dropout > 0]
+    active = active_dropouts(model)
     if active:
         shown = ", ".join(active[:4]) + (f" and {len(active) - 4} more" if len(active) > 4 else "")
         raise BurnsideError(
             f"the model's dropout is on ({shown}): its masks are random numbers a float64 re-run draws anew, so no "
-            "reference can judge it; record the trace and the reference with dropout=False, and build the burn "
-            "model's dropout with probability 0 for the check")
+            "reference can judge it; record the trace and the reference with dropout off (the default), and build "
+            "the burn model's dropout with probability 0 for the check")
 
 
 def has_burn_adam_variant(optimizer: torch.optim.Optimizer) -> bool:
@@ -217,7 +214,7 @@ def record_reference(
     metadata: Mapping[str, object] | None = None,
     variants: bool = True,
     clip_grad_norm: float | None = None,
-    dropout: bool = True,
+    dropout: bool = False,
     lr_schedule: Callable[[torch.optim.Optimizer], object] | None = None,
     progress: StepProgress | None = None,
 ) -> Path:
@@ -241,8 +238,8 @@ def record_reference(
     extra = {"forward": forward} if forward is not None else {}
     if clip_grad_norm is not None:
         extra["clip_grad_norm"] = clip_grad_norm
-    if not dropout:
-        extra["dropout"] = False
+    if dropout:
+        extra["dropout"] = True
     if lr_schedule is not None:
         extra["lr_schedule"] = lr_schedule
     found: dict[str, str] = {}

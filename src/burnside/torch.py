@@ -157,6 +157,14 @@ class _Activations:
             handle.remove()
 
 
+def active_dropouts(model: nn.Module) -> list[str]:
+    """The dropouts of ``model`` that are on: `drop (p=0.1)`, `attn (attention dropout 0.1)`."""
+    found = [f"{name} (p={module.p:g})" for name, module in model.named_modules()
+             if isinstance(module, nn.modules.dropout._DropoutNd) and module.training and module.p > 0]
+    return found + [f"{name} (attention dropout {module.dropout:g})" for name, module in model.named_modules()
+                    if isinstance(module, nn.MultiheadAttention) and module.training and module.dropout > 0]
+
+
 def _dropout_off(model: nn.Module) -> list[Callable[[], None]]:
     """Turn every dropout of ``model`` off; the returned calls turn each back as it was."""
     undo: list[Callable[[], None]] = []
@@ -187,7 +195,7 @@ def record(
     metadata: Mapping[str, object] | None = None,
     activations: bool = True,
     clip_grad_norm: float | None = None,
-    dropout: bool = True,
+    dropout: bool = False,
     lr_schedule: Callable[[torch.optim.Optimizer], object] | None = None,
     progress: StepProgress | None = None,
 ) -> Path:
@@ -202,10 +210,11 @@ def record(
     ``clip_grad_norm`` clips as ``torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)``
     between ``backward`` and ``optimizer.step()``; the trace's gradients are what ``backward`` gave
     (before clipping), and its optimizer metadata says ``clip_grad_norm``.
-    ``dropout=False`` records with every dropout off (`nn.Dropout*` modules in eval mode, the attention
-    dropout of `nn.MultiheadAttention` at 0, for the recording only; metadata ``dropout: off``): a
-    dropout mask is drawn from each framework's own random numbers and can never match, so a parity
-    check compares the loop with dropout off on both sides.
+    Dropout is off while recording, unless ``dropout=True`` (`nn.Dropout*` modules in eval mode, the
+    attention dropout of `nn.MultiheadAttention` at 0, restored afterwards; metadata ``dropout: off``,
+    or ``on: ...`` listing the dropouts left on): a dropout mask is drawn from each framework's own
+    random numbers and can never match, so a parity check compares the loop with dropout off on both
+    sides (the burn side builds its dropouts with probability 0).
     ``lr_schedule(optimizer)`` makes the loop's learning-rate scheduler (e.g.
     ``lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, warmup)``), stepped after each optimizer step;
     the optimizer metadata then lists the learning rate each step used (``lr_per_step``). Pass the
@@ -232,6 +241,7 @@ def record(
         config["lr"] = float(base_lrs[0])  # the optimizer's own lr, which the schedule scales
     lrs: list[float] = []
     hooks = _Activations(model) if activations else None
+    active = active_dropouts(model)
     restore = [] if dropout else _dropout_off(model)
     if progress is not None:
         progress(0, steps)
@@ -306,8 +316,8 @@ def record(
         "loss_fn": getattr(loss_fn, "__name__", type(loss_fn).__name__),
         "recorder": f"burnside {__version__}",
     }
-    if not dropout:
-        meta["dropout"] = "off"
+    if active:
+        meta["dropout"] = f"on: {', '.join(active)}" if dropout else "off"
     buffers = [name for name, _ in model.named_buffers()]
     if buffers:
         meta["buffers"] = buffers
@@ -318,4 +328,4 @@ def record(
     return write_trace(Path(path), tensors, meta)
 
 
-__all__ = ["export_init", "optimizer_config", "optimizer_kind", "record"]
+__all__ = ["active_dropouts", "export_init", "optimizer_config", "optimizer_kind", "record"]

@@ -1,8 +1,10 @@
 """Dropout: a random mask per framework, so a parity check runs with it off; the recorder turns it off for the
-recording only, the reference refuses a model whose dropout is on, and a dropout that differs is named (D013)."""
+recording only (unless asked not to), the reference refuses dropout that is on, and a dropout where the two
+sides part is named (D013)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -11,7 +13,7 @@ from burnside.diagnose import diagnose
 from burnside.errors import BurnsideError
 from burnside.reference import record_reference
 from burnside.torch import record
-from burnside.trace import open_trace
+from burnside.trace import open_trace, write_trace
 
 
 class _Net(torch.nn.Module):
@@ -34,27 +36,39 @@ def _record(path, mask_seed: int, **kwargs):
         model, torch.optim.SGD(model.parameters(), lr=0.1), batch, path, steps=2, **kwargs)
 
 
-def test_dropout_off_is_for_the_recording_only_and_makes_runs_repeatable(tmp_path):
-    model, one = _record(tmp_path / "one.safetensors", 1, dropout=False)
+def test_dropout_is_off_for_the_recording_only_and_runs_repeat(tmp_path):
+    model, one = _record(tmp_path / "one.safetensors", 1)
     assert model.drop.training and model.attn.dropout == 0.5, "restored after the recording"
-    _, two = _record(tmp_path / "two.safetensors", 2, dropout=False)
+    _, two = _record(tmp_path / "two.safetensors", 2)
     assert open_trace(one).metadata["dropout"] == "off"
     assert compare_traces(open_trace(one), open_trace(two)).passed, "no random mask left: other seeds agree"
+    _, on = _record(tmp_path / "on.safetensors", 1, dropout=True)
+    assert open_trace(on).metadata["dropout"] == "on: drop (p=0.5), attn (attention dropout 0.5)"
 
 
 def test_the_reference_refuses_dropout_that_is_on(tmp_path):
     with pytest.raises(BurnsideError, match=r"dropout is on \(drop \(p=0.5\), attn \(attention dropout 0.5\)\)"):
-        _record(tmp_path / "r.safetensors", 1, reference=True)
+        _record(tmp_path / "r.safetensors", 1, reference=True, dropout=True)
     assert not (tmp_path / "r.safetensors").exists()
-    _record(tmp_path / "r.safetensors", 1, reference=True, dropout=False)
+    _record(tmp_path / "r.safetensors", 1, reference=True)
 
 
-def test_two_masks_are_named_as_dropout_not_as_a_forward_that_computes_otherwise(tmp_path):
-    _, a = _record(tmp_path / "a.safetensors", 1)
-    _, b = _record(tmp_path / "b.safetensors", 2)
-    comparison = compare_traces(open_trace(a), open_trace(b))
+def test_a_side_with_its_dropout_on_is_named_not_blamed_on_the_forward(tmp_path):
+    # the PyTorch side recorded with dropout on, the port's off: named at whatever forward row parts first
+    _, on = _record(tmp_path / "on.safetensors", 1, dropout=True)
+    _, off = _record(tmp_path / "off.safetensors", 2)
+    found = {d.rule: d for d in diagnose(compare_traces(open_trace(on), open_trace(off)))}
+    assert "D013" in found and "D010" not in found, sorted(found)
+    assert found["D013"].evidence.startswith("A (pytorch) was recorded with its dropout on (drop (p=0.5), attn")
+    assert "drop `dropout=True`" in found["D013"].fix
+    # the port's dropout on (a burn trace says nothing of dropout): named at the dropout layer itself
+    port = open_trace(on)
+    relabeled = write_trace(tmp_path / "port.safetensors", {n: np.asarray(port.array(n)) for n in port.names},
+                            {k: v for k, v in port.metadata.items() if k != "dropout"} | {"framework": "burn"})
+    comparison = compare_traces(open_trace(off), open_trace(relabeled))
     assert comparison.first_divergence.name == "step0.activations.drop"
     found = {d.rule: d for d in diagnose(comparison)}
     assert "D013" in found and "D010" not in found, sorted(found)
     assert "while its input, step0.activations.fc1, agrees" in found["D013"].evidence
-    assert "record(..., dropout=False)" in found["D013"].fix and "DropoutConfig::new(0.0)" in found["D013"].fix
+    assert "the PyTorch side was recorded with dropout off, so the other side's dropout is on" in found["D013"].evidence
+    assert "DropoutConfig::new(0.0)" in found["D013"].fix

@@ -3,8 +3,9 @@
 ## What it does
 When the first divergence is the output of a dropout layer (the PyTorch module's class is
 `Dropout`, `Dropout1d/2d/3d`, `AlphaDropout` or `FeatureAlphaDropout`) and the layer
-recorded before it agrees, says that the difference is the dropout's random mask, and how
-to compare with dropout off.
+recorded before it agrees, or a forward row of a comparison where a trace says it was
+recorded with dropout on (`record(..., dropout=True)`: metadata `dropout: on: ...`), says
+that the difference is the dropout's random mask, and how to compare with dropout off.
 
 ## Why is this bad?
 In training mode a dropout layer zeroes a random subset of its input, drawn from the
@@ -22,7 +23,7 @@ let drop = DropoutConfig::new(0.1).init(); // PyTorch: nn.Dropout(0.1), recorded
 ## Use instead
 ```rust
 let drop = DropoutConfig::new(0.0).init(); // for the parity check: dropout off on both sides,
-// and the PyTorch side recorded with burnside.torch.record(..., dropout=False)
+// and the PyTorch side recorded with burnside.torch.record's default: dropout off
 ```
 """
 
@@ -42,24 +43,50 @@ SEVERITY = Severity.ERROR
 DROPOUT = ("Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout")
 
 
+def recorded_with_dropout(comparison: Comparison) -> list[tuple[str, str]]:
+    """(side, its dropouts) for each side whose trace says it was recorded with dropout on."""
+    found = []
+    for side, summary in (("a", comparison.a), ("b", comparison.b)):
+        said = summary.metadata.get("dropout")
+        if isinstance(said, str) and said.startswith("on"):
+            found.append((side, said.removeprefix("on").lstrip(": ")))
+    return found
+
+
 def is_dropout_divergence(comparison: Comparison) -> bool:
-    """Whether the first divergence is a dropout layer's output whose input agrees."""
+    """Whether the first divergence is a dropout layer's output whose input agrees, or a forward row of a
+    comparison where a side was recorded with dropout on."""
     first = comparison.first_divergence
     parsed = parse_name(first.name) if first is not None else None
-    if parsed is None or parsed.stage != "activations":
+    if parsed is None or parsed.stage not in ("activations", "logits", "loss"):
+        return False
+    if recorded_with_dropout(comparison):
+        return True
+    if parsed.stage != "activations":
         return False
     kind, before = comparison.layer_of(first)
     return kind in DROPOUT and (before is None or before.passed)
 
 
 def check(comparison: Comparison) -> list[Diagnosis]:
-    """A diagnosis when the first divergence is a dropout layer's output."""
+    """A diagnosis when the first divergence is a dropout layer's output, or a side ran with dropout on."""
     if not is_dropout_divergence(comparison):
         return []
     first = comparison.first_divergence
+    on = recorded_with_dropout(comparison)
+    if on:
+        side, dropouts = on[0]
+        return [Diagnosis(
+            ID, TITLE,
+            f"{comparison.side_name(side)} was recorded with its dropout on ({dropouts}), and the forward parts at "
+            f"{first.name}: a dropout in training mode zeroes a random subset drawn from each framework's own random "
+            "numbers, which never match",
+            "record with dropout off, `burnside.torch.record(...)` and `record_reference(...)`'s default (drop "
+            "`dropout=True`), and build the burn model's dropouts with probability 0 (`DropoutConfig::new(0.0)`, "
+            "`MultiHeadAttentionConfig::with_dropout(0.0)`)")]
     kind, before = comparison.layer_of(first)
     module = parse_name(first.name).rest
-    torch_off = any(side.metadata.get("dropout") == "off" for side in (comparison.a, comparison.b))
+    torch_off = any(side.metadata.get("dropout") == "off" for side in (comparison.a, comparison.b))  # ours is on
     evidence = (f"{first.name} ({kind}) differs (max|diff|={first.stats.max_abs:.3g}, {first.stats.differing} of "
                 f"{first.stats.n} elements) while "
                 + (f"its input, {before.name}, agrees" if before is not None else "the step's inputs agree")
@@ -69,6 +96,6 @@ def check(comparison: Comparison) -> list[Diagnosis]:
                    if torch_off else ""))
     fix = (f"compare with dropout off on both sides: build the burn model's {module} with probability 0 "
            "(`DropoutConfig::new(0.0)`, and `MultiHeadAttentionConfig::with_dropout(0.0)`, whose default is 0.1) "
-           "and record the PyTorch side with `burnside.torch.record(..., dropout=False)` (and the reference with "
-           "`record_reference(..., dropout=False)`)")
+           "and record the PyTorch side with dropout off (`burnside.torch.record`'s and `record_reference`'s "
+           "default)")
     return [Diagnosis(ID, TITLE, evidence, fix)]
