@@ -156,3 +156,22 @@ def test_a_learning_rate_schedule_is_recorded_replayed_and_compared(tmp_path):
     assert d005.evidence == "lr_per_step: pytorch [0.00333333, 0.00666667, 0.01, 0.01], burn none"
     assert "recorder.lr(step, lr)" in d005.fix
     assert "lr_per_step" not in flat.optimizer
+
+
+def test_a_reference_of_another_loss_is_refused_by_its_first_value(tmp_path):
+    """Label smoothing (or class weights, a reduction) is not in the metadata: the first loss tells."""
+    smoothed = lambda logits, y: torch.nn.functional.cross_entropy(logits, y, label_smoothing=0.1)  # noqa: E731
+    smoothed.__name__ = "cross_entropy"
+
+    def run(path, loss_fn, reference=False):
+        model = a1_model()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        return (record_reference if reference else record)(model, opt, _batch(), path, steps=2, loss_fn=loss_fn)
+
+    a = run(tmp_path / "a.safetensors", smoothed)
+    plain = run(tmp_path / "r.safetensors", torch.nn.functional.cross_entropy, reference=True)
+    proc = run_cli("compare", str(a), str(a), "--reference", str(plain))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "its first loss is" in proc.stderr and "label smoothing" in proc.stderr
+    same = run(tmp_path / "s.safetensors", smoothed, reference=True)
+    assert run_cli("compare", str(a), str(a), "--reference", str(same)).returncode == 0

@@ -116,6 +116,8 @@ def check_start(trace: Trace, reference: Reference) -> None:
                 f"{x.size} elements (up to {worst:.3g}); record the reference from the same model, weights and "
                 "batches as the trace, before training (burnside.reference.record_reference), or leave out "
                 "--reference")
+    if trace.metadata.get("framework") == "pytorch":
+        _check_same_loss(trace, reference)
     reference.starts.add(trace.path.resolve())
 
 
@@ -140,6 +142,27 @@ def _check_same_loop(trace: Trace, reference: Reference) -> None:
     if isinstance(loss_a, str) and isinstance(loss_r, str) and loss_a != loss_r:
         raise TraceError(f"{reference.path} is not a reference of {trace.path}'s loop: its loss is {loss_r}, the "
                          f"trace's {loss_a}; record the reference with the same loss_fn, or leave out --reference")
+
+
+
+def _check_same_loss(trace: Trace, reference: Reference) -> None:
+    """The loss's options (label smoothing, class weights, a reduction) are not in the metadata; its first
+    value is: from the same start (checked before this), float32 and float64 agree on it far better."""
+    ref = reference.trace
+    first = "step0.loss"
+    if first in trace and first in ref and trace.info(first).n == 1 and ref.info(first).n == 1:
+        ours, theirs = float(trace.values(first).reshape(-1)[0]), float(ref.values(first).reshape(-1)[0])
+        # relative, with an absolute floor for a loss near zero, whose float32 value is mostly rounding
+        if math.isfinite(ours) and math.isfinite(theirs) and abs(ours - theirs) > _SAME_LOSS * abs(theirs) + 1e-6:
+            raise TraceError(
+                f"{reference.path} is not a reference of {trace.path}'s loop: its first loss is {theirs:.6g}, the "
+                f"trace's {ours:.6g} from the same start: another loss (label smoothing, class weights, reduction) or "
+                "forward; record the reference with the trace's loss_fn and forward, or leave out --reference")
+
+
+#: The relative gap between a trace's and its reference's first loss beyond which they are two losses: a
+#: float32 forward from the same start is within ~1e-6 of the float64 one (A1: 1.4e-7 relative).
+_SAME_LOSS = 1e-3
 
 
 def _same_setting(a: object, r: object) -> bool:
