@@ -199,3 +199,23 @@ def test_burns_adamw_epsilon_is_measured_under_decoupled_weight_decay(tmp_path):
     found = {d.rule: d for d in diagnose(compare_traces(torch_side, open_trace(claims)))}
     assert "D009" in found, sorted(found)
     assert "the trace says eps 1e-08; its updates show 1.00" in found["D009"].evidence
+
+
+def test_hundreds_of_tensors_on_one_side_only_do_not_bury_the_verdict(tmp_path):
+    from io import StringIO
+
+    from rich.console import Console
+
+    from burnside.report.table import render
+
+    a = record_torch(tmp_path / "a.safetensors", steps=30, optim="sgd")
+    trace = open_trace(a)
+    kept = {n: np.asarray(trace.array(n)) for n in trace.names if ".fc2." not in n}
+    b = write_trace(tmp_path / "b.safetensors", kept, {**trace.metadata, "framework": "burn"})
+    comparison = compare_traces(open_trace(a), open_trace(b))
+    assert len(comparison.only_in_a) > 100
+    out = StringIO()
+    render(comparison, diagnose(comparison), Console(file=out, width=200))
+    lines = out.getvalue().splitlines()
+    assert sum(line.startswith("only in A: step") for line in lines) == 12
+    assert f"only in A: {len(comparison.only_in_a) - 12} more (`--json` lists them all: only_in_a)" in lines

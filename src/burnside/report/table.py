@@ -105,6 +105,10 @@ def zero_gradient_lines(comparison: Comparison) -> list[str]:
 Line = tuple[str, str]
 
 
+#: Names listed per side under "only in A/B" before the rest are counted.
+_LISTED = 12
+
+
 def structure_lines(comparison: Comparison) -> list[Line]:
     """What stops the rows from measuring the port: a start that is not bit-identical, tensors named
     differently or only on one side, shapes and dtypes that differ."""
@@ -117,8 +121,12 @@ def structure_lines(comparison: Comparison) -> list[Line]:
     for a_name, b_name, count in rename_rules(pairs):
         lines.append((f"named differently: A {a_name} ↔ B {b_name}? ({count} tensors); record B's tensors "
                       "under A's names (a name mapping in the burn recorder)", "red"))
-    lines += [(f"only in A: {comparison.display_name(name)}", "red") for name in only_a]
-    lines += [(f"only in B: {comparison.display_name(name)}", "red") for name in only_b]
+    for side, names in (("A", only_a), ("B", only_b)):
+        # a few, then a count: hundreds of names (a module missing on every step) would bury the verdict
+        lines += [(f"only in {side}: {comparison.display_name(name)}", "red") for name in names[:_LISTED]]
+        if len(names) > _LISTED:
+            lines.append((f"only in {side}: {len(names) - _LISTED} more (`--json` lists them all: only_in_"
+                          f"{side.lower()})", "red"))
     for problem in comparison.structure:
         line = f"{problem.what} mismatch: {comparison.display_name(problem.name)}: A {problem.a}, B {problem.b}"
         lines.append((line + (f" ({problem.hint})" if problem.hint else ""), "red"))
