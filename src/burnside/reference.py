@@ -153,6 +153,10 @@ def _double_copy(model: nn.Module, optimizer: torch.optim.Optimizer, burn_adam: 
     double = copy.deepcopy(model).double()
     by_id = {id(p): name for name, p in model.named_parameters()}
     params = dict(double.named_parameters())
+    strangers = sum(id(p) not in by_id for group in optimizer.param_groups for p in group["params"])
+    if strangers:
+        raise BurnsideError(f"the optimizer holds {strangers} parameter(s) that are not the model's: build it on "
+                            "model.parameters() of the model given to record_reference")
     groups = [{"params": [params[by_id[id(p)]] for p in group["params"]],
                **{k: v for k, v in group.items() if k != "params"}} for group in optimizer.param_groups]
     if not burn_adam:

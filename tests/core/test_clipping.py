@@ -175,3 +175,10 @@ def test_a_reference_of_another_loss_is_refused_by_its_first_value(tmp_path):
     assert "its first loss is" in proc.stderr and "label smoothing" in proc.stderr
     same = run(tmp_path / "s.safetensors", smoothed, reference=True)
     assert run_cli("compare", str(a), str(a), "--reference", str(same)).returncode == 0
+
+
+def test_an_optimizer_of_another_models_parameters_is_one_clear_error(tmp_path):
+    other = a1_model()
+    with pytest.raises(BurnsideError, match=r"holds 4 parameter\(s\) that are not the model's"):
+        record_reference(a1_model(), torch.optim.SGD(other.parameters(), lr=0.1), _batch(), tmp_path / "r.safetensors",
+                         steps=1)
