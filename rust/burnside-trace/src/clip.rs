@@ -14,7 +14,7 @@ use burn::tensor::Tensor;
 /// recorder does), and apply it between `grads` and `optim.step`:
 ///
 /// ```no_run
-/// # fn port<M: burn::module::AutodiffModule>(model: M, grads: burn::optim::GradientsParams,
+/// # fn port<M: burn::module::Module>(model: M, grads: burn::optim::GradientsParams,
 /// #     recorder: &mut burnside_trace::TraceRecorder) -> Result<(), burnside_trace::TraceError> {
 /// use burnside_trace::ClipGradNorm;
 /// let clip = ClipGradNorm::new(1.0);
