@@ -55,10 +55,23 @@ def same_step(kind: type, base: type) -> bool:
     return inspect.unwrap(kind.step) is inspect.unwrap(base.step)
 
 
-def optimizer_config(optimizer: torch.optim.Optimizer) -> dict:
-    """The optimizer's full configuration as trace metadata (first param group)."""
-    group = optimizer.param_groups[0]
+def optimizer_config(optimizer: torch.optim.Optimizer, names: Mapping[int, str] | None = None) -> dict:
+    """The optimizer's full configuration as trace metadata: the first parameter group's settings and, with
+    more groups and ``names`` (id of a parameter -> its name), ``groups``: each group's parameters and the
+    settings where it differs from the first (docs/trace-format.md)."""
     kind = optimizer_kind(optimizer)
+    config = _group_config(kind, optimizer.param_groups[0])
+    if len(optimizer.param_groups) > 1:
+        config["param_groups"] = len(optimizer.param_groups)
+        if names is not None:
+            config["groups"] = [
+                {"params": [names[id(p)] for p in group["params"] if id(p) in names],
+                 **{k: v for k, v in _group_config(kind, group).items() if k != "name" and config.get(k) != v}}
+                for group in optimizer.param_groups]
+    return config
+
+
+def _group_config(kind: str, group: Mapping) -> dict:
     config: dict = {"lr": float(group["lr"])}
     if kind == "SGD":
         config = {"name": "sgd", **config, "momentum": float(group["momentum"]),
@@ -72,8 +85,6 @@ def optimizer_config(optimizer: torch.optim.Optimizer) -> dict:
     else:
         plain = {k: v for k, v in group.items() if k != "params" and isinstance(v, (int, float, bool, str))}
         config = {"name": kind.lower(), **plain}
-    if len(optimizer.param_groups) > 1:
-        config["param_groups"] = len(optimizer.param_groups)
     return config
 
 
@@ -235,7 +246,7 @@ def record(
     grads_len: list[int] = []
 
     scheduler = lr_schedule(optimizer) if lr_schedule is not None else None
-    config = optimizer_config(optimizer)  # before training: a schedule moves the group's lr
+    config = optimizer_config(optimizer, names_by_param)  # before training: a schedule moves the group's lr
     base_lrs = getattr(scheduler, "base_lrs", None)
     if base_lrs:
         config["lr"] = float(base_lrs[0])  # the optimizer's own lr, which the schedule scales

@@ -182,3 +182,27 @@ def test_an_optimizer_of_another_models_parameters_is_one_clear_error(tmp_path):
     with pytest.raises(BurnsideError, match=r"holds 4 parameter\(s\) that are not the model's"):
         record_reference(a1_model(), torch.optim.SGD(other.parameters(), lr=0.1), _batch(), tmp_path / "r.safetensors",
                          steps=1)
+
+
+def test_parameter_groups_are_recorded_replayed_per_group_and_compared(tmp_path):
+    """The usual transformer setup: no weight decay on biases. The PyTorch side's own updates replay with each
+    group's settings (no D009 against it), and a port with one setting for all is named by the group."""
+
+    def run(path, grouped):
+        model = a1_model()
+        biases = [p for n, p in model.named_parameters() if n.endswith("bias")]
+        weights = [p for n, p in model.named_parameters() if not n.endswith("bias")]
+        groups = [{"params": weights}, {"params": biases, "weight_decay": 0.0}] if grouped else model.parameters()
+        return open_trace(record(model, torch.optim.AdamW(groups, lr=0.01, weight_decay=0.1), _batch(), path,
+                                 steps=3))
+
+    a = run(tmp_path / "a.safetensors", grouped=True)
+    assert a.optimizer["groups"] == [{"params": ["fc1.weight", "fc2.weight"]},
+                                     {"params": ["fc1.bias", "fc2.bias"], "weight_decay": 0.0}]
+    assert measure_optimizer(a).mismatch_step is None, "each parameter replayed with its group's decay"
+    one = run(tmp_path / "one.safetensors", grouped=False)
+    comparison = compare_traces(a, _relabel(tmp_path / "one.safetensors", tmp_path / "b.safetensors"))
+    (d005,) = [d for d in diagnose(comparison) if d.rule == "D005"]
+    assert "weight_decay of 2 parameter(s) by their group (fc1.bias, fc2.bias): pytorch 0.0, burn 0.1" in d005.evidence
+    assert "GradientsParams::from_params" in d005.fix and "with_group" in d005.fix
+    assert "groups" not in one.optimizer

@@ -23,6 +23,7 @@ pub struct TraceRecorder {
     optimizer: OptimizerSpec,
     clip: Option<ClipGradNorm>,
     lrs: BTreeMap<usize, f64>,
+    groups: Vec<(OptimizerSpec, Vec<String>)>,
     tensors: BTreeMap<String, HostTensor>,
     params: Vec<String>,
     buffers: Vec<String>,
@@ -44,6 +45,7 @@ impl TraceRecorder {
             optimizer,
             clip: None,
             lrs: BTreeMap::new(),
+            groups: Vec::new(),
             tensors: BTreeMap::new(),
             params: Vec::new(),
             buffers: Vec::new(),
@@ -61,6 +63,17 @@ impl TraceRecorder {
     /// as `backward` gave them: call [`grads`](Self::grads) before [`ClipGradNorm::apply`].
     pub fn with_clip_grad_norm(mut self, clip: ClipGradNorm) -> Self {
         self.clip = Some(clip);
+        self
+    }
+
+    /// Declare a parameter group, as PyTorch's `param_groups`: the parameters named `params` (PyTorch
+    /// names) are trained by a second optimizer built from `spec` (e.g. no weight decay on biases and
+    /// norms), the others by the recorder's own. The trace's `optimizer` metadata then lists the groups
+    /// as the PyTorch recorder does, so the comparison checks each parameter's settings. Split the
+    /// gradients with `GradientsParams::from_params` and step each optimizer with its part.
+    pub fn with_group(mut self, spec: OptimizerSpec, params: &[&str]) -> Self {
+        self.groups
+            .push((spec, params.iter().map(|p| p.to_string()).collect()));
         self
     }
 
@@ -192,7 +205,8 @@ impl TraceRecorder {
     }
 
     /// The gradients of step `step`, by parameter path, and `grads.len()` for `grads_len` (in
-    /// PyTorch's count: the gates packed into one PyTorch tensor count as one).
+    /// PyTorch's count: the gates packed into one PyTorch tensor count as one). With parameter
+    /// groups, call it once per group's part of the gradients (the counts add up).
     ///
     /// A parameter with no gradient in `grads` (a mismatched model, a frozen parameter) is left
     /// out, which the comparison reports as missing.
@@ -227,7 +241,8 @@ impl TraceRecorder {
         for (entry, tensor) in pack_parts(found)? {
             self.put(step, &format!("grads.{}", entry.torch), tensor);
         }
-        self.grads_len.insert(step, len);
+        // a port with parameter groups records each group's part: the counts add up
+        *self.grads_len.entry(step).or_insert(0) += len;
         Ok(())
     }
 
@@ -293,6 +308,37 @@ impl TraceRecorder {
                 "clip_grad_norm".to_string(),
                 crate::optimizer_spec::f32_json(clip.max_norm()),
             );
+        }
+        if !self.groups.is_empty() {
+            let main = optimizer.clone();
+            let grouped: BTreeSet<&str> = self
+                .groups
+                .iter()
+                .flat_map(|(_, params)| params.iter().map(String::as_str))
+                .collect();
+            let first: Vec<&str> = self
+                .params
+                .iter()
+                .map(String::as_str)
+                .filter(|p| !grouped.contains(p))
+                .collect();
+            let mut groups = vec![json!({ "params": first })];
+            for (spec, params) in &self.groups {
+                let mut group = serde_json::Map::new();
+                group.insert("params".to_string(), json!(params));
+                if let (Some(own), Some(main)) = (spec.to_json().as_object(), main.as_object()) {
+                    for (key, value) in own {
+                        if key != "name" && main.get(key) != Some(value) {
+                            group.insert(key.clone(), value.clone());
+                        }
+                    }
+                }
+                groups.push(Value::Object(group));
+            }
+            if let Some(object) = optimizer.as_object_mut() {
+                object.insert("param_groups".to_string(), json!(groups.len()));
+                object.insert("groups".to_string(), Value::Array(groups));
+            }
         }
         if !self.lrs.is_empty() {
             if let Some(missing) = (0..self.steps).find(|k| !self.lrs.contains_key(k)) {
@@ -475,6 +521,57 @@ mod tests {
         assert_eq!(buffer.shape, vec![3, 2], "PyTorch layout");
         // With dampening 0, the first velocity is the gradient itself.
         assert_eq!(buffer, &recorder.tensors()["step0.grads.weight"]);
+    }
+
+    fn loss_grads_again(layer: &burn::nn::Linear) -> burn::tensor::Gradients {
+        let device = layer.weight.val().device();
+        layer
+            .forward(Tensor::<2>::ones([1, 2], &device))
+            .sum()
+            .backward()
+    }
+
+    #[test]
+    fn parameter_groups_step_with_their_own_optimizers_and_are_declared_as_pytorchs() {
+        let device = Device::default().autodiff();
+        let layer = LinearConfig::new(2, 2).init(&device);
+        let decayed = OptimizerSpec::adamw(0.1).with_weight_decay(0.5);
+        let plain = OptimizerSpec::adamw(0.1).with_weight_decay(0.0);
+        let (mut optim_decayed, mut optim_plain) = (decayed.init(), plain.init());
+        let mut recorder = TraceRecorder::new(decayed.clone()).with_group(plain.clone(), &["bias"]);
+        let loss = layer.forward(Tensor::<2>::ones([1, 2], &device)).sum();
+        recorder.loss(0, &loss).unwrap();
+        recorder.logits(0, &loss.clone().reshape([1, 1])).unwrap();
+        let mut grads = loss.backward();
+        let bias_id = layer.bias.as_ref().unwrap().id;
+        let bias_grads = GradientsParams::from_params(&mut grads, &layer, &[bias_id]);
+        let weight_grads = GradientsParams::from_params(&mut grads, &layer, &[layer.weight.id]);
+        let (weight_grads_copy, bias_grads_copy) = (
+            GradientsParams::from_params(&mut loss_grads_again(&layer), &layer, &[layer.weight.id]),
+            GradientsParams::from_params(&mut loss_grads_again(&layer), &layer, &[bias_id]),
+        );
+        recorder.params_before(0, &layer).unwrap();
+        let bias_before = layer.bias.as_ref().unwrap().val().into_data();
+        let layer = optim_decayed.step(0.1, layer, weight_grads);
+        assert_eq!(
+            layer.bias.as_ref().unwrap().val().into_data(),
+            bias_before,
+            "not this optimizer's"
+        );
+        let layer = optim_plain.step(0.1, layer, bias_grads);
+        assert_ne!(layer.bias.as_ref().unwrap().val().into_data(), bias_before);
+        recorder.grads(0, &layer, &weight_grads_copy).unwrap();
+        recorder.grads(0, &layer, &bias_grads_copy).unwrap();
+        recorder.loss_after(0, &loss).unwrap();
+        assert_eq!(recorder.grads_len[&0], 2, "one per group's part");
+        let metadata = recorder.metadata().unwrap();
+        let optimizer: Value = serde_json::from_str(&metadata["optimizer"]).unwrap();
+        assert_eq!(optimizer["weight_decay"], json!(0.5));
+        assert_eq!(optimizer["param_groups"], json!(2));
+        assert_eq!(
+            optimizer["groups"],
+            json!([{"params": ["weight"]}, {"params": ["bias"], "weight_decay": 0.0}])
+        );
     }
 
     #[derive(Module, Debug)]

@@ -98,7 +98,6 @@ def _measure(trace: Trace) -> OptimizerForensics:
     if name not in ("sgd", "adam", "adamw") or not params:
         return result
     lr = _num(config, "lr", 0.0)
-    wd = _num(config, "weight_decay", 0.0)
     clip = _num(config, "clip_grad_norm", 0.0)
     fits: dict[str, list[np.ndarray]] = {}
     steps = max(trace.steps, 0)
@@ -112,11 +111,19 @@ def _measure(trace: Trace) -> OptimizerForensics:
     schedule = config.get("lr_per_step")
     schedule = [float(x) for x in schedule] if isinstance(schedule, list) and len(schedule) >= steps else None
     base_lr = lr
+    overrides = _group_settings(config)
     for k in range(steps):
         # the declared clipping's factor for this step; 1 without clipping
         coef = min(1.0, clip / (norm(k) + 1e-6)) if clip > 0 else 1.0
-        lr = schedule[k] if schedule is not None else base_lr
         for p in params:
+            # a parameter of another group replays with its group's settings (a schedule scales every group's
+            # lr alike); the fits measure the first group's, so they take its parameters only
+            own = overrides.get(p)
+            cfg = {**config, **own} if own else config
+            group_lr = _num(cfg, "lr", base_lr)
+            lr = (schedule[k] * (group_lr / base_lr if base_lr else 1.0)) if schedule is not None else group_lr
+            wd = _num(cfg, "weight_decay", 0.0)
+            fit_to = fits if not own else {}
             needed = (f"step{k}.params_before.{p}", f"step{k}.params_after.{p}", f"step{k}.grads.{p}")
             if not all(n in trace for n in needed) or len({trace.info(n).shape for n in needed}) != 1:
                 continue
@@ -126,10 +133,10 @@ def _measure(trace: Trace) -> OptimizerForensics:
             if before is None or after is None or grad is None or before.shape != grad.shape:
                 continue
             if name == "sgd":
-                found = _replay_sgd(trace, config, k, p, before, after, coef * grad, lr, wd, fits)
+                found = _replay_sgd(trace, cfg, k, p, before, after, coef * grad, lr, wd, fit_to)
             else:
-                found = _replay_adam(trace, config, name, k, p, before, after, coef * grad, lr, wd, fits)
-                _scale_pairs(trace, config, name, k, p, grad, fits)
+                found = _replay_adam(trace, cfg, name, k, p, before, after, coef * grad, lr, wd, fit_to)
+                _scale_pairs(trace, cfg, name, k, p, grad, fit_to)
             if found is not None and result.mismatch_step is None:
                 result.mismatch_step, result.mismatch_what, result.mismatch_residual = k, found[0], found[1]
     result.measured = _fit(name, fits)
@@ -141,6 +148,19 @@ def _measure(trace: Trace) -> OptimizerForensics:
             result.measured.pop("beta_2", None)
             result.measured["clip_grad_norm"] = clipped
     return result
+
+
+def _group_settings(config: dict) -> dict[str, dict]:
+    """Parameter name -> the settings its group declares otherwise than the first group (`groups`)."""
+    found: dict[str, dict] = {}
+    groups = config.get("groups")
+    for group in groups if isinstance(groups, list) else []:
+        if not isinstance(group, dict) or not isinstance(group.get("params"), list):
+            continue
+        own = {k: v for k, v in group.items() if k != "params"}
+        if own:
+            found.update({p: own for p in group["params"] if isinstance(p, str)})
+    return found
 
 
 #: Elements per read when a step's gradient norm is taken over whole tensors.

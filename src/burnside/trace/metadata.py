@@ -143,9 +143,27 @@ def _check_optimizer(path: Path, value: object) -> None:
                          f"{{\"name\": \"sgd\", \"lr\": 0.1}}, not {short(value)}")
     if "name" not in value:
         raise TraceError(f"{path}: metadata 'optimizer' has no \"name\"")
+    groups = value.get("groups")
+    if groups is not None:
+        if not isinstance(groups, list) or not groups:
+            raise TraceError(f"{path}: metadata optimizer.groups must be a non-empty list of objects, not "
+                             f"{short(groups)}")
+        for i, group in enumerate(groups):
+            where = f"metadata optimizer.groups[{i}]"
+            if not isinstance(group, dict) or not isinstance(group.get("params"), list):
+                raise TraceError(f"{path}: {where} must be an object with a \"params\" list, not {short(group)}")
+            for name in group["params"]:
+                if not isinstance(name, str):
+                    raise TraceError(f"{path}: {where}.params must hold parameter names, not {short(name)}")
+                check_text(path, f"{where}.params", name)
+            _check_settings(path, {k: v for k, v in group.items() if k != "params"}, where)
+    _check_settings(path, {k: v for k, v in value.items() if k != "groups"}, "metadata optimizer")
+
+
+def _check_settings(path: Path, value: dict, prefix: str) -> None:
     for key, item in value.items():
-        check_text(path, "a key of metadata 'optimizer'", key)
-        where = f"metadata optimizer.{key}"
+        check_text(path, f"a key of {prefix}", key)
+        where = f"{prefix}.{key}"
         if key in _NUMBERS:
             _check_number(path, where, item)
         elif key == "betas":

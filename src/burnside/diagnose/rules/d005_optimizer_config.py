@@ -60,12 +60,58 @@ def check(comparison: Comparison) -> list[Diagnosis]:
     # a trace says clip_grad_norm (lr_per_step) only when its loop clips (has a schedule): absent is "none"
     optional = ("clip_grad_norm", "lr_per_step")
     differing = [k for k in _KEYS if ((k in a and k in b) or k in optional) and not _same(a.get(k), b.get(k))]
-    if not differing:
+    parts = [_differs(k, a.get(k), b.get(k), comparison.a.framework, comparison.b.framework) for k in differing]
+    fixes = [_FIXES[k] for k in differing if k in _FIXES]
+    grouped = _group_differences(comparison)
+    if grouped:
+        parts += grouped
+        fixes.append("step each PyTorch parameter group with its own burn optimizer configured like that group: "
+                     "split the gradients with `GradientsParams::from_params(&mut grads, &model, &ids)` and call "
+                     "each optimizer's `step` with its part, and declare the group on the recorder "
+                     "(`TraceRecorder::with_group(spec, &names)`)")
+    if not parts:
         return []
-    evidence = "; ".join(_differs(k, a.get(k), b.get(k), comparison.a.framework, comparison.b.framework)
-                         for k in differing)
-    fixes = [_FIXES[k] for k in differing if k in _FIXES] or ["configure the burn optimizer like the PyTorch one"]
-    return [Diagnosis(ID, TITLE, evidence, "; ".join(fixes))]
+    return [Diagnosis(ID, TITLE, "; ".join(parts),
+                      "; ".join(fixes) or "configure the burn optimizer like the PyTorch one")]
+
+
+#: The settings a parameter group can hold.
+_GROUP_KEYS = ("lr", "betas", "eps", "weight_decay", "momentum", "dampening", "nesterov", "amsgrad")
+
+
+def _group_differences(comparison: Comparison) -> list[str]:
+    """Per setting, the parameters whose group gives it another value on each side (where a side has groups)."""
+    a, b = comparison.a.optimizer, comparison.b.optimizer
+    if "groups" not in a and "groups" not in b:
+        return []
+    params_a = comparison.a.metadata.get("params") or []
+    params_b = set(comparison.b.metadata.get("params") or [])
+    own_a, own_b = _per_param(a), _per_param(b)
+    found: dict[str, list[str]] = {}
+    values: dict[str, tuple[object, object]] = {}
+    for param in (p for p in params_a if p in params_b):
+        for key in _GROUP_KEYS:
+            x, y = own_a.get(param, {}).get(key, a.get(key)), own_b.get(param, {}).get(key, b.get(key))
+            if (key in own_a.get(param, {}) or key in own_b.get(param, {})) and not _same(x, y):
+                found.setdefault(key, []).append(param)
+                values.setdefault(key, (x, y))
+    out = []
+    for key, params in found.items():
+        x, y = values[key]
+        listed = ", ".join(params[:4]) + (f" and {len(params) - 4} more" if len(params) > 4 else "")
+        out.append(f"{key} of {len(params)} parameter(s) by their group ({listed}): {comparison.a.framework} {x!r}, "
+                   f"{comparison.b.framework} {y!r}")
+    return out
+
+
+def _per_param(config: dict) -> dict[str, dict]:
+    found: dict[str, dict] = {}
+    groups = config.get("groups")
+    for group in groups if isinstance(groups, list) else []:
+        if isinstance(group, dict) and isinstance(group.get("params"), list):
+            own = {k: v for k, v in group.items() if k != "params"}
+            found.update({p: own for p in group["params"] if isinstance(p, str)})
+    return found
 
 
 def _same(a: object, b: object) -> bool:
