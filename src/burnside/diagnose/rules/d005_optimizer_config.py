@@ -43,7 +43,8 @@ _FIXES = {
     "weight_decay_kind": "use burn's `AdamW` for `torch.optim.AdamW` (decoupled) and `Adam` for L2 decay",
     "lr": "pass the same learning rate to `optim.step(lr, ...)`",
     "lr_per_step": ("apply the PyTorch loop's learning-rate schedule: pass each step's rate to `optim.step(lr, ...)` "
-                    "and record it with `recorder.lr(step, lr)`"),
+                    "and record it with `recorder.lr(step, lr)` (a port that applies it already lacks only that "
+                    "line)"),
     "clip_grad_norm": ("clip all gradients by their joint norm as `clip_grad_norm_` does, and declare it: "
                        "`let clip = ClipGradNorm::new(MAX_NORM);` "
                        "`TraceRecorder::new(spec).with_clip_grad_norm(clip)`, "
