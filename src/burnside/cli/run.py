@@ -32,9 +32,10 @@ _OPTIMS = sorted({optim for target in TARGETS.values() for optim in target.optim
 @click.option("--steps", type=click.IntRange(1, MAX_STEPS), default=1, show_default=True, help="Training steps.")
 @click.option("--optim", type=click.Choice(_OPTIMS), default=None,
               help="The optimizer (a1: sgd lr 0.1 (default), momentum 0.9 with lr 0.1, adam or adamw lr 0.01 "
-              "eps 1e-8; cnn: adam; transformer: adamw).")
+              "eps 1e-8; cnn: adam; transformer: adamw; rnn: adam; attention: adamw).")
 @click.option("--bug", default=None, help="Build a porting bug into the burn side, to see burnside name it "
-              f"(a1: {', '.join(A1_BUGS)}; cnn: bn-eps, bn-momentum; transformer: gelu-tanh, ln-eps).")
+              f"(a1: {', '.join(A1_BUGS)}; cnn: bn-eps, bn-momentum; transformer: gelu-tanh, ln-eps; "
+              "rnn: batch-first, no-clip, per-tensor-clip; attention: dropout, no-warmup).")
 @click.option("--no-reference", is_flag=True,
               help="Do not record the float64 reference run (on by default: it is cheap for these models).")
 @comparison_options
