@@ -46,3 +46,10 @@ def test_check_of_a_float64_reference_as_the_torch_trace_is_one_line_exit_2(tmp_
                            "not the PyTorch trace (burnside.torch.record): pass it as --reference and the trace "
                            "burnside.torch.record wrote as --torch-trace\n")
     assert not (tmp_path / "out" / "init.safetensors").exists()
+
+
+def test_the_contracts_own_options_after_the_separator_are_one_line_exit_2(a1_trace, tmp_path):
+    proc = check(a1_trace("torch", "sgd", 1).path, tmp_path / "out", "--", "-o", str(tmp_path / "mine.safetensors"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith("error: -o is the contract's own") and proc.stderr.count("\n") == 1
+    assert not (tmp_path / "out").exists(), "refused before anything is built or written"

@@ -11,6 +11,7 @@ from burnside.burn.port import record_port
 from burnside.cli.command import BurnsideCommand
 from burnside.cli.options import comparison_options, tolerances_from
 from burnside.cli.output import finish, stderr, stdout
+from burnside.errors import BurnsideError
 from burnside.parity import record_and_compare
 from burnside.progress import Progress
 
@@ -30,11 +31,17 @@ def check(torch_trace, burn_crate, bin_name, out_dir, tol, rtol, ulps, tolerance
     """Build a burn port, run it as `BIN --init INIT -o OUT [ARGS]`, compare its trace with PyTorch's.
 
     The port loads INIT (the PyTorch trace's starting point, and its batch of every step where they
-    differ) with burnside_trace::InitFile and records its steps with burnside_trace::TraceRecorder into OUT; see rust/README.md. Arguments
-    after `--` go to the binary. Record the float64 reference of the same loop with
-    burnside.reference.record_reference and pass it with --reference to tell noise from bugs.
+    differ) with burnside_trace::InitFile and records its steps with burnside_trace::TraceRecorder into
+    OUT; see rust/README.md. Arguments after `--` go to the binary (not -o or --init: the contract's).
+    Record the float64 reference of the same loop with burnside.reference.record_reference and pass it
+    with --reference to tell noise from bugs.
     """
     say = stderr if as_json else stdout  # progress off stdout when it carries JSON
+    taken = sorted({a.split("=", 1)[0] for a in args} & {"-o", "--out", "--init"})
+    if taken:
+        raise BurnsideError(f"{', '.join(taken)} is the contract's own (check passes `--init INIT -o OUT` to the "
+                            "binary itself): give where the traces go with --out-dir, and the binary's own options "
+                            "after `--`")
 
     def burn_side(path: Path, torch: Path) -> Path:
         recorded = record_port(torch, burn_crate, bin_name, list(args), out_dir, stderr, out=path,
