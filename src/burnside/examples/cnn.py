@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from burnside.examples import record_example
+
 if TYPE_CHECKING:
     from burnside.progress import StepProgress
 
@@ -64,10 +66,7 @@ def record_torch(path: Path, *, steps: int, reference: bool = False, progress: S
     """Train ``steps`` Adam steps on one batch (``per_step``: a new batch each step) and write the trace to
     ``path``; with ``reference``, the same training in float64 from the same start (the referee of
     `compare --reference`); ``progress`` is told the steps done."""
-    from burnside.reference import record_reference
-    from burnside.torch import record
-
     model, batches = model_and_batches(steps) if per_step else model_and_batch()
     optimizer = torch.optim.Adam(model.parameters(), lr=LR)
-    return (record_reference if reference else record)(model, optimizer, batches, path, steps=steps,
-                                                       metadata={"model": "cnn"}, progress=progress)
+    return record_example("cnn", model, optimizer, batches, path, steps=steps, reference=reference,
+                          progress=progress)

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from burnside.examples import record_example
+
 if TYPE_CHECKING:
     from burnside.progress import StepProgress
 
@@ -63,10 +65,7 @@ def record_torch(path: Path, *, steps: int, reference: bool = False, progress: S
     """Train ``steps`` Adam steps with clipping on one batch and write the trace to ``path``; with ``reference``, the
     same training in float64 from the same start (the referee of `compare --reference`); ``progress`` is
     told the steps done."""
-    from burnside.reference import record_reference
-    from burnside.torch import record
-
     model, batch = model_and_batch()
     optimizer = torch.optim.Adam(model.parameters(), lr=LR)
-    return (record_reference if reference else record)(model, optimizer, batch, path, steps=steps, clip_grad_norm=CLIP,
-                                                       metadata={"model": "rnn"}, progress=progress)
+    return record_example("rnn", model, optimizer, batch, path, steps=steps, reference=reference,
+                          progress=progress, clip_grad_norm=CLIP)
