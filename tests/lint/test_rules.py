@@ -34,6 +34,7 @@ def test_bs001_bad():
         ("BS001", 52, 5),  # gradients through a helper: to_params(grads)
         ("BS001", 56, 5),  # turbofish step::<M>
         ("BS001", 61, 9),  # statement inside a for_each closure
+        ("BS001", 66, 5),  # a `&mut` helper
     ]
 
 
@@ -46,6 +47,8 @@ def test_bs001_messages_name_the_discard_and_the_fix():
     assert by_line[24].message.endswith("(binding `updated` never read)")
     assert by_line[30].help == "assign the updated module: `self.model = self.optim.step(self.lr, self.model, grads);`"
     assert by_line[48].message.endswith("(`let _ =`, through `.map(..)`)")
+    # in a `&mut M` helper the fix writes through the reference, and compiles
+    assert by_line[66].help == "assign the updated module: `*model = optim.step(0.1, model.clone(), grads);`"
     assert all(f.severity is Severity.ERROR for f in report.findings)
 
 

@@ -81,13 +81,28 @@ def suggested_fix(site: StepSite) -> str:
     target = text(target_node)
     # Once the result is assigned back, the `.clone()` is no longer needed.
     module_text = target
-    if module.type == "unary_expression" and text(module).startswith("*"):
-        # `optim.step(lr, *model, grads)` cannot move out of `&mut`; write through it.
+    if (module.type == "unary_expression" and text(module).startswith("*")) or _mut_ref_param(site.call, target):
+        # `optim.step(lr, *model, grads)` cannot move out of `&mut`, nor can a `&mut M` parameter be assigned
+        # an `M`: write through it, from a clone.
         target = f"*{target}"
         module_text = f"{text(target_node)}.clone()"
     receiver = receiver_of(site.call)
     receiver_text = " ".join(text(receiver).split()) if receiver is not None else "optim"
     return f"{target} = {receiver_text}.step({args[0]}, {module_text}, {args[2]});"
+
+
+def _mut_ref_param(node, name: str) -> bool:
+    """Whether ``name`` is a `&mut` parameter of the function enclosing ``node`` (a `fn step(model: &mut M)`)."""
+    function = node.parent
+    while function is not None and function.type != "function_item":
+        function = function.parent
+    parameters = function.child_by_field_name("parameters") if function is not None else None
+    for parameter in parameters.named_children if parameters is not None else []:
+        pattern, kind = parameter.child_by_field_name("pattern"), parameter.child_by_field_name("type")
+        if (pattern is not None and kind is not None and text(pattern) == name and kind.type == "reference_type"
+                and any(child.type == "mutable_specifier" for child in kind.children)):
+            return True
+    return False
 
 
 def check(unit: SourceUnit):
