@@ -111,7 +111,7 @@ def _measure(trace: Trace) -> OptimizerForensics:
     schedule = config.get("lr_per_step")
     schedule = [float(x) for x in schedule] if isinstance(schedule, list) and len(schedule) >= steps else None
     base_lr = lr
-    overrides = _group_settings(config)
+    overrides = group_settings(config)
     for k in range(steps):
         # the declared clipping's factor for this step; 1 without clipping
         coef = min(1.0, clip / (norm(k) + 1e-6)) if clip > 0 else 1.0
@@ -150,7 +150,7 @@ def _measure(trace: Trace) -> OptimizerForensics:
     return result
 
 
-def _group_settings(config: dict) -> dict[str, dict]:
+def group_settings(config: dict) -> dict[str, dict]:
     """Parameter name -> the settings its group declares otherwise than the first group (`groups`)."""
     found: dict[str, dict] = {}
     groups = config.get("groups")
@@ -221,11 +221,12 @@ def _clipping(fits: dict[str, list[np.ndarray]], steps: int, clip: float, norm) 
         if len(scales) != 2 or abs(scales[0] - scales[1]) > 1e-3 * max(scales):
             continue  # no one scale explains both moments: the betas differ, or no gradient moved them
         scale = scales[0]
-        total = norm(k)
-        declared = min(1.0, clip / (total + 1e-6)) if clip > 0 else 1.0
+        # the step's gradient norm is a full pass over its gradients: read only when clipping is declared, or
+        # when the scale is reported as the clipping it implies
+        declared = min(1.0, clip / (norm(k) + 1e-6)) if clip > 0 else 1.0
         if abs(scale - declared) <= 1e-3 * declared:
             continue
-        return math.inf if abs(scale - 1.0) <= 1e-3 else scale * total
+        return math.inf if abs(scale - 1.0) <= 1e-3 else scale * norm(k)
     return None
 
 

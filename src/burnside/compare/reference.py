@@ -133,7 +133,7 @@ def _check_same_loop(trace: Trace, reference: Reference) -> None:
     if isinstance(ours, dict) and isinstance(theirs, dict):
         for key in _SAME_OPTIMIZER:
             a, r = ours.get(key), theirs.get(key)
-            if not _same_setting(a, r):
+            if not same_setting(a, r):
                 raise TraceError(
                     f"{reference.path} is not a reference of {trace.path}'s loop: its optimizer has {key} "
                     f"{_setting(r)}, the trace's {_setting(a)}; record the reference with the same optimizer settings "
@@ -165,14 +165,15 @@ def _check_same_loss(trace: Trace, reference: Reference) -> None:
 _SAME_LOSS = 1e-3
 
 
-def _same_setting(a: object, r: object) -> bool:
-    if isinstance(a, list) and isinstance(r, list):
-        return len(a) == len(r) and all(_same_setting(x, y) for x, y in zip(a, r, strict=True))
+def same_setting(a: object, b: object, *, abs_tol: float = 0.0) -> bool:
+    """Whether two optimizer settings from trace metadata agree: numbers to 1e-6 relative (a setting
+    written through float32; ``abs_tol`` for values near 0), lists element by element, the rest equal."""
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same_setting(x, y, abs_tol=abs_tol) for x, y in zip(a, b, strict=True))
     numbers = (int, float)
-    if isinstance(a, numbers) and isinstance(r, numbers) and not isinstance(a, bool) and not isinstance(r, bool):
-        # both are the same Python float; the tolerance is for a setting written through float32
-        return math.isclose(float(a), float(r), rel_tol=1e-6, abs_tol=0.0)
-    return a == r
+    if isinstance(a, numbers) and isinstance(b, numbers) and not isinstance(a, bool) and not isinstance(b, bool):
+        return math.isclose(float(a), float(b), rel_tol=1e-6, abs_tol=abs_tol)
+    return a == b
 
 
 def _setting(value: object) -> str:

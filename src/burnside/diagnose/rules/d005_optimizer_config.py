@@ -26,10 +26,10 @@ let optim = SgdConfig::new().with_momentum(Some(momentum)).init();
 
 from __future__ import annotations
 
-import math
-
 from burnside.compare import Comparison
-from burnside.diagnose.diagnosis import Diagnosis, number
+from burnside.compare.forensics import group_settings
+from burnside.compare.reference import same_setting
+from burnside.diagnose.diagnosis import Diagnosis
 from burnside.rule import Severity
 
 ID = "D005"
@@ -87,7 +87,7 @@ def _group_differences(comparison: Comparison) -> list[str]:
         return []
     params_a = comparison.a.metadata.get("params") or []
     params_b = set(comparison.b.metadata.get("params") or [])
-    own_a, own_b = _per_param(a), _per_param(b)
+    own_a, own_b = group_settings(a), group_settings(b)
     found: dict[str, list[str]] = {}
     values: dict[str, tuple[object, object]] = {}
     for param in (p for p in params_a if p in params_b):
@@ -105,24 +105,10 @@ def _group_differences(comparison: Comparison) -> list[str]:
     return out
 
 
-def _per_param(config: dict) -> dict[str, dict]:
-    found: dict[str, dict] = {}
-    groups = config.get("groups")
-    for group in groups if isinstance(groups, list) else []:
-        if isinstance(group, dict) and isinstance(group.get("params"), list):
-            own = {k: v for k, v in group.items() if k != "params"}
-            found.update({p: own for p in group["params"] if isinstance(p, str)})
-    return found
-
 
 def _same(a: object, b: object) -> bool:
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    x, y = number(a), number(b)
-    if x is not None and y is not None:
-        # a setting written through float32, or a schedule computed in another order: the same to 1e-6
-        return math.isclose(x, y, rel_tol=1e-6, abs_tol=1e-12)
-    return repr(a) == repr(b)
+    # a schedule computed in another order may part near 0 by more than 1e-6 relative
+    return same_setting(a, b, abs_tol=1e-12)
 
 
 def _differs(key: str, a: object, b: object, name_a: str, name_b: str) -> str:
