@@ -20,6 +20,11 @@ class Diagnosis:
         return {"rule": self.rule, "title": self.title, "evidence": self.evidence, "fix": self.fix}
 
 
+def listed(names: list[str], most: int) -> str:
+    """The first ``most`` names, comma-separated, and how many more there are."""
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
 def number(value: object) -> float | None:
     """A finite real number from trace metadata, or None for anything else (a string, a list, NaN)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):

@@ -29,10 +29,9 @@ debug_assert_eq!(grads.len(), 4); // the number of parameter tensors being train
 from __future__ import annotations
 
 from burnside.compare import Comparison
-from burnside.diagnose.diagnosis import Diagnosis
-from burnside.diagnose.rules.d008_parameter_unused import forward_differs
+from burnside.diagnose.diagnosis import Diagnosis, listed
+from burnside.diagnose.rules.d008_parameter_unused import forward_differs, missing_grads
 from burnside.rule import Severity
-from burnside.trace import parse_name
 
 ID = "D002"
 NAME = "grads-from-other-module"
@@ -48,12 +47,6 @@ def port_sides(comparison: Comparison) -> list[tuple[str, object, object]]:
     if frameworks.count("pytorch") == 1:
         return [s for s in sides if s[1].framework != "pytorch"]
     return sides
-
-
-def missing_grads(comparison: Comparison, side: str, step: int) -> list[str]:
-    """The parameters the other side has a gradient for at ``step`` and ``side`` has not."""
-    only = comparison.only_in_b if side == "a" else comparison.only_in_a
-    return sorted({p.rest for p in map(parse_name, only) if p is not None and p.stage == "grads" and p.step == step})
 
 
 def check(comparison: Comparison) -> list[Diagnosis]:
@@ -73,7 +66,7 @@ def check(comparison: Comparison) -> list[Diagnosis]:
             continue
         evidence = f"{summary.name}: gradients for fewer parameters than {other.framework}: " + "; ".join(short)
         if none:
-            evidence += f" (none for {_listed(none)})"
+            evidence += f" (none for {listed(none, 6)})"
         fix = ("pass the module whose forward built the loss: `GradientsParams::from_grads(loss.backward(), &model)`, "
                "and assert `debug_assert_eq!(grads.len(), N)` with N the number of parameter tensors")
         if all(n != 0 for n in summary.grads_len.values()):
@@ -83,8 +76,3 @@ def check(comparison: Comparison) -> list[Diagnosis]:
                     "`set_require_grad(false)` that PyTorch trains")
         found.append(Diagnosis(ID, TITLE, evidence, fix))
     return found
-
-
-def _listed(names: list[str], most: int = 6) -> str:
-    shown = ", ".join(names[:most])
-    return shown + (f" and {len(names) - most} more" if len(names) > most else "")

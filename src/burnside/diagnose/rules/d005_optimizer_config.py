@@ -29,7 +29,7 @@ from __future__ import annotations
 from burnside.compare import Comparison
 from burnside.compare.forensics import group_settings
 from burnside.compare.reference import same_setting
-from burnside.diagnose.diagnosis import Diagnosis
+from burnside.diagnose.diagnosis import Diagnosis, listed
 from burnside.rule import Severity
 
 ID = "D005"
@@ -99,9 +99,8 @@ def _group_differences(comparison: Comparison) -> list[str]:
     out = []
     for key, params in found.items():
         x, y = values[key]
-        listed = ", ".join(params[:4]) + (f" and {len(params) - 4} more" if len(params) > 4 else "")
-        out.append(f"{key} of {len(params)} parameter(s) by their group ({listed}): {comparison.a.framework} {x!r}, "
-                   f"{comparison.b.framework} {y!r}")
+        out.append(f"{key} of {len(params)} parameter(s) by their group ({listed(params, 4)}): "
+                   f"{comparison.a.framework} {x!r}, {comparison.b.framework} {y!r}")
     return out
 
 

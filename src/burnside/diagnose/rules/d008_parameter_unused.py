@@ -49,6 +49,12 @@ def forward_differs(comparison: Comparison, step: int) -> str | None:
     return None
 
 
+def missing_grads(comparison: Comparison, side: str, step: int) -> list[str]:
+    """The parameters the other side has a gradient for at ``step`` and ``side`` has not."""
+    only = comparison.only_in_b if side == "a" else comparison.only_in_a
+    return sorted({p.rest for p in map(parse_name, only) if p is not None and p.stage == "grads" and p.step == step})
+
+
 def short_steps(comparison: Comparison) -> list[tuple[str, int, int, int]]:
     """(side, step, its gradient count, the other's) for each step where a side got fewer gradients."""
     found = []
@@ -71,8 +77,7 @@ def check(comparison: Comparison) -> list[Diagnosis]:
         differs = forward_differs(comparison, k)
         if differs is None:
             continue
-        only = comparison.only_in_b if side == "a" else comparison.only_in_a
-        missing = sorted({p.rest for p in map(parse_name, only) if p is not None and p.stage == "grads" and p.step == k})
+        missing = missing_grads(comparison, side, k)
         summary = comparison.a if side == "a" else comparison.b
         found.append(Diagnosis(
             ID, TITLE,

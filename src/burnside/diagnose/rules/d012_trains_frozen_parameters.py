@@ -29,9 +29,8 @@ let next_q = model.target.forward(next_obs).detach();   // no gradient reaches t
 from __future__ import annotations
 
 from burnside.compare import Comparison
-from burnside.diagnose.diagnosis import Diagnosis
-from burnside.diagnose.rules.d002_grads_from_other_module import missing_grads
-from burnside.diagnose.rules.d008_parameter_unused import forward_differs
+from burnside.diagnose.diagnosis import Diagnosis, listed
+from burnside.diagnose.rules.d008_parameter_unused import forward_differs, missing_grads
 from burnside.rule import Severity
 
 ID = "D012"
@@ -51,10 +50,9 @@ def check(comparison: Comparison) -> list[Diagnosis]:
             if theirs is None or mine >= theirs or forward_differs(comparison, k) is not None:
                 continue
             frozen = missing_grads(comparison, side, k)
-            names = ", ".join(frozen[:6]) + (f" and {len(frozen) - 6} more" if len(frozen) > 6 else "")
+            never = f": {torch_side.framework} has none for {listed(frozen, 6)}, so it never updates them"
             evidence = (f"{port.name}: gradients for {theirs} parameters at step {k}, {torch_side.framework} for "
-                        f"{mine}" + (f": {torch_side.framework} has none for {names}, so it never updates them"
-                                     if frozen else ""))
+                        f"{mine}" + (never if frozen else ""))
             found.append(Diagnosis(
                 ID, TITLE, evidence,
                 "freeze them in the port as the PyTorch model does: `.detach()` the frozen module's output (PyTorch's "
