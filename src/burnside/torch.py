@@ -168,24 +168,30 @@ class _Activations:
             handle.remove()
 
 
+def _dropouts_on(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """(name, module) of each dropout of ``model`` that is on: `nn.Dropout*` modules, then the attention
+    dropout of `nn.MultiheadAttention`s, in training mode with a probability above 0."""
+    modules = list(model.named_modules())
+    return ([(n, m) for n, m in modules if isinstance(m, nn.modules.dropout._DropoutNd) and m.training and m.p > 0]
+            + [(n, m) for n, m in modules if isinstance(m, nn.MultiheadAttention) and m.training and m.dropout > 0])
+
+
 def active_dropouts(model: nn.Module) -> list[str]:
     """The dropouts of ``model`` that are on: `drop (p=0.1)`, `attn (attention dropout 0.1)`."""
-    found = [f"{name} (p={module.p:g})" for name, module in model.named_modules()
-             if isinstance(module, nn.modules.dropout._DropoutNd) and module.training and module.p > 0]
-    return found + [f"{name} (attention dropout {module.dropout:g})" for name, module in model.named_modules()
-                    if isinstance(module, nn.MultiheadAttention) and module.training and module.dropout > 0]
+    return [f"{name} (attention dropout {module.dropout:g})" if isinstance(module, nn.MultiheadAttention)
+            else f"{name} (p={module.p:g})" for name, module in _dropouts_on(model)]
 
 
 def _dropout_off(model: nn.Module) -> list[Callable[[], None]]:
-    """Turn every dropout of ``model`` off; the returned calls turn each back as it was."""
+    """Turn every dropout of ``model`` that is on off; the returned calls turn each back as it was."""
     undo: list[Callable[[], None]] = []
-    for module in model.modules():
-        if isinstance(module, nn.modules.dropout._DropoutNd) and module.training:
-            module.eval()
-            undo.append(lambda m=module: m.train())
-        elif isinstance(module, nn.MultiheadAttention) and module.dropout:
+    for _, module in _dropouts_on(model):
+        if isinstance(module, nn.MultiheadAttention):
             undo.append(lambda m=module, p=module.dropout: setattr(m, "dropout", p))
             module.dropout = 0.0
+        else:
+            module.eval()
+            undo.append(lambda m=module: m.train())
     return undo
 
 
