@@ -231,18 +231,17 @@ def record_reference(
     ``progress`` is told the steps of each run, the variant's with its name as ``part``.
 
     Anything the loop does besides the optimizer's step must be an argument (``clip_grad_norm``,
-    ``dropout``, ``lr_schedule``, as for `record`): a float64 re-run is made from the optimizer's class and settings, so step hooks
-    registered on ``optimizer`` and an Adam whose ``step`` is overridden are refused rather than
-    silently left out.
+    ``dropout``, ``lr_schedule``, as for `record`): a float64 re-run is made from the optimizer's
+    class and settings, so step hooks registered on ``optimizer`` and an Adam whose ``step`` is
+    overridden are refused rather than silently left out.
     """
     path = Path(path)
     _check_rerunnable(optimizer)
-    if dropout:
-        _check_no_dropout(model)
     extra = {"forward": forward} if forward is not None else {}
     if clip_grad_norm is not None:
         extra["clip_grad_norm"] = clip_grad_norm
     if dropout:
+        _check_no_dropout(model)
         extra["dropout"] = True
     if lr_schedule is not None:
         extra["lr_schedule"] = lr_schedule

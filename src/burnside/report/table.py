@@ -9,6 +9,7 @@ from burnside.compare import Comparison, TensorRow
 from burnside.compare.pairing import pair_renamed, rename_rules
 from burnside.compare.reference import FLOOR_HALF_ULPS, NOISE_FACTOR
 from burnside.diagnose import Diagnosis
+from burnside.diagnose.diagnosis import listed
 from burnside.trace import parse_name
 
 
@@ -159,10 +160,8 @@ def finding_lines(comparison: Comparison) -> list[Line]:
                       f"tap.activation(\"{a_name}\", &x)", "yellow"))
     for side, names in (("B", comparison.unrecorded_in_b), ("A", comparison.unrecorded_in_a)):
         if names:
-            shown = ", ".join(comparison.display_name(n) for n in names[:3])
-            more = f" and {len(names) - 3} more" if len(names) > 3 else ""
-            lines.append((f"not recorded in {side} (optional, not compared): {len(names)} tensors: {shown}{more}",
-                          "dim"))
+            shown = listed([comparison.display_name(n) for n in names], 3)
+            lines.append((f"not recorded in {side} (optional, not compared): {len(names)} tensors: {shown}", "dim"))
     return lines
 
 

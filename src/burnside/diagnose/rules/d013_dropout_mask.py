@@ -86,7 +86,8 @@ def check(comparison: Comparison) -> list[Diagnosis]:
             "`MultiHeadAttentionConfig::with_dropout(0.0)`)")]
     kind, before = comparison.layer_of(first)
     module = parse_name(first.name).rest
-    torch_off = any(side.metadata.get("dropout") == "off" for side in (comparison.a, comparison.b))  # ours is on
+    # a side recorded with dropout off: the other side's is on
+    torch_off = any(side.metadata.get("dropout") == "off" for side in (comparison.a, comparison.b))
     evidence = (f"{first.name} ({kind}) differs (max|diff|={first.stats.max_abs:.3g}, {first.stats.differing} of "
                 f"{first.stats.n} elements) while "
                 + (f"its input, {before.name}, agrees" if before is not None else "the step's inputs agree")
