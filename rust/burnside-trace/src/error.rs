@@ -36,6 +36,11 @@ pub enum TraceError {
     },
     /// The optimizer's state could not be read back from its record.
     OptimizerState(String),
+    /// The recording lacks a stage (a step without its gradients, the last step without
+    /// `loss_after`, ...); the message names the call that records it.
+    Incomplete(String),
+    /// The port's setup does not fit its model (a parameter group naming no parameter, ...).
+    Setup(String),
 }
 
 impl fmt::Display for TraceError {
@@ -52,6 +57,8 @@ impl fmt::Display for TraceError {
             TraceError::Format { path, message } => write!(f, "{}: {message}", path.display()),
             TraceError::Mismatch { name, message } => write!(f, "tensor `{name}`: {message}"),
             TraceError::OptimizerState(message) => write!(f, "optimizer state: {message}"),
+            TraceError::Incomplete(message) => write!(f, "incomplete trace: {message}"),
+            TraceError::Setup(message) => write!(f, "{message}"),
         }
     }
 }

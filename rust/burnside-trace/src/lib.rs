@@ -1,21 +1,35 @@
 //! The burn side of burnside: load the starting point PyTorch exported and record what a burn
 //! training loop computes, in the burnside trace format (version 1, see `docs/trace-format.md`).
 //!
-//! Add it to your own burn port:
+//! A port's `main` is the check contract ([`run_port`]), loading ([`InitFile`]) and one
+//! [`Training`] loop, which records every stage itself:
 //!
 //! ```no_run
-//! # fn port<M: burn::module::Module>(model: M, device: burn::tensor::Device) -> Result<(), burnside_trace::TraceError> {
-//! use burnside_trace::{InitFile, OptimizerSpec, TraceRecorder};
+//! # use burn::nn::{Linear, loss::CrossEntropyLossConfig};
+//! # use burn::tensor::Device;
+//! # fn new_model(device: &Device) -> Linear { burn::nn::LinearConfig::new(4, 3).init(device) }
+//! use burnside_trace::{InitFile, OptimizerSpec, PortArgs, Training};
 //!
-//! let init = InitFile::read("init.safetensors")?;
-//! let model = init.load_module(model)?;          // PyTorch names and layout -> burn
-//! let x = init.float_input::<2>("x", &device)?;   // the batch, bit for bit
-//! let mut recorder = TraceRecorder::new(OptimizerSpec::sgd(0.1));
-//! recorder.params_before(0, &model);
-//! // ... logits, loss, grads, optimizer step, params_after, optim ...
-//! recorder.write("burn.safetensors")?;
-//! # Ok(()) }
+//! fn main() {
+//!     burnside_trace::run_port("my-port", |args: PortArgs| {
+//!         args.finish()?;
+//!         let device = Device::default().autodiff();
+//!         let init = InitFile::read(&args.init)?;
+//!         let model = init.load_module(new_model(&device))?; // PyTorch names and layout -> burn
+//!         let ce = CrossEntropyLossConfig::new().init(&device);
+//!         Training::new(OptimizerSpec::sgd(0.1)).run(&args, &init, &device, model, |model, step| {
+//!             let x = step.float_input::<2>("x")?;            // the batch, bit for bit
+//!             let logits = model.forward(x);
+//!             let loss = ce.forward(logits.clone(), step.int_input::<1>("y")?);
+//!             Ok((logits, loss))
+//!         })?;
+//!         Ok(())
+//!     });
+//! }
 //! ```
+//!
+//! [`TraceRecorder`] is the same recording call by call, for a loop that does not fit
+//! [`Training`] (its `write` refuses a trace with a stage missing).
 //!
 //! Names are PyTorch's: the module's field paths (`fc1.weight`) with burn-store's standard layer
 //! rules (norm layers' `gamma`/`beta` are `weight`/`bias`), plus a port's own renames
@@ -35,6 +49,7 @@ mod port_args;
 mod safetensors_file;
 mod step_progress;
 mod trace_recorder;
+mod training;
 
 pub use clip::ClipGradNorm;
 pub use error::TraceError;
@@ -49,6 +64,7 @@ pub use port_args::{PortArgs, UsageError, run_port};
 pub use safetensors_file::{SafetensorsFile, write_safetensors};
 pub use step_progress::{PROGRESS_ENV, step_done};
 pub use trace_recorder::{Tap, TraceRecorder};
+pub use training::{Step, Trained, Training};
 
 /// The trace format version this crate writes and the init format version it reads.
 pub const FORMAT_VERSION: &str = "1";

@@ -108,6 +108,98 @@ impl OptimizerSpec {
         self
     }
 
+    /// The same optimizer with learning rate `lr`.
+    pub fn with_lr(mut self, new: f64) -> Self {
+        match &mut self {
+            OptimizerSpec::Sgd { lr, .. }
+            | OptimizerSpec::Adam { lr, .. }
+            | OptimizerSpec::AdamW { lr, .. } => *lr = new,
+        }
+        self
+    }
+
+    /// Adam's or AdamW's `betas=(beta_1, beta_2)`.
+    ///
+    /// # Panics
+    /// On SGD, which has no betas: a setting that would silently do nothing is a porting bug.
+    pub fn with_betas(mut self, beta_1: f32, beta_2: f32) -> Self {
+        match &mut self {
+            OptimizerSpec::Adam { betas, .. } | OptimizerSpec::AdamW { betas, .. } => {
+                *betas = (beta_1, beta_2)
+            }
+            OptimizerSpec::Sgd { .. } => panic!("with_betas: SGD has no betas"),
+        }
+        self
+    }
+
+    /// Adam's or AdamW's `eps=` (PyTorch's default 1e-8, which the constructors already set).
+    ///
+    /// # Panics
+    /// On SGD, which has no epsilon.
+    pub fn with_eps(mut self, value: f32) -> Self {
+        match &mut self {
+            OptimizerSpec::Adam { eps, .. } | OptimizerSpec::AdamW { eps, .. } => *eps = value,
+            OptimizerSpec::Sgd { .. } => panic!("with_eps: SGD has no epsilon"),
+        }
+        self
+    }
+
+    /// Adam's or AdamW's `amsgrad=`.
+    ///
+    /// # Panics
+    /// On SGD.
+    pub fn with_amsgrad(mut self, value: bool) -> Self {
+        match &mut self {
+            OptimizerSpec::Adam { amsgrad, .. } | OptimizerSpec::AdamW { amsgrad, .. } => {
+                *amsgrad = value
+            }
+            OptimizerSpec::Sgd { .. } => panic!("with_amsgrad: SGD has no AMSGrad"),
+        }
+        self
+    }
+
+    /// SGD's `momentum=` (0 is plain SGD, no state).
+    ///
+    /// # Panics
+    /// On Adam and AdamW, whose momentum is `betas.0` ([`with_betas`](Self::with_betas)).
+    pub fn with_momentum(mut self, value: f64) -> Self {
+        match &mut self {
+            OptimizerSpec::Sgd { momentum, .. } => *momentum = (value != 0.0).then_some(value),
+            _ => panic!("with_momentum: Adam's momentum is betas.0 (with_betas)"),
+        }
+        self
+    }
+
+    /// SGD's `dampening=` (PyTorch's default 0; burn's `MomentumConfig` 0.1).
+    ///
+    /// # Panics
+    /// On Adam and AdamW.
+    pub fn with_dampening(mut self, value: f64) -> Self {
+        match &mut self {
+            OptimizerSpec::Sgd { dampening, .. } => *dampening = value,
+            _ => panic!("with_dampening: only SGD has dampening"),
+        }
+        self
+    }
+
+    /// SGD's `nesterov=`.
+    ///
+    /// # Panics
+    /// On Adam and AdamW.
+    pub fn with_nesterov(mut self, value: bool) -> Self {
+        match &mut self {
+            OptimizerSpec::Sgd { nesterov, .. } => *nesterov = value,
+            _ => panic!("with_nesterov: only SGD has Nesterov momentum"),
+        }
+        self
+    }
+
+    /// Whether the optimizer keeps per-parameter state (momentum, Adam's moments) that the
+    /// trace records as `optim.*`.
+    pub fn has_state(&self) -> bool {
+        !matches!(self, OptimizerSpec::Sgd { momentum: None, .. })
+    }
+
     /// The learning rate to pass to `optim.step`.
     pub fn lr(&self) -> f64 {
         match self {
@@ -262,6 +354,52 @@ mod tests {
         let decoupled = OptimizerSpec::adamw(0.01).with_weight_decay(0.05).to_json();
         assert_eq!(decoupled["weight_decay"], 0.05);
         assert_eq!(decoupled["weight_decay_kind"], "decoupled");
+    }
+
+    #[test]
+    fn every_pytorch_setting_has_a_builder() {
+        let adam = OptimizerSpec::adam(0.01)
+            .with_betas(0.8, 0.99)
+            .with_eps(1e-6)
+            .with_amsgrad(true)
+            .with_weight_decay(0.1)
+            .with_lr(0.02);
+        assert_eq!(
+            adam,
+            OptimizerSpec::Adam {
+                lr: 0.02,
+                betas: (0.8, 0.99),
+                eps: 1e-6,
+                weight_decay: 0.1,
+                amsgrad: true
+            }
+        );
+        let sgd = OptimizerSpec::sgd(0.1)
+            .with_momentum(0.9)
+            .with_dampening(0.1)
+            .with_nesterov(true);
+        assert_eq!(
+            sgd.to_json(),
+            json!({"name": "sgd", "lr": 0.1, "momentum": 0.9, "dampening": 0.1,
+            "nesterov": true, "weight_decay": 0.0, "weight_decay_kind": "l2"})
+        );
+        assert!(sgd.has_state() && !OptimizerSpec::sgd(0.1).has_state());
+        assert_eq!(
+            sgd.with_momentum(0.0),
+            OptimizerSpec::Sgd {
+                lr: 0.1,
+                momentum: None,
+                dampening: 0.1,
+                nesterov: true,
+                weight_decay: 0.0
+            }
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "SGD has no betas")]
+    fn a_setting_the_optimizer_does_not_have_is_refused() {
+        let _ = OptimizerSpec::sgd(0.1).with_betas(0.9, 0.99);
     }
 
     #[test]

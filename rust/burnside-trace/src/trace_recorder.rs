@@ -16,8 +16,10 @@ use crate::{
 /// `grads.*`, `params_after.*`, `buffers.*`, `optim.*`, and `loss_after` on the last step, in
 /// PyTorch names and layout.
 ///
-/// Call the stage methods in any order within a step; [`write`](Self::write) checks that
-/// every step has its loss and grads and that the last step has `loss_after`.
+/// Call the stage methods in any order within a step; [`write`](Self::write) refuses a trace
+/// with a stage missing (every step needs its inputs, `params_before`, logits, loss, grads,
+/// `params_after` and `optim`; the last step `loss_after`), naming the call to add.
+/// [`Training`](crate::Training) makes every call itself.
 #[derive(Debug, Clone)]
 pub struct TraceRecorder {
     optimizer: OptimizerSpec,
@@ -30,6 +32,9 @@ pub struct TraceRecorder {
     activations: Vec<String>,
     names: TorchNames,
     grads_len: BTreeMap<usize, usize>,
+    /// The stages recorded by a call (not by their tensors: a module whose optimizer has no
+    /// state, or gradients keyed to another module, record none and still made the call).
+    called: BTreeMap<usize, BTreeSet<&'static str>>,
     steps: usize,
     metadata: BTreeMap<String, String>,
 }
@@ -52,6 +57,7 @@ impl TraceRecorder {
             activations: Vec::new(),
             names: TorchNames::new(),
             grads_len: BTreeMap::new(),
+            called: BTreeMap::new(),
             steps: 0,
             metadata,
         }
@@ -98,6 +104,16 @@ impl TraceRecorder {
         self
     }
 
+    /// The names tensors are recorded under.
+    pub(crate) fn names(&self) -> &TorchNames {
+        &self.names
+    }
+
+    fn mark(&mut self, step: usize, stage: &'static str) {
+        self.steps = self.steps.max(step + 1);
+        self.called.entry(step).or_default().insert(stage);
+    }
+
     fn put(&mut self, step: usize, name: &str, tensor: HostTensor) {
         self.steps = self.steps.max(step + 1);
         self.tensors.insert(format!("step{step}.{name}"), tensor);
@@ -106,6 +122,7 @@ impl TraceRecorder {
     /// The batch input `name` fed to step `step` (`x`, `y`, ...), from `tensor.to_data()`.
     pub fn input(&mut self, step: usize, name: &str, data: TensorData) -> Result<(), TraceError> {
         let tensor = HostTensor::from_data(data)?;
+        self.mark(step, "input");
         self.put(step, &format!("inputs.{name}"), tensor);
         Ok(())
     }
@@ -128,6 +145,14 @@ impl TraceRecorder {
         module: &M,
         with_buffers: bool,
     ) -> Result<(), TraceError> {
+        self.mark(
+            step,
+            if with_buffers {
+                "params_after"
+            } else {
+                "params_before"
+            },
+        );
         if with_buffers {
             // A forward pass leaves a RunningState's new value pending until the next forward
             // reads it; `valid` syncs it now, so the buffers recorded are this step's.
@@ -253,6 +278,7 @@ impl TraceRecorder {
         module: &M,
         optim: &ModuleOptimizer,
     ) -> Result<(), TraceError> {
+        self.mark(step, "optim");
         let entries: Vec<ParamEntry> = param_paths_with(module, &self.names);
         for ((slot, path), tensor) in optimizer_state(optim, &entries, &self.names)? {
             self.put(step, &format!("optim.{slot}.{path}"), tensor);
@@ -267,25 +293,54 @@ impl TraceRecorder {
 
     /// The metadata the trace will carry.
     pub fn metadata(&self) -> Result<BTreeMap<String, String>, TraceError> {
-        let incomplete = |message: String| TraceError::Mismatch {
-            name: "trace".to_string(),
-            message,
-        };
+        let incomplete = TraceError::Incomplete;
         if self.steps == 0 {
             return Err(incomplete("no step recorded".to_string()));
         }
         let mut grads_len = Vec::with_capacity(self.steps);
+        let none = BTreeSet::new();
         for step in 0..self.steps {
-            for stage in ["loss", "logits"] {
+            let called = self.called.get(&step).unwrap_or(&none);
+            let missing = |stage: &str, call: &str| {
+                incomplete(format!("step {step} has no {stage}: call `{call}"))
+            };
+            if !called.contains("input") {
+                return Err(missing(
+                    "inputs",
+                    "recorder.input(step, name, tensor.to_data())` for each tensor of the batch",
+                ));
+            }
+            if !called.contains("params_before") {
+                return Err(missing(
+                    "params_before",
+                    "recorder.params_before(step, &model)` before the forward pass",
+                ));
+            }
+            for stage in ["logits", "loss"] {
                 if !self.tensors.contains_key(&format!("step{step}.{stage}")) {
-                    return Err(incomplete(format!("step {step} has no {stage}")));
+                    let call = format!("recorder.{stage}(step, &{stage})`");
+                    return Err(missing(stage, &call));
                 }
             }
-            let len = self
-                .grads_len
-                .get(&step)
-                .ok_or_else(|| incomplete(format!("step {step} has no grads")))?;
+            let len = self.grads_len.get(&step).ok_or_else(|| {
+                missing(
+                    "grads",
+                    "recorder.grads(step, &model, &grads)` before `optim.step",
+                )
+            })?;
             grads_len.push(*len);
+            if !called.contains("params_after") {
+                return Err(missing(
+                    "params_after",
+                    "recorder.params_after(step, &model)` on the model `optim.step` returned",
+                ));
+            }
+            if !called.contains("optim") {
+                return Err(missing(
+                    "optimizer state",
+                    "recorder.optim(step, &model, &optim)` after `optim.step` (plain SGD records nothing, but the call says the step was taken)",
+                ));
+            }
         }
         let last = self.steps - 1;
         if !self.tensors.contains_key(&format!("step{last}.loss_after")) {
@@ -462,13 +517,37 @@ mod tests {
         let device = Device::default().autodiff();
         let layer = LinearConfig::new(2, 2).init(&device);
         let x = Tensor::<2>::ones([1, 2], &device);
-        let mut recorder = TraceRecorder::new(OptimizerSpec::sgd(0.1));
+        let spec = OptimizerSpec::sgd(0.1);
+        let mut optim = spec.init();
+        let mut recorder = TraceRecorder::new(spec);
+        let missing = |recorder: &TraceRecorder| recorder.metadata().unwrap_err().to_string();
+        assert!(missing(&recorder).contains("no step recorded"));
+        recorder.input(0, "x", x.to_data()).unwrap();
+        assert_eq!(
+            missing(&recorder),
+            "incomplete trace: step 0 has no params_before: call `recorder.params_before(step, &model)` before the forward pass"
+        );
+        recorder.params_before(0, &layer).unwrap();
         let logits = layer.forward(x);
         recorder.logits(0, &logits).unwrap();
+        assert!(
+            missing(&recorder).contains("step 0 has no loss: call `recorder.loss(step, &loss)`")
+        );
         let loss = logits.sum();
         recorder.loss(0, &loss).unwrap();
+        assert!(missing(&recorder).contains("step 0 has no grads: call `recorder.grads("));
         let grads = GradientsParams::from_grads(loss.backward(), &layer);
         recorder.grads(0, &layer, &grads).unwrap();
+        assert!(
+            missing(&recorder)
+                .contains("step 0 has no params_after: call `recorder.params_after(step, &model)`")
+        );
+        let layer = optim.step(0.1, layer, grads);
+        recorder.params_after(0, &layer).unwrap();
+        assert!(missing(&recorder).contains(
+            "step 0 has no optimizer state: call `recorder.optim(step, &model, &optim)`"
+        ));
+        recorder.optim(0, &layer, &optim).unwrap();
         let error = recorder.metadata().unwrap_err();
         assert!(error.to_string().contains("loss_after"), "{error}");
         assert_eq!(recorder.tensors()["step0.grads.weight"].shape, vec![2, 2]);
@@ -562,6 +641,12 @@ mod tests {
         assert_ne!(layer.bias.as_ref().unwrap().val().into_data(), bias_before);
         recorder.grads(0, &layer, &weight_grads_copy).unwrap();
         recorder.grads(0, &layer, &bias_grads_copy).unwrap();
+        recorder
+            .input(0, "x", TensorData::from([[1.0f32, 1.0]]))
+            .unwrap();
+        recorder.params_after(0, &layer).unwrap();
+        recorder.optim(0, &layer, &optim_decayed).unwrap();
+        recorder.optim(0, &layer, &optim_plain).unwrap();
         recorder.loss_after(0, &loss).unwrap();
         assert_eq!(recorder.grads_len[&0], 2, "one per group's part");
         let metadata = recorder.metadata().unwrap();

@@ -1,0 +1,334 @@
+use std::collections::HashMap;
+use std::error::Error;
+
+use burn::module::{Module, ModuleVisitor, Param, ParamId};
+use burn::optim::{GradientsParams, ModuleOptimizer};
+use burn::tensor::{Device, Int, Tensor, TensorData};
+
+use crate::{
+    ClipGradNorm, InitFile, OptimizerSpec, PortArgs, Tap, TorchNames, TraceError, TraceRecorder,
+    param_paths_with, step_done,
+};
+
+/// A port's training loop, with every stage recorded: the port gives the forward pass and the
+/// loss of one step, [`run`](Self::run) does the rest as PyTorch's loop does it (`backward`,
+/// `clip_grad_norm_` if declared, each parameter group's optimizer step with the declared
+/// learning rate) and records inputs, parameters before and after, logits, loss, gradients,
+/// optimizer state, the final loss and the progress, then writes the trace to `-o`.
+///
+/// The settings are given once, here, and both recorded and used, so the trace cannot claim
+/// one thing while the loop does another, and no stage can be forgotten:
+///
+/// ```no_run
+/// # use burn::nn::{Linear, loss::CrossEntropyLossConfig};
+/// # use burn::tensor::Device;
+/// # fn port(args: burnside_trace::PortArgs, model: Linear) -> Result<(), Box<dyn std::error::Error>> {
+/// use burnside_trace::{InitFile, OptimizerSpec, Training};
+///
+/// let device = Device::default().autodiff();
+/// let init = InitFile::read(&args.init)?;
+/// let model = init.load_module(model)?;
+/// let ce = CrossEntropyLossConfig::new().init(&device);
+/// Training::new(OptimizerSpec::adam(1e-3))         // torch.optim.Adam(model.parameters(), lr=1e-3)
+///     .with_clip_grad_norm(1.0)                    // clip_grad_norm_(model.parameters(), 1.0)
+///     .run(&args, &init, &device, model, |model, step| {
+///         let x = step.float_input::<2>("x")?;     // the batch PyTorch fed at this step
+///         let y = step.int_input::<1>("y")?;
+///         let logits = model.forward(x);           // step.tap() records layers, see Tap
+///         let loss = ce.forward(logits.clone(), y);
+///         Ok((logits, loss))
+///     })?;
+/// # Ok(()) }
+/// ```
+///
+/// The closure is also called once after the last step, with nothing recorded, for the loss of
+/// the trained model on the last step's batch (PyTorch's `loss_after`).
+pub struct Training {
+    optimizer: OptimizerSpec,
+    clip: Option<ClipGradNorm>,
+    groups: Vec<(OptimizerSpec, Vec<String>)>,
+    schedule: Option<Box<dyn Fn(usize) -> f64>>,
+    recorder: TraceRecorder,
+}
+
+/// What [`Training::run`] trained: the model, each step's loss and the final loss.
+#[derive(Debug)]
+pub struct Trained<M> {
+    /// The model after the last step.
+    pub model: M,
+    /// The loss of each step.
+    pub losses: Vec<f32>,
+    /// The loss of the trained model on the last step's batch.
+    pub loss_after: f32,
+}
+
+impl Training {
+    /// A loop that trains with `optimizer` (PyTorch's defaults: see [`OptimizerSpec`]).
+    pub fn new(optimizer: OptimizerSpec) -> Self {
+        Self {
+            recorder: TraceRecorder::new(optimizer.clone()),
+            optimizer,
+            clip: None,
+            groups: Vec::new(),
+            schedule: None,
+        }
+    }
+
+    /// Clip as `torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)` between
+    /// `backward` and the optimizer step (one factor from all gradients' joint norm, before the
+    /// gradients are split into parameter groups). The trace keeps the unclipped gradients,
+    /// as PyTorch's does.
+    pub fn with_clip_grad_norm(mut self, max_norm: f32) -> Self {
+        let clip = ClipGradNorm::new(max_norm);
+        self.clip = Some(clip);
+        self.recorder = self.recorder.with_clip_grad_norm(clip);
+        self
+    }
+
+    /// A parameter group, as one of PyTorch's `param_groups`: the parameters named `params`
+    /// (PyTorch names, e.g. `fc1.bias`) are trained with `spec`, the others with the loop's
+    /// own optimizer. Typical: `.with_group(OptimizerSpec::adamw(lr).with_weight_decay(0.0),
+    /// &["ln.weight", "ln.bias"])`. Each group gets its own burn optimizer and its own part of
+    /// the (clipped) gradients; under a schedule its rate scales as the main group's does.
+    pub fn with_group(mut self, spec: OptimizerSpec, params: &[&str]) -> Self {
+        self.recorder = self.recorder.with_group(spec.clone(), params);
+        self.groups
+            .push((spec, params.iter().map(|p| p.to_string()).collect()));
+        self
+    }
+
+    /// A learning-rate schedule: `lr(step)` is the rate of step `step` (0-based), as PyTorch's
+    /// scheduler gives `optimizer.param_groups[0]["lr"]` before that step's `optimizer.step()`.
+    /// E.g. a linear warmup over `w` steps: `move |k| 1e-3 * ((k + 1) as f64 / w as f64).min(1.0)`.
+    pub fn with_lr_schedule(mut self, lr: impl Fn(usize) -> f64 + 'static) -> Self {
+        self.schedule = Some(Box::new(lr));
+        self
+    }
+
+    /// Name tensors with `names` (the port's renames, the same value given to
+    /// [`InitFile::with_names`](crate::InitFile::with_names)).
+    pub fn with_names(mut self, names: TorchNames) -> Self {
+        self.recorder = self.recorder.with_names(names);
+        self
+    }
+
+    /// Set a plain-string metadata key of the trace (`loss_fn`, `device`, or your own).
+    pub fn with_metadata(mut self, key: &str, value: &str) -> Self {
+        self.recorder = self.recorder.with_metadata(key, value);
+        self
+    }
+
+    /// Train `args.steps` steps of `model` from `init`'s batches, recording every stage, and
+    /// write the trace to `args.out`. `forward_loss(model, step)` is one step's forward pass
+    /// and loss: read the batch with [`Step::float_input`] / [`Step::int_input`] (which record
+    /// it), pass [`Step::tap`] to the model's forward to record its layers, and return the
+    /// model's output and the loss.
+    pub fn run<M: Module, const D: usize>(
+        mut self,
+        args: &PortArgs,
+        init: &InitFile,
+        device: &Device,
+        mut model: M,
+        mut forward_loss: impl FnMut(
+            &M,
+            &mut Step<'_>,
+        ) -> Result<(Tensor<D>, Tensor<1>), Box<dyn Error>>,
+    ) -> Result<Trained<M>, Box<dyn Error>> {
+        let group_of = self.group_of(&model)?;
+        let mut optims: Vec<ModuleOptimizer> = std::iter::once(&self.optimizer)
+            .chain(self.groups.iter().map(|(spec, _)| spec))
+            .map(OptimizerSpec::init)
+            .collect();
+        let base = self.optimizer.lr();
+        let mut losses = Vec::with_capacity(args.steps);
+        step_done(0, args.steps);
+        for k in 0..args.steps {
+            let recorder = &mut self.recorder;
+            recorder.params_before(k, &model)?;
+            let (output, loss) = forward_loss(
+                &model,
+                &mut Step {
+                    index: k,
+                    init,
+                    device,
+                    recorder: Some(recorder),
+                },
+            )?;
+            recorder.logits(k, &output)?;
+            recorder.loss(k, &loss)?;
+            losses.push(loss.clone().into_scalar::<f32>());
+            let grads = GradientsParams::from_grads(loss.backward(), &model);
+            recorder.grads(k, &model, &grads)?;
+            let grads = match self.clip {
+                Some(clip) => clip.apply(&model, grads),
+                None => grads,
+            };
+            let lr = match &self.schedule {
+                Some(schedule) => {
+                    let lr = schedule(k);
+                    recorder.lr(k, lr);
+                    lr
+                }
+                None => base,
+            };
+            let parts = split(&model, grads, &group_of, optims.len());
+            for (i, (optim, part)) in optims.iter_mut().zip(parts).enumerate() {
+                let group_lr = match i {
+                    0 => lr,
+                    // a group's rate scales with the schedule as the main group's does
+                    _ if base == 0.0 => self.groups[i - 1].0.lr(),
+                    _ => self.groups[i - 1].0.lr() * lr / base,
+                };
+                model = optim.step(group_lr, model, part);
+            }
+            recorder.params_after(k, &model)?;
+            for optim in &optims {
+                recorder.optim(k, &model, optim)?;
+            }
+            step_done(k + 1, args.steps);
+        }
+        let last = args.steps - 1;
+        let (_, loss_after) = forward_loss(
+            &model,
+            &mut Step {
+                index: last,
+                init,
+                device,
+                recorder: None,
+            },
+        )?;
+        self.recorder.loss_after(last, &loss_after)?;
+        self.recorder.write(&args.out)?;
+        Ok(Trained {
+            model,
+            losses,
+            loss_after: loss_after.into_scalar(),
+        })
+    }
+
+    /// Each grouped parameter's group (1-based: 0 is the main optimizer's), by `ParamId`.
+    fn group_of<M: Module>(&self, model: &M) -> Result<HashMap<ParamId, usize>, TraceError> {
+        let entries = param_paths_with(model, self.recorder.names());
+        let mut group_of = HashMap::new();
+        for (i, (_, params)) in self.groups.iter().enumerate() {
+            for name in params {
+                let ids: Vec<ParamId> = entries
+                    .iter()
+                    .filter(|e| !e.buffer && &e.torch == name)
+                    .map(|e| e.id)
+                    .collect();
+                if ids.is_empty() {
+                    let known: Vec<&str> = entries
+                        .iter()
+                        .filter(|e| !e.buffer)
+                        .map(|e| e.torch.as_str())
+                        .collect();
+                    return Err(TraceError::Setup(format!(
+                        "with_group: `{name}` is no parameter of the model (its PyTorch names: {})",
+                        known.join(", ")
+                    )));
+                }
+                for id in ids {
+                    group_of.insert(id, i + 1);
+                }
+            }
+        }
+        Ok(group_of)
+    }
+}
+
+/// `grads` cut into one part per optimizer: `parts[0]` the main group's, `parts[g]` group g's.
+fn split<M: Module>(
+    model: &M,
+    grads: GradientsParams,
+    group_of: &HashMap<ParamId, usize>,
+    groups: usize,
+) -> Vec<GradientsParams> {
+    if groups == 1 {
+        return vec![grads];
+    }
+    let mut splitter = Splitter {
+        from: grads,
+        parts: (1..groups).map(|_| GradientsParams::new()).collect(),
+        group_of,
+    };
+    model.visit(&mut splitter);
+    std::iter::once(splitter.from)
+        .chain(splitter.parts)
+        .collect()
+}
+
+/// Moves each grouped parameter's gradient into its group's part (rank by rank, the only way
+/// `GradientsParams` hands tensors out).
+struct Splitter<'a> {
+    from: GradientsParams,
+    parts: Vec<GradientsParams>,
+    group_of: &'a HashMap<ParamId, usize>,
+}
+
+impl ModuleVisitor for Splitter<'_> {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        if let Some(&group) = self.group_of.get(&param.id)
+            && let Some(grad) = self.from.remove::<D>(param.id)
+        {
+            self.parts[group - 1].register(param.id, grad);
+        }
+    }
+}
+
+/// One step of a [`Training`] loop, as the port's forward pass sees it: the step's batch, read
+/// and recorded, and the tap that records layer outputs.
+#[derive(Debug)]
+pub struct Step<'a> {
+    index: usize,
+    init: &'a InitFile,
+    device: &'a Device,
+    /// `None` for the forward pass after training, which records nothing.
+    recorder: Option<&'a mut TraceRecorder>,
+}
+
+impl Step<'_> {
+    /// The step's number, from 0.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The device the loop trains on.
+    pub fn device(&self) -> &Device {
+        self.device
+    }
+
+    /// The float input `name` of the batch PyTorch fed at this step, recorded as this step's.
+    pub fn float_input<const D: usize>(&mut self, name: &str) -> Result<Tensor<D>, TraceError> {
+        let tensor = self
+            .init
+            .float_input_at::<D>(self.index, name, self.device)?;
+        self.record_input(name, tensor.to_data())?;
+        Ok(tensor)
+    }
+
+    /// The integer input `name` (class labels, token ids) of this step's batch, recorded.
+    pub fn int_input<const D: usize>(&mut self, name: &str) -> Result<Tensor<D, Int>, TraceError> {
+        let tensor = self.init.int_input_at::<D>(self.index, name, self.device)?;
+        self.record_input(name, tensor.to_data())?;
+        Ok(tensor)
+    }
+
+    /// Record an input the port got some other way (made by the port itself, or read from
+    /// another step's batch) as this step's input `name`.
+    pub fn record_input(&mut self, name: &str, data: TensorData) -> Result<(), TraceError> {
+        match self.recorder.as_deref_mut() {
+            Some(recorder) => recorder.input(self.index, name, data),
+            None => Ok(()),
+        }
+    }
+
+    /// Where the model's forward pass records its layers' outputs ([`Tap::activation`]); off
+    /// for the forward pass after training.
+    pub fn tap(&mut self) -> Tap<'_> {
+        match self.recorder.as_deref_mut() {
+            Some(recorder) => recorder.tap(self.index),
+            None => Tap::off(),
+        }
+    }
+}
