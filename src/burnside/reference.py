@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from burnside.errors import BurnsideError
-from burnside.torch import active_dropouts, optimizer_kind, record, same_step
+from burnside._torch_loop import active_dropouts, optimizer_kind, record_trace, same_step
 
 if TYPE_CHECKING:
     from burnside.progress import StepProgress
@@ -205,6 +205,27 @@ def has_burn_adam_variant(optimizer: torch.optim.Optimizer) -> bool:
             and not optimizer.param_groups[0].get("amsgrad"))
 
 
+def variant_name(model: nn.Module, optimizer: torch.optim.Optimizer) -> str | None:
+    """The variant a reference of this loop records next to it (`burn-adam`, `burn-batchnorm`, or both joined by
+    ``+``: one run with all of burn's known arithmetic the loop meets), None if burn computes it as PyTorch does."""
+    used = ((BURN_ADAM, has_burn_adam_variant(optimizer)), (BURN_BATCHNORM, has_batchnorm(model)))
+    return "+".join(name for name, found in used if found) or None
+
+
+def variant_path(path: str | Path, name: str) -> Path:
+    """Where the reference at ``path`` keeps variant ``name``: ``{stem}.{name}.safetensors`` next to it."""
+    path = Path(path)
+    return path.with_name(f"{path.name.removesuffix('.safetensors')}.{name}.safetensors")
+
+
+def reference_files(model: nn.Module, optimizer: torch.optim.Optimizer, path: str | Path, *,
+                    variants: bool = True) -> list[Path]:
+    """The files `record_reference` writes for this loop at ``path``, in the order it writes them: its variant's
+    (with ``variants``, if the loop has one), then ``path``."""
+    name = variant_name(model, optimizer) if variants else None
+    return ([variant_path(path, name)] if name else []) + [Path(path)]
+
+
 def record_reference(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -226,8 +247,10 @@ def record_reference(
 
     ``model`` and ``optimizer`` are deep-copied to float64 (the originals are untouched), the
     batches' float tensors converted; the arguments mean what they mean for `burnside.torch.record`.
-    With ``variants``, also records the `burn-adam` variant for Adam and AdamW, at
-    ``{stem}.{variant}.safetensors`` next to ``path``, and names it in the reference's metadata (`variant.burn-adam`: the file name).
+    With ``variants``, also records the variant of burn's arithmetic the loop meets (`variant_name`:
+    `burn-adam` for Adam and AdamW, `burn-batchnorm` for a BatchNorm in training, both joined by ``+``) at
+    ``{stem}.{variant}.safetensors`` next to ``path`` (`reference_files` lists the files written), and names
+    it in the reference's metadata (`variant.burn-adam`: the file name).
     ``progress`` is told the steps of each run, the variant's with its name as ``part``.
 
     Anything the loop does besides the optimizer's step must be an argument (``clip_grad_norm``,
@@ -246,29 +269,28 @@ def record_reference(
     if lr_schedule is not None:
         extra["lr_schedule"] = lr_schedule
     found: dict[str, str] = {}
-    burn_adam, burn_batchnorm = has_burn_adam_variant(optimizer), has_batchnorm(model)
-    if variants and (burn_adam or burn_batchnorm):
-        # one variant with all of burn's known arithmetic this loop meets
-        name = "+".join(n for n, used in ((BURN_ADAM, burn_adam), (BURN_BATCHNORM, burn_batchnorm)) if used)
-        variant_path = path.with_name(f"{path.name.removesuffix('.safetensors')}.{name}.safetensors")
-        double, opt = _double_copy(model, optimizer, burn_adam=burn_adam)
-        hooks = _BiasedRunningVar(double) if burn_batchnorm else None
+    name = variant_name(model, optimizer) if variants else None
+    if name is not None:
+        variant = variant_path(path, name)
+        double, opt = _double_copy(model, optimizer, burn_adam=has_burn_adam_variant(optimizer))
+        hooks = _BiasedRunningVar(double) if has_batchnorm(model) else None
 
         def variant_progress(done: int, total: int, part: str | None = None) -> None:
             progress(done, total, f"{name} variant")
 
         try:
-            record(double, opt, _double_batches(batches), variant_path, steps=steps, loss_fn=loss_fn, target=target,
-                   metadata={**(metadata or {}), "reference": "float64", "variant": name},
-                   progress=variant_progress if progress is not None else None, **extra)
+            record_trace(double, opt, _double_batches(batches), variant, steps=steps, loss_fn=loss_fn,
+                         target=target, metadata={**(metadata or {}), "reference": "float64", "variant": name},
+                         progress=variant_progress if progress is not None else None, **extra)
         finally:
             for handle in hooks.handles if hooks else ():
                 handle.remove()
-        found[name] = variant_path.name
+        found[name] = variant.name
     double, opt = _double_copy(model, optimizer, burn_adam=False)
     meta = {**(metadata or {}), "reference": "float64", **{f"variant.{k}": v for k, v in found.items()}}
-    return record(double, opt, _double_batches(batches), path, steps=steps, loss_fn=loss_fn, target=target,
-                  metadata=meta, progress=progress, **extra)
+    return record_trace(double, opt, _double_batches(batches), path, steps=steps, loss_fn=loss_fn, target=target,
+                        metadata=meta, progress=progress, **extra)
 
 
-__all__ = ["BURN_ADAM", "BURN_BATCHNORM", "BurnAdam", "has_batchnorm", "has_burn_adam_variant", "record_reference"]
+__all__ = ["BURN_ADAM", "BURN_BATCHNORM", "BurnAdam", "has_batchnorm", "has_burn_adam_variant", "record_reference",
+           "reference_files", "variant_name", "variant_path"]

@@ -12,13 +12,14 @@ Besides parameters, gradients and optimizer state, a trace holds every buffer af
 step (`named_buffers()`: BatchNorm's running statistics) and every submodule's forward output
 in execution order (`activations`, recorded by forward hooks; `activations=False` turns them
 off for a big model).
+
+The loop itself lives in `burnside._torch_loop` (shared with `burnside.reference`); its public
+names are re-exported here.
 """
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,72 +28,21 @@ import torch
 from torch import nn
 
 from burnside import __version__
-from burnside.errors import BurnsideError
-from burnside.trace import tensor_name, write_trace
+from burnside._torch_loop import (
+    Batch,
+    active_dropouts,
+    default_forward,
+    optimizer_config,
+    optimizer_kind,
+    record_trace,
+    same_step,
+    to_numpy,
+)
+from burnside.trace import write_trace
 from burnside.trace.init_batches import batch_tensors
 
 if TYPE_CHECKING:
     from burnside.progress import StepProgress
-
-Batch = Mapping[str, torch.Tensor]
-
-# PyTorch state names are the trace's slot names already (docs/trace-format.md).
-_SLOTS = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer", "step")
-
-
-def optimizer_kind(optimizer: torch.optim.Optimizer) -> str:
-    """The optimizer's class name, or the torch.optim class it subclasses without changing its step
-    (a subclass that only adds a constructor or a name computes what its base computes)."""
-    for base in (torch.optim.AdamW, torch.optim.Adam, torch.optim.SGD):
-        if isinstance(optimizer, base) and same_step(type(optimizer), base):
-            return base.__name__
-    return type(optimizer).__name__
-
-
-def same_step(kind: type, base: type) -> bool:
-    """Whether optimizer class ``kind`` steps with ``base``'s ``step`` (torch wraps each class's step
-    in a profiling hook, so the functions are compared unwrapped)."""
-    return inspect.unwrap(kind.step) is inspect.unwrap(base.step)
-
-
-def optimizer_config(optimizer: torch.optim.Optimizer, names: Mapping[int, str] | None = None) -> dict:
-    """The optimizer's full configuration as trace metadata: the first parameter group's settings and, with
-    more groups and ``names`` (id of a parameter -> its name), ``groups``: each group's parameters and the
-    settings where it differs from the first (docs/trace-format.md)."""
-    kind = optimizer_kind(optimizer)
-    config = _group_config(kind, optimizer.param_groups[0])
-    if len(optimizer.param_groups) > 1:
-        config["param_groups"] = len(optimizer.param_groups)
-        if names is not None:
-            config["groups"] = [
-                {"params": [names[id(p)] for p in group["params"] if id(p) in names],
-                 **{k: v for k, v in _group_config(kind, group).items() if k != "name" and config.get(k) != v}}
-                for group in optimizer.param_groups]
-    return config
-
-
-def _group_config(kind: str, group: Mapping) -> dict:
-    config: dict = {"lr": float(group["lr"])}
-    if kind == "SGD":
-        config = {"name": "sgd", **config, "momentum": float(group["momentum"]),
-                  "dampening": float(group["dampening"]), "nesterov": bool(group["nesterov"]),
-                  "weight_decay": float(group["weight_decay"]), "weight_decay_kind": "l2"}
-    elif kind in ("Adam", "AdamW"):
-        config = {"name": kind.lower(), **config, "betas": [float(b) for b in group["betas"]],
-                  "eps": float(group["eps"]), "weight_decay": float(group["weight_decay"]),
-                  "weight_decay_kind": "decoupled" if kind == "AdamW" or group.get("decoupled_weight_decay") else "l2",
-                  "amsgrad": bool(group["amsgrad"])}
-    else:
-        plain = {k: v for k, v in group.items() if k != "params" and isinstance(v, (int, float, bool, str))}
-        config = {"name": kind.lower(), **plain}
-    return config
-
-
-def _numpy(t: torch.Tensor) -> np.ndarray:
-    t = t.detach().cpu()
-    if t.dtype == torch.bfloat16:
-        raise BurnsideError("recording bfloat16 tensors is not supported yet; record in float32")
-    return t.numpy().copy()
 
 
 def export_init(model: nn.Module, inputs: Batch | Sequence[Batch], path: str | Path) -> Path:
@@ -106,97 +56,17 @@ def export_init(model: nn.Module, inputs: Batch | Sequence[Batch], path: str | P
     tensors: dict[str, np.ndarray] = {}
     params = [name for name, _ in model.named_parameters()]
     for name, p in model.named_parameters():
-        tensors[f"params.{name}"] = _numpy(p.float())
+        tensors[f"params.{name}"] = to_numpy(p.float())
     buffers = [name for name, _ in model.named_buffers()]
     for name, b in model.named_buffers():
-        tensors[f"buffers.{name}"] = _numpy(b.float() if b.is_floating_point() else b.long())
+        tensors[f"buffers.{name}"] = to_numpy(b.float() if b.is_floating_point() else b.long())
     batches = [inputs] if isinstance(inputs, Mapping) else list(inputs)
-    tensors |= batch_tensors([{name: _numpy(t.float() if t.is_floating_point() else t.long())
+    tensors |= batch_tensors([{name: to_numpy(t.float() if t.is_floating_point() else t.long())
                                for name, t in batch.items()} for batch in batches])
     metadata = {"params": params, "buffers": buffers, "inputs": list(batches[0]) if batches else [],
                 "framework": "pytorch", "framework_version": torch.__version__,
                 "recorder": f"burnside {__version__}"}
     return write_trace(Path(path), tensors, metadata, kind="init")
-
-
-def _first_tensor(output: object) -> torch.Tensor | None:
-    """A module's output as one tensor: itself, or the first tensor of a tuple or list."""
-    if isinstance(output, torch.Tensor):
-        return output
-    if isinstance(output, (tuple, list)):
-        return next((o for o in output if isinstance(o, torch.Tensor)), None)
-    return None
-
-
-class _Activations:
-    """Forward hooks on every submodule, recording each output while switched on."""
-
-    def __init__(self, model: nn.Module) -> None:
-        self.order: list[str] = []
-        self.modules: dict[str, str] = {}
-        self.recording: dict[str, np.ndarray] | None = None
-        self._calls: dict[str, int] = {}
-        self._handles = [module.register_forward_hook(self._hook(name))
-                         for name, module in model.named_modules() if name]
-        self._types = {name: type(module).__name__ for name, module in model.named_modules() if name}
-
-    def _hook(self, name: str):
-        def hook(_module: nn.Module, _inputs: object, output: object) -> None:
-            tensor = _first_tensor(output)
-            if self.recording is None or tensor is None:
-                return
-            # A module called twice in one forward pass (shared weights) gets `name#2`, ...
-            calls = self._calls[name] = self._calls.get(name, 0) + 1
-            key = name if calls == 1 else f"{name}#{calls}"
-            if key not in self.modules:
-                self.order.append(key)
-                self.modules[key] = self._types[name]
-            self.recording[key] = _numpy(tensor)
-        return hook
-
-    @contextmanager
-    def step(self) -> Iterator[dict[str, np.ndarray]]:
-        """Record the outputs of one forward pass into the yielded dict."""
-        self.recording, self._calls = {}, {}
-        try:
-            yield self.recording
-        finally:
-            self.recording = None
-
-    def remove(self) -> None:
-        for handle in self._handles:
-            handle.remove()
-
-
-def _dropouts_on(model: nn.Module) -> list[tuple[str, nn.Module]]:
-    """(name, module) of each dropout of ``model`` that is on: `nn.Dropout*` modules, then the attention
-    dropout of `nn.MultiheadAttention`s, in training mode with a probability above 0."""
-    modules = list(model.named_modules())
-    return ([(n, m) for n, m in modules if isinstance(m, nn.modules.dropout._DropoutNd) and m.training and m.p > 0]
-            + [(n, m) for n, m in modules if isinstance(m, nn.MultiheadAttention) and m.training and m.dropout > 0])
-
-
-def active_dropouts(model: nn.Module) -> list[str]:
-    """The dropouts of ``model`` that are on: `drop (p=0.1)`, `attn (attention dropout 0.1)`."""
-    return [f"{name} (attention dropout {module.dropout:g})" if isinstance(module, nn.MultiheadAttention)
-            else f"{name} (p={module.p:g})" for name, module in _dropouts_on(model)]
-
-
-def _dropout_off(model: nn.Module) -> list[Callable[[], None]]:
-    """Turn every dropout of ``model`` that is on off; the returned calls turn each back as it was."""
-    undo: list[Callable[[], None]] = []
-    for _, module in _dropouts_on(model):
-        if isinstance(module, nn.MultiheadAttention):
-            undo.append(lambda m=module, p=module.dropout: setattr(m, "dropout", p))
-            module.dropout = 0.0
-        else:
-            module.eval()
-            undo.append(lambda m=module: m.train())
-    return undo
-
-
-def _default_forward(model: nn.Module, batch: Batch) -> torch.Tensor:
-    return model(batch["x"])
 
 
 def record(
@@ -207,7 +77,7 @@ def record(
     *,
     steps: int | None = None,
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = nn.functional.cross_entropy,
-    forward: Callable[[nn.Module, Batch], torch.Tensor] = _default_forward,
+    forward: Callable[[nn.Module, Batch], torch.Tensor] = default_forward,
     target: str = "y",
     metadata: Mapping[str, object] | None = None,
     activations: bool = True,
@@ -238,111 +108,9 @@ def record(
     factory, not a scheduler made on ``optimizer``: the float64 reference makes its own.
     ``progress`` is told the steps done (`burnside.progress.Progress.steps` draws it).
     """
-    per_step = [batches] if isinstance(batches, Mapping) else list(batches)
-    steps = steps if steps is not None else len(per_step)
-    if steps < 1:
-        raise BurnsideError("record needs at least one step")
-    if clip_grad_norm is not None and not clip_grad_norm > 0:
-        raise BurnsideError(f"clip_grad_norm must be a positive number, got {clip_grad_norm!r}")
-    if len(per_step) not in (1, steps):
-        raise BurnsideError(f"got {len(per_step)} batches for {steps} steps; give one batch or one per step")
-    named = list(model.named_parameters())
-    names_by_param = {id(p): name for name, p in named}
-    tensors: dict[str, np.ndarray] = {}
-    grads_len: list[int] = []
-
-    scheduler = lr_schedule(optimizer) if lr_schedule is not None else None
-    config = optimizer_config(optimizer, names_by_param)  # before training: a schedule moves the group's lr
-    base_lrs = getattr(scheduler, "base_lrs", None)
-    if base_lrs:
-        config["lr"] = float(base_lrs[0])  # the optimizer's own lr, which the schedule scales
-    lrs: list[float] = []
-    hooks = _Activations(model) if activations else None
-    active = active_dropouts(model)
-    restore = [] if dropout else _dropout_off(model)
-    if progress is not None:
-        progress(0, steps)
-    try:
-        for k in range(steps):
-            batch = per_step[k % len(per_step)]
-            for name, t in batch.items():
-                tensors[tensor_name(k, "inputs", name)] = _numpy(t)
-            for name, p in named:
-                tensors[tensor_name(k, "params_before", name)] = _numpy(p)
-            if hooks is None:
-                logits = forward(model, batch)
-            else:
-                with hooks.step() as outputs:
-                    logits = forward(model, batch)
-                for name, value in outputs.items():
-                    tensors[tensor_name(k, "activations", name)] = value
-            loss = loss_fn(logits, batch[target])
-            tensors[tensor_name(k, "logits")] = _numpy(logits)
-            tensors[tensor_name(k, "loss")] = _numpy(loss).reshape(())
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            grads_len.append(sum(p.grad is not None for _, p in named))
-            for name, p in named:
-                if p.grad is not None:
-                    tensors[tensor_name(k, "grads", name)] = _numpy(p.grad)
-            if clip_grad_norm is not None:
-                nn.utils.clip_grad_norm_([p for _, p in named], clip_grad_norm)
-            lrs.append(float(optimizer.param_groups[0]["lr"]))
-            optimizer.step()
-            if scheduler is not None:
-                scheduler.step()
-            for name, p in named:
-                tensors[tensor_name(k, "params_after", name)] = _numpy(p)
-            for name, b in model.named_buffers():
-                tensors[tensor_name(k, "buffers", name)] = _numpy(b)
-            for p, state in optimizer.state.items():
-                pname = names_by_param.get(id(p))
-                if pname is None:
-                    continue  # a parameter of another module: the recorded model never sees it
-                for slot in _SLOTS:
-                    value = state.get(slot)
-                    if isinstance(value, torch.Tensor):
-                        # a float64 reference keeps its state in float64
-                        state_value = value if value.dtype == torch.float64 else value.float()
-                        tensors[tensor_name(k, "optim", f"{slot}.{pname}")] = _numpy(state_value)
-                    elif isinstance(value, (int, float)):
-                        tensors[tensor_name(k, "optim", f"{slot}.{pname}")] = np.array(value, dtype=np.float32)
-            if progress is not None:
-                progress(k + 1, steps)
-        with torch.no_grad():
-            last = per_step[(steps - 1) % len(per_step)]
-            loss_after = loss_fn(forward(model, last), last[target])
-            tensors[tensor_name(steps - 1, "loss_after")] = _numpy(loss_after).reshape(())
-    finally:
-        if hooks is not None:
-            hooks.remove()
-        for undo in restore:
-            undo()
-    first = named[0][1] if named else None
-    meta = {
-        "framework": "pytorch",
-        "framework_version": torch.__version__,
-        "device": str(first.device) if first is not None else "cpu",
-        "dtype": str(first.dtype).removeprefix("torch.") if first is not None else "float32",
-        "steps": steps,
-        "optimizer": {**config,
-                      **({"clip_grad_norm": float(clip_grad_norm)} if clip_grad_norm is not None else {}),
-                      **({"lr_per_step": lrs} if scheduler is not None else {})},
-        "params": [name for name, _ in named],
-        "grads_len": grads_len,
-        "loss_fn": getattr(loss_fn, "__name__", type(loss_fn).__name__),
-        "recorder": f"burnside {__version__}",
-    }
-    if active:
-        meta["dropout"] = f"on: {', '.join(active)}" if dropout else "off"
-    buffers = [name for name, _ in model.named_buffers()]
-    if buffers:
-        meta["buffers"] = buffers
-    if hooks is not None and hooks.order:
-        meta["activations"] = hooks.order
-        meta["modules"] = hooks.modules
-    meta.update(metadata or {})
-    return write_trace(Path(path), tensors, meta)
+    return record_trace(model, optimizer, batches, path, steps=steps, loss_fn=loss_fn, forward=forward,
+                        target=target, metadata=metadata, activations=activations, clip_grad_norm=clip_grad_norm,
+                        dropout=dropout, lr_schedule=lr_schedule, progress=progress)
 
 
-__all__ = ["active_dropouts", "export_init", "optimizer_config", "optimizer_kind", "record"]
+__all__ = ["active_dropouts", "export_init", "optimizer_config", "optimizer_kind", "record", "same_step"]
