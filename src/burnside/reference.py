@@ -243,7 +243,8 @@ def record_reference(
     lr_schedule: Callable[[torch.optim.Optimizer], object] | None = None,
     progress: StepProgress | None = None,
 ) -> Path:
-    """Record the float64 reference of a PyTorch loop at ``path``; call it before training ``model``.
+    """Record the float64 reference of a PyTorch loop at ``path``; call it before training ``model``
+    (or pass ``reference=path`` to `burnside.torch.record`, which calls this first, with its arguments).
 
     ``model`` and ``optimizer`` are deep-copied to float64 (the originals are untouched), the
     batches' float tensors converted; the arguments mean what they mean for `burnside.torch.record`.

@@ -6,12 +6,13 @@ class name and param-group settings).
 
     from burnside.torch import export_init, record
     export_init(model, {"x": x, "y": y}, "init.safetensors")
-    record(model, opt, {"x": x, "y": y}, "torch.safetensors", steps=3)
+    record(model, opt, {"x": x, "y": y}, "torch.safetensors", steps=3, reference="reference.safetensors")
 
 Besides parameters, gradients and optimizer state, a trace holds every buffer after each
 step (`named_buffers()`: BatchNorm's running statistics) and every submodule's forward output
 in execution order (`activations`, recorded by forward hooks; `activations=False` turns them
-off for a big model).
+off for a big model). With ``reference=PATH``, `record` first records the float64 reference of the same
+loop from the untrained model (`burnside.reference.record_reference`), then trains it.
 
 The loop itself lives in `burnside._torch_loop` (shared with `burnside.reference`); its public
 names are re-exported here.
@@ -19,6 +20,8 @@ names are re-exported here.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,6 +41,8 @@ from burnside._torch_loop import (
     same_step,
     to_numpy,
 )
+from burnside.errors import BurnsideError
+from burnside.reference import record_reference, reference_files
 from burnside.trace import write_trace
 from burnside.trace.init_batches import batch_tensors
 
@@ -85,6 +90,8 @@ def record(
     dropout: bool = False,
     lr_schedule: Callable[[torch.optim.Optimizer], object] | None = None,
     progress: StepProgress | None = None,
+    reference: str | Path | None = None,
+    reference_variants: bool = True,
 ) -> Path:
     """Train ``steps`` steps and write every tensor of every step to a trace at ``path``.
 
@@ -107,10 +114,67 @@ def record(
     the optimizer metadata then lists the learning rate each step used (``lr_per_step``). Pass the
     factory, not a scheduler made on ``optimizer``: the float64 reference makes its own.
     ``progress`` is told the steps done (`burnside.progress.Progress.steps` draws it).
+
+    With ``reference`` (a path), the float64 reference of the same loop is recorded first, from the
+    untrained model, exactly as `burnside.reference.record_reference(model, optimizer, batches, reference,
+    ...)` with these arguments would (``reference_variants`` is its ``variants``; ``activations`` is the
+    trace's alone), and then the trace. ``progress`` is told the reference's runs as parts
+    (``float64 reference``, ``float64 reference, burn-adam variant``). If the reference is refused (a step
+    hook, an Adam with its own ``step``, dropout on with ``dropout=True``), nothing is trained and nothing
+    written; if the trace then fails, the model may be partly trained, as without ``reference``, and the
+    reference files this call wrote are deleted, so no reference is left without its trace.
     """
-    return record_trace(model, optimizer, batches, path, steps=steps, loss_fn=loss_fn, forward=forward,
-                        target=target, metadata=metadata, activations=activations, clip_grad_norm=clip_grad_norm,
-                        dropout=dropout, lr_schedule=lr_schedule, progress=progress)
+    loop = {"steps": steps, "loss_fn": loss_fn, "forward": forward, "target": target, "metadata": metadata,
+            "clip_grad_norm": clip_grad_norm, "dropout": dropout, "lr_schedule": lr_schedule}
+    if reference is None:
+        return record_trace(model, optimizer, batches, path, activations=activations, progress=progress, **loop)
+    files = reference_files(model, optimizer, reference, variants=reference_variants)
+    clash = next((f for f in files if _same_file(f, path)), None)
+    if clash is not None:
+        what = "reference=" if clash is files[-1] else f"the variant file of reference={reference}"
+        stem = Path(path).name.removesuffix(".safetensors")
+        raise BurnsideError(f"path and {what} are the same file ({path}): give the trace and the float64 reference "
+                            f"a file each, e.g. reference={stem}.reference.safetensors")
+    if not isinstance(batches, Mapping):
+        batches = list(batches)  # one pass of an iterator for the reference's runs and the trace's
+    before = {f: _stamp(f) for f in files}
+    try:
+        record_reference(model, optimizer, batches, reference, variants=reference_variants,
+                         progress=_reference_progress(progress), **loop)
+        return record_trace(model, optimizer, batches, path, activations=activations, progress=progress, **loop)
+    except BaseException:
+        for f in files:
+            if _stamp(f) != before[f]:  # written by this call
+                with contextlib.suppress(FileNotFoundError):
+                    f.unlink()
+        raise
+
+
+def _same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether paths ``a`` and ``b`` name one file (through `..`, links and relative spellings)."""
+    return Path(a).resolve() == Path(b).resolve()
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    """The file at ``path`` as it is now (inode, size, modification ns), None if absent: a file written
+    since (atomically, so a new inode) gets another stamp."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return info.st_ino, info.st_size, info.st_mtime_ns
+
+
+def _reference_progress(progress: StepProgress | None) -> StepProgress | None:
+    """``progress`` with the reference's runs named as parts of the one call: ``float64 reference``
+    and ``float64 reference, burn-adam variant``."""
+    if progress is None:
+        return None
+
+    def told(done: int, total: int, part: str | None = None) -> None:
+        progress(done, total, f"float64 reference, {part}" if part else "float64 reference")
+
+    return told
 
 
 __all__ = ["active_dropouts", "export_init", "optimizer_config", "optimizer_kind", "record", "same_step"]
