@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 from rich.console import Console
 
+import burnside
 from burnside.compare import Tolerance, Tolerances, compare_traces, load_tolerances
 from burnside.diagnose import diagnose
 from burnside.errors import BurnsideError
@@ -42,6 +43,7 @@ from burnside.report import comparison_json, render
 from burnside.trace import Trace, convert_trace, open_trace, parse_name, write_trace
 from burnside.trace.dtypes import bf16_to_f32
 
+_PACKAGE = Path(burnside.__file__).resolve().parent  # the frames a crash site is named by
 FORMS = ("safetensors", "json", "init", "tolerances.toml", "tolerances.json")
 
 # Values a hostile file puts where a well-formed one has something else (issue 11's cases among them).
@@ -608,10 +610,14 @@ def _perturbed_pair(seeds: dict[str, list[Seed]], workdir: Path) -> tuple[Trace,
 
 
 def _site(exc: BaseException) -> str:
+    """The innermost frame in burnside's package (wherever it is installed, whatever its checkout's folder is
+    called), as ``burnside/trace/json_file.py:88 (function)``; the innermost frame of all if none is."""
     frames = traceback.extract_tb(exc.__traceback__)
-    ours = [f for f in frames if "/burnside/" in f.filename and "/tests/" not in f.filename] or frames
+    ours = [f for f in frames if Path(f.filename).resolve().is_relative_to(_PACKAGE)] or frames
     f = ours[-1]
-    return f"{f.filename.split('/src/')[-1]}:{f.lineno} ({f.name})"
+    path = Path(f.filename).resolve()
+    where = path.relative_to(_PACKAGE.parent).as_posix() if path.is_relative_to(_PACKAGE) else f.filename
+    return f"{where}:{f.lineno} ({f.name})"
 
 
 def fuzz(count: int, seed: int = 0, forms: tuple[str, ...] = FORMS, timeout: float = 10.0,
