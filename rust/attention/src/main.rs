@@ -17,9 +17,8 @@ use burn::module::Module;
 use burn::nn::attention::{MhaInput, MultiHeadAttention, MultiHeadAttentionConfig};
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
-use burn::optim::GradientsParams;
 use burn::tensor::{Device, Int, Tensor};
-use burnside_trace::{InitFile, OptimizerSpec, PortArgs, Tap, TraceError, TraceRecorder};
+use burnside_trace::{InitFile, OptimizerSpec, PortArgs, Tap, TraceError, Training};
 
 const VOCAB: usize = 16;
 const D_MODEL: usize = 16;
@@ -75,48 +74,18 @@ fn run(mut args: PortArgs) -> Result<(), Box<dyn Error>> {
     args.finish()?;
     let device = Device::default().autodiff();
     let init = InitFile::read(&args.init)?;
-    let mut model = init.load_module(Encoder::new(&device, bug.as_deref())?)?;
-    let x = init.int_input::<2>("x", &device)?;
-    let y = init.int_input::<1>("y", &device)?;
+    let model = init.load_module(Encoder::new(&device, bug.as_deref())?)?;
     let ce = CrossEntropyLossConfig::new().init(&device);
-    let spec = OptimizerSpec::adamw(LR);
-    let mut optim = spec.init();
-    let mut recorder = TraceRecorder::new(spec.clone());
-    let mut losses = Vec::with_capacity(args.steps);
-
-    burnside_trace::step_done(0, args.steps);
-    for step in 0..args.steps {
-        recorder.input(step, "x", x.to_data())?;
-        recorder.input(step, "y", y.to_data())?;
-        recorder.params_before(step, &model)?;
-        let logits = model.forward(x.clone(), recorder.tap(step))?;
-        recorder.logits(step, &logits)?;
-        let loss = ce.forward(logits, y.clone());
-        recorder.loss(step, &loss)?;
-        losses.push(loss.clone().into_scalar::<f32>());
-        let grads = GradientsParams::from_grads(loss.backward(), &model);
-        recorder.grads(step, &model, &grads)?;
-        let lr = if bug.as_deref() == Some("no-warmup") {
-            spec.lr()
-        } else {
-            let lr = spec.lr() * ((step + 1) as f64 / WARMUP as f64).min(1.0);
-            recorder.lr(step, lr);
-            lr
-        };
-        model = optim.step(lr, model, grads);
-        recorder.params_after(step, &model)?;
-        recorder.optim(step, &model, &optim)?;
-        burnside_trace::step_done(step + 1, args.steps);
+    let mut training = Training::new(OptimizerSpec::adamw(LR));
+    if bug.as_deref() != Some("no-warmup") {
+        // LambdaLR(opt, lambda k: min(1, (k + 1) / WARMUP))
+        training = training.with_lr_schedule(|k| LR * ((k + 1) as f64 / WARMUP as f64).min(1.0));
     }
-    let loss_after = ce.forward(model.forward(x, Tap::off())?, y);
-    recorder.loss_after(args.steps - 1, &loss_after)?;
-    recorder.write(&args.out)?;
-
-    let loss_after: f32 = loss_after.into_scalar();
-    println!("losses {losses:?}  loss_after {loss_after}");
-    println!(
-        "JSON: {}",
-        serde_json::json!({"trace": args.out, "losses": losses, "loss_after": loss_after})
-    );
+    training.run(&args, &init, &device, model, |model, step| {
+        let (x, y) = (step.int_input::<2>("x")?, step.int_input::<1>("y")?);
+        let logits = model.forward(x, step.tap())?;
+        let loss = ce.forward(logits.clone(), y);
+        Ok((logits, loss))
+    })?;
     Ok(())
 }

@@ -3,12 +3,13 @@ use std::path::Path;
 
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::{GradientsParams, ModuleOptimizer};
-use burn::tensor::{Tensor, TensorData};
+use burn::tensor::{Device, Tensor, TensorData};
 use serde_json::{Value, json};
 
 use crate::{
-    BURN_VERSION, ClipGradNorm, FORMAT_VERSION, HostTensor, OptimizerSpec, ParamEntry, TorchNames,
-    TraceError, optimizer_state, pack_parts, param_paths_with, param_values, write_safetensors,
+    BURN_VERSION, ClipGradNorm, FORMAT_VERSION, HostTensor, InitFile, OptimizerSpec, ParamEntry,
+    Step, TorchNames, TraceError, optimizer_state, pack_parts, param_paths_with, param_values,
+    write_safetensors,
 };
 
 /// Records what one burn training loop computes, step by step, and writes it as a burnside
@@ -202,6 +203,13 @@ impl TraceRecorder {
     /// forward and call [`Tap::activation`] once per layer.
     pub fn tap(&mut self, step: usize) -> Tap<'_> {
         Tap(Some((self, step)))
+    }
+
+    /// Step `step` as a forward pass sees it: its batch read from `init` and recorded as its
+    /// inputs ([`Step::float_input`](crate::Step::float_input)), and its tap. What
+    /// [`Training`](crate::Training) hands its closure, for a loop recorded call by call.
+    pub fn step<'a>(&'a mut self, step: usize, init: &'a InitFile, device: &'a Device) -> Step<'a> {
+        Step::recorded(step, init, device, self)
     }
 
     /// The model's output at step `step`.
@@ -510,7 +518,6 @@ impl ModuleVisitor for GradsVisitor<'_> {
 mod tests {
     use super::*;
     use burn::nn::LinearConfig;
-    use burn::tensor::Device;
 
     #[test]
     fn a_trace_without_loss_after_is_refused_before_anything_is_written() {

@@ -145,15 +145,7 @@ impl Training {
         for k in 0..args.steps {
             let recorder = &mut self.recorder;
             recorder.params_before(k, &model)?;
-            let (output, loss) = forward_loss(
-                &model,
-                &mut Step {
-                    index: k,
-                    init,
-                    device,
-                    recorder: Some(recorder),
-                },
-            )?;
+            let (output, loss) = forward_loss(&model, &mut recorder.step(k, init, device))?;
             recorder.logits(k, &output)?;
             recorder.loss(k, &loss)?;
             losses.push(loss.clone().into_scalar::<f32>());
@@ -188,15 +180,7 @@ impl Training {
             step_done(k + 1, args.steps);
         }
         let last = args.steps - 1;
-        let (_, loss_after) = forward_loss(
-            &model,
-            &mut Step {
-                index: last,
-                init,
-                device,
-                recorder: None,
-            },
-        )?;
+        let (_, loss_after) = forward_loss(&model, &mut Step::unrecorded(last, init, device))?;
         self.recorder.loss_after(last, &loss_after)?;
         self.recorder.write(&args.out)?;
         Ok(Trained {
@@ -287,7 +271,34 @@ pub struct Step<'a> {
     recorder: Option<&'a mut TraceRecorder>,
 }
 
-impl Step<'_> {
+impl<'a> Step<'a> {
+    /// Step `index` of a loop recorded call by call ([`TraceRecorder::step`] gives the recorded
+    /// one): the batch read from `init`, nothing recorded, the tap off (a forward pass after
+    /// training, for `loss_after`).
+    pub fn unrecorded(index: usize, init: &'a InitFile, device: &'a Device) -> Self {
+        Step {
+            index,
+            init,
+            device,
+            recorder: None,
+        }
+    }
+
+    /// Step `index` recording into `recorder` (see [`TraceRecorder::step`]).
+    pub(crate) fn recorded(
+        index: usize,
+        init: &'a InitFile,
+        device: &'a Device,
+        recorder: &'a mut TraceRecorder,
+    ) -> Self {
+        Step {
+            index,
+            init,
+            device,
+            recorder: Some(recorder),
+        }
+    }
+
     /// The step's number, from 0.
     pub fn index(&self) -> usize {
         self.index

@@ -5,9 +5,8 @@
 //! cnn --init INIT -o OUT [--steps N] [--bug bn-eps|bn-momentum|first-batch]
 //! ```
 //!
-//! Each step trains on its own batch from the init file (`InitFile::float_input_at`), which is
-//! the one batch of every step when the PyTorch side fed one, and step k's when it fed a batch
-//! per step.
+//! Each step trains on its own batch from the init file (`step.float_input`), which is the one
+//! batch of every step when the PyTorch side fed one, and step k's when it fed a batch per step.
 //!
 //! `--bug` builds one layer wrong on purpose, to show the comparison naming that layer:
 //! `bn-eps` gives BatchNorm an epsilon of 1e-3 (PyTorch's is 1e-5), `bn-momentum` a running-
@@ -21,10 +20,9 @@ use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
 use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d};
-use burn::optim::GradientsParams;
 use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
-use burnside_trace::{InitFile, OptimizerSpec, PortArgs, Tap, TraceError, TraceRecorder};
+use burnside_trace::{InitFile, OptimizerSpec, PortArgs, Tap, TraceError, Training};
 
 const LR: f64 = 0.01;
 
@@ -86,55 +84,23 @@ fn run(mut args: PortArgs) -> Result<(), Box<dyn Error>> {
     args.finish()?;
     let device = Device::default().autodiff();
     let init = InitFile::read(&args.init)?;
-    let mut model = init.load_module(Cnn::new(&device, bug.as_deref())?)?;
-    // `--bug first-batch` reads step 0's batch for every step, as a port written for one batch does.
-    let step_of = |step: usize| {
-        if bug.as_deref() == Some("first-batch") {
-            0
-        } else {
-            step
-        }
-    };
+    let model = init.load_module(Cnn::new(&device, bug.as_deref())?)?;
+    let first_batch = bug.as_deref() == Some("first-batch");
     let ce = CrossEntropyLossConfig::new().init(&device);
-    let spec = OptimizerSpec::adam(LR);
-    let mut optim = spec.init();
-    let mut recorder = TraceRecorder::new(spec.clone());
-    let mut losses = Vec::with_capacity(args.steps);
-
-    burnside_trace::step_done(0, args.steps);
-    for step in 0..args.steps {
-        let x = init.float_input_at::<4>(step_of(step), "x", &device)?;
-        let y = init.int_input_at::<1>(step_of(step), "y", &device)?;
-        recorder.input(step, "x", x.to_data())?;
-        recorder.input(step, "y", y.to_data())?;
-        recorder.params_before(step, &model)?;
-        let logits = model.forward(x, recorder.tap(step))?;
-        recorder.logits(step, &logits)?;
-        let loss = ce.forward(logits, y);
-        recorder.loss(step, &loss)?;
-        losses.push(loss.clone().into_scalar::<f32>());
-        let grads = GradientsParams::from_grads(loss.backward(), &model);
-        recorder.grads(step, &model, &grads)?;
-        model = optim.step(spec.lr(), model, grads);
-        recorder.params_after(step, &model)?;
-        recorder.optim(step, &model, &optim)?;
-        burnside_trace::step_done(step + 1, args.steps);
-    }
-    // PyTorch's loss after training is that of the last step's batch
-    let last = step_of(args.steps - 1);
-    let (x, y) = (
-        init.float_input_at::<4>(last, "x", &device)?,
-        init.int_input_at::<1>(last, "y", &device)?,
-    );
-    let loss_after = ce.forward(model.forward(x, Tap::off())?, y);
-    recorder.loss_after(args.steps - 1, &loss_after)?;
-    recorder.write(&args.out)?;
-
-    let loss_after: f32 = loss_after.into_scalar();
-    println!("losses {losses:?}  loss_after {loss_after}");
-    println!(
-        "JSON: {}",
-        serde_json::json!({"trace": args.out, "losses": losses, "loss_after": loss_after})
-    );
+    Training::new(OptimizerSpec::adam(LR)).run(&args, &init, &device, model, |model, step| {
+        let (x, y) = if first_batch {
+            // the bug: step 0's batch for every step, as a port written for one batch reads it
+            let x = init.float_input_at::<4>(0, "x", &device)?;
+            let y = init.int_input_at::<1>(0, "y", &device)?;
+            step.record_input("x", x.to_data())?;
+            step.record_input("y", y.to_data())?;
+            (x, y)
+        } else {
+            (step.float_input::<4>("x")?, step.int_input::<1>("y")?)
+        };
+        let logits = model.forward(x, step.tap())?;
+        let loss = ce.forward(logits.clone(), y);
+        Ok((logits, loss))
+    })?;
     Ok(())
 }

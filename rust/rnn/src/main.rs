@@ -9,9 +9,10 @@
 //! Each `--bug` is a porting slip that fails nothing and trains something else:
 //! - `batch-first`: the LSTM left at burn's default; PyTorch's recurrent layers are
 //!   sequence-first, so `[6, 4, 16]` is read as 6 sequences of 4 steps.
-//! - `no-clip`: the `clip_grad_norm_` line not ported.
-//! - `per-tensor-clip`: burn's own `GradientClippingConfig::Norm(0.2)` on the optimizer, which
-//!   clips each tensor by its own norm rather than all of them by their joint norm.
+//! - `no-clip`: the `clip_grad_norm_` line not ported (`with_clip_grad_norm` left out).
+//! - `per-tensor-clip`: a loop written call by call that declares PyTorch's clipping and clips
+//!   with burn's own `GradientClippingConfig::Norm(0.2)` on the optimizer, which clips each
+//!   tensor by its own norm rather than all of them by their joint norm.
 
 use std::error::Error;
 
@@ -24,7 +25,7 @@ use burn::optim::grad_clipping::GradientClippingConfig;
 use burn::optim::{AdamConfig, GradientsParams};
 use burn::tensor::{Device, Int, Tensor};
 use burnside_trace::{
-    ClipGradNorm, InitFile, OptimizerSpec, PortArgs, Tap, TraceError, TraceRecorder,
+    ClipGradNorm, InitFile, OptimizerSpec, PortArgs, Step, Tap, TraceError, TraceRecorder, Training,
 };
 
 const LR: f64 = 0.01;
@@ -87,55 +88,59 @@ fn run(mut args: PortArgs) -> Result<(), Box<dyn Error>> {
     }
     let device = Device::default().autodiff();
     let init = InitFile::read(&args.init)?;
-    let mut model = init.load_module(CharRnn::new(&device, bug.as_deref())?)?;
-    let x = init.int_input::<2>("x", &device)?;
-    let y = init.int_input::<1>("y", &device)?;
+    let model = init.load_module(CharRnn::new(&device, bug.as_deref())?)?;
     let ce = CrossEntropyLossConfig::new().init(&device);
-    let spec = OptimizerSpec::adam(LR);
-    let clip = ClipGradNorm::new(CLIP);
-    let mut optim = match bug.as_deref() {
-        Some("per-tensor-clip") => AdamConfig::new()
-            .with_epsilon(1e-8)
-            .with_grad_clipping(Some(GradientClippingConfig::Norm(CLIP)))
-            .init(),
-        _ => spec.init(),
+    let forward_loss = |model: &CharRnn, step: &mut Step| -> Result<_, Box<dyn Error>> {
+        let (x, y) = (step.int_input::<2>("x")?, step.int_input::<1>("y")?);
+        let logits = model.forward(x, step.tap())?;
+        let loss = ce.forward(logits.clone(), y);
+        Ok((logits, loss))
     };
-    let mut recorder = TraceRecorder::new(spec.clone());
-    if bug.as_deref() != Some("no-clip") {
-        recorder = recorder.with_clip_grad_norm(clip);
+    match bug.as_deref() {
+        Some("per-tensor-clip") => per_tensor_clip(&args, &init, &device, model, forward_loss),
+        Some("no-clip") => {
+            Training::new(OptimizerSpec::adam(LR)) // the clip_grad_norm_ line not ported
+                .run(&args, &init, &device, model, forward_loss)
+                .map(drop)
+        }
+        _ => Training::new(OptimizerSpec::adam(LR))
+            .with_clip_grad_norm(CLIP)
+            .run(&args, &init, &device, model, forward_loss)
+            .map(drop),
     }
-    let mut losses = Vec::with_capacity(args.steps);
+}
 
-    burnside_trace::step_done(0, args.steps);
+/// `--bug per-tensor-clip`: a loop written call by call (`TraceRecorder`, for loops `Training`
+/// does not cover) that declares PyTorch's clipping but clips with burn's own
+/// `GradientClippingConfig::Norm` on the optimizer, each tensor by its own norm.
+fn per_tensor_clip(
+    args: &PortArgs,
+    init: &InitFile,
+    device: &Device,
+    mut model: CharRnn,
+    mut forward_loss: impl FnMut(&CharRnn, &mut Step) -> Result<(Tensor<2>, Tensor<1>), Box<dyn Error>>,
+) -> Result<(), Box<dyn Error>> {
+    let spec = OptimizerSpec::adam(LR);
+    let mut optim = AdamConfig::new()
+        .with_epsilon(1e-8)
+        .with_grad_clipping(Some(GradientClippingConfig::Norm(CLIP)))
+        .init();
+    let mut recorder =
+        TraceRecorder::new(spec.clone()).with_clip_grad_norm(ClipGradNorm::new(CLIP));
     for step in 0..args.steps {
-        recorder.input(step, "x", x.to_data())?;
-        recorder.input(step, "y", y.to_data())?;
         recorder.params_before(step, &model)?;
-        let logits = model.forward(x.clone(), recorder.tap(step))?;
+        let (logits, loss) = forward_loss(&model, &mut recorder.step(step, init, device))?;
         recorder.logits(step, &logits)?;
-        let loss = ce.forward(logits, y.clone());
         recorder.loss(step, &loss)?;
-        losses.push(loss.clone().into_scalar::<f32>());
         let grads = GradientsParams::from_grads(loss.backward(), &model);
         recorder.grads(step, &model, &grads)?;
-        let grads = match bug.as_deref() {
-            Some("no-clip" | "per-tensor-clip") => grads,
-            _ => clip.apply(&model, grads),
-        };
-        model = optim.step(spec.lr(), model, grads);
+        model = optim.step(spec.lr(), model, grads); // the bug: no ClipGradNorm::apply
         recorder.params_after(step, &model)?;
         recorder.optim(step, &model, &optim)?;
-        burnside_trace::step_done(step + 1, args.steps);
     }
-    let loss_after = ce.forward(model.forward(x, Tap::off())?, y);
+    let (_, loss_after) =
+        forward_loss(&model, &mut Step::unrecorded(args.steps - 1, init, device))?;
     recorder.loss_after(args.steps - 1, &loss_after)?;
     recorder.write(&args.out)?;
-
-    let loss_after: f32 = loss_after.into_scalar();
-    println!("losses {losses:?}  loss_after {loss_after}");
-    println!(
-        "JSON: {}",
-        serde_json::json!({"trace": args.out, "losses": losses, "loss_after": loss_after})
-    );
     Ok(())
 }

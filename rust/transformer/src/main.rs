@@ -16,10 +16,9 @@ use std::error::Error;
 use burn::module::Module;
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
-use burn::optim::GradientsParams;
 use burn::tensor::activation::{gelu, gelu_approximate, softmax};
 use burn::tensor::{Device, Tensor};
-use burnside_trace::{InitFile, OptimizerSpec, PortArgs, Tap, TraceError, TraceRecorder};
+use burnside_trace::{InitFile, OptimizerSpec, PortArgs, Tap, TraceError, Training};
 
 const VOCAB: usize = 16;
 const D_MODEL: usize = 16;
@@ -153,41 +152,13 @@ fn run(mut args: PortArgs) -> Result<(), Box<dyn Error>> {
     args.finish()?;
     let device = Device::default().autodiff();
     let init = InitFile::read(&args.init)?;
-    let mut model = init.load_module(Block::new(&device, bug.as_deref())?)?;
-    let x = init.int_input::<2>("x", &device)?;
-    let y = init.int_input::<1>("y", &device)?;
+    let model = init.load_module(Block::new(&device, bug.as_deref())?)?;
     let ce = CrossEntropyLossConfig::new().init(&device);
-    let spec = OptimizerSpec::adamw(LR);
-    let mut optim = spec.init();
-    let mut recorder = TraceRecorder::new(spec.clone());
-    let mut losses = Vec::with_capacity(args.steps);
-
-    burnside_trace::step_done(0, args.steps);
-    for step in 0..args.steps {
-        recorder.input(step, "x", x.to_data())?;
-        recorder.input(step, "y", y.to_data())?;
-        recorder.params_before(step, &model)?;
-        let logits = model.forward(x.clone(), recorder.tap(step))?;
-        recorder.logits(step, &logits)?;
-        let loss = ce.forward(logits, y.clone());
-        recorder.loss(step, &loss)?;
-        losses.push(loss.clone().into_scalar::<f32>());
-        let grads = GradientsParams::from_grads(loss.backward(), &model);
-        recorder.grads(step, &model, &grads)?;
-        model = optim.step(spec.lr(), model, grads);
-        recorder.params_after(step, &model)?;
-        recorder.optim(step, &model, &optim)?;
-        burnside_trace::step_done(step + 1, args.steps);
-    }
-    let loss_after = ce.forward(model.forward(x, Tap::off())?, y);
-    recorder.loss_after(args.steps - 1, &loss_after)?;
-    recorder.write(&args.out)?;
-
-    let loss_after: f32 = loss_after.into_scalar();
-    println!("losses {losses:?}  loss_after {loss_after}");
-    println!(
-        "JSON: {}",
-        serde_json::json!({"trace": args.out, "losses": losses, "loss_after": loss_after})
-    );
+    Training::new(OptimizerSpec::adamw(LR)).run(&args, &init, &device, model, |model, step| {
+        let (x, y) = (step.int_input::<2>("x")?, step.int_input::<1>("y")?);
+        let logits = model.forward(x, step.tap())?;
+        let loss = ce.forward(logits.clone(), y);
+        Ok((logits, loss))
+    })?;
     Ok(())
 }
