@@ -44,14 +44,29 @@ def target_dir() -> Path:
     return Path(configured) if configured else DEFAULT_TARGET_DIR
 
 
+#: Where a wheel carries the workspace (setup.py copies `rust/` there); a checkout has it at `rust/`.
+_PACKAGED_WORKSPACE = Path(__file__).resolve().parents[1] / "_rust"
+_CHECKOUT_WORKSPACE = Path(__file__).resolve().parents[3] / "rust"
+
+
 def rust_workspace() -> Path:
-    """burnside's Cargo workspace (`rust/` next to `src/`), or `BURNSIDE_RUST_DIR`."""
+    """burnside's Cargo workspace: `BURNSIDE_RUST_DIR`, else the installed package's copy, else `rust/` of the checkout."""
     configured = os.environ.get("BURNSIDE_RUST_DIR")
-    workspace = Path(configured) if configured else Path(__file__).resolve().parents[3] / "rust"
+    if configured:
+        workspace = Path(configured)
+    elif (_PACKAGED_WORKSPACE / "Cargo.toml").is_file():
+        workspace = _PACKAGED_WORKSPACE
+    else:
+        workspace = _CHECKOUT_WORKSPACE
     if not (workspace / "Cargo.toml").is_file():
-        raise BuildError(f"burnside's Rust workspace is not at {workspace}; set BURNSIDE_RUST_DIR "
-                         "to the rust/ directory of a burnside checkout")
+        raise BuildError(f"burnside's Rust workspace is not at {workspace}; reinstall burnside, or set "
+                         "BURNSIDE_RUST_DIR to the rust/ directory of a burnside checkout")
     return workspace
+
+
+def trace_crate() -> Path:
+    """The `burnside-trace` crate's sources a port depends on (inside `rust_workspace()`)."""
+    return rust_workspace() / "burnside-trace"
 
 
 @dataclass

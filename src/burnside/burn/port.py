@@ -2,13 +2,15 @@
 
 The contract with the port's binary (rust/README.md, `burnside check --help`):
 
-    BIN --init INIT -o OUT [ARGS...]
+    BIN --init INIT -o OUT [--steps N] [ARGS...]
 
 INIT is an init file (`burnside.format = init`: `params.{path}` in PyTorch layout,
 `inputs.{name}` step 0's batch, `step{k}.inputs.{name}` step k's where the batches differ),
 made here from the PyTorch trace's `step0.params_before.*` and `step{k}.inputs.*`. The port loads it with `burnside_trace::InitFile` (which transposes Linear
 weights into burn's layout), trains with the same steps and optimizer, records every stage
-with `burnside_trace::TraceRecorder`, and writes OUT. `rust/train-step` is a complete example.
+with `burnside_trace::Training` (or call by call with `TraceRecorder`), and writes OUT; `--steps N`
+is the PyTorch trace's step count unless ARGS give it. `rust/cnn` is a complete example, and
+`burnside new` writes one to start from.
 """
 
 from __future__ import annotations
@@ -60,7 +62,10 @@ def record_port(torch_trace: Path, burn_crate: Path, bin_name: str, args: list[s
     if not (burn_crate / "Cargo.toml").is_file():
         raise BurnsideError(f"{burn_crate}: no Cargo.toml; --burn-crate takes the directory of the port's crate")
     out_dir.mkdir(parents=True, exist_ok=True)
-    init = init_from_trace(open_trace(torch_trace), out_dir / "init.safetensors")
+    trace = open_trace(torch_trace)
+    init = init_from_trace(trace, out_dir / "init.safetensors")
+    if not any(a == "--steps" or a.startswith("--steps=") for a in args):
+        args = [*args, "--steps", str(trace.steps)]  # as many steps as PyTorch trained
     binary = build(burn_crate, bins=[bin_name], console=console).executables[bin_name]
     out = out or out_dir / f"{bin_name}.burn.safetensors"
     out.unlink(missing_ok=True)

@@ -14,6 +14,7 @@ from burnside.cli.command import BurnsideGroup
 # `burnside explain` need neither numpy nor the cargo and trace machinery the
 # others import, and importing all of it cost 0.7 s at every start.
 _COMMANDS = {
+    "new": "burnside.cli.new:new",
     "run": "burnside.cli.run:run",
     "check": "burnside.cli.check:check",
     "compare": "burnside.cli.compare:compare",

@@ -1,0 +1,72 @@
+"""`burnside new NAME`: a port project of a user's own, outside any burnside checkout.
+
+The project is a crate (its own workspace) that depends on the `burnside-trace` sources of the
+installed burnside, with burn's features and the Cargo.lock burnside builds with, so its first
+build reuses burn as `burnside run a1` built it in the shared target directory; a PyTorch model
+and the script that records it; a README with the two commands. `burnside check` on it is OK as
+written (tests/burn/test_new_port.py).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+from burnside.burn.cargo import rust_workspace, trace_crate
+from burnside.errors import BurnsideError
+
+#: A crate name cargo takes as a package and binary name.
+_CRATE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
+
+#: Template file -> where it goes in the project.
+_FILES = {
+    "Cargo.toml.in": "Cargo.toml",
+    "src/main.rs": "src/main.rs",
+    "model.py": "model.py",
+    "record.py": "record.py",
+    "README.md": "README.md",
+    "gitignore": ".gitignore",
+}
+
+
+def _toml_string(path: Path) -> str:
+    """``path`` as the inside of a TOML basic string."""
+    return str(path).replace("\\", "\\\\").replace('"', '\\"')
+
+
+def new_port(name: str, parent: Path) -> Path:
+    """Write the port project ``parent/name``; its path. Nothing is left behind if it fails."""
+    if not _CRATE_NAME.fullmatch(name):
+        raise BurnsideError(f"{name!r} is not a crate name: a letter, then letters, digits, '-' or '_' "
+                            "(it names the folder, the crate and its binary)")
+    dest = parent / name
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise BurnsideError(f"{dest}: already exists; give a new name, or remove it first")
+    lock = rust_workspace() / "Cargo.lock"
+    crate = trace_crate()
+    if not (crate / "Cargo.toml").is_file() or not lock.is_file():
+        raise BurnsideError(f"{crate}: burnside-trace's sources or the Cargo.lock are missing from this "
+                            "burnside installation; reinstall burnside")
+    templates = resources.files("burnside") / "templates" / "port"
+    parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=parent))
+    try:
+        for template, target in _FILES.items():
+            text = (templates / template).read_text(encoding="utf-8")
+            text = text.replace("{crate}", name).replace("{trace_crate}", _toml_string(crate.resolve()))
+            out = staging / target
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(text, encoding="utf-8")
+        shutil.copyfile(lock, staging / "Cargo.lock")
+        os.chmod(staging, 0o755)  # mkdtemp makes it private to its owner
+        if dest.exists():
+            dest.rmdir()  # the empty folder checked above
+        staging.rename(dest)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return dest

@@ -1,0 +1,29 @@
+"""`burnside new NAME`: a ready port project (a burn crate and its PyTorch side) in a new folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.text import Text
+
+from burnside.burn.scaffold import new_port
+from burnside.cli.command import BurnsideCommand
+from burnside.cli.output import stdout
+
+
+@click.command(cls=BurnsideCommand)
+@click.argument("name")
+@click.option("--dir", "parent", type=click.Path(path_type=Path, file_okay=False), default=Path("."),
+              show_default=True, help="The folder to make the project in.")
+def new(name: str, parent: Path) -> None:
+    """Write a port project NAME: a burn crate (src/main.rs) depending on burnside-trace, the PyTorch
+    model it ports (model.py) and the script that records it (record.py), checked OK as written.
+
+    Replace the model on both sides with yours; README.md in the project has the two commands.
+    """
+    dest = new_port(name, parent)
+    stdout.print(Text(f"wrote {dest}: Cargo.toml, src/main.rs, model.py, record.py, README.md"))
+    stdout.print(Text("next:", style="bold"))
+    stdout.print(Text(f"  cd {dest}\n  python record.py\n  burnside check --burn-crate . --bin {name} "
+                      "--torch-trace traces/torch.safetensors --reference traces/reference.safetensors"))
