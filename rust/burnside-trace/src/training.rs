@@ -146,6 +146,18 @@ impl Training {
             let recorder = &mut self.recorder;
             recorder.params_before(k, &model)?;
             let (output, loss) = forward_loss(&model, &mut recorder.step(k, init, device))?;
+            if let Some(name) = init
+                .input_names()
+                .into_iter()
+                .find(|name| !recorder.tensors().contains_key(&format!("step{k}.inputs.{name}")))
+            {
+                return Err(TraceError::Incomplete(format!(
+                    "step {k} did not record input `{name}` of the batch: read it with \
+                     `step.float_input(\"{name}\")` or `step.int_input(\"{name}\")` (or record what \
+                     the port fed with `step.record_input`)"
+                ))
+                .into());
+            }
             recorder.logits(k, &output)?;
             recorder.loss(k, &loss)?;
             losses.push(loss.clone().into_scalar::<f32>());

@@ -175,7 +175,7 @@ fn a_batch_read_around_step_is_refused_at_write_with_the_call_named() {
     assert!(
         error
             .to_string()
-            .starts_with("incomplete trace: step 0 has no inputs: call `recorder.input("),
+            .starts_with("incomplete trace: step 0 did not record input `x` of the batch: read it with `step.float_input(\"x\")`"),
         "{error}"
     );
     assert!(!out.out.exists(), "nothing written");

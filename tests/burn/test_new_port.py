@@ -1,0 +1,80 @@
+"""`burnside new`: a port project outside the checkout, OK under `burnside check` as written; a port
+that skips a stage is one line and exit 2; a bad name or a taken folder is refused with nothing written."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from burnside.burn.cargo import trace_crate
+
+BURNSIDE = [sys.executable, "-c", "from burnside.cli import main; main()"]
+
+
+def burnside(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([*BURNSIDE, *args], cwd=cwd, capture_output=True, text=True, timeout=900)
+
+
+def check(port: Path) -> subprocess.CompletedProcess:
+    return burnside("check", "--burn-crate", ".", "--bin", port.name, "--torch-trace", "traces/torch.safetensors",
+                    "--reference", "traces/reference.safetensors", cwd=port)
+
+
+@pytest.fixture(scope="module")
+def recorded_port(programs, tmp_path_factory) -> Path:
+    """A new port with its PyTorch side recorded (`programs`: burn built once, as `burnside run a1` leaves it)."""
+    parent = tmp_path_factory.mktemp("ports")
+    made = burnside("new", "myport", cwd=parent)
+    assert made.returncode == 0, made.stdout + made.stderr
+    port = parent / "myport"
+    recorded = subprocess.run([sys.executable, "record.py"], cwd=port, capture_output=True, text=True, timeout=600)
+    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    return port
+
+
+def test_a_new_port_is_ok_as_written_with_no_diagnosis(recorded_port):
+    manifest = (recorded_port / "Cargo.toml").read_text()
+    assert f'burnside-trace = {{ path = "{trace_crate().resolve()}" }}' in manifest
+    assert (recorded_port / "Cargo.lock").read_text().count('name = "burn-flex"') == 1
+    proc = check(recorded_port)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    verdict = [line for line in proc.stdout.splitlines() if line.startswith("worst=")]
+    assert len(verdict) == 1 and verdict[0].endswith(" OK"), proc.stdout
+    assert "step2.params_after.fc2.bias" in proc.stdout, "--steps came from the PyTorch trace: 3 steps"
+    assert not [line for line in proc.stdout.splitlines() if line.startswith("D0")], proc.stdout
+
+
+def test_a_port_that_reads_an_input_around_the_step_is_one_line_exit_2(recorded_port, tmp_path):
+    broken = tmp_path / "broken"
+    subprocess.run(["cp", "-r", str(recorded_port), str(broken)], check=True)
+    main = broken / "src" / "main.rs"
+    source = main.read_text()
+    read = 'let y = step.int_input::<1>("y")?;'
+    assert read in source
+    # the batch's labels read straight from the init file: nothing records them
+    main.write_text(source.replace(read, 'let y = init.int_input_at::<1>(step.index(), "y", &device)?;'))
+    (broken / "Cargo.toml").write_text((broken / "Cargo.toml").read_text().replace('"myport"', '"broken"'))
+    proc = check(broken)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert "step 0 did not record input `y` of the batch: read it with `step.float_input(\"y\")` or " \
+           "`step.int_input(\"y\")`" in proc.stderr
+    assert not (broken / "burnside-out" / "check" / "broken.burn.safetensors").exists()
+
+
+@pytest.mark.parametrize(("name", "error"), [
+    ("my port", "'my port' is not a crate name"),
+    ("9lives", "'9lives' is not a crate name"),
+    ("taken", "taken: already exists; give a new name, or remove it first"),
+])
+def test_a_bad_name_or_a_taken_folder_is_one_line_exit_2(tmp_path, name, error):
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "mine.txt").write_text("keep")
+    proc = burnside("new", name, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith("error: ") and error in proc.stderr and proc.stderr.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"], "nothing written, no staging folder left"
+    assert (tmp_path / "taken" / "mine.txt").read_text() == "keep"
