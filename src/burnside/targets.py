@@ -71,7 +71,7 @@ def _example(name: str, title: str, optim: str, bugs: tuple[str, ...]) -> Target
 
     def burn_side(path: Path, torch_trace: Path | None, *, steps: int, optim: str, bug: str | None,
                   console: Console | None, progress: StepProgress | None = None) -> Path:
-        from burnside.burn.cargo import rust_workspace
+        from burnside.burn.locate import rust_workspace
         from burnside.burn.port import record_port
 
         if torch_trace is None:

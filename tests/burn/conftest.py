@@ -49,7 +49,7 @@ def a1_trace(programs, traces_dir):
 def example_run(programs, tmp_path_factory):
     """``example_run(name, steps, bug=None) -> (torch trace, burn trace)`` of a worked example
     (burnside.examples, its port in rust/NAME), each recorded once per session."""
-    from burnside.burn.cargo import rust_workspace
+    from burnside.burn.locate import rust_workspace
     from burnside.burn.port import record_port
     from burnside.examples import attention, cnn, rnn, transformer
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from burnside.burn.cargo import rust_workspace
+from burnside.burn.locate import rust_workspace
 from burnside.burn.port import record_port
 from burnside.compare import compare_traces, open_reference
 from burnside.examples import cnn

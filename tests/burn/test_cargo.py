@@ -9,13 +9,8 @@ from pathlib import Path
 import pytest
 
 from burnside.burn.binary import run_binary
-from burnside.burn.cargo import (
-    DEFAULT_TARGET_DIR,
-    build,
-    find_cargo,
-    rust_workspace,
-    target_dir,
-)
+from burnside.burn.cargo import build
+from burnside.burn.locate import DEFAULT_TARGET_DIR, find_cargo, rust_workspace, target_dir
 from burnside.errors import BuildError, RunError
 
 

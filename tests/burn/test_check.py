@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from burnside.burn.cargo import rust_workspace
+from burnside.burn.locate import rust_workspace
 
 
 def check(torch_trace, out_dir, *args):

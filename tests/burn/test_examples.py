@@ -9,7 +9,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from burnside.burn.cargo import target_dir
+from burnside.burn.locate import target_dir
 from burnside.compare import compare_traces
 from burnside.compare.tolerance import Tolerance, Tolerances
 from burnside.examples import cnn

@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 
 from burnside.burn.binary import run_binary
-from burnside.burn.cargo import build, rust_workspace
+from burnside.burn.cargo import build
+from burnside.burn.locate import rust_workspace
 
 PROBE = "burnside-freshness-probe"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from burnside.burn.cargo import trace_crate
+from burnside.burn.locate import trace_crate
 
 BURNSIDE = [sys.executable, "-c", "from burnside.cli import main; main()"]
 

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from burnside.burn.cargo import rust_workspace, target_dir
+from burnside.burn.locate import rust_workspace, target_dir
 from burnside.examples import cnn
 from burnside.torch import export_init
 from burnside.trace import open_trace

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from burnside.burn.cargo import find_cargo, rust_workspace, target_dir
+from burnside.burn.locate import find_cargo, rust_workspace, target_dir
 
 #: cargo's flags for the profile burnside builds with, and for the fully optimised reference.
 PROFILES = {"release": ["--release"], "release-o3": ["--profile", "release-o3"]}

@@ -8,7 +8,8 @@ from rich.console import Console
 
 from burnside import progress as progress_module
 from burnside.burn.binary import run_binary
-from burnside.burn.cargo import build_workspace, rust_workspace
+from burnside.burn.cargo import build_workspace
+from burnside.burn.locate import rust_workspace
 from burnside.burn.port import init_from_trace, record_port
 from burnside.examples import cnn
 from burnside.progress import Progress

@@ -6,7 +6,7 @@ import subprocess
 import sys
 import textwrap
 
-from burnside.burn.cargo import rust_workspace
+from burnside.burn.locate import rust_workspace
 
 USER_TESTS = textwrap.dedent('''
     import pytest

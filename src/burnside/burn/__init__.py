@@ -1,7 +1,9 @@
 """The burn side: build burnside's Rust programs (or a user's port) with cargo and run them.
 
-- `cargo`: find cargo and the shared target directory, build with a progress display, and
-  build the programs that must not compile to read rustc's verdict.
+- `locate`: find cargo, the shared target directory and burnside's workspace, and ask cargo what
+  a crate holds (its packages, binaries, workspace).
+- `cargo`: build with a progress display, and build the programs that must not compile to read
+  rustc's verdict.
 - `binary`: run a built program with a timeout and parse its `JSON: {...}` line (or expect a panic).
 - `a1`: record the seed's A1 model on burn (`burnside run a1`).
 - `port`: build a user's port and run it from the PyTorch side's starting point (`burnside check`).
@@ -18,11 +20,9 @@ from burnside.burn.cargo import (
     build_workspace,
     check_crate,
     expect_compile_error,
-    find_cargo,
     run_cargo,
-    rust_workspace,
-    target_dir,
 )
+from burnside.burn.locate import find_cargo, rust_workspace, target_dir
 
 __all__ = [
     "BinaryRun",

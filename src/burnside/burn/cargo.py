@@ -1,4 +1,4 @@
-"""Drive cargo: locate it, pick the shared target directory, build with progress, read rustc.
+"""Drive cargo: build with progress, read rustc (finding cargo and the target directory: `locate`).
 
 Every build reads cargo's `--message-format=json` stream: `compiler-artifact` messages are
 counted for the progress display and give the executables' paths; `compiler-message`
@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import subprocess
 import tempfile
 import time
@@ -21,53 +20,9 @@ from pathlib import Path
 from rich.console import Console
 
 from burnside.burn import freshness
+from burnside.burn.locate import bin_targets, find_cargo, rust_workspace, target_dir
 from burnside.errors import BuildError
 from burnside.progress import Progress
-
-#: Where builds go unless CARGO_TARGET_DIR says otherwise; it outlives a CI checkout.
-DEFAULT_TARGET_DIR = Path.home() / ".cache" / "burnside" / "cargo-target"
-
-_NO_CARGO = "cargo not found: install Rust with rustup (https://rustup.rs) and re-run"
-
-
-def find_cargo() -> str:
-    """The cargo executable on PATH, or a BuildError saying how to get one."""
-    cargo = shutil.which("cargo")
-    if cargo is None:
-        raise BuildError(_NO_CARGO)
-    return cargo
-
-
-def target_dir() -> Path:
-    """`CARGO_TARGET_DIR` if set, else ~/.cache/burnside/cargo-target (shared by every build)."""
-    configured = os.environ.get("CARGO_TARGET_DIR")
-    return Path(configured) if configured else DEFAULT_TARGET_DIR
-
-
-#: Where a wheel carries the workspace (setup.py copies `rust/` there); a checkout has it at `rust/`.
-_PACKAGED_WORKSPACE = Path(__file__).resolve().parents[1] / "_rust"
-_CHECKOUT_WORKSPACE = Path(__file__).resolve().parents[3] / "rust"
-
-
-def rust_workspace() -> Path:
-    """burnside's Cargo workspace: `BURNSIDE_RUST_DIR`, else the installed package's copy, else `rust/` of the checkout."""
-    configured = os.environ.get("BURNSIDE_RUST_DIR")
-    if configured:
-        workspace = Path(configured)
-    elif (_PACKAGED_WORKSPACE / "Cargo.toml").is_file():
-        workspace = _PACKAGED_WORKSPACE
-    else:
-        workspace = _CHECKOUT_WORKSPACE
-    if not (workspace / "Cargo.toml").is_file():
-        raise BuildError(f"burnside's Rust workspace is not at {workspace}; reinstall burnside, or set "
-                         "BURNSIDE_RUST_DIR to the rust/ directory of a burnside checkout")
-    return workspace
-
-
-def trace_crate() -> Path:
-    """The `burnside-trace` crate's sources a port depends on (inside `rust_workspace()`)."""
-    return rust_workspace() / "burnside-trace"
-
 
 @dataclass
 class Diagnostic:
@@ -187,7 +142,7 @@ def _failure(result: CargoRun, cwd: Path, what: str) -> BuildError:
         reason = next((l for l in lines if l.startswith("error")), lines[-1] if lines else "no output")
         if "no bin target named" in reason:
             try:
-                reason += f" (the binaries cargo knows here: {', '.join(freshness.bin_targets(cwd)) or 'none'})"
+                reason += f" (the binaries cargo knows here: {', '.join(bin_targets(cwd)) or 'none'})"
             except BuildError:
                 pass  # cargo cannot list them either: the error itself says enough
     return BuildError(f"building {what} failed: {reason}; reproduce with: cd {shlex.quote(str(cwd))} && "

@@ -24,12 +24,14 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from burnside.errors import BuildError
+from burnside.burn import locate
+
+# lint's rustc pass imports this query from here; it lives in `locate` now (issue 18)
+from burnside.burn.locate import workspace_manifest_of  # noqa: F401
 
 _STATE = "burnside"  # directory of burnside's own files inside the target directory
 _KEEP_PINNED = 16  # pinned builds kept per target directory (oldest removed first)
@@ -67,7 +69,7 @@ def path_packages(manifest_dir: Path) -> list[PathPackage]:
     pending = [manifest_dir]
     while pending:
         directory = pending.pop()
-        for package in _metadata(directory):
+        for package in locate.packages(directory):
             root = Path(package["manifest_path"]).parent.resolve()
             if root in found:
                 continue
@@ -128,32 +130,6 @@ def _prune(pinned_root: Path) -> None:
     dirs = sorted((d for d in pinned_root.iterdir() if d.is_dir()), key=lambda d: d.stat().st_mtime, reverse=True)
     for old in dirs[_KEEP_PINNED:]:
         shutil.rmtree(old, ignore_errors=True)
-
-
-def _metadata(directory: Path) -> list[dict]:
-    from burnside.burn.cargo import find_cargo
-
-    proc = subprocess.run([find_cargo(), "metadata", "--format-version", "1", "--no-deps"], cwd=directory,
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        last = next((line for line in reversed(proc.stderr.splitlines()) if line.strip()), "no output")
-        raise BuildError(f"cargo cannot read the crate at {directory}: {last.strip()}")
-    return json.loads(proc.stdout).get("packages", [])
-
-
-def bin_targets(directory: Path) -> list[str]:
-    """The binaries cargo can build from ``directory`` (every package of its workspace), sorted."""
-    return sorted({t["name"] for package in _metadata(directory) for t in package.get("targets", [])
-                   if "bin" in t.get("kind", [])})
-
-
-def workspace_manifest_of(directory: Path) -> Path | None:
-    """The Cargo.toml of the workspace the crate at ``directory`` belongs to (None if cargo cannot say)."""
-    from burnside.burn.cargo import find_cargo
-
-    proc = subprocess.run([find_cargo(), "locate-project", "--workspace", "--message-format", "plain"],
-                          cwd=directory, capture_output=True, text=True)
-    return Path(proc.stdout.strip()) if proc.returncode == 0 and proc.stdout.strip() else None
 
 
 def _digest(root: Path) -> str:

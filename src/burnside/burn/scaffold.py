@@ -16,7 +16,7 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
-from burnside.burn.cargo import rust_workspace, trace_crate
+from burnside.burn.locate import rust_workspace, trace_crate
 from burnside.errors import BurnsideError
 
 #: A crate name cargo takes as a package and binary name.

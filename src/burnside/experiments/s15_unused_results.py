@@ -24,7 +24,7 @@ def run(ctx: Context) -> ExperimentResult:
 
 
 def _line(warning) -> str:
-    from burnside.burn.cargo import rust_workspace
+    from burnside.burn.locate import rust_workspace
 
     source = (rust_workspace() / warning.file).read_text().splitlines()
     return source[warning.line - 1]

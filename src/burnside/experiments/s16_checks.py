@@ -26,7 +26,7 @@ def step_sites(root) -> tuple[set[tuple[str, int]], set[tuple[str, int]]]:
 def run(ctx: Context) -> ExperimentResult:
     """grads.len() == 4, the first losses, and an assignment left of every `optim.step(`."""
     from burnside.burn.binary import expect_panic
-    from burnside.burn.cargo import rust_workspace
+    from burnside.burn.locate import rust_workspace
     from burnside.burn.programs import built_programs, run_program
     from burnside.lint import lint_paths, select_rules
 
