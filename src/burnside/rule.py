@@ -1,10 +1,13 @@
-"""`Rule`: the one shape of a lint rule (BS…) and a diagnosis rule (D…), and the lookup `explain` uses.
+"""`Rule`: the one shape of a lint rule (BS…) and a diagnosis rule (D…).
 
 A rule is a module with `ID` (stable, `BS001` / `D001`), `NAME` (kebab-case), `TITLE` (one
 line), `SEVERITY`, a docstring in four sections (What it does / Why is this bad? / Example /
 Use instead) and `check(...)`: a lint rule checks a parsed source unit, a diagnosis rule a
 `Comparison`. Its fixtures are files named after its ID: `tests/lint/fixtures/bs001_{bad,good}.rs`,
 `tests/diagnose/fixtures/d001_{bad,good}.{a,b}.json`.
+
+Both rule packages import this module, so it imports nothing of burnside's; the registry of every
+rule, which imports both packages, is `burnside.rules`.
 """
 
 from __future__ import annotations
@@ -44,18 +47,3 @@ class Rule:
     def of(cls, module: ModuleType, kind: str) -> Rule:
         """The rule a module defines."""
         return cls(module.ID, module.NAME, module.TITLE, module.SEVERITY, module.__doc__ or "", kind, module)
-
-
-def all_rules() -> list[Rule]:
-    """Every lint rule, then every diagnosis rule, each in ID order."""
-    from burnside.diagnose.rules import RULES as DIAGNOSIS
-    from burnside.lint.rules import RULES as LINT
-
-    rules = [Rule.of(m, "lint") for m in LINT.values()] + [Rule.of(m, "diagnosis") for m in DIAGNOSIS]
-    return sorted(rules, key=lambda r: (r.kind != "lint", r.id))
-
-
-def find_rule(rule_id: str) -> Rule | None:
-    """The rule with this ID (any case), or None."""
-    wanted = rule_id.strip().upper()
-    return next((r for r in all_rules() if r.id == wanted), None)

@@ -9,7 +9,7 @@ import pytest
 from burnside.compare import compare_traces
 from burnside.diagnose import diagnose
 from burnside.diagnose.rules import RULES
-from burnside.rule import all_rules, find_rule
+from burnside.rules import all_rules, find_rule
 from burnside.trace import open_trace
 
 TESTS = Path(__file__).parents[1]
