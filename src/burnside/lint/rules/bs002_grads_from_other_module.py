@@ -101,24 +101,15 @@ model = optim.step(lr, model, grads);
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from burnside.lint.bindings import FunctionBindings, bindings_of
 from burnside.lint.finding import Hit, Severity
-from burnside.lint.step_sites import StepSite, step_sites, strip_wrappers
+from burnside.lint.freezes import frozen_at
+from burnside.lint.loss_chain import from_grads_sources, loss_chain, module_aliases, unclone
+from burnside.lint.step_sites import StepSite, step_sites
 from burnside.lint.suppression import in_test_code
-from burnside.lint.syntax import (
-    SourceUnit,
-    arguments_of,
-    compact,
-    enclosing,
-    enclosing_function,
-    method_name,
-    parent_of,
-    receiver_of,
-    text,
-)
+from burnside.lint.syntax import SourceUnit, arguments_of, compact, enclosing_function, text
 
 if TYPE_CHECKING:
     from tree_sitter import Node
@@ -128,7 +119,6 @@ NAME = "grads-from-other-module"
 SEVERITY = Severity.WARNING
 TITLE = "gradients are taken against a module that did not build the loss"
 
-_MAX_DEPTH = 6
 # Loss functions also have a `forward`; they are poor suggestions for the module.
 _LOSS_FN_RE = re.compile(r"loss|criterion|^ce$|mse|\(", re.IGNORECASE)
 
@@ -137,103 +127,6 @@ def _likely_module(receivers: list[str]) -> list[str]:
     ordered = list(dict.fromkeys(receivers))
     modules = [r for r in ordered if not _LOSS_FN_RE.search(r)]
     return modules or ordered
-
-
-def _unclone(node: Node) -> Node:
-    node = strip_wrappers(node)
-    while node.type == "call_expression" and method_name(node) == "clone" and not arguments_of(node):
-        inner = receiver_of(node)
-        if inner is None:
-            break
-        node = strip_wrappers(inner)
-    return node
-
-
-def _loss_expression(grads: Node, bindings: FunctionBindings) -> Node | None:
-    """`X` in `grads ← X.backward()`, or None when that is not visible here."""
-    grads = strip_wrappers(grads)
-    if grads.type == "identifier":
-        binding = bindings.latest(text(grads), grads.start_byte)
-        if binding is None or binding.value is None:
-            return None
-        grads = strip_wrappers(binding.value)
-    if grads.type == "call_expression" and method_name(grads) == "backward":
-        return receiver_of(grads)
-    return None
-
-
-class _Chain:
-    """Every name, field path and `forward` receiver in the expressions that built the loss."""
-
-    def __init__(self, bindings: FunctionBindings) -> None:
-        self.bindings = bindings
-        self.paths: set[str] = set()
-        self.forward_receivers: list[str] = []
-        self._seen: set[tuple[str, int]] = set()
-
-    def add(self, node: Node, depth: int = 0) -> None:
-        stack = [node]
-        while stack:
-            current = stack.pop()
-            kind = current.type
-            if kind in ("identifier", "self"):
-                name = text(current)
-                self.paths.add(name)
-                self._follow(name, current.start_byte, depth)
-            elif kind == "field_expression":
-                self.paths.add(compact(current))
-            elif kind == "call_expression":
-                name = method_name(current)
-                if name == "detach":
-                    # No gradient flows back through a detached tensor.
-                    continue
-                receiver = receiver_of(current)
-                if name is not None and name.startswith("forward") and receiver is not None:
-                    self.forward_receivers.append(compact(_unclone(receiver)))
-            stack.extend(current.named_children)
-
-    def _follow(self, name: str, at: int, depth: int) -> None:
-        if depth >= _MAX_DEPTH:
-            return
-        binding = self.bindings.latest(name, at)
-        if binding is None or binding.value is None:
-            return
-        key = (name, binding.start_byte)
-        if key in self._seen:
-            return
-        self._seen.add(key)
-        self.add(binding.value, depth + 1)
-
-    def mentions(self, module: str) -> bool:
-        for receiver in self.forward_receivers:
-            # `self.forward(x)` may run `self.policy_model`: a part of a forward's receiver built the loss too.
-            if module.startswith(receiver + "."):
-                return True
-        for path in self.paths:
-            if path == module or path.startswith(module + "."):
-                return True
-            # `&model.encoder` when the loss came from `model.forward(...)`.
-            if path != "self" and module.startswith(path + "."):
-                return True
-        return False
-
-
-def _aliases(module: Node, bindings: FunctionBindings) -> list[str]:
-    """The module's name plus what it was cloned or moved from (`let m = model.clone()`)."""
-    names = [compact(module)]
-    current = module
-    for _ in range(_MAX_DEPTH):
-        if current.type != "identifier":
-            break
-        binding = bindings.latest(text(current), current.start_byte)
-        if binding is None or binding.value is None:
-            break
-        source = _unclone(binding.value)
-        if source.type not in ("identifier", "field_expression"):
-            break
-        names.append(compact(source))
-        current = source
-    return names
 
 
 def _related(a: list[str], b: list[str]) -> bool:
@@ -261,126 +154,6 @@ _COPY_NAME_RE = re.compile(
     r"|(?:critic\d*|actor|q|q_?net|policy|value|model|net|network)_target"
     r"|ema(?:_\w+)?|\w+_ema|teacher(?:_\w+)?|frozen(?:_\w+)?)$"
 )
-_FREEZE_CALLS = frozenset({"no_grad", "set_require_grad"})
-
-
-def _freeze_call(value: Node | None) -> str | None:
-    """`.no_grad()` or `.set_require_grad(false)` when `value` ends in one of them."""
-    if value is None:
-        return None
-    value = strip_wrappers(value)
-    if value.type != "call_expression":
-        return None
-    name = method_name(value)
-    if name not in _FREEZE_CALLS:
-        return None
-    args = arguments_of(value)
-    if name == "no_grad" and not args:
-        return ".no_grad()"
-    if name == "set_require_grad" and len(args) == 1 and text(args[0]) == "false":
-        return ".set_require_grad(false)"
-    return None
-
-
-@dataclass(frozen=True, slots=True)
-class _Freeze:
-    line: int
-    call: str
-    # The assigned place (`model.target`, `self.agent.target`), or "" for a struct literal's field.
-    place: str
-    function: int  # start byte of the enclosing fn, -1 outside any
-
-
-def _declared_module_field(unit: SourceUnit, initializer: Node, field: str) -> bool:
-    """Whether the struct literal around `initializer` is of a struct declared in this file whose
-    `field` is not a tensor: `.no_grad()` on a tensor field (`Batch { target: y.no_grad() }`)
-    says nothing about a module."""
-    literal = parent_of(parent_of(initializer)) if parent_of(initializer) is not None else None
-    if literal is None or literal.type != "struct_expression":
-        return False
-    name_node = literal.child_by_field_name("name")
-    name = text(name_node) if name_node is not None else ""
-    if name == "Self":
-        impl = enclosing(literal, frozenset({"impl_item"}))
-        type_node = impl.child_by_field_name("type") if impl is not None else None
-        name = text(type_node).split("<", 1)[0] if type_node is not None else ""
-    if not name.isidentifier():
-        return False
-    root = unit.tree.root_node
-    for match in re.finditer(rb"\bstruct\s+" + re.escape(name.encode()) + rb"\b", unit.source):
-        item = root.descendant_for_byte_range(match.start(), match.start() + 6)
-        item = parent_of(item) if item is not None else None
-        if item is None or item.type != "struct_item":
-            continue
-        body = item.child_by_field_name("body")
-        for declaration in body.named_children if body is not None else []:
-            declared = declaration.child_by_field_name("name")
-            type_node = declaration.child_by_field_name("type")
-            if declared is not None and text(declared) == field and type_node is not None:
-                return "Tensor" not in text(type_node)
-    return False
-
-
-def _field_freezes(unit: SourceUnit, field: str) -> list[_Freeze]:
-    """Every `X.field = ...no_grad()` and `Struct { field: ...no_grad() }` in the file.
-
-    Empty when the file also sets that field back to `set_require_grad(true)` anywhere: then which
-    state the module is in at the `from_grads` depends on the order of calls this rule does not follow.
-    """
-    memo = unit.memo.setdefault("bs002_freezes", {})
-    if field in memo:
-        return memo[field]
-    found: list[_Freeze] = []
-    pattern = re.compile(rb"\b" + re.escape(field.encode()) + rb"\s*(?::|=(?!=))")
-    root = unit.tree.root_node
-    for match in pattern.finditer(unit.source):
-        name = root.descendant_for_byte_range(match.start(), match.start() + len(field))
-        if name is None or name.type not in ("field_identifier", "identifier"):
-            continue
-        holder = parent_of(name)
-        value, place = None, ""
-        if holder is not None and holder.type == "field_initializer" and holder.child_by_field_name("field") == name:
-            if _declared_module_field(unit, holder, field):
-                value = holder.child_by_field_name("value")
-        elif holder is not None and holder.type == "field_expression" and holder.child_by_field_name("field") == name:
-            assignment = parent_of(holder)
-            if assignment is not None and assignment.type == "assignment_expression" and assignment.child_by_field_name("left") == holder:
-                value, place = assignment.child_by_field_name("right"), compact(holder)
-        if value is None:
-            continue
-        if re.search(r"set_require_grad\s*\(\s*true", text(value)):
-            found = []
-            break
-        call = _freeze_call(value)
-        if call is not None:
-            function = enclosing_function(value)
-            found.append(_Freeze(unit.line(value), call, place, function.start_byte if function is not None else -1))
-    memo[field] = found
-    return found
-
-
-def _frozen(unit: SourceUnit, keyed: Node, aliases: list[str], bindings: FunctionBindings) -> tuple[int, str] | None:
-    """(line, call) where the keyed module was made to take no gradients, if this file shows it.
-
-    A `let` of the keyed name, an assignment to the keyed place in the same function or (for a
-    `self.` place) in any method, or the field's value in a struct literal: what builds the struct
-    freezes that field for every instance. An assignment to a local's field in another function
-    is another variable, and does not count.
-    """
-    if keyed.type == "identifier":
-        binding = bindings.latest(text(keyed), keyed.start_byte)
-        if binding is not None:
-            call = _freeze_call(binding.value)
-            if call is not None:
-                return unit.line(binding.value), call
-    here = bindings.function.start_byte
-    for alias in aliases:
-        if "." not in alias:
-            continue
-        for freeze in _field_freezes(unit, alias.rsplit(".", 1)[1]):
-            if not freeze.place or (freeze.place == alias and (alias.startswith("self.") or freeze.function == here)):
-                return freeze.line, freeze.call
-    return None
 
 
 def _resolved(module: Node, bindings: FunctionBindings) -> bool:
@@ -388,51 +161,6 @@ def _resolved(module: Node, bindings: FunctionBindings) -> bool:
     if module.type in ("field_expression", "self"):
         return True
     return module.type == "identifier" and bindings.latest(text(module), module.start_byte) is not None
-
-
-def _from_grads_call(node: Node) -> Node | None:
-    node = strip_wrappers(node)
-    if node.type != "call_expression":
-        return None
-    function = node.child_by_field_name("function")
-    if function is None or function.type != "scoped_identifier":
-        return None
-    name = function.child_by_field_name("name")
-    return node if name is not None and text(name) == "from_grads" else None
-
-
-def _from_grads_sources(grads: Node, bindings: FunctionBindings) -> list[Node]:
-    """The `from_grads` calls the stepped gradients come from, followed through `let`s and the
-    expressions between (`let grads = if clip { clip_global(&model, grads, 1.0) } else { grads };`)."""
-    found: dict[int, Node] = {}
-    seen: set[int] = set()
-    stack = [(grads, 0)]
-    while stack:
-        node, depth = stack.pop()
-        node = strip_wrappers(node)
-        call = _from_grads_call(node)
-        if call is not None:
-            found[call.start_byte] = call
-            continue
-        if node.type == "identifier":
-            binding = bindings.latest(text(node), node.start_byte)
-            if binding is not None and binding.value is not None and binding.start_byte not in seen and depth < _MAX_DEPTH:
-                seen.add(binding.start_byte)
-                stack.append((binding.value, depth + 1))
-            continue
-        if node.type == "closure_expression":
-            continue
-        stack.extend((child, depth) for child in node.named_children)
-    return list(found.values())
-
-
-def _loss_chain(grads: Node, bindings: FunctionBindings) -> _Chain | None:
-    loss = _loss_expression(grads, bindings)
-    if loss is None:
-        return None
-    chain = _Chain(bindings)
-    chain.add(loss)
-    return chain
 
 
 def _part_keyed(
@@ -446,11 +174,11 @@ def _part_keyed(
 ) -> Hit | None:
     """Gradients keyed to a field of the stepped module that the loss does not train."""
     args = arguments_of(call)
-    keyed_text, whole = compact(keyed), compact(_unclone(site.module_arg))
+    keyed_text, whole = compact(keyed), compact(unclone(site.module_arg))
     line = unit.line(site.call)
     grads_text = " ".join(text(args[0]).split())
     fix = f"key the gradients to the stepped module: `GradientsParams::from_grads({grads_text}, &{whole})`"
-    frozen = _frozen(unit, keyed, keyed_aliases, bindings)
+    frozen = frozen_at(unit, keyed, keyed_aliases, bindings)
     if frozen is not None:
         freeze_line, how = frozen
         return Hit(
@@ -464,7 +192,7 @@ def _part_keyed(
     field = part[0].rsplit(".", 1)[1]
     if not _COPY_NAME_RE.match(field):
         return None
-    chain = _loss_chain(args[0], bindings)
+    chain = loss_chain(args[0], bindings)
     trained: list[str] = []
     if chain is not None:
         # The copy itself in the loss, undetached, does get gradients: what is trained is then unclear.
@@ -491,18 +219,18 @@ def _stepped_other_module(unit: SourceUnit):
         if site.function is None:
             continue
         bindings = bindings_of(site.function)
-        sources = _from_grads_sources(arguments_of(site.call)[2], bindings)
+        sources = from_grads_sources(arguments_of(site.call)[2], bindings)
         if len(sources) != 1:
             continue
         call = sources[0]
         args = arguments_of(call)
         if len(args) != 2:
             continue
-        keyed = _unclone(args[1])
-        stepped = _unclone(site.module_arg)
+        keyed = unclone(args[1])
+        stepped = unclone(site.module_arg)
         if not (_resolved(keyed, bindings) and _resolved(stepped, bindings)):
             continue
-        keyed_aliases, stepped_aliases = _aliases(keyed, bindings), _aliases(stepped, bindings)
+        keyed_aliases, stepped_aliases = module_aliases(keyed, bindings), module_aliases(stepped, bindings)
         if _related(keyed_aliases, stepped_aliases):
             part = _part_of(keyed_aliases, stepped_aliases)
             if part is not None:
@@ -511,7 +239,7 @@ def _stepped_other_module(unit: SourceUnit):
                     yield hit
             continue
         line = unit.line(site.call)
-        frozen = _frozen(unit, keyed, keyed_aliases, bindings)
+        frozen = frozen_at(unit, keyed, keyed_aliases, bindings)
         why = f" (it is frozen, `{frozen[1]}` at line {frozen[0]}: there are none)" if frozen is not None else ""
         yield Hit(
             node=args[1],
@@ -540,17 +268,17 @@ def check(unit: SourceUnit):
         if function is None or args[1].start_byte in reported:
             continue
         bindings = bindings_of(function)
-        keyed = _unclone(args[1])
+        keyed = unclone(args[1])
         # A test may take a frozen module's gradients on purpose, to show there are none.
         if _resolved(keyed, bindings) and not in_test_code(call):
-            frozen = _frozen(unit, keyed, _aliases(keyed, bindings), bindings)
+            frozen = frozen_at(unit, keyed, module_aliases(keyed, bindings), bindings)
             if frozen is not None:
                 freeze_line, how = frozen
                 help = "take the gradients against the module the loss trains, not its frozen copy"
-                chain = _loss_chain(args[0], bindings)
+                chain = loss_chain(args[0], bindings)
                 if chain is not None:
                     trained = [r for r in _likely_module(chain.forward_receivers)
-                               if not _LOSS_FN_RE.search(r) and not _related([r], _aliases(keyed, bindings))]
+                               if not _LOSS_FN_RE.search(r) and not _related([r], module_aliases(keyed, bindings))]
                     if trained:
                         grads_text = " ".join(text(args[0]).split())
                         help += f": `GradientsParams::from_grads({grads_text}, &{trained[0]})`"
@@ -563,19 +291,17 @@ def check(unit: SourceUnit):
                     help=help,
                 )
                 continue
-        loss = _loss_expression(args[0], bindings)
-        if loss is None:
+        chain = loss_chain(args[0], bindings)
+        if chain is None:
             continue
-        chain = _Chain(bindings)
-        chain.add(loss)
         # Only a loss function's forward in sight (`mse.forward(output, y)` with
         # `output` a parameter) means the module behind the loss is unknown.
         if not any(not _LOSS_FN_RE.search(r) for r in chain.forward_receivers):
             continue
-        module = _unclone(args[1])
+        module = unclone(args[1])
         if module.type not in ("identifier", "field_expression", "self"):
             continue
-        if any(chain.mentions(alias) for alias in _aliases(module, bindings)):
+        if any(chain.mentions(alias) for alias in module_aliases(module, bindings)):
             continue
         if args[1].start_byte in reported:
             continue
