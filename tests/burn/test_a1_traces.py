@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from burnside.a1 import SEED_ADAM_LOSSES
+from burnside.a1_torch import SEED_ADAM_LOSSES
 from burnside.compare import Tolerance, Tolerances, compare_traces
 
 PARAMS = ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from burnside.a1 import a1_data, a1_model
+from burnside.a1_torch import a1_data, a1_model
 from burnside.compare import compare_traces, open_reference
 from burnside.compare.forensics import measure_optimizer
 from burnside.diagnose import diagnose

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from burnside.a1 import a1_data, a1_f32_arithmetic_inputs, a1_model, record_torch
+from burnside.a1_torch import a1_data, a1_f32_arithmetic_inputs, a1_model, record_torch
 from burnside.compare import compare_traces
 from burnside.diagnose import diagnose
 from burnside.torch import record

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from burnside.a1 import a1_data, a1_model, a1_optimizer, record_reference, record_torch
+from burnside.a1_torch import a1_data, a1_model, a1_optimizer, record_reference, record_torch
 from burnside.compare import compare_traces, open_reference
 from burnside.compare.reference import FLOOR_HALF_ULPS, NOISE_FACTOR, verdict
 from burnside.reference import BurnAdam

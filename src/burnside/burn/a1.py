@@ -1,4 +1,7 @@
-"""The seed's A1 on burn: build `train-step` and record its trace (`burnside run a1`)."""
+"""A1's burn side: build `train-step` and record its trace (`burnside run a1`).
+
+The PyTorch side of A1, with the seed's numbers, is `burnside.a1_torch`.
+"""
 
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ BUG_OPTIMS = {
 def record_a1(out: Path, *, steps: int = 1, optim: str = "sgd", console: Console | None = None,
               f32_inputs: bool = False, init: Path | None = None, bug: str | None = None,
               progress: StepProgress | None = None) -> Path:
-    """Record ``steps`` steps of A1 on burn (one of OPTIMS, as `burnside.a1.a1_optimizer`) into ``out``.
+    """Record ``steps`` steps of A1 on burn (one of OPTIMS, as `burnside.a1_torch.a1_optimizer`) into ``out``.
 
     The model and batch are built in Rust (f64, rounded once); ``f32_inputs`` computes inputs
     and biases in f32 instead (S3); ``init`` loads a `burnside.torch.export_init` file instead.

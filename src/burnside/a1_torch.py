@@ -1,4 +1,6 @@
-"""A1: the seed's MLP, weights and batch, rebuilt from its printed numbers (PyTorch side).
+"""A1's PyTorch side: the seed's MLP, weights and batch, rebuilt from its printed numbers.
+
+The burn side of A1 (building and running `train-step`) is `burnside.burn.a1`.
 
 Every value is computed in Python floats (f64) with the C library's sin/cos, as
 Rust's f64 does, and rounded to f32 exactly once, so both sides start bit-identical.
