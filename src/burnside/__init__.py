@@ -1,7 +1,11 @@
 """burnside: prove a burn port of a PyTorch training loop trains the same.
 
-The public API, small on purpose: read and write traces, compare them, name the failure.
-Recording the PyTorch side lives in `burnside.torch` (it needs the `torch` extra).
+The public API, small on purpose: record the PyTorch side, read and write traces, compare them,
+name the failure, and check parity inside a test. Each name also lives in its module, where the docs
+import it from (`burnside.torch.record`, `burnside.testing.assert_parity`).
+
+`record`, `export_init` and `record_reference` need the `torch` extra: they are attributes of the
+package, left out of `__all__` so that `from burnside import *` works without torch.
 """
 
 __version__ = "0.1.0"
@@ -10,6 +14,10 @@ __version__ = "0.1.0"
 # need none of them (`burnside lint`, `--version`) do not pay for numpy and the
 # trace readers at start-up.
 _PUBLIC = {
+    "export_init": "burnside.torch",
+    "record": "burnside.torch",
+    "record_reference": "burnside.reference",
+    "assert_parity": "burnside.testing",
     "Comparison": "burnside.compare",
     "Tolerance": "burnside.compare",
     "Tolerances": "burnside.compare",
@@ -53,6 +61,7 @@ __all__ = [
     "Trace",
     "TraceError",
     "__version__",
+    "assert_parity",
     "compare_traces",
     "convert_trace",
     "diagnose",

@@ -4,8 +4,8 @@
 description (`optimizer_kind`, `optimizer_config`) and the dropout switches live here too, since
 both recorders need them. A module of its own so that `burnside.torch` (which records the
 reference first when asked) and `burnside.reference` (which re-runs this loop in float64) both
-import it and not each other. Users call `burnside.torch.record`; this module's names are
-re-exported there.
+import it and not each other. Users call `burnside.torch.record`; nothing here is public (`__all__`
+lists what the two recorders import).
 """
 
 from __future__ import annotations

@@ -88,7 +88,7 @@ def _powi_f32(base: np.float32, n: int) -> np.float32:
         base = np.float32(base * base)
 
 
-class BurnAdam(torch.optim.Optimizer):
+class _BurnAdam(torch.optim.Optimizer):
     """Adam or AdamW on float64 tensors with burn-optim 0.22.1's float32 scalar constants.
 
     burn holds beta_1, beta_2, epsilon and weight decay as f32 and forms `1 - beta`,
@@ -162,10 +162,10 @@ def _double_copy(model: nn.Module, optimizer: torch.optim.Optimizer, burn_adam: 
     if not burn_adam:
         return double, type(optimizer)(groups)
     kind = optimizer_kind(optimizer)
-    return double, BurnAdam([{"params": g["params"]} for g in groups], lr=groups[0]["lr"],
-                            betas=tuple(groups[0]["betas"]), eps=groups[0]["eps"],
-                            weight_decay=groups[0]["weight_decay"],
-                            decoupled=kind == "AdamW" or bool(groups[0].get("decoupled_weight_decay")))
+    return double, _BurnAdam([{"params": g["params"]} for g in groups], lr=groups[0]["lr"],
+                             betas=tuple(groups[0]["betas"]), eps=groups[0]["eps"],
+                             weight_decay=groups[0]["weight_decay"],
+                             decoupled=kind == "AdamW" or bool(groups[0].get("decoupled_weight_decay")))
 
 
 def _check_rerunnable(optimizer: torch.optim.Optimizer) -> None:
@@ -293,5 +293,5 @@ def record_reference(
                         metadata=meta, progress=progress, **extra)
 
 
-__all__ = ["BURN_ADAM", "BURN_BATCHNORM", "BurnAdam", "has_batchnorm", "has_burn_adam_variant", "record_reference",
+__all__ = ["BURN_ADAM", "BURN_BATCHNORM", "has_batchnorm", "has_burn_adam_variant", "record_reference",
            "reference_files", "variant_name", "variant_path"]

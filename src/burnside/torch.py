@@ -14,8 +14,8 @@ in execution order (`activations`, recorded by forward hooks; `activations=False
 off for a big model). With ``reference=PATH``, `record` first records the float64 reference of the same
 loop from the untrained model (`burnside.reference.record_reference`), then trains it.
 
-The loop itself lives in `burnside._torch_loop` (shared with `burnside.reference`); its public
-names are re-exported here.
+The loop itself lives in the private `burnside._torch_loop` (shared with `burnside.reference`);
+`record` and `export_init` are this module's API, and the package root's (`burnside.record`).
 """
 
 from __future__ import annotations
@@ -31,16 +31,7 @@ import torch
 from torch import nn
 
 from burnside import __version__
-from burnside._torch_loop import (
-    Batch,
-    active_dropouts,
-    default_forward,
-    optimizer_config,
-    optimizer_kind,
-    record_trace,
-    same_step,
-    to_numpy,
-)
+from burnside._torch_loop import Batch, default_forward, record_trace, to_numpy
 from burnside.errors import BurnsideError
 from burnside.reference import record_reference, reference_files
 from burnside.trace import write_trace
@@ -177,4 +168,4 @@ def _reference_progress(progress: StepProgress | None) -> StepProgress | None:
     return told
 
 
-__all__ = ["active_dropouts", "export_init", "optimizer_config", "optimizer_kind", "record", "same_step"]
+__all__ = ["export_init", "record"]

@@ -9,13 +9,14 @@ import numpy as np
 import pytest
 import torch
 
+from burnside._torch_loop import optimizer_config
 from burnside.a1_torch import a1_data, a1_model
 from burnside.compare import compare_traces, open_reference
 from burnside.compare.forensics import measure_optimizer
 from burnside.diagnose import diagnose
 from burnside.errors import BurnsideError
 from burnside.reference import has_burn_adam_variant, record_reference
-from burnside.torch import optimizer_config, record
+from burnside.torch import record
 from burnside.trace import open_trace, write_trace
 
 from .conftest import run_cli

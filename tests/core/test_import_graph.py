@@ -22,6 +22,8 @@ strongly connected component (and the component's other modules, when it holds s
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -282,3 +284,18 @@ def test_no_import_cycles_in_the_restructuring() -> None:
 def test_type_checking_imports_name_modules_that_exist() -> None:
     missing = [(m.name, t) for m in MODULES.values() for t in m.type_only if t not in MODULES]
     assert not missing
+
+
+def test_the_root_re_exports_resolve_to_modules_that_define_them() -> None:
+    for name, module in PUBLIC.items():
+        assert module in MODULES, (name, module)
+    # the documented entry points, reachable from the root as from their modules
+    assert {"record": "burnside.torch", "export_init": "burnside.torch", "record_reference": "burnside.reference",
+            "assert_parity": "burnside.testing"}.items() <= PUBLIC.items()
+
+
+def test_importing_the_root_imports_neither_numpy_nor_torch() -> None:
+    """`burnside lint` and `--version` start without them: the root's re-exports are imported on first use."""
+    code = "import sys, burnside; print(sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'torch'}))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

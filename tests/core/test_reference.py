@@ -9,7 +9,7 @@ import torch
 from burnside.a1_torch import a1_data, a1_model, a1_optimizer, record_reference, record_torch
 from burnside.compare import compare_traces, open_reference
 from burnside.compare.reference import FLOOR_HALF_ULPS, NOISE_FACTOR, verdict
-from burnside.reference import BurnAdam
+from burnside.reference import _BurnAdam as BurnAdam
 from burnside.reference import record_reference as record_double
 from burnside.torch import record
 from burnside.trace import open_trace, write_trace
