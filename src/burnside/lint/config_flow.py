@@ -1,14 +1,25 @@
-"""Where an optimizer config built by `XConfig::new()` goes, and which setters it has when it is initialised.
+"""Following an optimizer config built by `XConfig::new()`: which setters it gets, and where it goes.
 
-BS004 and BS006 ask one question: when an `AdamConfig` / `AdamWConfig` becomes
-an optimizer (`.init()`, `.init::<B, M>()`, `.build()`), was `.with_epsilon`
-(or `.with_weight_decay`) called on the way? The value is followed on the
-syntax tree, by name resolution rather than by spelling:
+Two questions are asked of a config, both answered on the syntax tree, by name
+resolution rather than by spelling (`burnside.lint.bindings.uses_of`,
+shadowing respected), from the same pieces: the `let` a value is bound by and
+the uses of that name, `cfg.field = ..` assignments counted as the setter
+`with_field`, and the method chain on a value.
+
+BS005 asks which methods a `MomentumConfig::new()` gets in its own function
+(`local_configs`): along its builder chain (turbofish arguments skipped) and,
+when the chain is bound with `let`, along the chain on every use of that name;
+it is not followed any further.
+
+BS004 and BS006 ask: when an `AdamConfig` / `AdamWConfig` becomes an optimizer
+(`.init()`, `.init::<B, M>()`, `.build()`), was `.with_epsilon` (or
+`.with_weight_decay`) called on the way (`default_left`)? That value is
+followed further:
 
 * along a builder chain (`.with_*` setters collect, `.clone()` passes through,
   turbofish arguments anywhere in the chain are skipped);
-* through `let` bindings to each use of the bound name (shadowing respected),
-  including `cfg.epsilon = 1e-8;` field assignments, which count as setters;
+* through `let` bindings to each use of the bound name, including
+  `cfg.epsilon = 1e-8;` (and `+=`-style) field assignments, which count as setters;
 * through the value of a block, an `if`/`else` or a `match` arm;
 * out of the function, as an `Escape`: into a struct field (a struct literal
   `optimizer: cfg`, shorthand `Config { optimizer }`, an assignment
@@ -16,7 +27,7 @@ syntax tree, by name resolution rather than by spelling:
   argument (`TrainingConfig::new(model, cfg)`, `make_optim(cfg)`), or out as
   the function's return value.
 
-Escapes are resolved across the files of one crate (`resolve`): a field into
+Escapes are resolved across the files of one crate (`Crate.resolve`): a field into
 every `X.field` read in the crate, provided some struct there declares that
 field with the config's type; a constructor argument of a `#[derive(Config)]`
 struct into the field at that position among its required fields; a call
@@ -50,12 +61,12 @@ from burnside.lint.syntax import (
 if TYPE_CHECKING:
     from tree_sitter import Node
 
-TERMINALS = frozenset({"init", "build"})
+_TERMINALS = frozenset({"init", "build"})
 _PASS_THROUGH = frozenset({"clone", "to_owned"})
 _TRANSPARENT = frozenset({"parenthesized_expression", "reference_expression", "try_expression"})
 _BRANCHES = frozenset({"if_expression", "else_clause", "match_arm", "match_block", "match_expression"})
 # Following stops after this many hops through bindings, calls and fields.
-MAX_HOPS = 8
+_MAX_HOPS = 8
 
 
 @dataclass(frozen=True)
@@ -87,7 +98,7 @@ class Flow:
 
 
 @dataclass
-class ConfigOrigin:
+class _ConfigOrigin:
     """One `XConfig::new()` call and everywhere its value was followed to in its own file."""
 
     config_type: str
@@ -118,15 +129,30 @@ def _impl_type(node: Node) -> str:
     return _type_name(impl.child_by_field_name("type")) if impl is not None else ""
 
 
-def _assigned_fields(uses: list[Node]) -> frozenset[str]:
-    """`cfg.epsilon = 1e-8;` after the binding sets the field as surely as `with_epsilon` would."""
+def _bound_uses(value: Node) -> list[Node] | None:
+    """Where NAME is read after `let NAME = value;`; None when `value` is not bound to a name that way."""
+    parent = parent_of(value)
+    if parent is None or parent.type != "let_declaration" or parent.child_by_field_name("value") != value:
+        return None
+    pattern = parent.child_by_field_name("pattern")
+    if pattern is None or pattern.type != "identifier":
+        return None
+    return uses_of(parent, text(pattern))
+
+
+_ASSIGNMENTS = frozenset({"assignment_expression", "compound_assignment_expr"})
+_PLAIN_ASSIGNMENT = frozenset({"assignment_expression"})
+
+
+def _assigned_setters(uses: list[Node], assignments: frozenset[str] = _ASSIGNMENTS) -> frozenset[str]:
+    """`with_epsilon` for `cfg.epsilon = 1e-8;` after the binding: it sets the field as surely as the setter would."""
     found = set()
     for use in uses:
         parent = parent_of(use)
         if parent is None or parent.type != "field_expression" or parent.child_by_field_name("value") != use:
             continue
         grand = parent_of(parent)
-        assigned = grand is not None and grand.type in ("assignment_expression", "compound_assignment_expr")
+        assigned = grand is not None and grand.type in assignments
         if assigned and grand.child_by_field_name("left") == parent:
             name = parent.child_by_field_name("field")
             if name is not None:
@@ -150,15 +176,9 @@ def _never_steps(init: Node) -> bool:
     after = method_call_on(init)
     if after is not None:
         return method_name(after) in _RECORD_READS
-    parent = parent_of(init)
-    if parent is None or parent.type != "let_declaration" or parent.child_by_field_name("value") != init:
-        return False
-    pattern = parent.child_by_field_name("pattern")
-    if pattern is None or pattern.type != "identifier":
-        return False
-    uses = uses_of(parent, text(pattern))
+    uses = _bound_uses(init)
     # An optimizer bound and never read is taken at its word (minimal examples read like that).
-    if not uses:
+    if not uses:  # not bound by `let` (None), or never read ([])
         return False
     for use in uses:
         read = method_call_on(use)
@@ -167,10 +187,10 @@ def _never_steps(init: Node) -> bool:
     return True
 
 
-def follow(unit: SourceUnit, start: Node, setters: frozenset[str], flow: Flow, hops: int = 0) -> None:
+def _follow(unit: SourceUnit, start: Node, setters: frozenset[str], flow: Flow, hops: int = 0) -> None:
     """Follow the value of `start` forward within its function, recording inits and escapes."""
     node = start
-    while hops <= MAX_HOPS:
+    while hops <= _MAX_HOPS:
         parent = parent_of(node)
         if parent is None:
             return
@@ -181,7 +201,7 @@ def follow(unit: SourceUnit, start: Node, setters: frozenset[str], flow: Flow, h
         call = method_call_on(node)
         if call is not None:
             name = method_name(call) or ""
-            if name in TERMINALS:
+            if name in _TERMINALS:
                 if not _never_steps(call):
                     flow.inits.append(Init(unit.path, unit.line(call), call.start_point.column + 1, setters))
                 return
@@ -194,15 +214,14 @@ def follow(unit: SourceUnit, start: Node, setters: frozenset[str], flow: Flow, h
                 continue
             return
         if kind == "let_declaration" and parent.child_by_field_name("value") == node:
-            pattern = parent.child_by_field_name("pattern")
-            if pattern is None or pattern.type != "identifier":
+            uses = _bound_uses(node)
+            if uses is None:
                 return
-            uses = uses_of(parent, text(pattern))
-            assigned = _assigned_fields(uses)
+            assigned = _assigned_setters(uses)
             for use in uses:
                 if parent_of(use) is not None and parent_of(use).type == "token_tree":
                     continue
-                follow(unit, use, setters | assigned, flow, hops + 1)
+                _follow(unit, use, setters | assigned, flow, hops + 1)
             return
         if kind == "field_initializer" and parent.child_by_field_name("value") == node:
             name_node = parent.child_by_field_name("field")
@@ -271,10 +290,8 @@ def follow(unit: SourceUnit, start: Node, setters: frozenset[str], flow: Flow, h
         return
 
 
-def config_origins(unit: SourceUnit, types: frozenset[str]) -> list[ConfigOrigin]:
-    """Every `T::new()` for `T` in `types`, followed through its own file (computed once per file)."""
-    memo = unit.memo.setdefault("config_origins", {})
-    origins = []
+def _new_calls(unit: SourceUnit, types: frozenset[str]):
+    """(type, call) for every `T::new(..)` in the unit with `T` in `types`, in source order."""
     for call in unit.nodes("scoped_call"):
         function = call.child_by_field_name("function")
         if function is None or function.type != "scoped_identifier":
@@ -283,17 +300,62 @@ def config_origins(unit: SourceUnit, types: frozenset[str]) -> list[ConfigOrigin
         if name is None or text(name) != "new":
             continue
         type_name = _type_name(function.child_by_field_name("path"))
-        if type_name not in types:
-            continue
+        if type_name in types:
+            yield type_name, call
+
+
+def _config_origins(unit: SourceUnit, types: frozenset[str]) -> list[_ConfigOrigin]:
+    """Every `T::new()` for `T` in `types`, followed through its own file (computed once per file)."""
+    memo = unit.memo.setdefault("config_origins", {})
+    origins = []
+    for type_name, call in _new_calls(unit, types):
         key = call.start_byte
         origin = memo.get(key)
         if origin is None:
             flow = Flow()
-            follow(unit, call, frozenset(), flow)
-            origin = ConfigOrigin(type_name, call, flow)
+            _follow(unit, call, frozenset(), flow)
+            origin = _ConfigOrigin(type_name, call, flow)
             memo[key] = origin
         origins.append(origin)
     return origins
+
+
+def _builder_chain(start: Node) -> tuple[Node, list[str]]:
+    """The outermost call of the method chain on `start`, and the methods called along it."""
+    methods: list[str] = []
+    outer = start
+    while True:
+        call = method_call_on(outer)
+        if call is None:
+            return outer, methods
+        methods.append(method_name(call) or "")
+        outer = call
+
+
+@dataclass
+class LocalConfig:
+    """One `T::new()` and the methods it gets in its own function, not followed any further."""
+
+    config_type: str
+    new_call: Node
+    # The outermost call of the builder chain on `new_call` (`new_call` itself when there is none).
+    outermost: Node
+    # Methods along that chain and along the chain on each use of the `let` it is bound by, plus
+    # `with_FIELD` for each `NAME.FIELD = ..` assignment to that binding.
+    methods: frozenset[str]
+
+
+def local_configs(unit: SourceUnit, types: frozenset[str]) -> list[LocalConfig]:
+    """Every `T::new()` for `T` in `types`, with the methods it gets along its chain and its `let` binding."""
+    configs = []
+    for type_name, call in _new_calls(unit, types):
+        outer, methods = _builder_chain(call)
+        uses = _bound_uses(outer) or []
+        for use in uses:
+            methods.extend(_builder_chain(use)[1])
+        found = frozenset(methods) | _assigned_setters(uses, _PLAIN_ASSIGNMENT)
+        configs.append(LocalConfig(type_name, call, outer, found))
+    return configs
 
 
 # --- crate-wide resolution ----------------------------------------------------------------
@@ -463,7 +525,7 @@ class Crate:
     def resolve(self, escape: Escape, config_type: str, flow: Flow, hops: int, seen: set) -> None:
         """Follow an escape into the crate's other functions and files, adding to `flow`."""
         key = (escape.kind, escape.name, escape.qualifier, escape.position, escape.method)
-        if hops > MAX_HOPS or (key, escape.setters) in seen:
+        if hops > _MAX_HOPS or (key, escape.setters) in seen:
             return
         seen.add((key, escape.setters))
         sub = Flow()
@@ -484,7 +546,7 @@ class Crate:
                     parent = parent_of(read)
                     if parent is not None and parent.type == "assignment_expression" and parent.child_by_field_name("left") == read:
                         continue
-                    follow(unit, read, escape.setters, sub, hops + 1)
+                    _follow(unit, read, escape.setters, sub, hops + 1)
         elif escape.kind == "call":
             found = False
             for unit, function in self._functions(escape.name, escape.qualifier, escape.method):
@@ -504,11 +566,11 @@ class Crate:
                     continue
                 found = True
                 uses = uses_of(param, text(pattern))
-                assigned = _assigned_fields(uses)
+                assigned = _assigned_setters(uses)
                 for use in uses:
                     if parent_of(use) is not None and parent_of(use).type == "token_tree":
                         continue
-                    follow(unit, use, escape.setters | assigned, sub, hops + 1)
+                    _follow(unit, use, escape.setters | assigned, sub, hops + 1)
             if not found and escape.name == "new" and escape.qualifier:
                 required = self._required_fields(escape.qualifier)
                 if required is not None and escape.position < len(required):
@@ -519,7 +581,7 @@ class Crate:
             for unit in self._units_with(escape.name.encode()):
                 calls = self._matches(unit, "calls", "(call_expression) @call", lambda m: _called_name(m["call"][0]))
                 for match in calls.get(escape.name, []):
-                    follow(unit, match["call"][0], escape.setters, sub, hops + 1)
+                    _follow(unit, match["call"][0], escape.setters, sub, hops + 1)
         flow.inits.extend(sub.inits)
         for nested in sub.escapes:
             self.resolve(nested, config_type, flow, hops + 1, seen)
@@ -542,7 +604,7 @@ def default_left(unit: SourceUnit, types: frozenset[str], setter: str, message: 
     """
     from burnside.lint.finding import Hit
 
-    for origin in config_origins(unit, types):
+    for origin in _config_origins(unit, types):
         kind = origin.config_type
         missing = [i for i in origin.flow.inits if setter not in i.setters]
         if missing:

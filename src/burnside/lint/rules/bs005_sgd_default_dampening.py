@@ -41,7 +41,7 @@ let optim = SgdConfig::new()
 
 from __future__ import annotations
 
-from burnside.lint.config_chains import config_chains
+from burnside.lint.config_flow import local_configs
 from burnside.lint.finding import Hit, Severity
 from burnside.lint.syntax import SourceUnit, parent_of, text
 
@@ -54,14 +54,14 @@ _HELP = "set it explicitly to match PyTorch: `.with_dampening(0.0)`"
 
 
 def check(unit: SourceUnit):
-    for chain in config_chains(unit, frozenset({"MomentumConfig"})):
-        if "with_dampening" in chain.methods:
+    for config in local_configs(unit, frozenset({"MomentumConfig"})):
+        if "with_dampening" in config.methods:
             continue
-        parent = parent_of(chain.outermost)
+        parent = parent_of(config.outermost)
         if parent is not None and parent.type == "base_field_initializer":
             # `MomentumConfig { .., ..MomentumConfig::new() }`: judged as a literal below.
             continue
-        yield Hit(node=chain.new_call, message=TITLE, help=_HELP)
+        yield Hit(node=config.new_call, message=TITLE, help=_HELP)
     for literal in unit.nodes("momentum_struct"):
         body = literal.child_by_field_name("body")
         if body is None:
