@@ -14,29 +14,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from burnside.lint.syntax import parent_of, text
+from burnside.lint.syntax import parent_of, query_cursor, text
 
 if TYPE_CHECKING:
     from tree_sitter import Node
 
-LET_QUERY = """
+_LET_QUERY = """
 (let_declaration pattern: (identifier) @name) @let
 (parameter pattern: (identifier) @param_name) @param
 """
 
-IDENTIFIER_QUERY = "(identifier) @id"
+_IDENTIFIER_QUERY = "(identifier) @id"
 
-_cache: dict[str, object] = {}
-
-
-def _cursor():
-    if "cursor" not in _cache:
-        from tree_sitter import Query, QueryCursor
-
-        from burnside.lint.syntax import _language
-
-        _cache["cursor"] = QueryCursor(Query(_language(), LET_QUERY))
-    return _cache["cursor"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +44,7 @@ class FunctionBindings:
     def __init__(self, function: Node) -> None:
         self.function = function
         found: list[Binding] = []
-        for _, match in _cursor().matches(function):
+        for _, match in query_cursor(_LET_QUERY).matches(function):
             if "let" in match:
                 decl = match["let"][0]
                 type_node = decl.child_by_field_name("type")
@@ -116,19 +105,9 @@ def forget_trees() -> None:
     forget_parents()
 
 
-def _identifier_cursor():
-    if "identifiers" not in _cache:
-        from tree_sitter import Query, QueryCursor
-
-        from burnside.lint.syntax import _language
-
-        _cache["identifiers"] = QueryCursor(Query(_language(), IDENTIFIER_QUERY))
-    return _cache["identifiers"]
-
-
-def identifiers_in(scope: Node, start_byte: int, name: str) -> list[Node]:
+def _identifiers_in(scope: Node, start_byte: int, name: str) -> list[Node]:
     """Identifier nodes spelled `name` in `scope` from `start_byte` on, in source order."""
-    cursor = _identifier_cursor()
+    cursor = query_cursor(_IDENTIFIER_QUERY)
     cursor.set_byte_range(start_byte, scope.end_byte)
     try:
         found = cursor.captures(scope).get("id", [])
@@ -155,7 +134,7 @@ def uses_of(binder: Node, name: str) -> list[Node]:
         start = binder.end_byte
     if scope is None:
         return []
-    candidates = identifiers_in(scope, start, name)
+    candidates = _identifiers_in(scope, start, name)
     shadows = []
     for node in candidates:
         parent = parent_of(node)

@@ -55,6 +55,7 @@ from burnside.lint.syntax import (
     method_name,
     parent_of,
     pieces,
+    query_cursor,
     text,
 )
 
@@ -76,8 +77,8 @@ class Escape:
     kind: str  # "field", "call" or "return"
     name: str  # field name, or function name
     qualifier: str  # struct / type the call or field belongs to, when known
-    position: int  # argument index for "call"; -1 for a method call's receiver-less index base
-    method: bool  # a `.name(..)` method call (parameters are counted after `self`)
+    position: int  # argument index for "call" (a method call's counted after `self`); -1 otherwise
+    method: bool  # a `.name(..)` method call
     setters: frozenset[str]
 
 
@@ -364,17 +365,6 @@ _FIELD_DECL_QUERY = """
 (struct_item name: (type_identifier) @struct
   body: (field_declaration_list (field_declaration name: (field_identifier) @field type: (_) @type) @decl))
 """
-_cache: dict[str, object] = {}
-
-
-def _query(key: str, source: str):
-    if key not in _cache:
-        from tree_sitter import Query, QueryCursor
-
-        from burnside.lint.syntax import _language
-
-        _cache[key] = QueryCursor(Query(_language(), source))
-    return _cache[key]
 
 
 def crate_root(path: str, memo: dict[str, str]) -> str:
@@ -462,17 +452,17 @@ class Crate:
         index = self._index.get(index_key)
         if index is None:
             index = {}
-            for _, match in _query(key, query).matches(unit.tree.root_node):
+            for _, match in query_cursor(query).matches(unit.tree.root_node):
                 index.setdefault(name_of(match), []).append(match)
             self._index[index_key] = index
         return index
 
-    def _field_types(self, name: str, config_type: str) -> list[tuple[str, str, list[str]]]:
-        """(struct, field type text, attribute texts) for struct fields called `name` in files naming the type."""
+    def _field_types(self, name: str, config_type: str) -> list[tuple[str, str]]:
+        """(struct, field type text) for struct fields called `name` in files naming the type."""
         found = []
         for unit in self._units_with(name.encode(), config_type.encode()):
             for match in self._matches(unit, "fields", _FIELD_DECL_QUERY, lambda m: text(m["field"][0])).get(name, []):
-                found.append((text(match["struct"][0]), text(match["type"][0]), []))
+                found.append((text(match["struct"][0]), text(match["type"][0])))
         return found
 
     def _required_fields(self, struct: str) -> list[str] | None:
@@ -511,7 +501,8 @@ class Crate:
                 return required
         return None
 
-    def _functions(self, name: str, qualifier: str, method: bool):
+    def _functions(self, name: str, qualifier: str):
+        """`fn name` items in the crate, with their units; of `impl qualifier` (or free) when a qualifier is given."""
         for unit in self._units_with(f"fn {name}".encode(), qualifier.encode()):
             functions = self._matches(
                 unit, "functions", "(function_item name: (identifier) @name) @fn", lambda m: text(m["name"][0])
@@ -534,7 +525,7 @@ class Crate:
             # When the struct is known (a literal, a derived constructor), its own declaration decides.
             if not any(
                 config_type in type_text and escape.qualifier in ("", struct)
-                for struct, type_text, _ in declared
+                for struct, type_text in declared
             ):
                 return
             for unit in self._units_with(b"." + escape.name.encode()):
@@ -549,7 +540,7 @@ class Crate:
                     _follow(unit, read, escape.setters, sub, hops + 1)
         elif escape.kind == "call":
             found = False
-            for unit, function in self._functions(escape.name, escape.qualifier, escape.method):
+            for unit, function in self._functions(escape.name, escape.qualifier):
                 parameters = function.child_by_field_name("parameters")
                 if parameters is None:
                     continue

@@ -54,7 +54,7 @@ _SEPARATORS = b";{}"
 
 
 @dataclass(frozen=True)
-class PendingFinding:
+class _PendingFinding:
     """A finding that holds only if the crate-wide pass finds a matching init (see config_flow)."""
 
     finding: Finding
@@ -69,7 +69,7 @@ class LintReport:
     files_parsed: int = 0
     lines: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)
-    pending: list[PendingFinding] = field(default_factory=list)
+    pending: list[_PendingFinding] = field(default_factory=list)
 
     def merge(self, other: LintReport) -> None:
         self.findings.extend(other.findings)
@@ -98,7 +98,7 @@ def select_rules(select: list[str] | None = None, ignore: list[str] | None = Non
     return [r for r in chosen if r not in ignored]
 
 
-def discover(paths: list[Path]) -> list[str]:
+def _discover(paths: list[Path]) -> list[str]:
     """`.rs` files under the given paths, skipping `target/` and hidden directories.
 
     A file named explicitly is linted whatever its extension.
@@ -179,7 +179,7 @@ def _finding(rule_id: str, severity: Severity, path: str, unit, hit) -> Finding:
     )
 
 
-def too_deep(source: bytes) -> str | None:
+def _too_deep(source: bytes) -> str | None:
     """Why `source` cannot be analysed, when it nests deeper than the query cursor reaches."""
     if 2 * len(source) <= MAX_NESTING:
         return None
@@ -193,7 +193,7 @@ def lint_source(
     path: str,
     source: bytes,
     rule_ids: list[str],
-    pending: list[PendingFinding] | None = None,
+    pending: list[_PendingFinding] | None = None,
     real_path: str | None = None,
     skipped: list[tuple[str, str]] | None = None,
 ) -> list[Finding]:
@@ -210,11 +210,11 @@ def lint_source(
     from burnside.lint.syntax import SourceUnit
 
     findings = []
-    own: list[PendingFinding] = []
+    own: list[_PendingFinding] = []
     parts = _parsed_pieces(source)
     big = len(parts) > 1 or (bool(parts) and len(parts[0][1]) < len(source))
     for line_offset, piece, tree in parts:
-        reason = too_deep(piece) if tree is None else None
+        reason = _too_deep(piece) if tree is None else None
         if reason is not None:
             where = f"{path} (from line {line_offset + 1})" if big else path
             if skipped is None:
@@ -233,7 +233,7 @@ def lint_source(
                     severity = rule.SEVERITY.demoted() if in_test_code(node) else rule.SEVERITY
                     finding = _finding(rule_id, severity, path, unit, hit)
                     if hit.pending is not None:
-                        own.append(PendingFinding(finding, real_path or path, hit.pending))
+                        own.append(_PendingFinding(finding, real_path or path, hit.pending))
                     else:
                         findings.append(finding)
         finally:
@@ -241,7 +241,7 @@ def lint_source(
     if pending is not None:
         pending.extend(own)
     elif own:
-        findings.extend(resolve_pending(own, [(real_path or path, path)], {real_path or path: source}))
+        findings.extend(_resolve_pending(own, [(real_path or path, path)], {real_path or path: source}))
         findings.sort(key=lambda f: f.sort_key)
     return findings
 
@@ -262,7 +262,7 @@ def _parsed_pieces(source: bytes) -> list[tuple[int, bytes, object]]:
         return [(0, source, None)]
     parsed = []
     for line, _, piece in parts:
-        if too_deep(piece) is not None:
+        if _too_deep(piece) is not None:
             break
         tree = parser().parse(piece)
         if tree.root_node.has_error:
@@ -273,8 +273,8 @@ def _parsed_pieces(source: bytes) -> list[tuple[int, bytes, object]]:
     return [(0, source, None)]
 
 
-def resolve_pending(
-    pending: list[PendingFinding],
+def _resolve_pending(
+    pending: list[_PendingFinding],
     files: list[tuple[str, str]],
     sources: dict[str, bytes] | None = None,
 ) -> list[Finding]:
@@ -351,7 +351,7 @@ def _pool_context():
 
 
 # Files are claimed in batches of this many from a counter shared by all processes.
-CLAIM_FILES = 8
+_CLAIM_FILES = 8
 # The work list of this process: set in the parent, inherited (or passed once) by workers.
 _work: dict[str, object] = {}
 
@@ -371,10 +371,10 @@ def _lint_claimed() -> LintReport:
     while True:
         with claimed.get_lock():
             start = claimed.value
-            claimed.value = start + CLAIM_FILES
+            claimed.value = start + _CLAIM_FILES
         if start >= len(files):
             return report
-        report.merge(_lint_files(files[start : start + CLAIM_FILES], rule_ids))
+        report.merge(_lint_files(files[start : start + _CLAIM_FILES], rule_ids))
 
 
 def lint_paths(
@@ -384,7 +384,7 @@ def lint_paths(
     jobs: int | None = None,
 ) -> LintReport:
     root = root or Path.cwd()
-    files = [(p, display_path(p, root)) for p in discover(paths)]
+    files = [(p, display_path(p, root)) for p in _discover(paths)]
     jobs = jobs if jobs is not None else min(2, os.cpu_count() or 1)
     report = LintReport()
     if jobs <= 1 or len(files) < POOL_MIN_FILES:
@@ -410,7 +410,7 @@ def lint_paths(
                     report.merge(future.result())
         finally:
             _work.clear()
-    report.findings.extend(resolve_pending(report.pending, files))
+    report.findings.extend(_resolve_pending(report.pending, files))
     report.pending = []
     report.findings.sort(key=lambda f: f.sort_key)
     return report

@@ -42,7 +42,7 @@ def unclone(node: Node) -> Node:
     return node
 
 
-def loss_expression(grads: Node, bindings: FunctionBindings) -> Node | None:
+def _loss_expression(grads: Node, bindings: FunctionBindings) -> Node | None:
     """`X` in `grads ← X.backward()`, or None when that is not visible here."""
     grads = strip_wrappers(grads)
     if grads.type == "identifier":
@@ -113,7 +113,7 @@ class LossChain:
 
 def loss_chain(grads: Node, bindings: FunctionBindings) -> LossChain | None:
     """The chain that built the loss `grads` came from, or None when `grads ← X.backward()` is not in sight."""
-    loss = loss_expression(grads, bindings)
+    loss = _loss_expression(grads, bindings)
     if loss is None:
         return None
     chain = LossChain(bindings)

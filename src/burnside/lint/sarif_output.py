@@ -9,7 +9,7 @@ from burnside import __version__
 from burnside.lint.engine import LintReport
 from burnside.lint.finding import Severity
 
-SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
 
 
@@ -22,7 +22,7 @@ def _section(doc: str, title: str) -> str:
     return doc.strip()
 
 
-def sarif_rules() -> list[dict]:
+def _sarif_rules() -> list[dict]:
     from burnside.lint.rules import RULES
 
     rules = []
@@ -43,7 +43,7 @@ def sarif_rules() -> list[dict]:
 
 
 def render_sarif(report: LintReport) -> str:
-    rules = sarif_rules()
+    rules = _sarif_rules()
     index = {rule["id"]: i for i, rule in enumerate(rules)}
     results = []
     for finding in report.findings:
@@ -70,7 +70,7 @@ def render_sarif(report: LintReport) -> str:
             }
         )
     sarif = {
-        "$schema": SCHEMA,
+        "$schema": _SCHEMA,
         "version": "2.1.0",
         "runs": [
             {

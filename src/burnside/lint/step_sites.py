@@ -8,7 +8,7 @@ stripping `&`, `*` and parentheses, it is
 * a name that reads as gradients: `grads`, `grad`, `gradients`, `*_grads`,
   `grads_*` (any case), or a field ending in such a name (`self.grads`);
 * a name bound in the same function by `let` from an expression mentioning
-  `GradientsParams`, `from_grads`, `from_module`, `.grads()` or a `*grads*`
+  `GradientsParams`, `from_grads`, `from_module`, `.grads()` or a `*_grads(..)`
   call, or typed `GradientsParams` (binding type or parameter type);
 * a call to one of those (`GradientsParams::from_grads(...)`,
   `accumulator.grads()`, `make_grads(...)`), or any call or method call that
@@ -153,7 +153,7 @@ def _value_node(call: Node) -> Node:
     return node
 
 
-def discard_kind(call: Node, depth: int = 0) -> str | None:
+def _discard_kind(call: Node, depth: int = 0) -> str | None:
     """How the step's result is dropped, or None when it flows somewhere."""
     node = _value_node(call)
     parent = parent_of(node)
@@ -164,7 +164,7 @@ def discard_kind(call: Node, depth: int = 0) -> str | None:
         outer = _closure_result(parent)
         if outer is None:
             return None
-        kind = discard_kind(outer, depth + 1)
+        kind = _discard_kind(outer, depth + 1)
         return f"{kind}, through `.{method_name(outer)}(..)`" if kind is not None else None
     if parent.type == "expression_statement":
         return "expression statement"
@@ -244,7 +244,7 @@ def step_sites(unit: SourceUnit) -> list[StepSite]:
             continue
         receiver_node = receiver_of(call)
         receiver = compact(receiver_node) if receiver_node is not None else ""
-        discard = discard_kind(call)
+        discard = _discard_kind(call)
         sites.append(
             StepSite(
                 call=call,

@@ -20,7 +20,7 @@ from burnside.lint.syntax import ITEM_KINDS, parent_of, text
 if TYPE_CHECKING:
     from tree_sitter import Node
 
-ALLOW_RE = re.compile(rb"burnside:\s*allow\(([^)]*)\)")
+_ALLOW_RE = re.compile(rb"burnside:\s*allow\(([^)]*)\)")
 _TEST_ATTRIBUTE_RE = re.compile(r"^#\[\s*((\w+\s*::\s*)*test\s*[\](]|cfg\s*\((?!.*\bnot\s*\().*\btest\b)")
 _TEST_FN_RE = re.compile(r"^#\[\s*(\w+\s*::\s*)*test\s*[\](]")
 _PREFIX_KINDS = frozenset({"attribute_item", "line_comment", "block_comment"})
@@ -34,7 +34,7 @@ class AllowComments:
         if b"burnside" not in source:
             return
         for row, line in enumerate(source.split(b"\n")):
-            for match in ALLOW_RE.finditer(line):
+            for match in _ALLOW_RE.finditer(line):
                 ids = {part.strip().upper() for part in match.group(1).decode("ascii", "replace").split(",")}
                 self.by_line.setdefault(row, set()).update(i for i in ids if i)
 

@@ -89,6 +89,17 @@ def parser():
     return _state["parser"]
 
 
+def query_cursor(pattern: str):
+    """A tree-sitter query cursor for `pattern` over Rust, compiled once per process."""
+    cursors = _state.setdefault("cursors", {})
+    cursor = cursors.get(pattern)
+    if cursor is None:
+        from tree_sitter import Query, QueryCursor
+
+        cursor = cursors[pattern] = QueryCursor(Query(_language(), pattern))
+    return cursor
+
+
 # tree-sitter finds a node's parent by walking down from the root, so climbing
 # from a node n levels deep costs n² steps: minutes for a 10,000-deep chain.
 # One descent from the root records every ancestor on the way instead.
@@ -96,7 +107,7 @@ _parents: dict[int, Node | None] = {}
 _roots: list[Node] = []
 
 
-def register_tree(root: Node) -> None:
+def _register_tree(root: Node) -> None:
     """Make `parent_of` able to find ancestors of nodes in this tree (until `forget_parents`)."""
     _roots.append(root)
 
@@ -143,7 +154,6 @@ def compact(node: Node) -> str:
     return "".join(text(node).split())
 
 
-FUNCTION_KINDS = frozenset({"function_item", "closure_expression"})
 ITEM_KINDS = frozenset({"function_item", "impl_item", "mod_item", "trait_item"})
 LOOP_KINDS = frozenset({"for_expression", "while_expression", "loop_expression"})
 
@@ -232,7 +242,7 @@ class SourceUnit:
         """Parse `source` (or take its already parsed `tree`) and make its ancestors findable."""
         if tree is None:
             tree = parser().parse(source)
-        register_tree(tree.root_node)
+        _register_tree(tree.root_node)
         return cls(path=path, source=source, tree=tree, line_offset=line_offset)
 
     def line(self, node: Node) -> int:
