@@ -15,6 +15,11 @@ that they still name modules that exist. The package root re-exports its public 
 `from burnside import Trace` is an edge to the module that defines `Trace` (`burnside.trace`), and
 `from burnside import __version__` an edge to the root itself.
 
+Imports made by name count too where the name is in the source: `importlib.import_module("burnside.x")`,
+`import_module(f"burnside.examples.{name}")` (an edge to every module of that package), and a table of
+lazy imports such as the CLI's commands (a dict whose values all name burnside modules, `"burnside.cli.run:run"`).
+A name computed from elsewhere (`import_module(module)` on a variable) is not seen.
+
 A cycle is reported as a chain, `a -> b -> c -> a`, with the file and line of each import, one per
 strongly connected component (and the component's other modules, when it holds several cycles).
 """
@@ -117,15 +122,48 @@ def collect(module: Module, modules: dict[str, Module], source: str | None = Non
             for child in node.orelse:
                 visit(child, type_only)
             return
+        found: list[str] = []
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            into = module.type_only if type_only else module.imports
-            for target in targets_of(node, module, modules):
-                if target != module.name:
-                    into.setdefault(target, node.lineno)
+            found = targets_of(node, module, modules)
+        elif isinstance(node, ast.Call) and _is_import_module(node.func) and node.args:
+            found = dynamic_targets(node.args[0], modules)
+        elif isinstance(node, ast.Assign) and module.name != ROOT and isinstance(node.value, ast.Dict):
+            found = lazy_table(node.value, modules)
+        into = module.type_only if type_only else module.imports
+        for target in found:
+            if target != module.name:
+                into.setdefault(target, node.lineno)
         for child in ast.iter_child_nodes(node):
             visit(child, type_only)
 
     visit(tree, False)
+
+
+def _is_import_module(func: ast.expr) -> bool:
+    return (isinstance(func, ast.Attribute) and func.attr == "import_module") or (
+        isinstance(func, ast.Name) and func.id == "import_module")
+
+
+def dynamic_targets(arg: ast.expr, modules: dict[str, Module]) -> list[str]:
+    """`importlib.import_module("burnside.x")`: that module; `import_module(f"burnside.x.{name}")`: every
+    module of the package `burnside.x` (the name is computed, so any of them may be the one)."""
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value in modules:
+        return [arg.value]
+    if isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):
+        prefix = str(arg.values[0].value)
+        if prefix.startswith(ROOT + ".") and prefix.endswith("."):
+            return [name for name in modules if name.startswith(prefix)]
+    return []
+
+
+def lazy_table(table: ast.Dict, modules: dict[str, Module]) -> list[str]:
+    """A dict whose values all name burnside modules (`"burnside.cli.run:run"`): a table of imports made on
+    first use, like the CLI's commands; each is an edge."""
+    values = [v.value.partition(":")[0] for v in table.values
+              if isinstance(v, ast.Constant) and isinstance(v.value, str)]
+    if table.values and len(values) == len(table.values) and all(v in modules for v in values):
+        return values
+    return []
 
 
 def lazy_public(modules: dict[str, Module]) -> dict[str, str]:
@@ -237,6 +275,9 @@ def test_the_graph_sees_the_package() -> None:
     assert all(target in MODULES for m in MODULES.values() for target in m.imports)
     # `targets` imports the A1 recorders inside functions: still edges
     assert {"burnside.a1_torch", "burnside.burn.a1"} <= set(MODULES["burnside.targets"].imports)
+    # imports by name: the examples `targets` runs, the commands the CLI imports on first use
+    assert "burnside.examples.cnn" in MODULES["burnside.targets"].imports
+    assert {"burnside.cli.lint", "burnside.cli.explain"} <= set(MODULES["burnside.cli.app"].imports)
 
 
 def test_every_kind_of_import_resolves_to_a_module() -> None:
@@ -278,7 +319,8 @@ def test_no_import_cycles_in_the_restructuring() -> None:
     """Cycles entirely within compare/diagnose/parity/testing/pytest_plugin/report/cli (issue 18)."""
     theirs = [c for c in CYCLES if all(restructuring(m) for m in c)]
     if theirs:
-        pytest.xfail("import cycles left to the forensics restructuring:\n  " + "\n  ".join(describe(c, MODULES) for c in theirs))
+        pytest.xfail("import cycles left to the forensics restructuring:\n  "
+                     + "\n  ".join(describe(c, MODULES) for c in theirs))
 
 
 def test_type_checking_imports_name_modules_that_exist() -> None:
