@@ -39,7 +39,7 @@ impl ClipGradNorm {
     }
 
     /// The L2 norm of all of `module`'s gradients in `grads` together.
-    pub fn total_norm<M: Module>(&self, module: &M, grads: &GradientsParams) -> f32 {
+    pub(crate) fn total_norm<M: Module>(&self, module: &M, grads: &GradientsParams) -> f32 {
         let mut norms = Norms {
             grads,
             squares: 0.0,

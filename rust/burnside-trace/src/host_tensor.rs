@@ -15,7 +15,8 @@ pub enum HostDType {
 
 impl HostDType {
     /// Bytes per element.
-    pub fn size(self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn size(self) -> usize {
         match self {
             HostDType::F32 => 4,
             HostDType::F64 | HostDType::I64 => 8,
@@ -121,7 +122,7 @@ impl HostTensor {
     }
 
     /// The same tensor with its shape replaced; the element count must not change.
-    pub fn reshaped(mut self, shape: Vec<usize>) -> Self {
+    pub(crate) fn reshaped(mut self, shape: Vec<usize>) -> Self {
         debug_assert_eq!(shape.iter().product::<usize>(), self.len());
         self.shape = shape;
         self
@@ -129,7 +130,7 @@ impl HostTensor {
 
     /// The tensors stacked end to end along dimension 0 (`[a, n]` and `[b, n]` make `[a + b, n]`),
     /// or `None` if their dtypes or their shapes beyond dimension 0 differ (or there are none).
-    pub fn concat0(parts: &[HostTensor]) -> Option<Self> {
+    pub(crate) fn concat0(parts: &[HostTensor]) -> Option<Self> {
         let first = parts.first()?;
         let rest = first.shape.get(1..)?;
         if parts
@@ -149,7 +150,7 @@ impl HostTensor {
 
     /// The tensor cut into `of` equal slices along dimension 0, or `None` if it has no
     /// dimension 0 or its length is not a multiple of `of`.
-    pub fn split0(&self, of: usize) -> Option<Vec<Self>> {
+    pub(crate) fn split0(&self, of: usize) -> Option<Vec<Self>> {
         let rows = *self.shape.first()?;
         if of == 0 || rows % of != 0 {
             return None;
@@ -170,8 +171,10 @@ impl HostTensor {
         )
     }
 
-    /// The transpose of a 2-d tensor (`[a, b]` becomes `[b, a]`), moving whole elements.
-    pub fn transposed(&self) -> Self {
+    /// The transpose of a 2-d tensor (`[a, b]` becomes `[b, a]`), moving whole elements (the
+    /// tests' model of burn-store's `Linear` layout change).
+    #[cfg(test)]
+    pub(crate) fn transposed(&self) -> Self {
         assert_eq!(
             self.shape.len(),
             2,

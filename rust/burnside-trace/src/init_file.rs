@@ -5,6 +5,7 @@ use burn::module::Module;
 use burn::store::{ApplyError, ModuleSnapshot, PyTorchToBurnAdapter, bridge};
 use burn::tensor::{Device, Int, Tensor};
 
+use crate::packed::cut_parts;
 use crate::{
     FORMAT_VERSION, HostDType, HostTensor, ParamEntry, SafetensorsFile, TorchNames, TraceError,
     param_paths_with,
@@ -73,11 +74,6 @@ impl InitFile {
             .map_or(1, |last| last + 1)
     }
 
-    /// Input `name` as the file holds it (step 0's batch).
-    pub fn input(&self, name: &str) -> Result<&HostTensor, TraceError> {
-        self.input_at(0, name)
-    }
-
     /// Input `name` of the batch step `step` trains on, as the file holds it: step 0's
     /// `inputs.{name}` for every step when the file has one batch, otherwise
     /// `step{step}.inputs.{name}`.
@@ -103,15 +99,6 @@ impl InitFile {
             })
     }
 
-    /// Float input `name` (step 0's batch) as a burn tensor of rank `D` on `device`, bit for bit.
-    pub fn float_input<const D: usize>(
-        &self,
-        name: &str,
-        device: &Device,
-    ) -> Result<Tensor<D>, TraceError> {
-        self.float_input_at(0, name, device)
-    }
-
     /// Float input `name` of step `step`'s batch (see [`input_at`](Self::input_at)) as a burn
     /// tensor of rank `D` on `device`, bit for bit.
     pub fn float_input_at<const D: usize>(
@@ -129,15 +116,6 @@ impl InitFile {
             });
         }
         Ok(Tensor::from_data(input.to_data(), device))
-    }
-
-    /// Integer input `name` (labels, step 0's batch) as a burn tensor of rank `D` on `device`.
-    pub fn int_input<const D: usize>(
-        &self,
-        name: &str,
-        device: &Device,
-    ) -> Result<Tensor<D, Int>, TraceError> {
-        self.int_input_at(0, name, device)
     }
 
     /// Integer input `name` of step `step`'s batch (see [`input_at`](Self::input_at)) as a burn
@@ -206,31 +184,24 @@ impl InitFile {
                 continue;
             };
             match by_torch.get(name) {
-                Some(group) if value.dtype != HostDType::I64 => match group[0].part {
-                    None => tensors.push(bridge::from_data(
-                        value.to_data(),
-                        group[0].path.clone(),
-                        None,
-                    )),
-                    Some(part) => match value.split0(part.of) {
-                        Some(slices) => {
-                            for entry in group {
-                                let index = entry.part.map_or(0, |p| p.index);
-                                tensors.push(bridge::from_data(
-                                    slices[index].to_data(),
-                                    entry.path.clone(),
-                                    None,
-                                ));
-                            }
-                        }
-                        None => {
-                            uncut_names.insert(name.to_string());
-                            uncut.push(format!(
-                                "  `{name}`: the file's tensor is {:?}, which does not cut into {} gates along dimension 0",
-                                value.shape, part.of
+                Some(group) if value.dtype != HostDType::I64 => match cut_parts(value, group) {
+                    Some(parts) => {
+                        for (entry, part) in parts {
+                            tensors.push(bridge::from_data(
+                                part.to_data(),
+                                entry.path.clone(),
+                                None,
                             ));
                         }
-                    },
+                    }
+                    None => {
+                        uncut_names.insert(name.to_string());
+                        let of = group[0].part.map_or(1, |p| p.of);
+                        uncut.push(format!(
+                            "  `{name}`: the file's tensor is {:?}, which does not cut into {of} gates along dimension 0",
+                            value.shape
+                        ));
+                    }
                 },
                 _ if kind == "buffers" && name.ends_with("num_batches_tracked") => {}
                 _ => unused.push(name.to_string()),
@@ -521,9 +492,9 @@ mod batch_tests {
         let mut names = init.input_names();
         names.sort();
         assert_eq!(names, vec!["x", "y"]);
-        // the step-0 readers a port written before per-step batches uses
+        // step 0's batch is the plain `inputs.*`
         assert_eq!(
-            floats(init.float_input::<2>("x", &device).unwrap()),
+            floats(init.float_input_at::<2>(0, "x", &device).unwrap()),
             vec![0.5, -1.5]
         );
         assert_eq!(

@@ -11,20 +11,26 @@
 //! use burnside_trace::{InitFile, OptimizerSpec, PortArgs, Training};
 //!
 //! fn main() {
-//!     burnside_trace::run_port("my-port", |args: PortArgs| {
-//!         args.finish()?;
-//!         let device = Device::default().autodiff();
-//!         let init = InitFile::read(&args.init)?;
-//!         let model = init.load_module(new_model(&device))?; // PyTorch names and layout -> burn
-//!         let ce = CrossEntropyLossConfig::new().init(&device);
-//!         Training::new(OptimizerSpec::sgd(0.1)).run(&args, &init, &device, model, |model, step| {
-//!             let x = step.float_input::<2>("x")?;            // the batch, bit for bit
+//!     // parses the contract's arguments and runs `port`; its error is printed as the last line
+//!     // of stderr, which `burnside check` reports, and exits 1 (2 for a usage error)
+//!     burnside_trace::run_port("my-port", port);
+//! }
+//!
+//! fn port(args: PortArgs) -> Result<(), Box<dyn std::error::Error>> {
+//!     args.finish()?;
+//!     let device = Device::default().autodiff();
+//!     let init = InitFile::read(&args.init)?;
+//!     let model = init.load_module(new_model(&device))?; // PyTorch names and layout -> burn
+//!     let ce = CrossEntropyLossConfig::new().init(&device);
+//!     Training::new(OptimizerSpec::sgd(0.1))
+//!         .with_loss_fn("cross_entropy") // the PyTorch loop's loss_fn
+//!         .run(&args, &init, &device, model, |model, step| {
+//!             let x = step.float_input::<2>("x")?; // the batch, bit for bit
 //!             let logits = model.forward(x);
 //!             let loss = ce.forward(logits.clone(), step.int_input::<1>("y")?);
 //!             Ok((logits, loss))
-//!         })?;
-//!         Ok(())
-//!     });
+//!         })?; // trains `args.steps` steps and writes the trace to `-o`
+//!     Ok(())
 //! }
 //! ```
 //!
@@ -36,7 +42,16 @@
 //! ([`TorchNames`]). `Linear` weights, their gradients and their optimizer moments are
 //! transposed to PyTorch's `[out, in]` on the way out and back to burn's `[in, out]` on the way
 //! in; the gates of burn's `Lstm`/`Gru`/`BiLstm`/`BiGru` are cut from and stacked into PyTorch's
-//! packed `weight_ih_l0`, `weight_hh_l0`, `bias_ih_l0`, `bias_hh_l0` ([`Part`]). BatchNorm's running statistics are recorded as `buffers.*` by `params_after`.
+//! packed `weight_ih_l0`, `weight_hh_l0`, `bias_ih_l0`, `bias_hh_l0`, and `MultiHeadAttention`'s
+//! query, key and value from and into `in_proj_weight`/`in_proj_bias`. BatchNorm's running
+//! statistics are recorded as `buffers.*` by `params_after`.
+//!
+//! The trace's metadata is what the port does: `device` and `dtype` are those of the recorded
+//! parameters, `loss_fn` is what [`Training::with_loss_fn`] (or
+//! [`TraceRecorder::with_loss_fn`]) declares, and absent if nothing does.
+
+// No example here may drop a `Result` (`cargo test --doc` fails on one).
+#![doc(test(attr(deny(unused_must_use))))]
 
 mod clip;
 mod error;
@@ -44,10 +59,13 @@ mod host_tensor;
 mod init_file;
 mod optimizer_spec;
 mod optimizer_state;
+mod packed;
 mod param_paths;
 mod port_args;
+mod recorded_on;
 mod safetensors_file;
 mod step_progress;
+mod torch_names;
 mod trace_recorder;
 mod training;
 
@@ -56,17 +74,21 @@ pub use error::TraceError;
 pub use host_tensor::{HostDType, HostTensor};
 pub use init_file::InitFile;
 pub use optimizer_spec::OptimizerSpec;
-pub use optimizer_state::optimizer_state;
-pub use param_paths::{
-    ParamEntry, Part, TorchNames, pack_parts, param_paths, param_paths_with, param_values,
-};
 pub use port_args::{PortArgs, UsageError, run_port};
-pub use safetensors_file::{SafetensorsFile, write_safetensors};
-pub use step_progress::{PROGRESS_ENV, step_done};
+pub use safetensors_file::SafetensorsFile;
+pub use step_progress::step_done;
+pub use torch_names::TorchNames;
 pub use trace_recorder::{Tap, TraceRecorder};
 pub use training::{Step, Trained, Training};
 
+pub(crate) use optimizer_state::optimizer_state;
+pub(crate) use packed::pack_parts;
+#[cfg(test)]
+pub(crate) use param_paths::param_paths;
+pub(crate) use param_paths::{ParamEntry, param_paths_with, param_values};
+pub(crate) use safetensors_file::write_safetensors;
+
 /// The trace format version this crate writes and the init format version it reads.
-pub const FORMAT_VERSION: &str = "1";
+pub(crate) const FORMAT_VERSION: &str = "1";
 /// The burn version the recorder was built against, written as `framework_version`.
-pub const BURN_VERSION: &str = "0.22.1";
+pub(crate) const BURN_VERSION: &str = "0.22.1";

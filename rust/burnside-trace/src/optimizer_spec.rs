@@ -264,7 +264,7 @@ impl OptimizerSpec {
     }
 
     /// The trace's `optimizer` metadata object (see the trace format).
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let mut object = Map::new();
         match *self {
             OptimizerSpec::Sgd {

@@ -18,7 +18,7 @@ use crate::{HostTensor, ParamEntry, TorchNames, TraceError, pack_parts};
 /// and moments their PyTorch layout (`Linear` weight moments are transposed, an RNN's gates
 /// stacked into PyTorch's packed tensors).
 /// State of a parameter that is not in `params` (another module's) is an error.
-pub fn optimizer_state(
+pub(crate) fn optimizer_state(
     optim: &ModuleOptimizer,
     params: &[ParamEntry],
     names: &TorchNames,

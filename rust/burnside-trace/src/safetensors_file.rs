@@ -81,7 +81,7 @@ impl SafetensorsFile {
 /// Write tensors and metadata as a safetensors file, atomically: the bytes go to a temporary
 /// file in the same directory, which is then renamed over `path`, so a reader never sees half a
 /// file and a failed write leaves any previous file in place.
-pub fn write_safetensors(
+pub(crate) fn write_safetensors(
     path: impl AsRef<Path>,
     tensors: &BTreeMap<String, HostTensor>,
     metadata: &BTreeMap<String, String>,

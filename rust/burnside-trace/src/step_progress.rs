@@ -3,7 +3,7 @@
 use std::ffi::OsStr;
 
 /// The environment variable `burnside` sets when it runs a port and wants its progress.
-pub const PROGRESS_ENV: &str = "BURNSIDE_PROGRESS";
+pub(crate) const PROGRESS_ENV: &str = "BURNSIDE_PROGRESS";
 
 /// Tell `burnside` that `done` of `total` training steps are done: call it with 0 before the
 /// first step and after each step. It prints `burnside-progress: step {done}/{total}` on stderr

@@ -6,6 +6,7 @@ use burn::optim::{GradientsParams, ModuleOptimizer};
 use burn::tensor::{Device, Tensor, TensorData};
 use serde_json::{Value, json};
 
+use crate::recorded_on::RecordedOn;
 use crate::{
     BURN_VERSION, ClipGradNorm, FORMAT_VERSION, HostTensor, InitFile, OptimizerSpec, ParamEntry,
     Step, TorchNames, TraceError, optimizer_state, pack_parts, param_paths_with, param_values,
@@ -37,16 +38,16 @@ pub struct TraceRecorder {
     /// state, or gradients keyed to another module, record none and still made the call).
     called: BTreeMap<usize, BTreeSet<&'static str>>,
     steps: usize,
+    /// Where the recorded tensors were and their dtype: the trace's `device` and `dtype`.
+    on: RecordedOn,
     metadata: BTreeMap<String, String>,
 }
 
 impl TraceRecorder {
     /// A recorder for a loop that uses `optimizer` (its configuration goes into the metadata).
+    /// The trace's `device` and `dtype` are those of the parameters it records; its `loss_fn` is
+    /// what [`with_loss_fn`](Self::with_loss_fn) declares, and absent otherwise.
     pub fn new(optimizer: OptimizerSpec) -> Self {
-        let mut metadata = BTreeMap::new();
-        metadata.insert("device".to_string(), "flex".to_string());
-        metadata.insert("dtype".to_string(), "float32".to_string());
-        metadata.insert("loss_fn".to_string(), "cross_entropy".to_string());
         Self {
             optimizer,
             clip: None,
@@ -60,8 +61,16 @@ impl TraceRecorder {
             grads_len: BTreeMap::new(),
             called: BTreeMap::new(),
             steps: 0,
-            metadata,
+            on: RecordedOn::default(),
+            metadata: BTreeMap::new(),
         }
+    }
+
+    /// Declare the loss the loop computes, by the name the PyTorch recorder writes for its
+    /// `loss_fn` (the function's `__name__`: `cross_entropy` for `nn.functional.cross_entropy`,
+    /// `mse_loss`, ...); the trace's `loss_fn` metadata, which a reference is checked against.
+    pub fn with_loss_fn(self, name: &str) -> Self {
+        self.with_metadata("loss_fn", name)
     }
 
     /// Declare that the loop clips gradients with `clip` between `grads` and `optim.step`
@@ -92,7 +101,9 @@ impl TraceRecorder {
         self.lrs.insert(step, lr);
     }
 
-    /// Set a plain-string metadata key (`device`, `dtype`, `loss_fn`, or your own).
+    /// Set a plain-string metadata key of your own (the loss: [`with_loss_fn`](Self::with_loss_fn)).
+    /// The keys the recorder writes itself win: the format's, `framework`, `device` and `dtype`
+    /// (seen on the recorded parameters), `steps`, `optimizer`, `params` and the lists.
     pub fn with_metadata(mut self, key: &str, value: &str) -> Self {
         self.metadata.insert(key.to_string(), value.to_string());
         self
@@ -159,6 +170,7 @@ impl TraceRecorder {
             // reads it; `valid` syncs it now, so the buffers recorded are this step's.
             drop(module.valid());
         }
+        self.on.params(module);
         let values = param_values(module, &self.names)?;
         if self.params.is_empty() {
             self.params = values
@@ -192,6 +204,7 @@ impl TraceRecorder {
         output: &Tensor<D>,
     ) -> Result<(), TraceError> {
         let tensor = HostTensor::from_data(output.to_data())?;
+        self.on.tensor(output);
         if !self.activations.iter().any(|a| a == name) {
             self.activations.push(name.to_string());
         }
@@ -219,6 +232,7 @@ impl TraceRecorder {
         logits: &Tensor<D>,
     ) -> Result<(), TraceError> {
         let tensor = HostTensor::from_data(logits.to_data())?;
+        self.on.tensor(logits);
         self.put(step, "logits", tensor);
         Ok(())
     }
@@ -364,6 +378,11 @@ impl TraceRecorder {
         set("burnside.version", FORMAT_VERSION.to_string());
         set("framework", "burn".to_string());
         set("framework_version", BURN_VERSION.to_string());
+        // logits were recorded (checked above), so something was seen
+        if let (Some(device), Some(dtype)) = (self.on.device(), self.on.dtype()) {
+            set("device", device);
+            set("dtype", dtype);
+        }
         set("steps", json!(self.steps).to_string());
         let mut optimizer = self.optimizer.to_json();
         if let (Some(clip), Some(object)) = (self.clip, optimizer.as_object_mut()) {
@@ -559,6 +578,47 @@ mod tests {
         assert!(error.to_string().contains("loss_after"), "{error}");
         assert_eq!(recorder.tensors()["step0.grads.weight"].shape, vec![2, 2]);
         assert_eq!(recorder.tensors()["step0.loss"].shape, Vec::<usize>::new());
+    }
+
+    /// One complete step of a `Linear` on `device`, recorded by `recorder`.
+    fn one_step(mut recorder: TraceRecorder, device: &Device) -> TraceRecorder {
+        let layer = LinearConfig::new(2, 2).init(device);
+        let spec = OptimizerSpec::sgd(0.1);
+        let mut optim = spec.init();
+        let x = Tensor::<2>::ones([1, 2], device);
+        recorder.input(0, "x", x.to_data()).unwrap();
+        recorder.params_before(0, &layer).unwrap();
+        let logits = layer.forward(x.clone());
+        recorder.logits(0, &logits).unwrap();
+        let loss = logits.sum();
+        recorder.loss(0, &loss).unwrap();
+        let grads = GradientsParams::from_grads(loss.backward(), &layer);
+        recorder.grads(0, &layer, &grads).unwrap();
+        let layer = optim.step(0.1, layer, grads);
+        recorder.params_after(0, &layer).unwrap();
+        recorder.optim(0, &layer, &optim).unwrap();
+        recorder.loss_after(0, &layer.forward(x).sum()).unwrap();
+        recorder
+    }
+
+    #[test]
+    fn device_and_dtype_are_the_parameters_and_loss_fn_only_what_the_port_declares() {
+        let device = Device::default().autodiff();
+        let metadata = one_step(TraceRecorder::new(OptimizerSpec::sgd(0.1)), &device)
+            .metadata()
+            .unwrap();
+        assert_eq!(metadata["device"], "flex");
+        assert_eq!(metadata["dtype"], "float32");
+        assert!(!metadata.contains_key("loss_fn"), "{metadata:?}");
+        let declared = TraceRecorder::new(OptimizerSpec::sgd(0.1))
+            .with_loss_fn("cross_entropy")
+            .with_metadata("device", "tpu");
+        let metadata = one_step(declared, &device).metadata().unwrap();
+        assert_eq!(metadata["loss_fn"], "cross_entropy");
+        assert_eq!(
+            metadata["device"], "flex",
+            "seen on the tensors, not declared"
+        );
     }
 
     #[test]

@@ -31,6 +31,7 @@ use crate::{
 /// let ce = CrossEntropyLossConfig::new().init(&device);
 /// Training::new(OptimizerSpec::adam(1e-3))         // torch.optim.Adam(model.parameters(), lr=1e-3)
 ///     .with_clip_grad_norm(1.0)                    // clip_grad_norm_(model.parameters(), 1.0)
+///     .with_loss_fn("cross_entropy")               // record(..., loss_fn=F.cross_entropy)
 ///     .run(&args, &init, &device, model, |model, step| {
 ///         let x = step.float_input::<2>("x")?;     // the batch PyTorch fed at this step
 ///         let y = step.int_input::<1>("y")?;
@@ -112,7 +113,16 @@ impl Training {
         self
     }
 
-    /// Set a plain-string metadata key of the trace (`loss_fn`, `device`, or your own).
+    /// Declare the loss the closure computes, by the name the PyTorch recorder writes for its
+    /// `loss_fn` (`cross_entropy` for `nn.functional.cross_entropy`): the trace's `loss_fn`
+    /// ([`TraceRecorder::with_loss_fn`]), which a reference is checked against.
+    pub fn with_loss_fn(mut self, name: &str) -> Self {
+        self.recorder = self.recorder.with_loss_fn(name);
+        self
+    }
+
+    /// Set a plain-string metadata key of your own in the trace (see
+    /// [`TraceRecorder::with_metadata`]).
     pub fn with_metadata(mut self, key: &str, value: &str) -> Self {
         self.recorder = self.recorder.with_metadata(key, value);
         self
@@ -146,11 +156,11 @@ impl Training {
             let recorder = &mut self.recorder;
             recorder.params_before(k, &model)?;
             let (output, loss) = forward_loss(&model, &mut recorder.step(k, init, device))?;
-            if let Some(name) = init
-                .input_names()
-                .into_iter()
-                .find(|name| !recorder.tensors().contains_key(&format!("step{k}.inputs.{name}")))
-            {
+            if let Some(name) = init.input_names().into_iter().find(|name| {
+                !recorder
+                    .tensors()
+                    .contains_key(&format!("step{k}.inputs.{name}"))
+            }) {
                 return Err(TraceError::Incomplete(format!(
                     "step {k} did not record input `{name}` of the batch: read it with \
                      `step.float_input(\"{name}\")` or `step.int_input(\"{name}\")` (or record what \

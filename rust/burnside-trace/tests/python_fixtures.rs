@@ -11,7 +11,6 @@ use burn::optim::GradientsParams;
 use burn::tensor::Device;
 use burnside_trace::{
     HostDType, InitFile, OptimizerSpec, SafetensorsFile, TorchNames, TraceError, TraceRecorder,
-    param_values,
 };
 
 #[derive(Module, Debug)]
@@ -47,19 +46,28 @@ fn init_file_loads_bit_for_bit_in_burn_layout() {
         [3, 2],
         "burn keeps Linear weights as [in, out]"
     );
-    for (entry, value) in param_values(&model, &TorchNames::new()).unwrap() {
-        assert_eq!(&value, init.param(&entry.torch).unwrap(), "{}", entry.torch);
+    // every parameter, as the recorder reads it back in PyTorch name and layout
+    let mut recorder = TraceRecorder::new(OptimizerSpec::sgd(0.1));
+    recorder.params_before(0, &model).unwrap();
+    let params: Vec<(&str, _)> = recorder
+        .tensors()
+        .iter()
+        .filter_map(|(name, value)| Some((name.strip_prefix("step0.params_before.")?, value)))
+        .collect();
+    assert_eq!(params.len(), 2, "fc.weight and fc.bias");
+    for (torch, value) in params {
+        assert_eq!(value, init.param(torch).unwrap(), "{torch}");
     }
     assert!(model.fc.weight.val().is_require_grad());
-    let x = init.float_input::<2>("x", &device).unwrap();
+    let x = init.float_input_at::<2>(0, "x", &device).unwrap();
     assert_eq!(
         x.into_data().try_to_vec::<f32>().unwrap(),
         vec![1.0, 2.0, 3.0, -0.5, 0.25, 4.0]
     );
-    let y = init.int_input::<1>("y", &device).unwrap();
+    let y = init.int_input_at::<1>(0, "y", &device).unwrap();
     assert_eq!(y.into_data().try_into_vec_as::<i64>().unwrap(), vec![1, 0]);
     assert!(
-        init.int_input::<1>("x", &device).is_err(),
+        init.int_input_at::<1>(0, "x", &device).is_err(),
         "a float input is not read as labels"
     );
 }
@@ -71,8 +79,8 @@ fn one_recorded_step_reads_back_in_pytorch_layout_and_matches_numpy() {
     let reference = SafetensorsFile::read(fixture("tiny_trace.safetensors")).unwrap();
     let mut model = init.load_module(tiny(&device)).unwrap();
     let (x, y) = (
-        init.float_input::<2>("x", &device).unwrap(),
-        init.int_input::<1>("y", &device).unwrap(),
+        init.float_input_at::<2>(0, "x", &device).unwrap(),
+        init.int_input_at::<1>(0, "y", &device).unwrap(),
     );
     let spec = OptimizerSpec::adam(0.01);
     let mut optim = spec.init();

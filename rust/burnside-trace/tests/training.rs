@@ -164,11 +164,11 @@ fn a_batch_read_around_step_is_refused_at_write_with_the_call_named() {
         .unwrap();
     let error = Training::new(OptimizerSpec::sgd(0.1))
         .run(&out, &init, &device, model, |model, _step| {
-            let x = init.float_input::<2>("x", &device)?; // not through `step`: not recorded
+            let x = init.float_input_at::<2>(0, "x", &device)?; // not through `step`: not recorded
             let logits = model.fc.forward(x);
             Ok((
                 logits.clone(),
-                ce.forward(logits, init.int_input::<1>("y", &device)?),
+                ce.forward(logits, init.int_input_at::<1>(0, "y", &device)?),
             ))
         })
         .unwrap_err();

@@ -77,8 +77,8 @@ fn run() -> Result<(), Box<dyn Error>> {
             let model = init.load_module(a1_model_with(&device, options.arithmetic))?;
             (
                 model,
-                init.float_input::<2>("x", &device)?,
-                init.int_input::<1>("y", &device)?,
+                init.float_input_at::<2>(0, "x", &device)?,
+                init.int_input_at::<1>(0, "y", &device)?,
             )
         }
         None => {
@@ -89,7 +89,7 @@ fn run() -> Result<(), Box<dyn Error>> {
     let ce = ce(&device);
     let lr = options.optimizer.lr();
     let mut optim = options.optimizer.init();
-    let mut recorder = TraceRecorder::new(options.optimizer.clone());
+    let mut recorder = TraceRecorder::new(options.optimizer.clone()).with_loss_fn("cross_entropy");
     let mut losses = Vec::with_capacity(options.steps);
 
     burnside_trace::step_done(0, options.steps);
