@@ -76,7 +76,7 @@ fn run(mut args: PortArgs) -> Result<(), Box<dyn Error>> {
     let init = InitFile::read(&args.init)?;
     let model = init.load_module(Encoder::new(&device, bug.as_deref())?)?;
     let ce = CrossEntropyLossConfig::new().init(&device);
-    let mut training = Training::new(OptimizerSpec::adamw(LR));
+    let mut training = Training::new(OptimizerSpec::adamw(LR)).with_loss_fn("cross_entropy");
     if bug.as_deref() != Some("no-warmup") {
         // LambdaLR(opt, lambda k: min(1, (k + 1) / WARMUP))
         training = training.with_lr_schedule(|k| LR * ((k + 1) as f64 / WARMUP as f64).min(1.0));

@@ -87,7 +87,8 @@ fn run(mut args: PortArgs) -> Result<(), Box<dyn Error>> {
     let model = init.load_module(Cnn::new(&device, bug.as_deref())?)?;
     let first_batch = bug.as_deref() == Some("first-batch");
     let ce = CrossEntropyLossConfig::new().init(&device);
-    Training::new(OptimizerSpec::adam(LR)).run(&args, &init, &device, model, |model, step| {
+    let training = Training::new(OptimizerSpec::adam(LR)).with_loss_fn("cross_entropy");
+    training.run(&args, &init, &device, model, |model, step| {
         let (x, y) = if first_batch {
             // the bug: step 0's batch for every step, as a port written for one batch reads it
             let x = init.float_input_at::<4>(0, "x", &device)?;

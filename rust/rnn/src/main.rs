@@ -100,10 +100,12 @@ fn run(mut args: PortArgs) -> Result<(), Box<dyn Error>> {
         Some("per-tensor-clip") => per_tensor_clip(&args, &init, &device, model, forward_loss),
         Some("no-clip") => {
             Training::new(OptimizerSpec::adam(LR)) // the clip_grad_norm_ line not ported
+                .with_loss_fn("cross_entropy")
                 .run(&args, &init, &device, model, forward_loss)
                 .map(drop)
         }
         _ => Training::new(OptimizerSpec::adam(LR))
+            .with_loss_fn("cross_entropy")
             .with_clip_grad_norm(CLIP)
             .run(&args, &init, &device, model, forward_loss)
             .map(drop),
@@ -125,8 +127,9 @@ fn per_tensor_clip(
         .with_epsilon(1e-8)
         .with_grad_clipping(Some(GradientClippingConfig::Norm(CLIP)))
         .init();
-    let mut recorder =
-        TraceRecorder::new(spec.clone()).with_clip_grad_norm(ClipGradNorm::new(CLIP));
+    let mut recorder = TraceRecorder::new(spec.clone())
+        .with_loss_fn("cross_entropy")
+        .with_clip_grad_norm(ClipGradNorm::new(CLIP));
     for step in 0..args.steps {
         recorder.params_before(step, &model)?;
         let (logits, loss) = forward_loss(&model, &mut recorder.step(step, init, device))?;

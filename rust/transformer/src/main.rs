@@ -154,7 +154,8 @@ fn run(mut args: PortArgs) -> Result<(), Box<dyn Error>> {
     let init = InitFile::read(&args.init)?;
     let model = init.load_module(Block::new(&device, bug.as_deref())?)?;
     let ce = CrossEntropyLossConfig::new().init(&device);
-    Training::new(OptimizerSpec::adamw(LR)).run(&args, &init, &device, model, |model, step| {
+    let training = Training::new(OptimizerSpec::adamw(LR)).with_loss_fn("cross_entropy");
+    training.run(&args, &init, &device, model, |model, step| {
         let (x, y) = (step.int_input::<2>("x")?, step.int_input::<1>("y")?);
         let logits = model.forward(x, step.tap())?;
         let loss = ce.forward(logits.clone(), y);

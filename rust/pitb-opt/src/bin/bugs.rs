@@ -201,7 +201,7 @@ fn run() -> Result<(), Box<dyn Error>> {
     };
     let mut optim = built(bug, &spec);
     let lr = spec.lr();
-    let mut recorder = TraceRecorder::new(spec);
+    let mut recorder = TraceRecorder::new(spec).with_loss_fn("cross_entropy");
     let mut losses = Vec::with_capacity(options.steps);
     // `sum`: the mean times the batch size; everything else the mean (times 1.0, exactly)
     let reduction = if bug == "sum" {
