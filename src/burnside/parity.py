@@ -1,4 +1,12 @@
-"""Record both sides and compare them: the one pipeline behind `run`, `check` and the experiments."""
+"""Record both sides and compare them: the one pipeline behind `run`, `check`, `compare`, the experiments,
+`burnside.testing` and the pytest plugin.
+
+    refuse / check the reference -> record PyTorch -> build and run burn -> compare (+ forensics) -> diagnose
+
+A reference is refused as a side and checked against the PyTorch trace's start once, here, before
+the port is built (`_judge_by`); compare then trusts it. The forensics collector rides along
+compare's one pass over the traces (`compare_with_evidence`).
+"""
 
 from __future__ import annotations
 
@@ -7,11 +15,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from burnside.compare import Comparison, Tolerances, compare_traces, open_reference
-from burnside.compare.comparison import refuse_reference
-from burnside.compare.reference import check_start
+from burnside.compare import (
+    Comparison,
+    Reference,
+    Tolerances,
+    check_start,
+    compare_traces,
+    open_reference,
+    refuse_reference,
+)
 from burnside.diagnose import Diagnosis, diagnose
-from burnside.trace import open_trace
+from burnside.forensics import Forensics
+from burnside.trace import Trace, open_trace
 
 if TYPE_CHECKING:
     from burnside.progress import TensorProgress
@@ -22,6 +37,9 @@ TorchSide = Callable[[Path], Path]
 ReferenceSide = Callable[[Path], Path]
 #: Writes the burn side's trace at the first path, starting from the PyTorch trace at the second.
 BurnSide = Callable[[Path, Path], Path]
+
+#: How to give a reference that was refused as a side.
+_AS_SIDE_FIX = "pass it as --reference and give A and B the two sides' traces"
 
 
 @dataclass
@@ -40,6 +58,37 @@ class Parity:
         return self.comparison.passed
 
 
+def _trace(trace: str | Path | Trace) -> Trace:
+    return trace if isinstance(trace, Trace) else open_trace(trace)
+
+
+def _judge_by(reference: str | Path | Reference, torch_trace: Trace) -> Reference:
+    """Open ``reference`` (unless it is open already) and check it starts where ``torch_trace`` does:
+    the one check of a reference, before anything is built or compared."""
+    opened = reference if isinstance(reference, Reference) else open_reference(reference)
+    check_start(torch_trace, opened)
+    return opened
+
+
+def compare_with_evidence(torch: str | Path | Trace, burn: str | Path | Trace, tolerances: Tolerances | None = None,
+                          only: str | None = None, reference: str | Path | Reference | None = None,
+                          progress: TensorProgress | None = None) -> Comparison:
+    """Compare trace ``torch`` (A, usually PyTorch) with trace ``burn`` (B, usually the burn port), with the
+    diagnosis evidence gathered in the same pass (`burnside.forensics`): what `burnside compare` runs.
+
+    A float64 reference given as either side is refused; ``reference`` (a path or an opened
+    `Reference`) is checked to start where A does, then each tensor is judged by it.
+    """
+    trace_a, trace_b = _trace(torch), _trace(burn)
+    if reference is not None and not isinstance(reference, Reference):
+        reference = open_reference(reference)  # a reference missing its variant says so before anything else
+    for side, trace in (("A", trace_a), ("B", trace_b)):
+        refuse_reference(trace, f"a side to compare ({side})", _AS_SIDE_FIX)
+    judge_by = _judge_by(reference, trace_a) if reference is not None else None
+    return compare_traces(trace_a, trace_b, tolerances, only, reference=judge_by, progress=progress,
+                          collector=Forensics())
+
+
 def record_and_compare(torch: Path | TorchSide, burn: BurnSide, *, torch_out: Path, burn_out: Path,
                        tolerances: Tolerances | None = None, only: str | None = None,
                        reference: Path | ReferenceSide | None = None, reference_out: Path | None = None,
@@ -49,7 +98,8 @@ def record_and_compare(torch: Path | TorchSide, burn: BurnSide, *, torch_out: Pa
     ``torch`` is an existing trace or a recorder; ``burn`` gets its output path and the PyTorch
     trace (a port starts from that trace's step-0 inputs and params). ``reference`` is an existing
     float64 reference trace or its recorder (written at ``reference_out``); with it, each tensor is
-    also judged by both sides' distances to it (docs/compare.md). Outputs are written
+    also judged by both sides' distances to it (docs/compare.md). An existing reference is checked
+    before the burn side is built and run, a recorded one once it is written. Outputs are written
     atomically by the recorders; a failure on either side raises a BurnsideError. ``progress``
     is told the comparison's tensors (`compare_traces`); the sides report their own steps.
     """
@@ -61,14 +111,15 @@ def record_and_compare(torch: Path | TorchSide, burn: BurnSide, *, torch_out: Pa
     judge_by = None
     if isinstance(reference, Path):
         # a reference that is no reference, or of another start, is refused before the port builds and runs
-        judge_by = open_reference(reference)
-        check_start(trace_a, judge_by)
+        judge_by = _judge_by(reference, trace_a)
     burn_trace = burn(burn_out, torch_trace)
     if reference is not None and not isinstance(reference, Path):
         if reference_out is None:
             raise ValueError("a reference recorder needs reference_out")
         reference = reference(reference_out)
-        judge_by = open_reference(reference)
-    comparison = compare_traces(trace_a, open_trace(burn_trace), tolerances, only, reference=judge_by,
-                                progress=progress)
+        judge_by = _judge_by(reference, trace_a)
+    trace_b = open_trace(burn_trace)
+    refuse_reference(trace_b, "a side to compare (B)", _AS_SIDE_FIX)
+    comparison = compare_traces(trace_a, trace_b, tolerances, only, reference=judge_by, progress=progress,
+                                collector=Forensics())
     return Parity(torch_trace, burn_trace, comparison, diagnose(comparison), reference)

@@ -10,10 +10,12 @@
 `record_my_model(path) -> path` records the PyTorch side (`burnside.torch.record`) and
 `record_my_reference(path) -> path` the float64 reference of the same loop
 (`burnside.reference.record_reference`, optional); each recorder runs once per session however
-many tests use it. `check` builds the port, runs it with the `burnside check` contract from the
-PyTorch trace's start, and fails the test with compare's report when they differ. A problem the
-user can fix (a crate that does not build, a port that crashes) fails the test with burnside's
-one-line message instead of a traceback. examples/pytest-parity is a complete project.
+many tests use it. `check` goes through `burnside check`'s pipeline (`burnside.parity`): the
+reference is checked against the PyTorch trace's start before the port is built, the port runs
+with the `burnside check` contract from that start, and the test fails with compare's report when
+they differ. A problem the user can fix (a wrong reference, a crate that does not build, a port
+that crashes) fails the test with burnside's one-line message instead of a traceback.
+examples/pytest-parity is a complete project.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ import pytest
 
 from burnside.compare import Comparison, Tolerances
 from burnside.errors import BurnsideError
-from burnside.testing import assert_parity
+from burnside.parity import record_and_compare
+from burnside.testing import failure_message, tolerances_of
 
 #: Writes a trace (the PyTorch side, or the float64 reference) at the path it is given and returns it.
 Recorder = Callable[[Path], Path]
@@ -72,10 +75,19 @@ class ParityChecker:
             torch_path = self.torch_trace(torch) if callable(torch) else Path(torch)
             reference_path = self.reference_trace(reference) if callable(reference) else reference
             out_dir = self._directory / f"{bin}-{len(list(self._directory.iterdir()))}"
-            burn = record_port(torch_path, Path(crate), bin, list(args), out_dir)
-            return assert_parity(torch_path, burn, reference=reference_path, tolerances=tolerances, only=only)
+
+            def burn_side(path: Path, torch_trace: Path) -> Path:
+                return record_port(torch_trace, Path(crate), bin, list(args), out_dir, out=path)
+
+            parity = record_and_compare(torch_path, burn_side, torch_out=torch_path,
+                                        burn_out=out_dir / f"{bin}.burn.safetensors",
+                                        tolerances=tolerances_of(tolerances), only=only,
+                                        reference=Path(reference_path) if reference_path is not None else None)
         except BurnsideError as error:
             pytest.fail(f"burnside: {error}", pytrace=False)
+        if not parity.passed:
+            raise AssertionError(failure_message(parity.comparison, parity.diagnoses))
+        return parity.comparison
 
 
 def pytest_configure(config: pytest.Config) -> None:

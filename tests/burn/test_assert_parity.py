@@ -7,7 +7,8 @@ import pytest
 
 from burnside.burn.locate import rust_workspace
 from burnside.burn.port import record_port
-from burnside.compare import compare_traces, open_reference
+from burnside.compare import open_reference
+from burnside.parity import compare_with_evidence
 from burnside.examples import cnn
 from burnside.testing import MAX_ROWS, assert_parity
 from burnside.trace import open_trace
@@ -30,10 +31,10 @@ def cnn_traces(programs, tmp_path_factory):
 def test_a_faithful_port_passes_with_the_reference_where_a_plain_tolerance_fails(cnn_traces):
     torch_trace, reference, burn = cnn_traces
     with pytest.raises(AssertionError) as caught:
-        assert_parity(torch_trace, burn[None])
+        assert_parity(burn[None], torch_trace)
     # burn's BatchNorm keeps the biased running variance: beyond 1e-6 on its own
     assert "step0.buffers.bn.running_var" in str(caught.value)
-    comparison = assert_parity(torch_trace, burn[None], reference=reference)
+    comparison = assert_parity(burn[None], torch_trace, reference=reference)
     beyond = [r for r in comparison.rows if r.stats.out_of_tol]
     assert beyond and all(r.ref.noise for r in beyond)  # passed as noise, not by a wider tolerance
     assert comparison.tolerances.default.atol == 1e-6
@@ -42,13 +43,13 @@ def test_a_faithful_port_passes_with_the_reference_where_a_plain_tolerance_fails
 def test_a_broken_port_names_its_side_and_layer_and_keeps_the_message_short(cnn_traces):
     torch_trace, reference, burn = cnn_traces
     with pytest.raises(AssertionError) as caught:
-        assert_parity(torch_trace, burn["bn-eps"], reference=reference)
+        assert_parity(burn["bn-eps"], torch_trace, reference=reference)
     message = str(caught.value)
     lines = message.splitlines()
     assert lines[0] == f"{burn['bn-eps']} does not train like {torch_trace}:"
     assert ("real difference: B (burn) is" in message
             and "from step0.activations.bn (BatchNorm2d) on" in message), message
-    comparison = compare_traces(open_trace(torch_trace), open_trace(burn["bn-eps"]),
+    comparison = compare_with_evidence(open_trace(torch_trace), open_trace(burn["bn-eps"]),
                                 reference=open_reference(reference))
     failing = [r.name for r in comparison.failed_rows]
     rows = [line for line in lines if " n=" in line]

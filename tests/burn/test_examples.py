@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from burnside.burn.locate import target_dir
-from burnside.compare import compare_traces
+from burnside.parity import compare_with_evidence
 from burnside.compare.tolerance import Tolerance, Tolerances
 from burnside.examples import cnn
 from burnside.torch import export_init
@@ -35,7 +35,7 @@ def table(comparison) -> str:
 
 def test_transformer_port_trains_the_same(run_example):
     torch_trace, burn_trace = run_example("transformer")
-    comparison = compare_traces(torch_trace, burn_trace, TOLERANCES)
+    comparison = compare_with_evidence(torch_trace, burn_trace, TOLERANCES)
     assert comparison.passed, table(comparison)
     assert comparison.worst < 1e-5
     activations = [r.name for r in comparison.rows if r.stage == "activations" and r.name.startswith("step0.")]
@@ -48,7 +48,7 @@ def test_transformer_port_trains_the_same(run_example):
 
 def test_rnn_port_trains_the_same_with_pytorchs_packed_gates(run_example):
     torch_trace, burn_trace = run_example("rnn")
-    comparison = compare_traces(torch_trace, burn_trace, TOLERANCES)
+    comparison = compare_with_evidence(torch_trace, burn_trace, TOLERANCES)
     assert comparison.passed, table(comparison)
     assert not comparison.only_in_a and not comparison.only_in_b and not comparison.structure
     # burn's per-gate Linears were loaded from and recorded as PyTorch's packed tensors, gradients and
@@ -64,7 +64,7 @@ def test_rnn_port_trains_the_same_with_pytorchs_packed_gates(run_example):
 
 def test_attention_port_loads_and_records_pytorchs_packed_in_proj(run_example):
     torch_trace, burn_trace = run_example("attention")
-    comparison = compare_traces(torch_trace, burn_trace, TOLERANCES)
+    comparison = compare_with_evidence(torch_trace, burn_trace, TOLERANCES)
     # Only the key projection's bias differs (rows 16..31 of in_proj_bias): its gradient is exactly zero in exact
     # arithmetic (softmax ignores a constant added to every score of a query), and AdamW turns each side's own
     # rounding of it into lr-sized moves; with the float64 reference it is named as such and the run is OK
@@ -86,15 +86,15 @@ def test_rnn_clipping_is_declared_by_both_sides_and_each_clipping_slip_is_named(
 
     torch_trace, burn_trace = run_example("rnn")
     assert torch_trace.optimizer["clip_grad_norm"] == burn_trace.optimizer["clip_grad_norm"] == rnn.CLIP
-    faithful = compare_traces(torch_trace, burn_trace, TOLERANCES)
+    faithful = compare_with_evidence(torch_trace, burn_trace, TOLERANCES)
     assert not [d.rule for d in diagnose(faithful) if d.rule in ("D005", "D009")]
     # the port forgets the clip_grad_norm_ line: the declarations differ
-    comparison = compare_traces(*run_example("rnn", "no-clip"), TOLERANCES)
+    comparison = compare_with_evidence(*run_example("rnn", "no-clip"), TOLERANCES)
     assert not comparison.passed
     (d005,) = [d for d in diagnose(comparison) if d.rule == "D005"]
     assert d005.evidence == f"clip_grad_norm: pytorch {rnn.CLIP!r}, burn none"
     # burn's own per-tensor clipping, declared as clip_grad_norm: the updates show it is not that
-    comparison = compare_traces(*run_example("rnn", "per-tensor-clip"), TOLERANCES)
+    comparison = compare_with_evidence(*run_example("rnn", "per-tensor-clip"), TOLERANCES)
     (d009,) = [d for d in diagnose(comparison) if d.rule == "D009"]
     assert d009.evidence.startswith("burn (")
     assert f"the trace says clip_grad_norm {rnn.CLIP:g}; its updates show no clipping" in d009.evidence
@@ -103,7 +103,7 @@ def test_rnn_clipping_is_declared_by_both_sides_and_each_clipping_slip_is_named(
 
 def test_cnn_port_differs_only_in_batchnorm_running_var(run_example):
     torch_trace, burn_trace = run_example("cnn")
-    comparison = compare_traces(torch_trace, burn_trace, TOLERANCES)
+    comparison = compare_with_evidence(torch_trace, burn_trace, TOLERANCES)
     failed = [r.name for r in comparison.failed_rows]
     assert failed == [f"step{k}.buffers.bn.running_var" for k in range(STEPS)], table(comparison)
     # burn keeps no count of batches: listed as not recorded, not a failure; everything else is on both sides.
@@ -139,7 +139,7 @@ def first_out_of_tolerance(comparison):
 ])
 def test_a_layer_bug_is_first_seen_at_that_layer(run_example, name, bug, layer, module, input_layer):
     torch_trace, burn_trace = run_example(name, bug)
-    comparison = compare_traces(torch_trace, burn_trace, TOLERANCES)
+    comparison = compare_with_evidence(torch_trace, burn_trace, TOLERANCES)
     first, before = first_out_of_tolerance(comparison)
     assert first.name == layer, table(comparison)
     if module is not None:

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from burnside.compare import compare_traces
+from burnside.parity import compare_with_evidence
 from burnside.compare.tolerance import Tolerance, Tolerances
 from burnside.diagnose import diagnose
 
@@ -25,7 +25,7 @@ def compared(example_run):
 
     def get(name: str, bug: str | None = None):
         if (name, bug) not in cache:
-            comparison = compare_traces(*example_run(name, STEPS, bug), TOLERANCES)
+            comparison = compare_with_evidence(*example_run(name, STEPS, bug), TOLERANCES)
             cache[name, bug] = comparison, [d for d in diagnose(comparison) if d.rule == "D011"]
         return cache[name, bug]
 
@@ -34,7 +34,7 @@ def compared(example_run):
 
 def test_batchnorm_epsilon_1e3_is_measured_on_burn(compared):
     comparison, (found,) = compared("cnn", "bn-eps")
-    layer = comparison.layer
+    layer = comparison.evidence.layer
     assert (layer.module, layer.kind, layer.step, layer.input) == ("bn", "BatchNorm2d", 0, "step0.activations.conv")
     assert layer.measured["a"]["epsilon"] == pytest.approx(1e-5, rel=0.02)
     assert layer.measured["b"]["epsilon"] == pytest.approx(1e-3, rel=0.02)
@@ -47,7 +47,7 @@ def test_batchnorm_epsilon_1e3_is_measured_on_burn(compared):
 def test_batchnorm_momentum_09_is_measured_from_burns_running_mean(compared):
     comparison, (found,) = compared("cnn", "bn-momentum")
     assert comparison.first_divergence.name == "step0.buffers.bn.running_mean"
-    measured = comparison.layer.measured
+    measured = comparison.evidence.layer.measured
     assert measured["a"]["momentum"] == pytest.approx(0.1, abs=1e-5)
     assert measured["b"]["momentum"] == pytest.approx(0.9, abs=1e-5)
     assert measured["b"]["epsilon"] == pytest.approx(1e-5, rel=0.02)
@@ -57,7 +57,7 @@ def test_batchnorm_momentum_09_is_measured_from_burns_running_mean(compared):
 
 def test_gelu_tanh_approximation_is_named_on_burn(compared):
     comparison, (found,) = compared("transformer", "gelu-tanh")
-    layer = comparison.layer
+    layer = comparison.evidence.layer
     assert (layer.module, layer.kind, layer.input) == ("mlp.act", "GELU", "step0.activations.mlp.fc1")
     assert layer.measured == {"a": {"gelu": "erf"}, "b": {"gelu": "tanh"}}
     assert max(layer.residuals["a"]["erf"], layer.residuals["b"]["tanh"]) < 1e-6
@@ -68,7 +68,7 @@ def test_gelu_tanh_approximation_is_named_on_burn(compared):
 
 def test_an_lstm_reading_batch_first_is_named_against_pytorchs_sequence_first(compared):
     comparison, (found,) = compared("rnn", "batch-first")
-    layer = comparison.layer
+    layer = comparison.evidence.layer
     assert (layer.module, layer.kind, layer.step, layer.input) == ("lstm", "LSTM", 0, "step0.activations.gru")
     assert layer.measured == {"a": {"layout": "seq-first"}, "b": {"layout": "batch-first"}}
     # each side's own reading reproduces it to rounding, the other one is off by the output's size
@@ -82,7 +82,7 @@ def test_ln2_is_fed_by_a_residual_sum_so_its_epsilon_is_not_guessed(compared):
     """`--bug ln-eps` sets ln2's epsilon; ln2 reads emb + attn, while the activation before it is attn."""
     comparison, found = compared("transformer", "ln-eps")
     assert comparison.first_divergence.name == "step0.activations.ln2"
-    assert comparison.layer is None and not found
+    assert comparison.evidence.layer is None and not found
 
 
 @pytest.mark.parametrize("name", ["cnn", "transformer", "rnn"])
@@ -92,16 +92,16 @@ def test_faithful_ports_draw_no_d011(compared, example_run, name):
     if name == "cnn":
         # burn's biased running_var is the first row out of tolerance: the layer is measured and agrees
         assert comparison.first_divergence.name == "step0.buffers.bn.running_var"
-        measured = comparison.layer.measured
+        measured = comparison.evidence.layer.measured
         for side in "ab":
             assert measured[side]["epsilon"] == pytest.approx(1e-5, rel=0.02)
             assert measured[side]["momentum"] == pytest.approx(0.1, abs=1e-5)
-        assert not comparison.layer.differing()
+        assert not comparison.evidence.layer.differing()
     else:
-        assert comparison.passed and comparison.layer is None
+        assert comparison.passed and comparison.evidence.layer is None
     if name == "rnn":
         # both recurrent layers re-run from the traces read time on the first axis, on both sides
-        from burnside.compare.layers import measure_layer
+        from burnside.forensics import measure_layer
 
         for module in ("gru", "lstm"):
             layer = measure_layer(*example_run(name, STEPS), f"step1.activations.{module}")
@@ -109,8 +109,8 @@ def test_faithful_ports_draw_no_d011(compared, example_run, name):
 
 
 def test_a1_draws_no_d011(a1_trace):
-    comparison = compare_traces(a1_trace("torch", "sgd", 2), a1_trace("burn", "sgd", 2))
-    assert comparison.passed and comparison.layer is None
+    comparison = compare_with_evidence(a1_trace("torch", "sgd", 2), a1_trace("burn", "sgd", 2))
+    assert comparison.passed and comparison.evidence.layer is None
     assert not [d for d in diagnose(comparison) if d.rule == "D011"]
 
 

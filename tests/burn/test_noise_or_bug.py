@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from burnside.compare import compare_traces, open_reference
+from burnside.compare import open_reference
+from burnside.parity import compare_with_evidence
 from burnside.diagnose import diagnose
 from burnside.trace import open_trace
 
@@ -40,7 +41,7 @@ def sides(programs, tmp_path_factory):
 
 def _compare(sides, optim: str, burn: Path):
     torch, reference = sides(optim)
-    comparison = compare_traces(open_trace(torch), open_trace(burn), reference=open_reference(reference))
+    comparison = compare_with_evidence(open_trace(torch), open_trace(burn), reference=open_reference(reference))
     return comparison, {d.rule: d for d in diagnose(comparison)}
 
 
@@ -55,7 +56,7 @@ def test_correct_ports_pass_over_twenty_steps_with_the_reference(sides, tmp_path
     assert judged and all(r.ref.noise for r in judged)
     if optim.startswith("adam"):
         # burn's f32 constants: beyond the fixed tolerance without the reference, named as burn's
-        plain = compare_traces(open_trace(sides(optim)[0]), open_trace(burn))
+        plain = compare_with_evidence(open_trace(sides(optim)[0]), open_trace(burn))
         assert not plain.passed
         (difference,) = comparison.framework_differences
         assert difference.side == "b" and difference.variant == "burn-adam"
@@ -124,7 +125,7 @@ def test_weight_decay_under_momentum_is_measured_as_weight_decay_not_dampening(s
     assert "D009" in found, sorted(found)
     assert "the trace says weight_decay 0; its updates show 0.01" in found["D009"].evidence
     assert "dampening" not in found["D009"].evidence
-    measured = comparison.a.forensics.measured  # the faithful PyTorch side: no decay, no dampening
+    measured = comparison.evidence.optimizer_a.measured  # the faithful PyTorch side: no decay, no dampening
     assert abs(measured["weight_decay"]) < 1e-6 and abs(measured["dampening"]) < 1e-6
 
 
@@ -153,7 +154,7 @@ def test_without_a_reference_drift_after_an_agreeing_first_step_is_not_blamed_on
     line says the step started from parameters already apart and what judges it."""
     from burnside.report.table import divergence_text
 
-    comparison = compare_traces(a1_trace("torch", "adam", 8), a1_trace("burn", "adam", 8))
+    comparison = compare_with_evidence(a1_trace("torch", "adam", 8), a1_trace("burn", "adam", 8))
     first = comparison.first_divergence
     assert not comparison.passed and first is not None, "the drift this test is about"
     step = int(first.name.split(".")[0].removeprefix("step"))

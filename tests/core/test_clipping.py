@@ -11,8 +11,9 @@ import torch
 
 from burnside._torch_loop import optimizer_config
 from burnside.a1_torch import a1_data, a1_model
-from burnside.compare import compare_traces, open_reference
-from burnside.compare.forensics import measure_optimizer
+from burnside.compare import open_reference
+from burnside.parity import compare_with_evidence
+from burnside.forensics import measure_optimizer
 from burnside.diagnose import diagnose
 from burnside.errors import BurnsideError
 from burnside.reference import has_burn_adam_variant, record_reference
@@ -67,7 +68,7 @@ def test_the_reference_clips_as_the_trace_and_one_that_does_not_is_refused(tmp_p
     reference = open_reference(r)
     assert reference.trace.optimizer["clip_grad_norm"] == pytest.approx(clip)
     assert reference.variants["burn-adam"].optimizer["clip_grad_norm"] == pytest.approx(clip)
-    comparison = compare_traces(open_trace(a), open_trace(a), reference=reference)
+    comparison = compare_with_evidence(open_trace(a), open_trace(a), reference=reference)
     assert comparison.passed
     assert not [d for d in diagnose(comparison) if d.rule in ("D005", "D009")]
     # a reference of another loop judges both sides by a run neither made: refused, one line, exit 2
@@ -128,7 +129,7 @@ def test_undeclared_clipping_and_declared_clipping_not_done_are_measured_from_th
     claims = _relabel(unclipped, tmp_path / "claims.safetensors", clip_grad_norm=clip)
     forensics = measure_optimizer(claims)
     assert forensics.mismatch_step == 0 and math.isinf(forensics.measured["clip_grad_norm"])
-    comparison = compare_traces(open_trace(clipped), claims)
+    comparison = compare_with_evidence(open_trace(clipped), claims)
     (d009,) = [d for d in diagnose(comparison) if d.rule == "D009"]
     assert f"the trace says clip_grad_norm {clip:g}; its updates show no clipping" in d009.evidence
     assert "ClipGradNorm::new" in d009.fix
@@ -149,10 +150,10 @@ def test_a_learning_rate_schedule_is_recorded_replayed_and_compared(tmp_path):
     forensics = measure_optimizer(a)
     assert forensics.mismatch_step is None, forensics
     r = run(tmp_path / "r.safetensors", warmup, reference=True)
-    assert compare_traces(a, a, reference=open_reference(r)).passed
+    assert compare_with_evidence(a, a, reference=open_reference(r)).passed
     # a port without the schedule: the declarations differ, at the first step
     flat = open_trace(run(tmp_path / "flat.safetensors", None))
-    comparison = compare_traces(a, _relabel(tmp_path / "flat.safetensors", tmp_path / "b.safetensors"))
+    comparison = compare_with_evidence(a, _relabel(tmp_path / "flat.safetensors", tmp_path / "b.safetensors"))
     (d005,) = [d for d in diagnose(comparison) if d.rule == "D005"]
     assert d005.evidence == "lr_per_step: pytorch [0.00333333, 0.00666667, 0.01, 0.01], burn none"
     assert "recorder.lr(step, lr)" in d005.fix
@@ -202,7 +203,7 @@ def test_parameter_groups_are_recorded_replayed_per_group_and_compared(tmp_path)
                                      {"params": ["fc1.bias", "fc2.bias"], "weight_decay": 0.0}]
     assert measure_optimizer(a).mismatch_step is None, "each parameter replayed with its group's decay"
     one = run(tmp_path / "one.safetensors", grouped=False)
-    comparison = compare_traces(a, _relabel(tmp_path / "one.safetensors", tmp_path / "b.safetensors"))
+    comparison = compare_with_evidence(a, _relabel(tmp_path / "one.safetensors", tmp_path / "b.safetensors"))
     (d005,) = [d for d in diagnose(comparison) if d.rule == "D005"]
     assert "weight_decay of 2 parameter(s) by their group (fc1.bias, fc2.bias): pytorch 0.0, burn 0.1" in d005.evidence
     assert "GradientsParams::from_params" in d005.fix and "with_group" in d005.fix

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from burnside.a1_torch import a1_data, a1_f32_arithmetic_inputs, a1_model, record_torch
-from burnside.compare import compare_traces
+from burnside.parity import compare_with_evidence
 from burnside.diagnose import diagnose
 from burnside.torch import record
 from burnside.trace import open_trace, write_trace
@@ -28,7 +28,7 @@ def reference(tmp_path_factory):
 
 
 def _rules(a, b) -> dict:
-    return {d.rule: d for d in diagnose(compare_traces(open_trace(a), open_trace(b)))}
+    return {d.rule: d for d in diagnose(compare_with_evidence(open_trace(a), open_trace(b)))}
 
 
 def test_d001_updates_that_never_land(tmp_path, reference):
@@ -174,7 +174,7 @@ def test_a_forward_that_differs_between_two_recorded_layers_is_named_there(tmp_p
     ported = open_trace(paths["sum"])
     burn = write_trace(tmp_path / "burn.json", {n: np.array(ported.array(n)) for n in ported.names},
                        ported.metadata | {"framework": "burn"})
-    comparison = compare_traces(open_trace(paths["mean"]), open_trace(burn))
+    comparison = compare_with_evidence(open_trace(paths["mean"]), open_trace(burn))
     found = {d.rule: d for d in diagnose(comparison)}
     assert comparison.first_divergence.name == "step0.activations.fc1"
     assert "D010" in found, sorted(found)
@@ -196,7 +196,7 @@ def test_burns_adamw_epsilon_is_measured_under_decoupled_weight_decay(tmp_path):
     burn = run(tmp_path / "b.safetensors", 1e-5)
     claims = write_trace(tmp_path / "claims.safetensors", {n: np.asarray(burn.array(n)) for n in burn.names},
                          {**burn.metadata, "framework": "burn", "optimizer": {**burn.optimizer, "eps": 1e-8}})
-    found = {d.rule: d for d in diagnose(compare_traces(torch_side, open_trace(claims)))}
+    found = {d.rule: d for d in diagnose(compare_with_evidence(torch_side, open_trace(claims)))}
     assert "D009" in found, sorted(found)
     assert "the trace says eps 1e-08; its updates show 1.00" in found["D009"].evidence
 
@@ -212,7 +212,7 @@ def test_hundreds_of_tensors_on_one_side_only_do_not_bury_the_verdict(tmp_path):
     trace = open_trace(a)
     kept = {n: np.asarray(trace.array(n)) for n in trace.names if ".fc2." not in n}
     b = write_trace(tmp_path / "b.safetensors", kept, {**trace.metadata, "framework": "burn"})
-    comparison = compare_traces(open_trace(a), open_trace(b))
+    comparison = compare_with_evidence(open_trace(a), open_trace(b))
     assert len(comparison.only_in_a) > 100
     out = StringIO()
     render(comparison, diagnose(comparison), Console(file=out, width=200))

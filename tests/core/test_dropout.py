@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from burnside.compare import compare_traces
+from burnside.parity import compare_with_evidence
 from burnside.diagnose import diagnose
 from burnside.errors import BurnsideError
 from burnside.reference import record_reference
@@ -41,7 +41,7 @@ def test_dropout_is_off_for_the_recording_only_and_runs_repeat(tmp_path):
     assert model.drop.training and model.attn.dropout == 0.5, "restored after the recording"
     _, two = _record(tmp_path / "two.safetensors", 2)
     assert open_trace(one).metadata["dropout"] == "off"
-    assert compare_traces(open_trace(one), open_trace(two)).passed, "no random mask left: other seeds agree"
+    assert compare_with_evidence(open_trace(one), open_trace(two)).passed, "no random mask left: other seeds agree"
     _, on = _record(tmp_path / "on.safetensors", 1, dropout=True)
     assert open_trace(on).metadata["dropout"] == "on: drop (p=0.5), attn (attention dropout 0.5)"
 
@@ -57,7 +57,7 @@ def test_a_side_with_its_dropout_on_is_named_not_blamed_on_the_forward(tmp_path)
     # the PyTorch side recorded with dropout on, the port's off: named at whatever forward row parts first
     _, on = _record(tmp_path / "on.safetensors", 1, dropout=True)
     _, off = _record(tmp_path / "off.safetensors", 2)
-    found = {d.rule: d for d in diagnose(compare_traces(open_trace(on), open_trace(off)))}
+    found = {d.rule: d for d in diagnose(compare_with_evidence(open_trace(on), open_trace(off)))}
     assert "D013" in found and "D010" not in found, sorted(found)
     assert found["D013"].evidence.startswith("A (pytorch) was recorded with its dropout on (drop (p=0.5), attn")
     assert "drop `dropout=True`" in found["D013"].fix
@@ -65,7 +65,7 @@ def test_a_side_with_its_dropout_on_is_named_not_blamed_on_the_forward(tmp_path)
     port = open_trace(on)
     relabeled = write_trace(tmp_path / "port.safetensors", {n: np.asarray(port.array(n)) for n in port.names},
                             {k: v for k, v in port.metadata.items() if k != "dropout"} | {"framework": "burn"})
-    comparison = compare_traces(open_trace(off), open_trace(relabeled))
+    comparison = compare_with_evidence(open_trace(off), open_trace(relabeled))
     assert comparison.first_divergence.name == "step0.activations.drop"
     found = {d.rule: d for d in diagnose(comparison)}
     assert "D013" in found and "D010" not in found, sorted(found)

@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from burnside.a1_torch import a1_data, a1_model, a1_optimizer, record_reference, record_torch
-from burnside.compare import compare_traces, open_reference
-from burnside.compare.reference import FLOOR_HALF_ULPS, NOISE_FACTOR, verdict
+from burnside.compare import open_reference
+from burnside.parity import compare_with_evidence
+from burnside.compare.referee import FLOOR_HALF_ULPS, NOISE_FACTOR, verdict
 from burnside.reference import _BurnAdam as BurnAdam
 from burnside.reference import record_reference as record_double
 from burnside.torch import record
@@ -86,7 +87,7 @@ def test_a_side_rounded_from_the_reference_is_noise_and_a_wrong_lr_is_the_sides_
     rounded = {n: (np.asarray(ref.array(n)).astype(np.float32) if ref.info(n).dtype == "F64"
                    else np.asarray(ref.array(n))) for n in ref.names}
     b = write_trace(tmp_path / "b.safetensors", rounded, open_trace(a).metadata | {"framework": "burn"})
-    comparison = compare_traces(open_trace(a), open_trace(b), reference=open_reference(r))
+    comparison = compare_with_evidence(open_trace(a), open_trace(b), reference=open_reference(r))
     assert comparison.passed and all(row.ref.noise for row in comparison.rows if row.ref is not None)
 
     model = a1_model()
@@ -194,7 +195,7 @@ def test_zero_gradients_amplified_by_adam_are_named_not_blamed(tmp_path):
         opt = torch.optim.Adam(model.parameters(), lr=0.01)
         recorder = record_double if side == "r" else record
         paths[side] = recorder(model, opt, {"x": x, "y": y}, tmp_path / f"{side}.safetensors", steps=4)
-    comparison = compare_traces(open_trace(paths["a"]), open_trace(paths["b"]), reference=open_reference(paths["r"]))
+    comparison = compare_with_evidence(open_trace(paths["a"]), open_trace(paths["b"]), reference=open_reference(paths["r"]))
     zero = {z.param: z for z in comparison.zero_gradients}
     assert zero["fc1.bias"].count == 6 and zero["fc1.bias"].first_step == 0
     rows = {r.name: r for r in comparison.rows}
@@ -232,6 +233,6 @@ def test_a_real_gradient_where_the_reference_has_none_is_not_called_rounding_noi
     a = run(torch.nn.ReLU(), tmp_path / "a.safetensors")
     r = run(torch.nn.ReLU(), tmp_path / "r.safetensors", reference=True)
     g = run(torch.nn.GELU(), tmp_path / "g.safetensors")
-    comparison = compare_traces(open_trace(a), open_trace(g), reference=open_reference(r))
+    comparison = compare_with_evidence(open_trace(a), open_trace(g), reference=open_reference(r))
     assert not comparison.passed
     assert not comparison.zero_gradients, comparison.zero_gradients

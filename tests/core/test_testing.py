@@ -13,7 +13,8 @@ from .conftest import a1_like_tensors
 
 def test_a_faithful_port_passes_and_returns_the_comparison(write):
     t = a1_like_tensors()
-    comparison = assert_parity(write("a.safetensors", t), write("b.safetensors", dict(t), "burn"))
+    a_path, b_path = write("a.safetensors", t), write("b.safetensors", dict(t), "burn")
+    comparison = assert_parity(b_path, a_path)
     assert comparison.passed and comparison.worst == 0.0
 
 
@@ -23,7 +24,8 @@ def test_a_diverging_port_raises_with_the_failing_rows_the_divergence_and_the_di
     for p in ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"):  # updates that never land
         b[f"step0.params_after.{p}"] = t[f"step0.params_before.{p}"]
     with pytest.raises(AssertionError) as caught:
-        assert_parity(write("a.safetensors", t), write("b.safetensors", b, "burn"))
+        a_path, b_path = write("a.safetensors", t), write("b.safetensors", b, "burn")
+        assert_parity(b_path, a_path)
     message = str(caught.value)
     assert "first divergence: step0.params_after.fc1.weight" in message
     assert "D001 optimizer step result discarded" in message and "fix:" in message
@@ -38,5 +40,5 @@ def test_a_plain_number_is_the_absolute_tolerance(write):
     b["step0.logits"] = t["step0.logits"] + np.float32(1e-4)
     a_path, b_path = write("a.safetensors", t), write("b.safetensors", b, "burn")
     with pytest.raises(AssertionError, match="step0.logits"):
-        assert_parity(a_path, b_path)
-    assert assert_parity(a_path, b_path, tolerances=1e-3).passed
+        assert_parity(b_path, a_path)
+    assert assert_parity(b_path, a_path, tolerances=1e-3).passed

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from burnside.compare import compare_traces
+from burnside.parity import compare_with_evidence
 from burnside.diagnose import diagnose
 from burnside.torch import record
 from burnside.trace import open_trace
@@ -63,14 +63,14 @@ def _compare(tmp_path, make_a, make_b, features: int = 6, forward_b=None):
         kwargs = {"forward": forward_b} if side == "b" and forward_b is not None else {}
         paths.append(record(model, torch.optim.SGD(model.parameters(), lr=0.1), batch, tmp_path / f"{side}.json",
                             steps=2, **kwargs))
-    comparison = compare_traces(open_trace(paths[0]), open_trace(paths[1]))
+    comparison = compare_with_evidence(open_trace(paths[0]), open_trace(paths[1]))
     return comparison, [d for d in diagnose(comparison) if d.rule == "D011"]
 
 
 @pytest.mark.parametrize(("norm", "eps"), [("bn", 1e-3), ("ln", 1e-3), ("ln", 1e-6)])
 def test_a_different_epsilon_is_measured_on_each_side(tmp_path, norm, eps):
     comparison, (found,) = _compare(tmp_path, lambda: Net(norm), lambda: Net(norm, eps=eps))
-    layer = comparison.layer
+    layer = comparison.evidence.layer
     assert (layer.module, layer.step, layer.input) == ("norm", 0, "step0.activations.fc")
     assert layer.measured["a"]["epsilon"] == pytest.approx(1e-5, rel=0.05)
     assert layer.measured["b"]["epsilon"] == pytest.approx(eps, rel=0.05)
@@ -83,16 +83,16 @@ def test_a_different_epsilon_is_measured_on_each_side(tmp_path, norm, eps):
 
 def test_a_first_layer_is_measured_from_the_model_input(tmp_path):
     comparison, (found,) = _compare(tmp_path, NormFirst, lambda: NormFirst(eps=1e-3))
-    assert comparison.layer.input == "step0.inputs.x"
-    assert comparison.layer.measured["b"]["epsilon"] == pytest.approx(1e-3, rel=0.05)
+    assert comparison.evidence.layer.input == "step0.inputs.x"
+    assert comparison.evidence.layer.measured["b"]["epsilon"] == pytest.approx(1e-3, rel=0.05)
     assert "epsilon measured 1e-5 on A (pytorch), 0.001 on B (pytorch)" in found.evidence
 
 
 def test_a_batchnorm_momentum_shows_in_the_running_mean(tmp_path):
     comparison, (found,) = _compare(tmp_path, lambda: Net("bn"), lambda: Net("bn", momentum=0.9))
     assert comparison.first_divergence.name == "step0.buffers.norm.running_mean"
-    assert comparison.layer.measured["a"]["momentum"] == pytest.approx(0.1, abs=1e-5)
-    assert comparison.layer.measured["b"]["momentum"] == pytest.approx(0.9, abs=1e-5)
+    assert comparison.evidence.layer.measured["a"]["momentum"] == pytest.approx(0.1, abs=1e-5)
+    assert comparison.evidence.layer.measured["b"]["momentum"] == pytest.approx(0.9, abs=1e-5)
     assert "momentum measured 0.1 on A (pytorch), 0.9 on B (pytorch)" in found.evidence
     assert "with_momentum(0.1)" in found.fix
 
@@ -108,15 +108,15 @@ def test_the_momentum_is_measured_from_the_previous_step_s_running_mean(tmp_path
 
     comparison, (found,) = _compare(tmp_path, lambda: Net("bn"), lambda: Net("bn"), forward_b=forward)
     assert comparison.first_divergence.name == "step1.buffers.norm.running_mean"
-    assert comparison.layer.step == 1
-    assert comparison.layer.measured["a"]["momentum"] == pytest.approx(0.1, abs=1e-5)
-    assert comparison.layer.measured["b"]["momentum"] == pytest.approx(0.5, abs=1e-5)
+    assert comparison.evidence.layer.step == 1
+    assert comparison.evidence.layer.measured["a"]["momentum"] == pytest.approx(0.1, abs=1e-5)
+    assert comparison.evidence.layer.measured["b"]["momentum"] == pytest.approx(0.5, abs=1e-5)
     assert "at step 1: momentum measured 0.1 on A (pytorch), 0.5 on B (pytorch)" in found.evidence
 
 
 def test_gelu_s_tanh_approximation_is_told_from_the_erf_form(tmp_path):
     comparison, (found,) = _compare(tmp_path, lambda: Net("ln"), lambda: Net("ln", gelu="tanh"))
-    layer = comparison.layer
+    layer = comparison.evidence.layer
     assert (layer.module, layer.kind, layer.input) == ("act", "GELU", "step0.activations.norm")
     assert layer.measured == {"a": {"gelu": "erf"}, "b": {"gelu": "tanh"}}
     assert layer.residuals["a"]["erf"] < 1e-6 and layer.residuals["a"]["tanh"] > 1e-4
@@ -127,7 +127,7 @@ def test_gelu_s_tanh_approximation_is_told_from_the_erf_form(tmp_path):
 def test_a_layernorm_after_a_residual_sum_is_not_measured(tmp_path):
     comparison, found = _compare(tmp_path, Residual, lambda: Residual(eps=1e-2), features=8)
     assert comparison.first_divergence.name == "step0.activations.norm"
-    assert comparison.layer is None and not found, "the activation before it (fc) is not its input: say nothing"
+    assert comparison.evidence.layer is None and not found, "the activation before it (fc) is not its input: say nothing"
 
 
 def test_a_side_the_formula_does_not_reproduce_is_not_guessed_at(tmp_path):
@@ -139,7 +139,7 @@ def test_a_side_the_formula_does_not_reproduce_is_not_guessed_at(tmp_path):
 
     comparison, found = _compare(tmp_path, lambda: Net("bn"), lambda: Net("bn"), forward_b=forward)
     assert comparison.first_divergence.name == "step0.activations.norm"
-    layer = comparison.layer
+    layer = comparison.evidence.layer
     assert layer.measured["a"]["epsilon"] == pytest.approx(1e-5, rel=0.05)
     assert "epsilon" not in layer.measured["b"] and layer.residuals["b"]["epsilon"] > 1e-3
     assert not layer.differing() and not found

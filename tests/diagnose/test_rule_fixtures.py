@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from burnside.compare import compare_traces
+from burnside.parity import compare_with_evidence
 from burnside.diagnose import diagnose
 from burnside.diagnose.rules import RULES
 from burnside.rules import all_rules, find_rule
@@ -36,7 +36,7 @@ def test_every_rule_has_the_one_shape(rule):
 def _diagnose(rule_id: str, kind: str):
     a = open_trace(DIAGNOSIS_FIXTURES / f"{rule_id.lower()}_{kind}.a.json")
     b = open_trace(DIAGNOSIS_FIXTURES / f"{rule_id.lower()}_{kind}.b.json")
-    comparison = compare_traces(a, b)
+    comparison = compare_with_evidence(a, b)
     return comparison, {d.rule: d for d in diagnose(comparison)}
 
 

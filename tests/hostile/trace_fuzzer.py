@@ -2,7 +2,7 @@
 
 Seeds are real files: small traces written by `burnside.trace.write_trace`, one recorded by
 `burnside.a1_torch.record_torch` when torch is importable, an init file, tolerance files in TOML and
-JSON. Each mutant goes through the whole path a command takes: `open_trace` -> `compare_traces`
+JSON. Each mutant goes through the whole path a command takes: `open_trace` -> `compare_with_evidence`
 (against the unmutated seed, both ways round) -> `diagnose`, then `convert_trace` to the other form
 and back. An outcome is one of
 
@@ -36,7 +36,8 @@ import numpy as np
 from rich.console import Console
 
 import burnside
-from burnside.compare import Tolerance, Tolerances, compare_traces, load_tolerances
+from burnside.compare import Tolerance, Tolerances, load_tolerances
+from burnside.parity import compare_with_evidence
 from burnside.diagnose import diagnose
 from burnside.errors import BurnsideError
 from burnside.report import comparison_json, render
@@ -501,7 +502,7 @@ def _identical(a: np.ndarray, b: np.ndarray, dtype: str) -> bool:
 
 
 def reference_verdict(a: Trace, b: Trace, tolerances: Tolerances) -> bool:
-    """Should `compare_traces(a, b)` pass? Same names, dtypes and shapes, identical start, every element in tolerance."""
+    """Should `compare_with_evidence(a, b)` pass? Same names, dtypes and shapes, identical start, every element in tolerance."""
     if set(a.names) != set(b.names):
         return False
     for name in a.names:
@@ -544,7 +545,7 @@ def _check_trace(path: Path, seed: Seed, workdir: Path) -> str | None:
     assert seed.trace is not None
     for a, b in ((seed.trace, trace), (trace, seed.trace)):
         try:
-            comparison = compare_traces(a, b, tolerances)
+            comparison = compare_with_evidence(a, b, tolerances)
         except BurnsideError:
             if set(a.names) & set(b.names):
                 return "compare refused two traces that share tensors"
@@ -586,7 +587,7 @@ def _check_tolerances(path: Path, seeds: dict[str, list[Seed]], workdir: Path) -
         if not ok:
             return f"accepted an invalid tolerance {tol}"
     a, b = _perturbed_pair(seeds, workdir)
-    comparison = compare_traces(a, b, tolerances)
+    comparison = compare_with_evidence(a, b, tolerances)
     diagnose(comparison)
     expected = reference_verdict(a, b, tolerances)
     if comparison.passed != expected:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from burnside.compare import compare_traces
+from burnside.parity import compare_with_evidence
 from burnside.diagnose import diagnose
 from burnside.report import write_html_report
 from burnside.trace import open_trace, write_trace
@@ -29,7 +29,7 @@ def test_failing_pair_shows_verdict_diagnosis_fix_and_first_divergence(tmp_path:
     assert proc.returncode == 1, proc.stderr
     assert "FAIL" in proc.stdout and f"report: {out}" in proc.stderr
     page = out.read_text()
-    comparison = compare_traces(open_trace(a), open_trace(b))
+    comparison = compare_with_evidence(open_trace(a), open_trace(b))
     diagnoses = diagnose(comparison)
     assert diagnoses, "the D003 fixture must draw a diagnosis"
     assert '<section id="verdict" class="fail"><div class="word">FAIL</div>' in page
@@ -64,7 +64,7 @@ def test_passing_pair_is_ok_with_every_plot_embedded(tmp_path: Path) -> None:
 
 def test_metadata_differences_are_highlighted(tmp_path: Path) -> None:
     a, b = _pair("d003_good")
-    comparison = compare_traces(open_trace(a), open_trace(b))
+    comparison = compare_with_evidence(open_trace(a), open_trace(b))
     comparison.b.metadata["loss_fn"] = "mse"  # as a port that declares another loss would record
     page = write_html_report(comparison, [], tmp_path / "r.html").read_text()
     assert re.search(r'<tr class="differs"><td class=name>loss_fn</td>', page)

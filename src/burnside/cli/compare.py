@@ -10,11 +10,12 @@ import click
 from burnside.cli.command import BurnsideCommand
 from burnside.cli.options import comparison_options, tolerance_options, tolerances_from
 from burnside.cli.output import finish, stderr, stdout, write_report
-from burnside.compare import Comparison, compare_traces, open_reference
+from burnside.compare import Comparison
 from burnside.diagnose import diagnose
+from burnside.parity import compare_with_evidence
 from burnside.progress import Progress
 from burnside.report.table import verdict_line
-from burnside.trace import convert_trace, open_trace
+from burnside.trace import convert_trace
 
 _TRACE = click.Path(path_type=Path, dir_okay=False)
 
@@ -52,9 +53,8 @@ def report(a: Path, b: Path, output: Path, tol, rtol, ulps, tolerances_file, onl
 
 def _compare(a: Path, b: Path, tol, rtol, ulps, tolerances_file, only, reference) -> Comparison:
     with Progress(stderr) as progress:
-        return compare_traces(open_trace(a), open_trace(b), tolerances_from(tol, rtol, ulps, tolerances_file), only,
-                              reference=open_reference(reference) if reference is not None else None,
-                              progress=progress.tensors())
+        return compare_with_evidence(a, b, tolerances_from(tol, rtol, ulps, tolerances_file), only, reference=reference,
+                                     progress=progress.tensors())
 
 
 @click.command(cls=BurnsideCommand)

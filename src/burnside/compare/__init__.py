@@ -1,18 +1,15 @@
-"""Compare two traces tensor by tensor: absolute error, ULPs, structure, earliest divergence."""
+"""Compare two traces tensor by tensor: absolute error, ULPs, structure, earliest divergence; with a
+float64 reference, the noise verdict."""
 
+from burnside.compare.collector import Collector
 from burnside.compare.comparison import (
     Comparison,
     StructureProblem,
     TensorRow,
-    compare_traces,
 )
-from burnside.compare.layers import LayerForensics
-from burnside.compare.reference import (
-    FrameworkDifference,
-    Reference,
-    RefStats,
-    open_reference,
-)
+from burnside.compare.referee import FrameworkDifference, RefStats
+from burnside.compare.reference_file import Reference, open_reference
+from burnside.compare.start_checks import check_start, refuse_reference, same_setting
 from burnside.compare.summary import TraceSummary
 from burnside.compare.tensor_diff import (
     ElementStats,
@@ -21,12 +18,14 @@ from burnside.compare.tensor_diff import (
     ulp_distance,
 )
 from burnside.compare.tolerance import Tolerance, Tolerances, load_tolerances
+from burnside.compare.walk import compare_traces
+from burnside.compare.zero_gradients import ZeroGradient
 
 __all__ = [
+    "Collector",
     "Comparison",
     "ElementStats",
     "FrameworkDifference",
-    "LayerForensics",
     "RefStats",
     "Reference",
     "StructureProblem",
@@ -34,10 +33,14 @@ __all__ = [
     "Tolerance",
     "Tolerances",
     "TraceSummary",
+    "ZeroGradient",
+    "check_start",
     "compare_traces",
     "diff_arrays",
     "float_ulps",
     "load_tolerances",
     "open_reference",
+    "refuse_reference",
+    "same_setting",
     "ulp_distance",
 ]

@@ -1,7 +1,8 @@
 """`TraceSummary`: what the diagnosis and the report need of one trace, gathered while comparing.
 
-A `Comparison` keeps these instead of the traces, so the diagnosis rules and the report never
-go back to the raw arrays (and a multi-GB trace is closed once compared).
+A `Comparison` keeps these instead of the traces, so the diagnosis rules never go back to the raw
+arrays (and a multi-GB trace can be closed once compared). The report does, for a few tensors: one
+tensor's distribution of differences and the float64 reference's losses (`burnside.report.distribution`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 
-from burnside.compare.forensics import OptimizerForensics, measure_optimizer
 from burnside.trace import TensorName, Trace, parse_name
 
 
@@ -36,8 +36,6 @@ class TraceSummary:
     optim_step_count: dict[int, float] = field(default_factory=dict)
     #: step -> the loss before the step
     losses: dict[int, float] = field(default_factory=dict)
-    #: the optimizer this trace's own updates show (replay and measured settings)
-    forensics: OptimizerForensics | None = None
 
     @property
     def name(self) -> str:
@@ -90,7 +88,6 @@ def summarize(trace: Trace) -> TraceSummary:
             values = trace.values(name)
             if values.size == 1:
                 summary.losses[k] = float(values.reshape(-1)[0])
-    summary.forensics = measure_optimizer(trace)
     for k, n in counted.items():
         summary.grads_len[k] = n
         if recorded_len is not None and k < len(recorded_len):

@@ -21,6 +21,7 @@ from burnside.atomic import atomic_output
 from burnside.compare import Comparison, TensorRow
 from burnside.diagnose import Diagnosis
 from burnside.errors import BurnsideError
+from burnside.forensics import evidence_of
 from burnside.report.distribution import difference_histogram, reference_losses
 from burnside.report.plot import (
     activations_axis,
@@ -217,9 +218,11 @@ def _metadata(comparison: Comparison) -> str:
     rows: list[tuple[str, object, object]] = [("path", str(a.path), str(b.path))]
     keys = list(dict.fromkeys([*a.metadata, *b.metadata]))
     rows += [(key, a.metadata.get(key), b.metadata.get(key)) for key in keys]
-    rows.append(("optimizer, measured from the updates", _measured(a.forensics), _measured(b.forensics)))
-    rows.append(("optimizer, first step its declared optimizer does not reproduce", _mismatch(a.forensics),
-                 _mismatch(b.forensics)))
+    evidence = evidence_of(comparison)
+    rows.append(("optimizer, measured from the updates", _measured(evidence.optimizer_a),
+                 _measured(evidence.optimizer_b)))
+    rows.append(("optimizer, first step its declared optimizer does not reproduce", _mismatch(evidence.optimizer_a),
+                 _mismatch(evidence.optimizer_b)))
     body = []
     for key, va, vb in rows:
         one_sided = key in _PYTORCH_ONLY_KEYS and (va is None) != (vb is None)

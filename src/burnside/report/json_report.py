@@ -8,6 +8,7 @@ import math
 from burnside.compare import Comparison, TensorRow
 from burnside.compare.pairing import pair_renamed
 from burnside.diagnose import Diagnosis
+from burnside.forensics import evidence_of
 
 
 def comparison_json(comparison: Comparison, diagnoses: list[Diagnosis]) -> str:
@@ -21,7 +22,7 @@ def comparison_json(comparison: Comparison, diagnoses: list[Diagnosis]) -> str:
         "tolerances": [{"glob": glob, **vars(tol)} for glob, tol in comparison.tolerances_used()],
         "first_divergence": first.name if first else None,
         "first_divergence_layer": comparison.layer_of(first)[0] if first else None,
-        "first_divergence_layer_settings": comparison.layer.to_dict() if comparison.layer is not None else None,
+        "first_divergence_layer_settings": layer.to_dict() if (layer := evidence_of(comparison).layer) is not None else None,
         "first_divergence_side": first.ref.verdict if first is not None and first.ref is not None else None,
         "reference": str(comparison.reference) if comparison.reference is not None else None,
         "framework_differences": [d.to_dict() for d in comparison.framework_differences],

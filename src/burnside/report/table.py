@@ -7,7 +7,7 @@ from rich.text import Text
 
 from burnside.compare import Comparison, TensorRow
 from burnside.compare.pairing import pair_renamed, rename_rules
-from burnside.compare.reference import FLOOR_HALF_ULPS, NOISE_FACTOR
+from burnside.compare.rounding import FLOOR_HALF_ULPS, NOISE_FACTOR
 from burnside.diagnose import Diagnosis
 from burnside.diagnose.diagnosis import listed
 from burnside.trace import parse_name

@@ -26,9 +26,8 @@ let optim = SgdConfig::new().with_momentum(Some(momentum)).init();
 
 from __future__ import annotations
 
-from burnside.compare import Comparison
-from burnside.compare.forensics import group_settings
-from burnside.compare.reference import same_setting
+from burnside.compare import Comparison, same_setting
+from burnside.forensics import group_settings
 from burnside.diagnose.diagnosis import Diagnosis, listed
 from burnside.rule import Severity
 

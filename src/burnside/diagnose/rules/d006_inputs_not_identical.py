@@ -28,7 +28,7 @@ let x: Vec<f32> = (0..16).map(|k| (0.1 * k as f64 - 0.5) as f32).collect();
 from __future__ import annotations
 
 from burnside.compare import Comparison
-from burnside.compare.comparison import RepeatedBatch
+from burnside.forensics import RepeatedBatch, evidence_of
 from burnside.diagnose.diagnosis import Diagnosis
 from burnside.rule import Severity
 
@@ -45,7 +45,7 @@ def check(comparison: Comparison) -> list[Diagnosis]:
         return []
     parts = [f"{comparison.display_name(r.name)}: {r.stats.differing} of {r.stats.n} differ{_how(r.stats)}"
              for r in rows]
-    repeated = comparison.repeated_batch
+    repeated = evidence_of(comparison).repeated_batch
     if repeated is not None:
         return [_repeated(comparison, repeated, parts)]
     return [Diagnosis(

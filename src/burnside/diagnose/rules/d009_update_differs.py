@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 
 from burnside.compare import Comparison
+from burnside.forensics import evidence_of
 from burnside.diagnose.diagnosis import Diagnosis, number
 from burnside.rule import Severity
 
@@ -110,8 +111,8 @@ _CLIP_FIX = ("clip as the PyTorch loop does, all gradients by their joint norm (
 def check(comparison: Comparison) -> list[Diagnosis]:
     """One diagnosis per side whose updates the declared optimizer does not reproduce."""
     found = []
-    for summary in (comparison.a, comparison.b):
-        forensics = summary.forensics
+    evidence = evidence_of(comparison)
+    for summary, forensics in ((comparison.a, evidence.optimizer_a), (comparison.b, evidence.optimizer_b)):
         if forensics is None or forensics.mismatch_step is None:
             continue
         k = forensics.mismatch_step

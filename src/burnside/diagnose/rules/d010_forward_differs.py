@@ -29,6 +29,7 @@ let loss = ce.forward(logits, y); // burn's CrossEntropyLoss averages, like PyTo
 from __future__ import annotations
 
 from burnside.compare import Comparison
+from burnside.forensics import evidence_of
 from burnside.diagnose.diagnosis import Diagnosis
 from burnside.diagnose.rules.d013_dropout_mask import is_dropout_divergence
 from burnside.rule import Severity
@@ -91,7 +92,7 @@ def _layer(comparison: Comparison, first, side: str) -> list[Diagnosis]:
         return []
     if is_dropout_divergence(comparison):
         return []  # a random mask (D013), not code that computes otherwise
-    layer = comparison.layer
+    layer = evidence_of(comparison).layer
     if layer is not None and layer.differing():
         return []  # D011 measured the layer's own settings: the more precise cause
     module = parse_name(first.name).rest

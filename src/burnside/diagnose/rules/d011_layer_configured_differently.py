@@ -44,6 +44,7 @@ let lstm = LstmConfig::new(32, 64, true).with_batch_first(false).init(&device);
 from __future__ import annotations
 
 from burnside.compare import Comparison
+from burnside.forensics import evidence_of
 from burnside.diagnose.diagnosis import Diagnosis
 from burnside.rule import Severity
 
@@ -93,7 +94,7 @@ def _fix(kind: str, setting: str, wanted: float | str) -> str:
 
 def check(comparison: Comparison) -> list[Diagnosis]:
     """A diagnosis per layer setting that the two sides' own tensors show to differ."""
-    layer = comparison.layer
+    layer = evidence_of(comparison).layer
     if layer is None:
         return []
     found = []

@@ -1,0 +1,147 @@
+"""The Adam/AdamW replay: each step of one parameter replayed in float64, the rows its settings are
+fitted on, and the gradient scale each step actually applied.
+
+`exp_avg_0 = (1 - beta_1) g`, `exp_avg_sq_0 = (1 - beta_2) g^2`, and at step 0
+`|m_hat / delta| = sqrt(v_hat) / lr + eps / lr` (a line in sqrt(v_hat)): lr and eps.
+
+The scale step k applied to its gradients is measured from both moments with the declared betas
+(`exp_avg` moves by `(1 - beta_1) s g`, `exp_avg_sq` by `(1 - beta_2) s^2 g^2`): where the two agree
+on an `s` other than the declared clipping's, the updates show other clipping.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from burnside.forensics.replay import (
+    REPLAY_TOLERANCE,
+    Rows,
+    betas,
+    decoupled,
+    explains,
+    finite,
+    number,
+    relative,
+    sampled,
+)
+from burnside.trace import Trace
+
+
+@dataclass
+class AdamFits:
+    """The rows the Adam settings are fitted on, gathered over the first group's parameters and the steps."""
+
+    #: step 0: (d, exp_avg) pairs, exp_avg = (1 - beta_1) d
+    beta1: Rows = field(default_factory=Rows)
+    #: step 0: (d^2, exp_avg_sq) pairs, exp_avg_sq = (1 - beta_2) d^2
+    beta2: Rows = field(default_factory=Rows)
+    #: step 0: |d| -> |d / delta|, a line whose slope is 1 / lr and intercept eps / lr
+    eps_x: Rows = field(default_factory=Rows)
+    eps_y: Rows = field(default_factory=Rows)
+    #: step -> ((1 - beta_1) g, exp_avg - beta_1 exp_avg_prev) pairs: exp_avg's move per unit of scale
+    scale_m: dict[int, Rows] = field(default_factory=dict)
+    #: step -> ((1 - beta_2) g^2, exp_avg_sq - beta_2 exp_avg_sq_prev) pairs: exp_avg_sq's move per scale^2
+    scale_v: dict[int, Rows] = field(default_factory=dict)
+
+    def settings(self) -> dict[str, float]:
+        """The settings the rows show: beta_1, beta_2, lr and eps (each only where a fit explains them)."""
+        measured: dict[str, float] = {}
+        for rows, out in ((self.beta1, "beta_1"), (self.beta2, "beta_2")):
+            pairs = rows.all()
+            if pairs is not None:
+                pairs = pairs[np.all(np.isfinite(pairs), axis=1)]
+            if pairs is not None and np.dot(pairs[:, 0], pairs[:, 0]) > 0:
+                factor = float(np.dot(pairs[:, 0], pairs[:, 1]) / np.dot(pairs[:, 0], pairs[:, 0]))
+                if explains(pairs[:, :1], pairs[:, 1], np.array([factor])):
+                    measured[out] = 1 - factor
+        x, y = finite(self.eps_x.all(), self.eps_y.all())
+        if x is not None and x.size >= 2:
+            slope, intercept = np.polyfit(x, y, 1)
+            if slope > 0 and explains(np.stack([x, np.ones_like(x)], axis=1), y, np.array([slope, intercept])):
+                measured["lr"] = float(1 / slope)
+                measured["eps"] = float(intercept / slope)
+        return measured
+
+    def clipping(self, steps: int, clip: float, norm: Callable[[int], float]) -> float | None:
+        """The `clip_grad_norm` the moments show where it is not the declared ``clip`` (infinity: no clipping),
+        or None: the declared clipping (or none) is what they show, or they show no single scale.
+        ``norm(k)`` is the joint norm of step k's recorded gradients."""
+        for k in range(steps):
+            scales = []
+            for found, root in ((self.scale_m.get(k), False), (self.scale_v.get(k), True)):
+                if not found:
+                    break
+                pairs = found.all()
+                pairs = pairs[np.all(np.isfinite(pairs), axis=1)]
+                x, y = pairs[:, 0], pairs[:, 1]
+                xx = float(np.dot(x, x))
+                if xx == 0:
+                    break
+                factor = float(np.dot(x, y) / xx)
+                if factor <= 0 or not explains(x[:, None], y, np.array([factor])):
+                    break
+                scales.append(math.sqrt(factor) if root else factor)
+            if len(scales) != 2 or abs(scales[0] - scales[1]) > 1e-3 * max(scales):
+                continue  # no one scale explains both moments: the betas differ, or no gradient moved them
+            scale = scales[0]
+            # the step's gradient norm is a full pass over its gradients: read only when clipping is declared, or
+            # when the scale is reported as the clipping it implies
+            declared = min(1.0, clip / (norm(k) + 1e-6)) if clip > 0 else 1.0
+            if abs(scale - declared) <= 1e-3 * declared:
+                continue
+            return math.inf if abs(scale - 1.0) <= 1e-3 else scale * norm(k)
+        return None
+
+
+def scale_pairs(trace: Trace, config: dict, name: str, k: int, p: str, grad: np.ndarray, fits: AdamFits) -> None:
+    """Step ``k``'s (raw gradient, moment move) pairs of one parameter, for the scale the step applied."""
+    if not decoupled(name, config) and number(config, "weight_decay", 0.0) != 0:
+        return  # an L2 term inside the moments: the gradient's scale is not separable from it
+    b1, b2 = betas(config)
+    m, v = sampled(trace, f"step{k}.optim.exp_avg.{p}"), sampled(trace, f"step{k}.optim.exp_avg_sq.{p}")
+    if m is None or v is None or m.shape != grad.shape or v.shape != grad.shape:
+        return
+    pm = sampled(trace, f"step{k - 1}.optim.exp_avg.{p}") if k > 0 else np.zeros_like(m)
+    pv = sampled(trace, f"step{k - 1}.optim.exp_avg_sq.{p}") if k > 0 else np.zeros_like(v)
+    if pm is None or pv is None or pm.shape != m.shape or pv.shape != v.shape:
+        return
+    fits.scale_m.setdefault(k, Rows()).add(np.stack([(1 - b1) * grad, m - b1 * pm], axis=1))
+    fits.scale_v.setdefault(k, Rows()).add(np.stack([(1 - b2) * grad * grad, v - b2 * pv], axis=1))
+
+
+def replay_adam(trace: Trace, config: dict, name: str, k: int, p: str, before: np.ndarray, after: np.ndarray,
+                grad: np.ndarray, lr: float, wd: float, fits: AdamFits) -> tuple[str, float] | None:
+    """Replay step ``k`` of parameter ``p``; (what the replay misses, its residual) or None when it reproduces."""
+    b1, b2 = betas(config)
+    eps = number(config, "eps", 1e-8)
+    is_decoupled = decoupled(name, config)
+    d = grad if is_decoupled else grad + wd * before
+    m, v = sampled(trace, f"step{k}.optim.exp_avg.{p}"), sampled(trace, f"step{k}.optim.exp_avg_sq.{p}")
+    pm = sampled(trace, f"step{k - 1}.optim.exp_avg.{p}") if k > 0 else None
+    pv = sampled(trace, f"step{k - 1}.optim.exp_avg_sq.{p}") if k > 0 else None
+    if m is None or v is None:
+        return None
+    if k == 0:
+        fits.beta1.add(np.stack([d.ravel(), m.ravel()], axis=1))
+        fits.beta2.add(np.stack([(d * d).ravel(), v.ravel()], axis=1))
+        # AdamW decays the parameter first, by the declared lr * weight decay: what is left is Adam's step
+        delta = (after - before * (1 - lr * wd) if is_decoupled else after - before).ravel()
+        # at step 0 the bias-corrected moments are d and d^2 whatever the betas
+        keep = (delta != 0) & (d.ravel() != 0)
+        fits.eps_x.add(np.abs(d.ravel()[keep]))
+        fits.eps_y.add(np.abs(d.ravel()[keep] / delta[keep]))
+    expected_m = (1 - b1) * d if pm is None else b1 * pm + (1 - b1) * d
+    expected_v = (1 - b2) * d * d if pv is None else b2 * pv + (1 - b2) * d * d
+    for slot, actual, expected in (("exp_avg", m, expected_m), ("exp_avg_sq", v, expected_v)):
+        residual = relative(actual, expected, expected)
+        if residual > REPLAY_TOLERANCE:
+            return f"optim.{slot}.{p}", residual
+    t = k + 1
+    m_hat, v_hat = m / (1 - b1**t), v / (1 - b2**t)
+    expected = before * (1 - lr * wd if is_decoupled else 1.0) - lr * m_hat / (np.sqrt(v_hat) + eps)
+    residual = relative(after, expected, after - before)
+    return (f"params_after.{p}", residual) if residual > REPLAY_TOLERANCE else None

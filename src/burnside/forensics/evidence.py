@@ -1,0 +1,39 @@
+"""`Evidence`: what the diagnosis rules need beyond the compared rows, gathered once from the traces."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from burnside.forensics.layers import LayerForensics
+from burnside.forensics.optimizer import OptimizerForensics
+from burnside.forensics.repeated_batch import RepeatedBatch
+
+if TYPE_CHECKING:
+    from burnside.compare.comparison import Comparison
+
+
+@dataclass
+class Evidence:
+    """The forensics of one comparison: each side's optimizer as its updates show it, the settings of
+    the layer at the first divergence, and a side that fed step 0's batch again."""
+
+    #: the optimizer each trace's own updates show (replay and measured settings)
+    optimizer_a: OptimizerForensics | None = None
+    optimizer_b: OptimizerForensics | None = None
+    #: the settings of the layer at the first divergence, measured on each side (BatchNorm, LayerNorm,
+    #: GELU, LSTM/GRU)
+    layer: LayerForensics | None = None
+    #: one side fed step 0's batch again where the other fed another (D006 says which steps)
+    repeated_batch: RepeatedBatch | None = None
+
+    def optimizer(self, side: str) -> OptimizerForensics | None:
+        """Side "a"'s or "b"'s optimizer forensics."""
+        return self.optimizer_a if side == "a" else self.optimizer_b
+
+
+def evidence_of(comparison: Comparison) -> Evidence:
+    """The evidence gathered with ``comparison``; empty when it was compared without forensics
+    (`burnside.compare.compare_traces` on its own)."""
+    found = comparison.evidence
+    return found if found is not None else Evidence()

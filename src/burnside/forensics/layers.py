@@ -1,0 +1,135 @@
+"""Layer forensics: the settings the layer at the first divergence ran with, measured from each side's tensors.
+
+Only the layer at the first divergence is measured, at that one step. Its input is the
+activation recorded just before it in A's execution order (metadata `activations`), which is
+its input only when the model is sequential there; so each measurement is first validated on
+side A: the layer's formula with A's measured setting must reproduce A's own output to near
+rounding (`layer_fit.VALID`), otherwise nothing is measured (a residual connection feeds the layer).
+
+The formulas: BatchNorm, LayerNorm and GELU in `norms`, LSTM and GRU re-run in `recurrent`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from burnside.forensics import norms, recurrent
+from burnside.forensics.layer_fit import FLOATS, Fit
+from burnside.trace import Trace, parse_name
+
+_KINDS = (*norms.KINDS, *recurrent.KINDS)
+
+
+@dataclass
+class LayerForensics:
+    """One layer's settings as each side's own tensors show them, at one step."""
+
+    module: str  # `bn`, `mlp.act`
+    kind: str  # A's class of it: `BatchNorm2d`, `LayerNorm`, `GELU`
+    step: int
+    input: str  # the activation read as the layer's input
+    #: side ("a", "b") -> setting -> value: `epsilon`, `momentum` (floats), `gelu` ("erf" or "tanh"),
+    #: `layout` ("seq-first" or "batch-first")
+    measured: dict[str, dict[str, float | str]] = field(default_factory=dict)
+    #: side -> what -> relative residual of the formula: `epsilon`/`momentum` with the side's measured
+    #: value, `erf`/`tanh` for each GELU form, `seq-first`/`batch-first` for each reading; on B also `epsilon_at_a`/`momentum_at_a`, B's own
+    #: tensors with A's measured value
+    residuals: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def differing(self) -> list[tuple[str, float | str, float | str]]:
+        """(setting, A's value, B's value) for each setting measured on both sides that differs: the
+        values are apart, and A's value misses B's tensors by over 10 times B's own value (a
+        difference within the fit's own resolution is none)."""
+        a, b = self.measured.get("a", {}), self.measured.get("b", {})
+        fits = self.residuals.get("b", {})
+        return [(key, a[key], b[key]) for key in a
+                if key in b and _differs(key, a[key], b[key])
+                and (isinstance(a[key], str) or fits.get(f"{key}_at_a", math.inf) > 10 * fits.get(key, 0.0))]
+
+    def to_dict(self) -> dict:
+        """For `--json`."""
+        return {"module": self.module, "kind": self.kind, "step": self.step, "input": self.input,
+                "measured": self.measured, "residuals": self.residuals,
+                "differing": [list(d) for d in self.differing()]}
+
+
+def _differs(key: str, a: float | str, b: float | str) -> bool:
+    if isinstance(a, str) or isinstance(b, str):
+        return a != b
+    if key == "epsilon":
+        # measured to ~1% of 1e-5 on the examples; settings that matter differ by factors
+        return abs(a - b) > 0.25 * max(abs(a), abs(b))
+    return abs(a - b) > 0.01 + 0.05 * max(abs(a), abs(b))  # momentum: measured to 1e-6
+
+
+def _read(trace: Trace, name: str, part=None) -> np.ndarray | None:
+    """A float tensor of ``trace`` in float64, or None; ``part(array)`` picks the slice to convert
+    first, so a big activation is never widened whole."""
+    if name not in trace or trace.info(name).dtype not in FLOATS or trace.info(name).n == 0:
+        return None
+    values = trace.values(name)
+    values = np.array(values if part is None else part(values), dtype=np.float64)
+    trace.release(name)
+    return values
+
+
+def _relative(actual: np.ndarray, expected: np.ndarray) -> float:
+    size = float(np.max(np.abs(actual))) if actual.size else 0.0
+    err = float(np.max(np.abs(actual - expected))) if actual.size else math.inf
+    return err / size if size > 0 else (0.0 if err == 0 else math.inf)
+
+
+def _input_name(a: Trace, step: int, module: str) -> str | None:
+    order = a.metadata.get("activations")
+    if not isinstance(order, list) or module not in order:
+        return None
+    i = order.index(module)
+    if i > 0:
+        return f"step{step}.activations.{order[i - 1]}"
+    # the first layer reads the model's input: the one float input (labels are integers)
+    inputs = [n for n in a.names if n.startswith(f"step{step}.inputs.") and a.info(n).dtype in FLOATS]
+    return inputs[0] if len(inputs) == 1 else None
+
+
+def measure_layer(a: Trace, b: Trace, first: str) -> LayerForensics | None:
+    """Measure the layer at the first divergence ``first`` on both sides, or None.
+
+    None when that row is not a BatchNorm's, LayerNorm's, GELU's, LSTM's or GRU's output (or a
+    BatchNorm's running statistic), when its input is not recorded on A, or when A's own output is not
+    reproduced from that input by the layer's formula with any setting.
+    """
+    parsed = parse_name(first)
+    modules = a.metadata.get("modules")
+    if parsed is None or not isinstance(modules, dict):
+        return None
+    k = parsed.step
+    if parsed.stage == "activations":
+        module = parsed.rest
+    elif parsed.stage == "buffers" and parsed.rest.rsplit(".", 1)[-1] in ("running_mean", "running_var"):
+        module = parsed.rest.rsplit(".", 1)[0]
+    else:
+        return None
+    kind = modules.get(module)
+    if kind not in _KINDS:
+        return None
+    source = _input_name(a, k, module)
+    if source is None:
+        return None
+    result = LayerForensics(module, kind, k, source)
+    for side, trace in (("a", a), ("b", b)):
+        measured: dict[str, float | str] = {}
+        residuals: dict[str, float] = {}
+        against = result.measured.get("a", {})
+        with np.errstate(all="ignore"):  # a NaN or an overflow in a trace fails the fit, no more
+            fit = Fit(measured, residuals, against)
+            if kind in recurrent.KINDS:
+                recurrent.measure_recurrent(trace, kind, module, k, source, fit)
+            else:
+                norms.measure_norm_or_activation(trace, kind, module, k, source, fit)
+        if side == "a" and not measured:
+            return None  # A's own layer is not reproduced from this input: not a sequential layer
+        result.measured[side], result.residuals[side] = measured, residuals
+    return result

@@ -1,0 +1,152 @@
+"""Optimizer forensics: what optimizer a trace's own numbers show, next to what its metadata says.
+
+Each step is replayed in float64 from the side's own recorded tensors (params before, gradients,
+the previous step's optimizer state) with the declared optimizer (`sgd`, `adam`: the replay of each
+and the fits of its settings); a step whose recorded update (or state) the replay does not reproduce
+is where the update differs from the declared optimizer. The effective settings are measured by
+least squares from the same tensors.
+
+A learning-rate schedule (`lr_per_step` in the metadata: the lr each step used) replays each step
+with its own lr.
+
+Gradient clipping (`clip_grad_norm` in the metadata, PyTorch's `clip_grad_norm_`) scales step k's
+gradients by `c_k = min(1, max_norm / (||g_k|| + 1e-6))`, `||g_k||` the norm of all the recorded
+(unclipped) gradients of the step together; the replay scales them so. For Adam the scale each step
+actually applied is measured too (`AdamFits.clipping`), reported as the `clip_grad_norm` it implies
+(`s ||g_k||`, or infinity for none) where it is not `c_k`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from burnside.forensics.adam import AdamFits, replay_adam, scale_pairs
+from burnside.forensics.replay import number, sampled
+from burnside.forensics.sgd import SgdFits, replay_sgd
+from burnside.trace import Trace
+
+
+@dataclass
+class OptimizerForensics:
+    """What one trace's updates show about its optimizer."""
+
+    declared: dict
+    measured: dict[str, float] = field(default_factory=dict)
+    #: the first step whose update or state the declared optimizer does not reproduce
+    mismatch_step: int | None = None
+    mismatch_what: str = ""  # e.g. "params_after.fc1.weight"
+    mismatch_residual: float = 0.0
+
+    def to_dict(self) -> dict:
+        """For `--json`."""
+        return {"measured": self.measured, "mismatch_step": self.mismatch_step, "mismatch_what": self.mismatch_what,
+                "mismatch_residual": self.mismatch_residual}
+
+
+def measure_optimizer(trace: Trace) -> OptimizerForensics:
+    """Replay each step of ``trace`` with its declared optimizer and measure the effective settings
+    (see `_measure`); a NaN or infinity in a diverged run's tensors is evidence of nothing, not a warning."""
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        return _measure(trace)
+
+
+def _measure(trace: Trace) -> OptimizerForensics:
+    """The replay and the fits, step by step.
+
+    Reads the first SAMPLE elements of one parameter's tensors of one step at a time. Traces without params, gradients or
+    a known optimizer (sgd, adam, adamw) give an empty result.
+    """
+    config = trace.optimizer if isinstance(trace.optimizer, dict) else {}
+    result = OptimizerForensics(declared=config)
+    name = config.get("name")
+    params = [p for p in (trace.metadata.get("params") or []) if isinstance(p, str)]
+    if name not in ("sgd", "adam", "adamw") or not params:
+        return result
+    lr = number(config, "lr", 0.0)
+    clip = number(config, "clip_grad_norm", 0.0)
+    sgd = name == "sgd"
+    fits: SgdFits | AdamFits = SgdFits() if sgd else AdamFits()
+    steps = max(trace.steps, 0)
+    norms: dict[int, float] = {}
+
+    def norm(k: int) -> float:
+        if k not in norms:
+            norms[k] = _grad_norm(trace, k, params)
+        return norms[k]
+
+    schedule = config.get("lr_per_step")
+    schedule = [float(x) for x in schedule] if isinstance(schedule, list) and len(schedule) >= steps else None
+    base_lr = lr
+    overrides = group_settings(config)
+    for k in range(steps):
+        # the declared clipping's factor for this step; 1 without clipping
+        coef = min(1.0, clip / (norm(k) + 1e-6)) if clip > 0 else 1.0
+        for p in params:
+            # a parameter of another group replays with its group's settings (a schedule scales every group's
+            # lr alike); the fits measure the first group's, so they take its parameters only
+            own = overrides.get(p)
+            cfg = {**config, **own} if own else config
+            group_lr = number(cfg, "lr", base_lr)
+            lr = (schedule[k] * (group_lr / base_lr if base_lr else 1.0)) if schedule is not None else group_lr
+            wd = number(cfg, "weight_decay", 0.0)
+            needed = (f"step{k}.params_before.{p}", f"step{k}.params_after.{p}", f"step{k}.grads.{p}")
+            if not all(n in trace for n in needed) or len({trace.info(n).shape for n in needed}) != 1:
+                continue
+            before = sampled(trace, f"step{k}.params_before.{p}")
+            after = sampled(trace, f"step{k}.params_after.{p}")
+            grad = sampled(trace, f"step{k}.grads.{p}")
+            if before is None or after is None or grad is None or before.shape != grad.shape:
+                continue
+            if sgd:
+                found = replay_sgd(trace, cfg, k, p, before, after, coef * grad, lr, wd,
+                                   fits if not own else SgdFits())
+            else:
+                fit_to = fits if not own else AdamFits()
+                found = replay_adam(trace, cfg, name, k, p, before, after, coef * grad, lr, wd, fit_to)
+                scale_pairs(trace, cfg, name, k, p, grad, fit_to)
+            if found is not None and result.mismatch_step is None:
+                result.mismatch_step, result.mismatch_what, result.mismatch_residual = k, found[0], found[1]
+    result.measured = fits.settings()
+    if isinstance(fits, AdamFits):
+        clipped = fits.clipping(steps, clip, norm)
+        if clipped is not None:
+            # the scale explains the moments; betas fitted to scaled gradients would only restate it
+            result.measured.pop("beta_1", None)
+            result.measured.pop("beta_2", None)
+            result.measured["clip_grad_norm"] = clipped
+    return result
+
+
+def group_settings(config: dict) -> dict[str, dict]:
+    """Parameter name -> the settings its group declares otherwise than the first group (`groups`)."""
+    found: dict[str, dict] = {}
+    groups = config.get("groups")
+    for group in groups if isinstance(groups, list) else []:
+        if not isinstance(group, dict) or not isinstance(group.get("params"), list):
+            continue
+        own = {k: v for k, v in group.items() if k != "params"}
+        if own:
+            found.update({p: own for p in group["params"] if isinstance(p, str)})
+    return found
+
+
+#: Elements per read when a step's gradient norm is taken over whole tensors.
+_NORM_CHUNK = 1 << 20
+
+
+def _grad_norm(trace: Trace, k: int, params: list[str]) -> float:
+    """The L2 norm of all of step ``k``'s recorded gradients together, in float64, read in chunks."""
+    total = 0.0
+    for p in params:
+        name = f"step{k}.grads.{p}"
+        if name not in trace:
+            continue
+        flat = trace.values(name).reshape(-1)
+        for start in range(0, flat.size, _NORM_CHUNK):
+            chunk = np.asarray(flat[start:start + _NORM_CHUNK], dtype=np.float64)
+            total += float(np.dot(chunk, chunk))
+        trace.release(name)
+    return math.sqrt(total)

@@ -1,0 +1,92 @@
+"""What the SGD and Adam replays share: the sampled read of a tensor, the residual of a replay, and
+the rows of a least-squares fit gathered over parameters and steps."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from burnside.trace import Trace
+
+#: Elements of each tensor the replay reads (the first ones, flat): an optimizer setting shows in
+#: every element, and this keeps forensics memory-bounded and fast on multi-GB traces.
+SAMPLE = 1 << 16
+#: A replayed update (or state) further than this, relative to the tensor's update (state), is not
+#: the declared optimizer. Correct A1 ports stay below 2e-4 (burn's f32 Adam constants: 1.3e-5 in
+#: exp_avg_sq; an SGD update's f32 rounding 6e-5); the smallest bug measured is 3e-2.
+REPLAY_TOLERANCE = 1e-3
+#: A least-squares fit whose residual exceeds this (relative to the data) explains nothing: its
+#: settings are not reported (clipping or a double step fit no optimizer of the declared form).
+FIT_TOLERANCE = 1e-3
+
+
+@dataclass
+class Rows:
+    """Rows of one least-squares fit (or one side of it), gathered over parameters and steps."""
+
+    parts: list[np.ndarray] = field(default_factory=list)
+
+    def add(self, rows: np.ndarray) -> None:
+        """Append one parameter's rows."""
+        self.parts.append(rows)
+
+    def __bool__(self) -> bool:
+        return bool(self.parts)
+
+    def all(self) -> np.ndarray | None:
+        """Every row gathered, or None when none was."""
+        return np.concatenate(self.parts) if self.parts else None
+
+
+def sampled(trace: Trace, name: str) -> np.ndarray | None:
+    """The first SAMPLE elements of tensor ``name``, flat, in float64; None when the trace lacks it."""
+    if name not in trace:
+        return None
+    values = np.array(trace.values(name).reshape(-1)[:SAMPLE], dtype=np.float64)
+    trace.release(name)
+    return values
+
+
+def number(config: dict, key: str, default: float) -> float:
+    """A numeric setting of the declared optimizer, ``default`` when absent or not a number."""
+    value = config.get(key, default)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+
+
+def betas(config: dict) -> tuple[float, float]:
+    """Adam's declared (beta_1, beta_2), PyTorch's default when not declared."""
+    declared = config.get("betas") if isinstance(config.get("betas"), list) else [0.9, 0.999]
+    b1, b2 = (float(b) for b in declared[:2])
+    return b1, b2
+
+
+def decoupled(name: str, config: dict) -> bool:
+    """Whether weight decay is applied to the parameter rather than added to the gradient (AdamW)."""
+    return name == "adamw" or config.get("weight_decay_kind") == "decoupled"
+
+
+def relative(actual: np.ndarray, expected: np.ndarray, scale: np.ndarray) -> float:
+    """max|actual - expected| relative to max|scale| (0 when both are 0, infinity when only the error is not)."""
+    size = float(np.max(np.abs(scale))) if scale.size else 0.0
+    err = float(np.max(np.abs(actual - expected))) if actual.size else 0.0
+    if size == 0.0:
+        return 0.0 if err == 0.0 else math.inf
+    return err / size
+
+
+def explains(x: np.ndarray, y: np.ndarray, coef: np.ndarray) -> bool:
+    """Whether the fit ``x @ coef`` reproduces ``y`` within FIT_TOLERANCE of its size."""
+    size = float(np.max(np.abs(y))) if y.size else 0.0
+    return size > 0 and float(np.max(np.abs(x @ coef - y))) <= FIT_TOLERANCE * size
+
+
+def finite(x: np.ndarray | None, y: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The rows where ``x`` and ``y`` are finite: a NaN or an infinity (a diverged run, a broken port)
+    is no evidence of a setting, and LAPACK's least squares fails on one."""
+    if x is None or y is None:
+        return x, y
+    finite_x = np.isfinite(x)
+    keep = np.isfinite(y) & (np.all(finite_x, axis=1) if x.ndim > 1 else finite_x)
+    return x[keep], y[keep]
