@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from burnside.burn.cargo import find_cargo, rust_workspace, target_dir
+from burnside.burn.locate import find_cargo, rust_workspace, target_dir
 from burnside.burn.scaffold import new_port
 
 

@@ -1,7 +1,7 @@
 //! The seed's A1 case: a two-layer MLP, its weights and its batch of four, written out
 //! value by value so the burn side starts from exactly the numbers the PyTorch side uses.
 //!
-//! Every value is computed in f64 and rounded to f32 once, as `burnside.a1` does in Python;
+//! Every value is computed in f64 and rounded to f32 once, as `burnside.a1_torch` does in Python;
 //! [`Arithmetic::F32`] reproduces the tempting shortcut of computing in f32 (seed item S3).
 
 mod arithmetic;
@@ -21,7 +21,7 @@ pub const ADAM_EPS: f32 = 1e-8;
 /// PyTorch's `SGD(momentum=0.9)`: dampening 0 and no Nesterov, which burn does not default to.
 pub const MOMENTUM: f64 = 0.9;
 
-/// A1's optimizers by name, with PyTorch's defaults (what `burnside.a1.a1_optimizer` builds):
+/// A1's optimizers by name, with PyTorch's defaults (what `burnside.a1_torch.a1_optimizer` builds):
 /// `sgd`, `momentum`, `adam`, `adamw`.
 pub fn optimizer_named(name: &str) -> Result<burnside_trace::OptimizerSpec, String> {
     use burnside_trace::OptimizerSpec;

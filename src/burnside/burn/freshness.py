@@ -31,7 +31,6 @@ from pathlib import Path
 from burnside.burn import locate
 
 # lint's rustc pass imports this query from here; it lives in `locate` now (issue 18)
-from burnside.burn.locate import workspace_manifest_of  # noqa: F401
 
 _STATE = "burnside"  # directory of burnside's own files inside the target directory
 _KEEP_PINNED = 16  # pinned builds kept per target directory (oldest removed first)

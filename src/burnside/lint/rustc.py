@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from burnside.burn.cargo import check_crate, target_dir
-from burnside.burn.freshness import workspace_manifest_of
+from burnside.burn.locate import workspace_manifest_of
 from burnside.errors import BuildError
 from burnside.lint.engine import display_path
 from burnside.lint.finding import Finding, Severity
