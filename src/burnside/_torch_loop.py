@@ -199,12 +199,19 @@ def record_trace(
         raise BurnsideError(f"clip_grad_norm must be a positive number, got {clip_grad_norm!r}")
     if len(per_step) not in (1, steps):
         raise BurnsideError(f"got {len(per_step)} batches for {steps} steps; give one batch or one per step")
+    if lr_schedule is not None and not callable(lr_schedule):
+        raise BurnsideError(f"lr_schedule takes a factory of the scheduler, e.g. `lr_schedule=lambda opt: "
+                            f"LambdaLR(opt, ...)`, not a {type(lr_schedule).__name__} made on the optimizer: the "
+                            "float64 reference makes its own scheduler on its own optimizer")
     named = list(model.named_parameters())
     names_by_param = {id(p): name for name, p in named}
     tensors: dict[str, np.ndarray] = {}
     grads_len: list[int] = []
 
     scheduler = lr_schedule(optimizer) if lr_schedule is not None else None
+    if scheduler is not None and not callable(getattr(scheduler, "step", None)):
+        raise BurnsideError(f"lr_schedule(optimizer) gave a {type(scheduler).__name__}, not a scheduler (no step()): "
+                            "give a factory such as `lambda opt: LambdaLR(opt, ...)`")
     config = optimizer_config(optimizer, names_by_param)  # before training: a schedule moves the group's lr
     base_lrs = getattr(scheduler, "base_lrs", None)
     if base_lrs:

@@ -186,6 +186,21 @@ def test_an_optimizer_of_another_models_parameters_is_one_clear_error(tmp_path):
                          steps=1)
 
 
+def test_a_scheduler_made_on_the_optimizer_is_refused_for_its_factory(tmp_path):
+    model = a1_model()
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    before = [p.detach().clone() for p in model.parameters()]
+    made = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: 1.0)
+    with pytest.raises(BurnsideError, match=r"^lr_schedule takes a factory of the scheduler, e\.g\. `lr_schedule="
+                                            r"lambda opt: LambdaLR\(opt, \.\.\.\)`, not a LambdaLR made on"):
+        record(model, opt, _batch(), tmp_path / "t.safetensors", steps=2, lr_schedule=made,
+               reference=tmp_path / "r.safetensors")
+    with pytest.raises(BurnsideError, match=r"^lr_schedule\(optimizer\) gave a float, not a scheduler"):
+        record(model, opt, _batch(), tmp_path / "t.safetensors", steps=2, lr_schedule=lambda opt: 0.5)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters())), "nothing trained"
+    assert not list(tmp_path.iterdir()), "nothing written"
+
+
 def test_parameter_groups_are_recorded_replayed_per_group_and_compared(tmp_path):
     """The usual transformer setup: no weight decay on biases. The PyTorch side's own updates replay with each
     group's settings (no D009 against it), and a port with one setting for all is named by the group."""
