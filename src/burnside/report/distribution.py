@@ -1,5 +1,7 @@
 """What the report reads back from the traces: one tensor's distribution of differences, and the
-float64 reference's loss per step. Bounded in memory: a tensor is read in chunks of its mapping."""
+float64 reference's loss per step. The one place after compare that opens traces again (both sides
+and the reference, by the paths the comparison keeps); the diagnosis rules never do. Bounded in
+memory: a tensor is read in chunks of its mapping."""
 
 from __future__ import annotations
 
