@@ -42,6 +42,8 @@ def check(comparison: Comparison) -> list[Diagnosis]:
     return [Diagnosis(
         ID, TITLE,
         f"{comparison.a.framework} eps={eps_a:g}, {comparison.b.framework} eps={eps_b:g}",
-        f"set it explicitly on the burn side: `AdamConfig::new().with_epsilon({eps_a:g})` "
+        f"give the burn side PyTorch's epsilon: `OptimizerSpec::{b.get('name')}(lr)` has it (1e-8), and "
+        f"`.with_eps({eps_a:g})` sets another; a burn optimizer built by hand needs it explicitly: "
+        f"`{'AdamWConfig' if b.get('name') == 'adamw' else 'AdamConfig'}::new().with_epsilon({eps_a:g})` "
         "(burn's default is 1e-5, PyTorch's 1e-8)",
     )]

@@ -37,16 +37,23 @@ TITLE = "optimizer configuration differs"
 SEVERITY = Severity.ERROR
 _KEYS = ("name", "lr", "betas", "momentum", "dampening", "nesterov", "weight_decay", "weight_decay_kind", "amsgrad",
          "clip_grad_norm", "lr_per_step")
+#: Each fix names the `Training` form first (what `burnside new` and the README teach), then the
+#: same for a loop written call by call with `TraceRecorder`.
 _FIXES = {
-    "dampening": "set `MomentumConfig::with_dampening(...)` explicitly (burn's default is 0.1, PyTorch's 0)",
-    "weight_decay_kind": "use burn's `AdamW` for `torch.optim.AdamW` (decoupled) and `Adam` for L2 decay",
-    "lr": "pass the same learning rate to `optim.step(lr, ...)`",
-    "lr_per_step": ("apply the PyTorch loop's learning-rate schedule: pass each step's rate to `optim.step(lr, ...)` "
-                    "and record it with `recorder.lr(step, lr)` (a port that applies it already lacks only that "
-                    "line)"),
-    "clip_grad_norm": ("clip all gradients by their joint norm as `clip_grad_norm_` does, and declare it: "
-                       "`let clip = ClipGradNorm::new(MAX_NORM);` "
-                       "`TraceRecorder::new(spec).with_clip_grad_norm(clip)`, "
+    "dampening": ("build SGD with momentum as PyTorch's: `OptimizerSpec::sgd(lr).with_momentum(m)` (dampening 0); "
+                  "a burn optimizer built by hand needs `MomentumConfig::with_dampening(0.0)` explicitly (burn's "
+                  "default is 0.1, PyTorch's 0)"),
+    "weight_decay_kind": ("`OptimizerSpec::adamw` (burn's `AdamW`) for `torch.optim.AdamW` (decoupled), "
+                          "`OptimizerSpec::adam` (burn's `Adam`) for L2 decay"),
+    "lr": ("give the PyTorch loop's rate: `Training::new(OptimizerSpec::...(lr))`; call by call, pass it to "
+           "`optim.step(lr, ...)`"),
+    "lr_per_step": ("apply the PyTorch loop's learning-rate schedule: `Training::with_lr_schedule(|step| lr)`; call "
+                    "by call, pass each step's rate to `optim.step(lr, ...)` and record it with "
+                    "`recorder.lr(step, lr)` (a port that applies it already lacks only that line)"),
+    "clip_grad_norm": ("clip all gradients by their joint norm as `clip_grad_norm_` does: "
+                       "`Training::with_clip_grad_norm(MAX_NORM)`; call by call, "
+                       "`let clip = ClipGradNorm::new(MAX_NORM);` declared with "
+                       "`TraceRecorder::new(spec).with_clip_grad_norm(clip)` and "
                        "`let grads = clip.apply(&model, grads);` before `optim.step` (burn's "
                        "`GradientClippingConfig::Norm` clips each tensor by its own norm)"),
 }
@@ -65,9 +72,10 @@ def check(comparison: Comparison) -> list[Diagnosis]:
     grouped = _group_differences(comparison)
     if grouped:
         parts += grouped
-        fixes.append("step each PyTorch parameter group with its own burn optimizer configured like that group: "
-                     "split the gradients with `GradientsParams::from_params(&mut grads, &model, &ids)` and call "
-                     "each optimizer's `step` with its part, and declare the group on the recorder "
+        fixes.append("declare each PyTorch parameter group with its settings: "
+                     "`Training::with_group(OptimizerSpec::...(...), &[\"name\", ...])`; call by call, step each "
+                     "group with its own burn optimizer configured like it on its part of the gradients "
+                     "(`GradientsParams::from_params(&mut grads, &model, &ids)`) and declare it on the recorder "
                      "(`TraceRecorder::with_group(spec, &names)`)")
     if not parts:
         return []
