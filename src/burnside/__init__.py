@@ -2,7 +2,10 @@
 
 The public API, small on purpose: record the PyTorch side, read and write traces, compare them,
 name the failure, and check parity inside a test. Each name also lives in its module, where the docs
-import it from (`burnside.torch.record`, `burnside.testing.assert_parity`).
+import it from (`burnside.torch.record`, `burnside.testing.assert_parity`), except `compare_traces`:
+here it is the pipeline's compare (`burnside.parity.compare_with_evidence`: the diagnosis evidence
+gathered in the same pass, a reference refused as a side and checked to start where A does), what
+`diagnose` needs; `burnside.compare.compare_traces` only compares.
 
 `record`, `export_init` and `record_reference` need the `torch` extra: they are attributes of the
 package, left out of `__all__` so that `from burnside import *` works without torch.
@@ -21,7 +24,9 @@ _PUBLIC = {
     "Comparison": "burnside.compare",
     "Tolerance": "burnside.compare",
     "Tolerances": "burnside.compare",
-    "compare_traces": "burnside.compare",
+    # the root's compare is the pipeline's: the diagnosis evidence gathered in the same pass and a
+    # reference checked before it judges (`burnside.compare.compare_traces` alone only compares)
+    "compare_traces": ("burnside.parity", "compare_with_evidence"),
     "Diagnosis": "burnside.diagnose",
     "diagnose": "burnside.diagnose",
     "BuildError": "burnside.errors",
@@ -36,12 +41,13 @@ _PUBLIC = {
 
 
 def __getattr__(name: str):
-    module = _PUBLIC.get(name)
-    if module is None:
+    where = _PUBLIC.get(name)
+    if where is None:
         raise AttributeError(f"module 'burnside' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(module), name)
+    module, attribute = where if isinstance(where, tuple) else (where, name)
+    value = getattr(importlib.import_module(module), attribute)
     globals()[name] = value
     return value
 

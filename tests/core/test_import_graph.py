@@ -171,7 +171,8 @@ def lazy_public(modules: dict[str, Module]) -> dict[str, str]:
     tree = ast.parse(modules[ROOT].path.read_text(encoding="utf-8"))
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_PUBLIC" for t in node.targets):
-            return ast.literal_eval(node.value)
+            table = ast.literal_eval(node.value)  # a name, or (module, attribute) where the root renames
+            return {name: where[0] if isinstance(where, tuple) else where for name, where in table.items()}
     return {}
 
 
