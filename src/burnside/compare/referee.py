@@ -58,9 +58,16 @@ class RefStats:
 
     @property
     def ratio(self) -> float:
-        """How many times further from the reference the off side is than the other side (plus floor)."""
+        """How many times further from the reference the off side is than the other side: the ratio of the
+        two distances printed beside it (inf when the other side is exactly on its reference)."""
         far, near = (self.dist_a, self.dist_b) if self.verdict == "a" else (self.dist_b, self.dist_a)
-        return far / (near + self.floor) if near + self.floor > 0 else float("inf")
+        return far / near if near > 0 else float("inf")
+
+    @property
+    def band(self) -> float:
+        """The noise band the off side is beyond: NOISE_FACTOR times the other side's distance plus the floor."""
+        near = self.dist_b if self.verdict == "a" else self.dist_a
+        return NOISE_FACTOR * near + self.floor
 
     def to_dict(self) -> dict:
         """For `--json`."""

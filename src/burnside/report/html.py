@@ -31,7 +31,7 @@ from burnside.report.plot import (
     loss_axis,
     reference_axis,
 )
-from burnside.report.table import finding_lines, structure_lines, tolerances_text
+from burnside.report.table import finding_lines, structure_lines, times, tolerances_text
 from burnside.trace import parse_name
 
 #: A comparison with at most this many rows shows every step and stage open.
@@ -265,7 +265,7 @@ def _row(comparison: Comparison, row: TensorRow, first: TensorRow | None) -> str
         if row.ref is None:
             cells += ["<td></td>", "<td></td>", "<td></td>"]
         else:
-            judged = "noise" if row.ref.noise else f"{row.ref.verdict.upper()} off ({row.ref.ratio:.3g}×)"
+            judged = "noise" if row.ref.noise else f"{row.ref.verdict.upper()} off ({times(row.ref.ratio)})"
             cells += [f"<td>{_fmt(row.ref.dist_a)}</td>", f"<td>{_fmt(row.ref.dist_b)}</td>",
                       f"<td>{escape(judged)}</td>"]
     cells.append(f"<td>{'ok' if row.passed else 'FAIL'}</td>")

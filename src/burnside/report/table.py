@@ -13,6 +13,14 @@ from burnside.diagnose.diagnosis import listed
 from burnside.trace import parse_name
 
 
+
+def times(ratio: float) -> str:
+    """A distance ratio as the table prints it: `230x`, or `infinitely` when the other side is exactly on its
+    reference."""
+    if ratio == float("inf"):
+        return "infinitely"
+    return f"{ratio:,.0f}x" if ratio >= 1000 else f"{ratio:.3g}x"
+
 def _ulps(row: TensorRow) -> str:
     return "-" if row.stats.max_ulps is None else str(row.stats.max_ulps)
 
@@ -28,7 +36,7 @@ def row_line(comparison: Comparison, row: TensorRow, width: int) -> Text:
         if row.ref.noise:
             text.append("  noise" if s.out_of_tol else "", style="green")
         else:
-            text.append(f"  {row.ref.verdict.upper()} off ({row.ref.ratio:.3g}x)", style="bold red")
+            text.append(f"  {row.ref.verdict.upper()} off ({times(row.ref.ratio)})", style="bold red")
     if s.nonfinite_a_only or s.nonfinite_b_only:
         text.append(f"  non-finite only in A: {s.nonfinite_a_only}, only in B: {s.nonfinite_b_only}", style="red")
     if not row.passed:
@@ -142,9 +150,11 @@ def finding_lines(comparison: Comparison) -> list[Line]:
     if first is not None and first.ref is not None:
         kind = comparison.layer_of(first)[0]
         lines.append((
-            f"real difference: {comparison.side_name(first.ref.verdict)} is {first.ref.ratio:.3g}x further from the "
+            f"real difference: {comparison.side_name(first.ref.verdict)} is {times(first.ref.ratio)} further from the "
             f"float64 reference than the other side, from {first.name}{f' ({kind})' if kind else ''} on "
-            f"(|A-R|={first.ref.dist_a:.2e}, |B-R|={first.ref.dist_b:.2e}); later rows follow from it", "yellow"))
+            f"(|A-R|={first.ref.dist_a:.2e}, |B-R|={first.ref.dist_b:.2e}, beyond the noise band "
+            f"{NOISE_FACTOR:g}x the other side's + {FLOOR_HALF_ULPS:g} half-ulps = {first.ref.band:.2e}); "
+            "later rows follow from it", "yellow"))
     elif first is not None:
         lines.append((divergence_text(comparison, first), "yellow"))
     elif comparison.reference is not None:
