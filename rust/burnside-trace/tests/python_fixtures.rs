@@ -4,6 +4,9 @@
 
 use std::path::PathBuf;
 
+mod common;
+use common::{Tiny, fixture, tiny};
+
 use burn::module::Module;
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::nn::{Linear, LinearConfig};
@@ -13,27 +16,8 @@ use burnside_trace::{
     HostDType, InitFile, OptimizerSpec, SafetensorsFile, TorchNames, TraceError, TraceRecorder,
 };
 
-#[derive(Module, Debug)]
-struct Tiny {
-    fc: Linear,
-}
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-}
-
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("burnside-trace-it-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
-
-fn tiny(device: &Device) -> Tiny {
-    Tiny {
-        fc: LinearConfig::new(3, 2).init(device),
-    }
+    common::scratch("it", name)
 }
 
 #[test]

@@ -3,35 +3,22 @@
 //! bit; a loop that reads its batch around `Step` is refused at write, naming the call.
 
 use std::error::Error;
-use std::path::PathBuf;
 
-use burn::module::Module;
+mod common;
+use common::{Tiny, fixture, tiny};
+
 use burn::nn::loss::CrossEntropyLossConfig;
-use burn::nn::{Linear, LinearConfig};
 use burn::optim::GradientsParams;
 use burn::tensor::{Device, Tensor};
 use burnside_trace::{
     ClipGradNorm, InitFile, OptimizerSpec, PortArgs, SafetensorsFile, Step, TraceRecorder, Training,
 };
 
-#[derive(Module, Debug)]
-struct Tiny {
-    fc: Linear,
-}
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-}
-
 fn args(out: &str, steps: usize) -> PortArgs {
-    let dir = std::env::temp_dir().join(format!("burnside-trace-training-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
     let line = format!(
         "--init {} -o {} --steps {steps}",
         fixture("tiny_init.safetensors").display(),
-        dir.join(out).display()
+        common::scratch("training", out).display()
     );
     PortArgs::parse(line.split_whitespace().map(String::from)).unwrap()
 }
@@ -58,11 +45,7 @@ fn groups_clipping_and_a_schedule_record_what_the_call_by_call_loop_records() {
 
     // the loop as Training runs it
     let new = args("training.safetensors", steps);
-    let model = init
-        .load_module(Tiny {
-            fc: LinearConfig::new(3, 2).init(&device),
-        })
-        .unwrap();
+    let model = init.load_module(tiny(&device)).unwrap();
     let trained = Training::new(main.clone())
         .with_group(plain.clone(), &["fc.bias"])
         .with_clip_grad_norm(CLIP)
@@ -80,11 +63,7 @@ fn groups_clipping_and_a_schedule_record_what_the_call_by_call_loop_records() {
 
     // the same loop, call by call
     let old = args("by-hand.safetensors", steps);
-    let mut model = init
-        .load_module(Tiny {
-            fc: LinearConfig::new(3, 2).init(&device),
-        })
-        .unwrap();
+    let mut model = init.load_module(tiny(&device)).unwrap();
     let clip = ClipGradNorm::new(CLIP);
     let mut recorder = TraceRecorder::new(main.clone())
         .with_group(plain.clone(), &["fc.bias"])
@@ -157,11 +136,7 @@ fn a_batch_read_around_step_is_refused_at_write_with_the_call_named() {
     let init = InitFile::read(fixture("tiny_init.safetensors")).unwrap();
     let ce = CrossEntropyLossConfig::new().init(&device);
     let out = args("no-inputs.safetensors", 1);
-    let model = init
-        .load_module(Tiny {
-            fc: LinearConfig::new(3, 2).init(&device),
-        })
-        .unwrap();
+    let model = init.load_module(tiny(&device)).unwrap();
     let error = Training::new(OptimizerSpec::sgd(0.1))
         .run(&out, &init, &device, model, |model, _step| {
             let x = init.float_input_at::<2>(0, "x", &device)?; // not through `step`: not recorded
@@ -186,11 +161,7 @@ fn a_group_naming_no_parameter_is_refused_before_training() {
     let device = Device::default().autodiff();
     let init = InitFile::read(fixture("tiny_init.safetensors")).unwrap();
     let out = args("bad-group.safetensors", 1);
-    let model = init
-        .load_module(Tiny {
-            fc: LinearConfig::new(3, 2).init(&device),
-        })
-        .unwrap();
+    let model = init.load_module(tiny(&device)).unwrap();
     let error = Training::new(OptimizerSpec::sgd(0.1))
         .with_group(OptimizerSpec::sgd(0.2), &["fc.gain"])
         .run(

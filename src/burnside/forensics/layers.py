@@ -65,23 +65,6 @@ def _differs(key: str, a: float | str, b: float | str) -> bool:
     return abs(a - b) > 0.01 + 0.05 * max(abs(a), abs(b))  # momentum: measured to 1e-6
 
 
-def _read(trace: Trace, name: str, part=None) -> np.ndarray | None:
-    """A float tensor of ``trace`` in float64, or None; ``part(array)`` picks the slice to convert
-    first, so a big activation is never widened whole."""
-    if name not in trace or trace.info(name).dtype not in FLOATS or trace.info(name).n == 0:
-        return None
-    values = trace.values(name)
-    values = np.array(values if part is None else part(values), dtype=np.float64)
-    trace.release(name)
-    return values
-
-
-def _relative(actual: np.ndarray, expected: np.ndarray) -> float:
-    size = float(np.max(np.abs(actual))) if actual.size else 0.0
-    err = float(np.max(np.abs(actual - expected))) if actual.size else math.inf
-    return err / size if size > 0 else (0.0 if err == 0 else math.inf)
-
-
 def _input_name(a: Trace, step: int, module: str) -> str | None:
     order = a.metadata.get("activations")
     if not isinstance(order, list) or module not in order:
