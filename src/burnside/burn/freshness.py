@@ -30,8 +30,6 @@ from pathlib import Path
 
 from burnside.burn import locate
 
-# lint's rustc pass imports this query from here; it lives in `locate` now (issue 18)
-
 _STATE = "burnside"  # directory of burnside's own files inside the target directory
 _KEEP_PINNED = 16  # pinned builds kept per target directory (oldest removed first)
 _SKIP_DIRS = {"target", ".git", ".hg", ".svn", "node_modules", "__pycache__"}
