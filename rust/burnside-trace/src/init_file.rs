@@ -3,7 +3,7 @@ use std::path::Path;
 
 use burn::module::Module;
 use burn::store::{ApplyError, ModuleSnapshot, PyTorchToBurnAdapter, bridge};
-use burn::tensor::{Device, Int, Tensor};
+use burn::tensor::{Device, Int, IntDType, Tensor};
 
 use crate::packed::cut_parts;
 use crate::{
@@ -134,6 +134,11 @@ impl InitFile {
                 message: "is a float tensor; read it with float_input".to_string(),
             });
         }
+        check_int_range(
+            &format!("inputs.{name}"),
+            input,
+            device.settings().int_dtype,
+        )?;
         Ok(Tensor::from_data(input.to_data(), device))
     }
 
@@ -204,6 +209,14 @@ impl InitFile {
                     }
                 },
                 _ if kind == "buffers" && name.ends_with("num_batches_tracked") => {}
+                Some(_) => {
+                    // An integer tensor where burn has a float one: say so, not "missing" and "unused".
+                    uncut_names.insert(name.to_string());
+                    uncut.push(format!(
+                        "  `{name}`: the file's tensor is {:?} {:?}, the burn module's is a float tensor",
+                        value.dtype, value.shape
+                    ));
+                }
                 _ => unused.push(name.to_string()),
             }
         }
@@ -341,6 +354,36 @@ fn step_of_input(key: &str) -> Option<usize> {
     rest.starts_with("inputs.")
         .then(|| step.parse().ok())
         .flatten()
+}
+
+/// An error naming the first element of the i64 tensor `tensor` that burn's `int_dtype`
+/// cannot hold (burn panics converting it), if there is one.
+fn check_int_range(name: &str, tensor: &HostTensor, int_dtype: IntDType) -> Result<(), TraceError> {
+    let (low, high): (i64, i64) = match int_dtype {
+        IntDType::I64 => (i64::MIN, i64::MAX),
+        IntDType::I32 => (i32::MIN.into(), i32::MAX.into()),
+        IntDType::I16 => (i16::MIN.into(), i16::MAX.into()),
+        IntDType::I8 => (i8::MIN.into(), i8::MAX.into()),
+        IntDType::U64 => (0, i64::MAX),
+        IntDType::U32 => (0, u32::MAX.into()),
+        IntDType::U16 => (0, u16::MAX.into()),
+        IntDType::U8 => (0, u8::MAX.into()),
+    };
+    let values = tensor.to_i64().unwrap_or_default();
+    match values
+        .iter()
+        .enumerate()
+        .find(|(_, v)| !(low..=high).contains(*v))
+    {
+        Some((index, value)) => Err(TraceError::Mismatch {
+            name: name.to_string(),
+            message: format!(
+                "element {index} is {value}, which burn's {int_dtype:?} integers on this device cannot hold \
+                 ({low} to {high}); a class label or an index is never this large"
+            ),
+        }),
+        None => Ok(()),
+    }
 }
 
 fn check_rank(name: &str, tensor: &HostTensor, rank: usize) -> Result<(), TraceError> {
