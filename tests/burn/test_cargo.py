@@ -81,7 +81,7 @@ def test_a_panicking_port_is_named_with_the_panic_place_and_message(tmp_path, mo
         monkeypatch.setenv("RUST_BACKTRACE", backtrace)
         with pytest.raises(RunError) as caught:
             run_binary(binary, [])
-        assert str(caught.value) == ("panics exited with status 101: panicked at src/main.rs:3:21: "
+        assert str(caught.value) == ("panics panicked in its own code at src/main.rs:3:21: "
                                      "index out of bounds: the len is 0 but the index is 2")
 
 

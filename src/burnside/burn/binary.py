@@ -1,10 +1,19 @@
-"""Run a built burn program with a timeout and read its machine-readable `JSON: {...}` line."""
+"""Run a built burn program with a timeout and read its machine-readable `JSON: {...}` line.
+
+Every way the program can end is named in one line (`RunError`): a non-zero exit with what it
+said last, a panic with where it happened (the port's own code, or inside burn or another
+dependency and then the port's own frame that led there), a signal by name with what it usually
+means. Whatever ended it, the temporary files it was writing its output through
+(`.{name}.{pid}.tmp` beside the output, as burnside-trace names them) are removed.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
 import tempfile
 import threading
@@ -42,23 +51,118 @@ class BinaryRun:
 #: Lines of a failed program's own report relayed at most (its last ones).
 MAX_REPORT_LINES = 30
 _PANIC = re.compile(r"thread '[^']*'(?: \(\d+\))? panicked at (?P<where>.+):$")
+#: A backtrace's frame (`  4: endings::burn_panic`) and its source line, when built with debug info.
+_FRAME = re.compile(r"\s*\d+:\s+(?:0x[0-9a-f]+ - )?(?P<symbol>.+)$")
+#: What `RUST_BACKTRACE=full` adds to a symbol: crates' disambiguators (`std[e282..]`) and the hash.
+_SYMBOL_NOISE = re.compile(r"\[[0-9a-f]+\]|::h[0-9a-f]{16}$")
+_FRAME_AT = re.compile(r"\s+at (?P<path>.+?)(?::\d+(?::\d+)?)?$")
+#: Where cargo keeps dependencies' sources: `.../registry/src/<index>/<crate>-<version>/...`, git checkouts.
+_REGISTRY = re.compile(r"/(?:registry/src/[^/]+|git/checkouts/[^/]+/[^/]+)/(?P<crate>[^/]+)/(?P<rest>.+)$")
+#: The standard library's sources as panics name them (`/rustc/<hash>/library/...`) or in a toolchain.
+_STD = re.compile(r"(?:^/rustc/[0-9a-f]+/|/toolchains/[^/]+/lib/rustlib/src/rust/)library/(?P<rest>.+)$")
+#: Frames that are Rust's own machinery around a panic or `main`, never the port's.
+_MACHINERY = ("std::", "core::", "alloc::", "__rustc::", "rust_begin_unwind", "<core::", "<alloc::", "<std::")
+
+#: A signal that ended the program: what to call it and what it usually means.
+_SIGNALS = {
+    signal.SIGKILL: "was killed by SIGKILL: usually out of memory (the kernel's OOM killer; `dmesg` says so) "
+                    "or a user's `kill -9`",
+    signal.SIGXFSZ: "was killed by SIGXFSZ: a write went past the file-size limit (`ulimit -f`) or the disk "
+                    "is full; raise the limit or make room",
+    signal.SIGSEGV: "crashed with SIGSEGV (a segmentation fault: an invalid memory access in native or "
+                    "unsafe code, or a stack overflow)",
+    signal.SIGBUS: "crashed with SIGBUS (a bad memory access: a memory-mapped file that shrank or a full "
+                   "/dev/shm)",
+    signal.SIGABRT: "crashed with SIGABRT (it aborted: a failed allocation, a panic while panicking or an "
+                    "explicit abort)",
+    signal.SIGILL: "crashed with SIGILL (an illegal instruction: built for another CPU, or a trap in the code)",
+    signal.SIGFPE: "crashed with SIGFPE (an arithmetic fault)",
+    signal.SIGTERM: "was stopped by SIGTERM",
+    signal.SIGINT: "was stopped by SIGINT (Ctrl-C)",
+    signal.SIGHUP: "was stopped by SIGHUP (its terminal closed)",
+    signal.SIGPIPE: "was stopped by SIGPIPE (what it wrote to was closed)",
+}
 
 
-def _what_it_said(text: str) -> str:
+def _signal_text(signum: int) -> str:
+    known = _SIGNALS.get(signum)
+    if known:
+        return known
+    try:
+        return f"was killed by {signal.Signals(signum).name}"
+    except ValueError:
+        return f"was killed by signal {signum}"
+
+
+def _lines(text: str) -> list[str]:
+    return [line.rstrip() for line in text.splitlines() if line.strip()]
+
+
+def _own_frame(lines: list[str], crate: str) -> str | None:
+    """The first frame of a panic's backtrace in the program's own code: a frame whose source is
+    not a dependency's or the standard library's, or (without debug info) whose function is in the
+    binary's crate (``crate``)."""
+    frames: list[tuple[str, str | None]] = []
+    for line in lines:
+        at = _FRAME_AT.match(line)
+        if at and frames and frames[-1][1] is None:
+            frames[-1] = (frames[-1][0], at["path"])
+            continue
+        frame = _FRAME.match(line)
+        if frame:
+            frames.append((_SYMBOL_NOISE.sub("", frame["symbol"]), None))
+    for symbol, path in frames:
+        if symbol.startswith(_MACHINERY):
+            continue
+        if path is not None:
+            if _REGISTRY.search(path) or _STD.search(path):
+                continue
+            return f"{symbol} ({path})"
+        if re.match(rf"[<&\s]*{re.escape(crate)}::", symbol):
+            return symbol
+    return None
+
+
+def _panic_text(place: str, message: str, backtrace: list[str], crate: str) -> str:
+    """``panicked at PLACE (whose code it is): MESSAGE``: the port's own, or a dependency's and
+    then the port's frame that called into it, from the backtrace when there is one."""
+    dependency = _REGISTRY.search(place)
+    std = _STD.search(place)
+    if dependency is None and std is None:
+        return f"panicked in its own code at {place}: {message}"
+    if dependency is not None:
+        name = dependency["crate"]
+        inside = "inside burn" if name.startswith("burn") else "inside a dependency"
+        place = f"{name}/{dependency['rest']}"
+    else:
+        inside, place = "inside Rust's standard library", std["rest"]
+    if not backtrace:
+        called = "; run it with RUST_BACKTRACE=1 to see the port's own frame"
+    else:
+        own = _own_frame(backtrace, crate)
+        called = f", called from the port's {own}" if own else ", with no frame of the port's own code in the backtrace"
+    return f"panicked {inside} at {place}{called}: {message}"
+
+
+def _what_it_said(text: str, crate: str = "") -> str:
     """What a failed program reported on stderr, for the error: a panic's place and message on one
     line; otherwise the program's own lines (the last MAX_REPORT_LINES), without Rust's notes on
     backtraces. A port's own report (a load that does not fit lists every missing tensor, then the
     fix) is what the user acts on, so it is relayed whole, not cut to its last line."""
-    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    lines = _lines(text)
     for i, line in enumerate(lines):
         panic = _PANIC.match(line)
         if panic:
-            message = []
-            for more in lines[i + 1:]:
-                if more.startswith(("stack backtrace:", "note: ")):
+            message: list[str] = []
+            backtrace: list[str] = []
+            for j, more in enumerate(lines[i + 1:], start=i + 1):
+                if more.startswith("stack backtrace:"):
+                    backtrace = [b for b in lines[j + 1:] if not b.startswith("note: ")]
+                    break
+                if more.startswith("note: "):
                     break
                 message.append(more.strip())
-            return f"panicked at {panic['where']}: {' '.join(message)}"
+            return _panic_text(panic["where"], " ".join(message), backtrace, crate)
     said = [line for line in lines if not line.startswith("note: ")]
     if not said:
         return "(no output on stderr)"
@@ -67,34 +171,67 @@ def _what_it_said(text: str) -> str:
     return "\n" + "\n".join("  " + line for line in said[-MAX_REPORT_LINES:])
 
 
-def _failure(head: str, stderr: str) -> str:
+def _failure(head: str, stderr: str, crate: str = "") -> str:
     """``head: what it said`` on one line, or ``head:`` over the program's indented report."""
-    said = _what_it_said(stderr)
+    said = _what_it_said(stderr, crate)
     return f"{head}:{said}" if said.startswith("\n") else f"{head}: {said}"
+
+
+def _ending(name: str, returncode: int, stderr: str) -> str:
+    """The one line for a program that ended with ``returncode`` (non-zero; negative: a signal)."""
+    crate = name.replace("-", "_")
+    if returncode < 0:
+        last = [l for l in _lines(stderr) if not l.startswith("note: ")]
+        return f"{name} {_signal_text(-returncode)}" + (f"; its last words: {last[-1].strip()}" if last else "")
+    said = _what_it_said(stderr, crate)
+    if said.startswith("panicked "):
+        return f"{name} {said}"  # the status (101) says nothing the panic does not
+    return f"{name} exited with status {returncode}:{said}" if said.startswith("\n") else \
+        f"{name} exited with status {returncode}: {said}"
+
+
+def _outputs(args: list[str], expect_file: Path | None) -> list[Path]:
+    """The files the program writes: ``expect_file`` and the `-o OUT` of the port contract."""
+    outputs = [Path(expect_file)] if expect_file is not None else []
+    for flag, value in zip(args, args[1:]):
+        if flag in ("-o", "--out", "--output"):
+            outputs.append(Path(value))
+    return outputs
+
+
+def remove_temporaries(outputs: list[Path], pid: int) -> None:
+    """Remove what process ``pid`` left half-written beside ``outputs``: burnside-trace writes
+    OUT through `.{OUT's name}.{pid}.tmp` in OUT's directory and renames it only when complete."""
+    for out in outputs:
+        with contextlib.suppress(OSError):
+            (out.parent / f".{out.name}.{pid}.tmp").unlink()
+
+
+def _child_env(progress: bool) -> dict[str, str]:
+    env = dict(os.environ)
+    if env.get("RUST_BACKTRACE", "0") in ("", "0"):
+        env["RUST_BACKTRACE"] = "1"  # a panic inside burn then names the port's frame that led there
+    if progress:
+        env["BURNSIDE_PROGRESS"] = "1"
+    return env
 
 
 def run_binary(path: Path, args: list[str] | None = None, *, timeout: float = 300,
                expect_file: Path | None = None, progress: StepProgress | None = None) -> BinaryRun:
-    """Run ``path`` with ``args``; a non-zero exit, a timeout or a missing ``expect_file`` is a RunError.
+    """Run ``path`` with ``args``; a non-zero exit, a signal, a timeout or a missing ``expect_file``
+    is a RunError (one line naming the ending), and the program's temporary files are removed.
 
     With ``progress``, the program is asked for its steps (`BURNSIDE_PROGRESS`) and ``progress``
     is told each `burnside-progress: step k/N` line as it comes; those lines are not in ``stderr``.
+    If this process is interrupted meanwhile (KeyboardInterrupt, or burnside's SIGTERM handling),
+    the program is killed and its temporaries removed before the interruption goes on.
     """
     name = Path(path).name
-    command = [str(path), *(args or [])]
+    args = list(args or [])
     start = time.monotonic()
-    try:
-        if progress is None:
-            proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-        else:
-            proc = _run_reporting(command, timeout, progress)
-    except subprocess.TimeoutExpired as exc:
-        raise RunError(f"{name} did not finish within {timeout:.0f}s") from exc
-    except OSError as exc:
-        raise RunError(f"cannot run {name}: {exc}") from exc
+    proc = _run([str(path), *args], timeout, progress, _child_env(progress is not None),
+                _outputs(args, expect_file), name)
     seconds = time.monotonic() - start
-    if proc.returncode != 0:
-        raise RunError(_failure(f"{name} exited with status {proc.returncode}", proc.stderr))
     if expect_file is not None and not Path(expect_file).is_file():
         raise RunError(_failure(f"{name} exited cleanly but wrote no trace at {expect_file}", proc.stderr))
     parsed = None
@@ -107,54 +244,66 @@ def run_binary(path: Path, args: list[str] | None = None, *, timeout: float = 30
     return BinaryRun(name, proc.stdout, proc.stderr, parsed, seconds)
 
 
-def _run_reporting(command: list[str], timeout: float, progress: StepProgress) -> subprocess.CompletedProcess:
-    """`subprocess.run` with stderr read line by line, step lines going to ``progress``."""
+def _run(command: list[str], timeout: float, progress: StepProgress | None, env: dict[str, str],
+         outputs: list[Path], name: str, *, check: bool = True) -> subprocess.CompletedProcess:
+    """Run ``command``: stderr read line by line (step lines to ``progress``), stdout to a file (a
+    program printing much cannot block on a full pipe). The program never outlives this call, and
+    unless it exits 0 its temporaries beside ``outputs`` are removed; with ``check`` a non-zero
+    ending is a RunError."""
     kept: list[str] = []
     timed_out = threading.Event()
     with tempfile.TemporaryFile(mode="w+") as out:
-        # stdout to a file: a program printing much on stdout cannot block on a full pipe
-        with subprocess.Popen(command, stdout=out, stderr=subprocess.PIPE, text=True,
-                              env={**os.environ, "BURNSIDE_PROGRESS": "1"}) as proc:
+        try:
+            proc = subprocess.Popen(command, stdout=out, stderr=subprocess.PIPE, text=True, errors="replace",
+                                    env=env)
+        except OSError as exc:
+            raise RunError(f"cannot run {name}: {exc.strerror or exc}") from None
 
-            def stop() -> None:
-                timed_out.set()
-                proc.kill()
+        def stop() -> None:
+            timed_out.set()
+            proc.kill()
 
-            timer = threading.Timer(timeout, stop)
-            timer.start()
-            try:
-                assert proc.stderr is not None
-                for line in proc.stderr:
-                    step = _STEP_LINE.fullmatch(line.rstrip("\n"))
-                    if step:
-                        progress(int(step[1]), int(step[2]))
-                    else:
-                        kept.append(line)
-                returncode = proc.wait()
-            except BaseException:
-                proc.kill()
-                raise
-            finally:
-                timer.cancel()
+        timer = threading.Timer(timeout, stop)
+        timer.start()
+        try:
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                step = _STEP_LINE.fullmatch(line.rstrip("\n")) if progress is not None else None
+                if step:
+                    progress(int(step[1]), int(step[2]))
+                else:
+                    kept.append(line)
+            returncode = proc.wait()
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            remove_temporaries(outputs, proc.pid)
+            raise
+        finally:
+            timer.cancel()
+            proc.stderr.close()
+        if returncode != 0:
+            remove_temporaries(outputs, proc.pid)
         if timed_out.is_set():
-            raise subprocess.TimeoutExpired(command, timeout)
+            raise RunError(f"{name} did not finish within {timeout:.0f}s (it was killed)")
+        stderr = "".join(kept)
+        if check and returncode != 0:
+            raise RunError(_ending(name, returncode, stderr))
         out.seek(0)
-        return subprocess.CompletedProcess(command, returncode, out.read(), "".join(kept))
+        return subprocess.CompletedProcess(command, returncode, out.read(), stderr)
 
 
 def expect_panic(path: Path, args: list[str] | None = None, *, timeout: float = 300) -> str:
     """Run ``path`` expecting a Rust panic; return the panic message (stderr, without backtrace).
 
-    A clean exit is a RunError: the program was meant to be stopped by an assertion.
+    A clean exit, another failure or a signal is a RunError: the program was meant to be stopped
+    by an assertion.
     """
-    import os
-
     name = Path(path).name
-    try:
-        proc = subprocess.run([str(path), *(args or [])], capture_output=True, text=True, timeout=timeout,
-                              env={**os.environ, "RUST_BACKTRACE": "0"})
-    except subprocess.TimeoutExpired as exc:
-        raise RunError(f"{name} did not finish within {timeout:.0f}s") from exc
+    proc = _run([str(path), *(args or [])], timeout, None, {**os.environ, "RUST_BACKTRACE": "0"}, [], name,
+                check=False)
+    if proc.returncode < 0:
+        raise RunError(f"{name} was expected to panic but {_signal_text(-proc.returncode)}")
     if proc.returncode == 0 or "panicked at" not in proc.stderr:
         raise RunError(_failure(f"{name} was expected to panic but exited with status {proc.returncode}",
                                 proc.stderr))
