@@ -21,7 +21,8 @@ FORMAT_KEY = "burnside.format"
 VERSION_KEY = "burnside.version"
 FORMAT_VERSION = 1
 #: Keys whose safetensors value is JSON text (native JSON in the JSON form).
-JSON_KEYS = frozenset({"steps", "optimizer", "params", "grads_len", "inputs", "buffers", "activations", "modules"})
+JSON_KEYS = frozenset({"steps", "optimizer", "params", "grads_len", "inputs", "buffers", "activations", "modules",
+                       "tied"})
 #: Keys a file of each kind must carry (besides the format and version).
 REQUIRED = {
     "trace": ("framework", "framework_version", "device", "dtype", "steps", "optimizer", "params", "grads_len"),
@@ -80,6 +81,8 @@ def check(path: Path, kind: str, metadata: Mapping, names: Iterable[str]) -> Non
             _check_names(path, key, value)
         elif key == "modules":
             _check_modules(path, value)
+        elif key == "tied":
+            _check_tied(path, value)
         elif key == "grads_len":
             _check_grads_len(path, value, metadata.get("steps"))
         elif key == "optimizer":
@@ -127,6 +130,15 @@ def _check_modules(path: Path, value: object) -> None:
     for module, kind in value.items():
         check_text(path, "every module path of metadata 'modules'", module)
         check_text(path, f"the class name of module {short(module)} in metadata 'modules'", kind)
+
+
+def _check_tied(path: Path, value: object) -> None:
+    if not isinstance(value, dict):
+        raise TraceError(f"{path}: metadata 'tied' must map parameter names to the name each shares, "
+                         f"not {short(value)}")
+    for name, first in value.items():
+        check_text(path, "every name of metadata 'tied'", name)
+        check_text(path, f"the parameter {short(name)} shares in metadata 'tied'", first)
 
 
 def _check_grads_len(path: Path, value: object, steps: object) -> None:
