@@ -83,10 +83,100 @@ def _group_config(kind: str, group: Mapping) -> dict:
 
 def to_numpy(t: torch.Tensor) -> np.ndarray:
     """A detached CPU copy of ``t`` as a numpy array; bfloat16 is refused (numpy has no such type)."""
-    t = t.detach().cpu()
     if t.dtype == torch.bfloat16:
         raise BurnsideError("recording bfloat16 tensors is not supported yet; record in float32")
+    try:
+        t = t.detach().cpu()
+    except (RuntimeError, NotImplementedError) as exc:
+        raise BurnsideError(f"a tensor on device {t.device} cannot be read by the recorder "
+                            f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}): "
+                            "record the model on the CPU, model.cpu()") from None
     return t.numpy().copy()
+
+
+def check_model(model: nn.Module, *, trainable: bool = True) -> None:
+    """Refuse, in one line and before anything is run or written, a model no recorder can record: no
+    parameters (or, with ``trainable``, none that requires grad), a parameter or buffer on the meta device
+    or on a device whose values cannot be read, or bfloat16 (a trace cannot hold BF16 yet)."""
+    named = list(model.named_parameters())
+    if not named:
+        raise BurnsideError(f"the model ({type(model).__name__}) has no parameters: a trace records a training "
+                            "loop's parameters, gradients and optimizer state, so there is nothing to record; "
+                            "record a model with at least one nn.Parameter")
+    if trainable and not any(p.requires_grad for _, p in named):
+        raise BurnsideError(f"none of the model's {len(named)} parameter(s) requires grad, so no step trains "
+                            "anything: set requires_grad=True on the ones the loop trains")
+    tensors = [("parameter", n, t) for n, t in named] + [("buffer", n, t) for n, t in model.named_buffers()]
+    for what, name, t in tensors:
+        if t.is_meta:
+            raise BurnsideError(f"{what} {name!r} is on the meta device (a shape without values), so there is "
+                                "nothing to record: materialise the model first, e.g. model.to_empty(device='cpu') "
+                                "and then load_state_dict(...) or initialise its weights")
+    for what, name, t in tensors:
+        if t.device.type != "cpu":
+            try:
+                t.detach().flatten()[:1].cpu()
+            except (RuntimeError, NotImplementedError) as exc:
+                first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise BurnsideError(f"{what} {name!r} is on device {t.device}, which the recorder cannot read "
+                                    f"({first}): record the model on the CPU, model.cpu()") from None
+    for what, name, t in tensors:
+        if t.dtype == torch.bfloat16:
+            raise BurnsideError(f"{what} {name!r} is bfloat16, which a trace cannot hold yet (burnside's safetensors "
+                                "writer has no BF16): record a float32 copy of the model, model.float(), with float32 "
+                                "batches, and port that")
+
+
+def tied_names(model: nn.Module) -> dict[str, str]:
+    """Each other name of a parameter reachable under several (``lm_head.weight = wte.weight``) -> the name
+    `named_parameters()` lists it under (its first): {"lm_head.weight": "wte.weight"}."""
+    first: dict[int, str] = {}
+    tied: dict[str, str] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        if id(p) in first:
+            tied[name] = first[id(p)]
+        else:
+            first[id(p)] = name
+    return tied
+
+
+def _not_logits(output: object, forward: Callable) -> str:
+    """Why ``output``, what ``forward`` gave, is not the logits tensor, and the ``forward=`` that gives them."""
+    def shown(value: object) -> str:
+        return f"Tensor {list(value.shape)}" if isinstance(value, torch.Tensor) else type(value).__name__
+
+    if isinstance(output, Mapping):
+        keys = list(output)
+        key = "logits" if "logits" in output else next(
+            (k for k in keys if isinstance(output[k], torch.Tensor)), keys[0] if keys else "logits")
+        what = (f"a {type(output).__name__} ({', '.join(f'{k!r}: {shown(v)}' for k, v in list(output.items())[:6])}"
+                f"{', ...' if len(keys) > 6 else ''})")
+        pick = f"[{key!r}]".replace("'", '"')
+    elif isinstance(output, (tuple, list)):
+        what = (f"a {type(output).__name__} of {len(output)} ({', '.join(shown(v) for v in output[:6])}"
+                f"{', ...' if len(output) > 6 else ''})")
+        index = next((i for i, v in enumerate(output) if isinstance(v, torch.Tensor)), 0)
+        pick = f"[{index}]"
+    else:
+        what, pick = f"a {type(output).__name__}", ""
+    if forward is default_forward:
+        fix = (f'pass forward=lambda m, b: m(b["x"]){pick} (the logits)' if pick
+               else "pass forward=lambda m, b: ... returning the logits tensor")
+        return f"the model's forward returned {what}, not the logits tensor: {fix}"
+    return (f"forward(model, batch) returned {what}, not the logits tensor: make it return the logits"
+            + (f", e.g. its {pick}" if pick else ""))
+
+
+def _not_scalar(loss: object, loss_fn: Callable) -> str | None:
+    """Why ``loss`` is not a scalar loss tensor, None if it is one."""
+    name = getattr(loss_fn, "__name__", type(loss_fn).__name__)
+    if not isinstance(loss, torch.Tensor):
+        return f"loss_fn ({name}) returned a {type(loss).__name__}, not a scalar tensor: return the loss as a tensor"
+    if loss.numel() != 1:
+        return (f"the loss has shape {list(loss.shape)}, not a scalar (loss_fn {name} gives a loss per element, as "
+                'reduction="none" does): reduce it to one number, with reduction="mean" or '
+                "loss_fn=lambda logits, y: your_loss(logits, y).mean()")
+    return None
 
 
 def _first_tensor(output: object) -> torch.Tensor | None:
@@ -203,6 +293,7 @@ def record_trace(
         raise BurnsideError(f"lr_schedule takes a factory of the scheduler, e.g. `lr_schedule=lambda opt: "
                             f"LambdaLR(opt, ...)`, not a {type(lr_schedule).__name__} made on the optimizer: the "
                             "float64 reference makes its own scheduler on its own optimizer")
+    check_model(model)
     named = list(model.named_parameters())
     names_by_param = {id(p): name for name, p in named}
     tensors: dict[str, np.ndarray] = {}
@@ -220,6 +311,17 @@ def record_trace(
     hooks = _Activations(model) if activations else None
     active = active_dropouts(model)
     restore = [] if dropout else _dropout_off(model)
+    # the buffers as they were, put back if step 0 is refused (its forward pass updated BatchNorm's statistics)
+    untouched = {name: b.detach().clone() for name, b in model.named_buffers()}
+
+    def refuse(message: str, k: int) -> BurnsideError:
+        if k == 0:  # a later step's refusal leaves the model as the steps before it trained it
+            with torch.no_grad():
+                for name, b in model.named_buffers():
+                    if name in untouched:
+                        b.copy_(untouched[name])
+        return BurnsideError(message)
+
     if progress is not None:
         progress(0, steps)
     try:
@@ -236,7 +338,12 @@ def record_trace(
                     logits = forward(model, batch)
                 for name, value in outputs.items():
                     tensors[tensor_name(k, "activations", name)] = value
+            if not isinstance(logits, torch.Tensor):
+                raise refuse(_not_logits(logits, forward), k)
             loss = loss_fn(logits, batch[target])
+            wrong = _not_scalar(loss, loss_fn)
+            if wrong is not None:
+                raise refuse(wrong, k)
             tensors[tensor_name(k, "logits")] = to_numpy(logits)
             tensors[tensor_name(k, "loss")] = to_numpy(loss).reshape(())
             optimizer.zero_grad(set_to_none=True)
@@ -278,12 +385,13 @@ def record_trace(
             hooks.remove()
         for undo in restore:
             undo()
-    first = named[0][1] if named else None
+    # the model's dtype and device: its first float parameter's (an integer parameter's dtype is not the model's)
+    first = next((p for _, p in named if p.is_floating_point()), named[0][1])
     meta = {
         "framework": "pytorch",
         "framework_version": torch.__version__,
-        "device": str(first.device) if first is not None else "cpu",
-        "dtype": str(first.dtype).removeprefix("torch.") if first is not None else "float32",
+        "device": str(first.device),
+        "dtype": str(first.dtype).removeprefix("torch."),
         "steps": steps,
         "optimizer": {**config,
                       **({"clip_grad_norm": float(clip_grad_norm)} if clip_grad_norm is not None else {}),
@@ -295,6 +403,9 @@ def record_trace(
     }
     if active:
         meta["dropout"] = f"on: {', '.join(active)}" if dropout else "off"
+    tied = tied_names(model)
+    if tied:
+        meta["tied"] = tied
     buffers = [name for name, _ in model.named_buffers()]
     if buffers:
         meta["buffers"] = buffers
@@ -305,5 +416,5 @@ def record_trace(
     return write_trace(Path(path), tensors, meta)
 
 
-__all__ = ["Batch", "active_dropouts", "default_forward", "optimizer_config", "optimizer_kind", "record_trace",
-           "same_step", "to_numpy"]
+__all__ = ["Batch", "active_dropouts", "check_model", "default_forward", "optimizer_config", "optimizer_kind",
+           "record_trace", "same_step", "tied_names", "to_numpy"]

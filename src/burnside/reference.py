@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from burnside.errors import BurnsideError
-from burnside._torch_loop import active_dropouts, optimizer_kind, record_trace, same_step
+from burnside._torch_loop import active_dropouts, check_model, optimizer_kind, record_trace, same_step
 
 if TYPE_CHECKING:
     from burnside.progress import StepProgress
@@ -260,6 +260,7 @@ def record_reference(
     overridden are refused rather than silently left out.
     """
     path = Path(path)
+    check_model(model)
     _check_rerunnable(optimizer)
     extra = {"forward": forward} if forward is not None else {}
     if clip_grad_norm is not None:

@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from burnside import __version__
-from burnside._torch_loop import Batch, default_forward, record_trace, to_numpy
+from burnside._torch_loop import Batch, check_model, default_forward, record_trace, tied_names, to_numpy
 from burnside.errors import BurnsideError
 from burnside.reference import record_reference, reference_files
 from burnside.trace import write_trace
@@ -47,12 +47,16 @@ def export_init(model: nn.Module, inputs: Batch | Sequence[Batch], path: str | P
     ``inputs`` is one batch, or one batch per step as given to `record`: step 0's batch is
     `inputs.{name}`, and when a later step's batch differs every step k >= 1 gets
     `step{k}.inputs.{name}` (burn reads it with `InitFile::float_input_at(k, ..)`).
-    Float tensors are written as f32, integer tensors (labels, `num_batches_tracked`) as i64.
+    Float tensors are written as f32, integer tensors (labels, `num_batches_tracked`, an integer parameter)
+    as i64. A parameter reachable under several names is written once, under the name `named_parameters()`
+    gives it; the metadata's ``tied`` maps each other name to it. A model `record` would refuse (no
+    parameters, on the meta device, bfloat16) is refused here too, before anything is written.
     """
+    check_model(model, trainable=False)
     tensors: dict[str, np.ndarray] = {}
     params = [name for name, _ in model.named_parameters()]
     for name, p in model.named_parameters():
-        tensors[f"params.{name}"] = to_numpy(p.float())
+        tensors[f"params.{name}"] = to_numpy(p.float() if p.is_floating_point() else p.long())
     buffers = [name for name, _ in model.named_buffers()]
     for name, b in model.named_buffers():
         tensors[f"buffers.{name}"] = to_numpy(b.float() if b.is_floating_point() else b.long())
@@ -62,6 +66,9 @@ def export_init(model: nn.Module, inputs: Batch | Sequence[Batch], path: str | P
     metadata = {"params": params, "buffers": buffers, "inputs": list(batches[0]) if batches else [],
                 "framework": "pytorch", "framework_version": torch.__version__,
                 "recorder": f"burnside {__version__}"}
+    tied = tied_names(model)
+    if tied:
+        metadata["tied"] = tied
     return write_trace(Path(path), tensors, metadata, kind="init")
 
 
@@ -105,6 +112,12 @@ def record(
     the optimizer metadata then lists the learning rate each step used (``lr_per_step``). Pass the
     factory, not a scheduler made on ``optimizer``: the float64 reference makes its own.
     ``progress`` is told the steps done (`burnside.progress.Progress.steps` draws it).
+    A parameter reachable under several names (``lm_head.weight = wte.weight``) is recorded once, under the
+    name `named_parameters()` gives it, and the metadata's ``tied`` maps each other name to it. Refused in one
+    line before anything runs: a model without parameters (or none that requires grad), one on the meta device
+    or a device the recorder cannot read, a bfloat16 one; at step 0, before the optimizer steps (a BatchNorm's
+    statistics put back): a forward that gives a dict or a tuple rather than the logits, a loss that is not a
+    scalar.
 
     With ``reference`` (a path), the float64 reference of the same loop is recorded first, from the
     untrained model, exactly as `burnside.reference.record_reference(model, optimizer, batches, reference,
@@ -115,6 +128,7 @@ def record(
     written; if the trace then fails, the model may be partly trained, as without ``reference``, and the
     reference files this call wrote are deleted, so no reference is left without its trace.
     """
+    check_model(model)  # before the reference: a model neither run can record is refused before either runs
     loop = {"steps": steps, "loss_fn": loss_fn, "forward": forward, "target": target, "metadata": metadata,
             "clip_grad_norm": clip_grad_norm, "dropout": dropout, "lr_schedule": lr_schedule}
     if reference is None:

@@ -162,18 +162,21 @@ def test_a_refused_reference_trains_nothing_writes_nothing_and_keeps_an_earlier_
 
 
 def test_a_trace_that_fails_after_its_reference_deletes_the_reference_files_it_wrote(tmp_path):
-    """A bfloat16 model: the float64 reference converts it and records, the float32 trace refuses it."""
+    """A forward whose float32 logits it rounds to bfloat16: the float64 reference's stay float64 and record, the
+    trace refuses its bfloat16 logits (a bfloat16 model itself is refused before either runs: test_odd_models)."""
     model, opt, batches = _loop("adam")
-    model = model.to(torch.bfloat16)
-    opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    batches = [{"x": b["x"].to(torch.bfloat16), "y": b["y"]} for b in batches]
+
+    def forward(m, b):
+        logits = m(b["x"])
+        return logits if logits.dtype == torch.float64 else logits.to(torch.bfloat16)
+
     (tmp_path / "r.safetensors").write_bytes(b"an earlier file, overwritten by this call's reference")
     calls = []
     with pytest.raises(BurnsideError, match="recording bfloat16 tensors is not supported yet"):
         record(model, opt, batches, tmp_path / "t.safetensors", steps=STEPS, reference=tmp_path / "r.safetensors",
-               progress=lambda done, total, part=None: calls.append((part, done, total)))
+               forward=forward, progress=lambda done, total, part=None: calls.append((part, done, total)))
     # both reference runs finished (so their files were written) before the trace began
     assert ("float64 reference, burn-adam variant", STEPS, STEPS) in calls
     assert ("float64 reference", STEPS, STEPS) in calls and (None, 0, STEPS) in calls
     assert list(tmp_path.iterdir()) == []
-    assert not opt.state  # refused at step 0's parameters, before any step
+    assert not opt.state  # refused at step 0's logits, before any step
