@@ -23,3 +23,17 @@ class BuildError(BurnsideError):
 
 class RunError(BurnsideError):
     """A program (burn binary, PyTorch side) that crashed or wrote no output."""
+
+
+class Interrupted(BaseException):
+    """A signal (Ctrl-C's SIGINT, SIGTERM, SIGHUP) asking the `burnside` command to stop.
+
+    Raised by the console script's signal handlers (`burnside.cli.app.main`), never by the
+    library; a BaseException, so `except Exception` does not swallow it and every `finally` and
+    context manager on the way out runs: a half-written output's temporary file is removed, a
+    running burn program is killed. `main` then prints one line and exits 128 + the signal's number.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum

@@ -151,3 +151,30 @@ def test_the_same_write_without_a_limit_succeeds(endings, tmp_path):
     out = tmp_path / "b.safetensors"
     run_binary(endings, ["write", "-o", str(out)], expect_file=out)
     assert out.stat().st_size > 4 << 20 and [p.name for p in tmp_path.iterdir()] == ["b.safetensors"]
+
+
+STOPPED = {signal.SIGINT: "interrupted\n", signal.SIGTERM: "stopped by SIGTERM\n"}
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_check_stopped_while_the_port_records_stops_the_port_and_removes_its_temporary(
+        a1_trace, tmp_path, signum):
+    """`burnside check` signalled alone (as `kill` or a service manager does, not the terminal's whole
+    group): the port it runs is killed, not orphaned, and the port's temporary file is removed."""
+    torch = a1_trace("torch", "sgd", 1).path
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "burnside"), "check", "--torch-trace", str(torch),
+                             "--burn-crate", str(rust_workspace() / "pitb-opt"), "--bin", "endings",
+                             "--out-dir", "out", "--", "--ending", "sleep"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (temporaries := list((tmp_path / "out").glob(".endings.burn.safetensors.*.tmp"))):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    port = int(temporaries[0].name.split(".")[-2])
+    assert not _gone(port)
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err) == (128 + signum, STOPPED[signum])
+    assert _gone(port)
+    assert not [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["init.safetensors"]  # complete, written before

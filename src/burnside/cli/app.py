@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import importlib
+import os
+import signal
+import sys
 
 import click
 
 from burnside import __version__
 from burnside.cli.command import BurnsideGroup
+from burnside.errors import Interrupted
 
 # Where each command lives, in pipeline order. A command's module is imported
 # when that command runs (or `--help` lists them all): `burnside lint` and
@@ -45,6 +49,45 @@ def app() -> None:
     """Prove a burn port of a PyTorch training loop trains the same; name the silent failures."""
 
 
+#: The signals that stop a run: each unwinds it (no partial output, no burn program left running).
+_STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _stop(signum: int, frame) -> None:
+    # One stop: further signals while the run unwinds (a second Ctrl-C) must not cut its cleanup short.
+    for each in _STOPPING:
+        signal.signal(each, signal.SIG_IGN)
+    raise Interrupted(signum)
+
+
+def _stopped_line(signum: int) -> str:
+    return "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
+
+
 def main() -> None:
-    """Console-script entry point."""
-    app(prog_name="burnside")
+    """Console-script entry point.
+
+    Ctrl-C, SIGTERM and SIGHUP stop any command at any point with one line (`interrupted`,
+    `stopped by SIGTERM`) and exit 128 + the signal's number (130, 143): the signal raises
+    `Interrupted` where the run is, so every output being written is dropped (atomic writes) and a
+    running burn program is killed and its temporary files removed. Only the console script
+    installs this; a library caller keeps Python's own handling.
+    """
+    for each in _STOPPING:
+        signal.signal(each, _stop)
+    try:
+        app(prog_name="burnside")
+    except Interrupted as stopped:
+        _exit_stopped(stopped.signum)
+
+
+def _exit_stopped(signum: int) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os.write(2, f"{_stopped_line(signum)}\n".encode())
+    # os._exit: the run has unwound; what is left at exit (worker threads of a comparison still on
+    # their queued chunks) must not keep a stopped command alive, nor print anything more.
+    os._exit(128 + signum)

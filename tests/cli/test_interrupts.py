@@ -1,0 +1,95 @@
+"""Ctrl-C (SIGINT) or SIGTERM at any point of `burnside compare`, `report`, `run` and `check`: one
+line (`interrupted`, `stopped by SIGTERM`), exit 128 + the signal (130, 143), no traceback, no
+partial output and no temporary file anywhere, and no burn program left running. Real processes:
+the console script, signalled mid-run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from burnside.trace import open_trace, write_trace
+
+SCRIPT = Path(sys.executable).parent / "burnside"
+LINES = {signal.SIGINT: "interrupted\n", signal.SIGTERM: "stopped by SIGTERM\n"}
+
+
+def start(*args: str, cwd: Path) -> subprocess.Popen:
+    assert SCRIPT.is_file(), f"the console script is not installed at {SCRIPT}: pip install -e ."
+    return subprocess.Popen([str(SCRIPT), *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def stop(proc: subprocess.Popen, signum: int, after: float) -> tuple[int, str, str]:
+    time.sleep(after)
+    assert proc.poll() is None, "the command finished before it could be interrupted: make its work larger"
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=60)
+    return proc.returncode, out, err
+
+
+def leftovers(root: Path) -> list[str]:
+    """Temporary files (ours `.NAME.<hex>.tmp`, burnside-trace's `.NAME.<pid>.tmp`) under ``root``."""
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.name.endswith(".tmp"))
+
+
+@pytest.fixture(scope="module")
+def large_traces(tmp_path_factory) -> tuple[Path, Path]:
+    """Two 128 MiB traces that differ everywhere: `compare` takes seconds on them."""
+    root = tmp_path_factory.mktemp("large")
+    rng = np.random.default_rng(0)
+    params = [f"w{k}" for k in range(4)]
+    tensors = {f"step0.params_before.{p}": rng.standard_normal((2048, 4096), dtype=np.float32) for p in params}
+    meta = dict(framework="torch", framework_version="2", device="cpu", dtype="float32", steps=1,
+                optimizer={"name": "sgd", "lr": 0.1}, params=params, grads_len=[4])
+    a = write_trace(root / "a.safetensors", tensors, meta)
+    b = write_trace(root / "b.safetensors", {k: v + np.float32(1e-3) for k, v in tensors.items()},
+                    {**meta, "framework": "burn"})
+    return a, b
+
+
+@pytest.mark.parametrize("after", [0.4, 2.0])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupted_compare_writes_no_report_plot_or_junit(large_traces, tmp_path, signum, after):
+    a, b = large_traces
+    proc = start("compare", str(a), str(b), "--report", "r.html", "--plot", "p.png", "--junit", "j.xml",
+                 cwd=tmp_path)
+    code, out, err = stop(proc, signum, after)
+    assert code == 128 + signum and err.endswith(LINES[signum]), err
+    assert "Traceback" not in out + err
+    # what is there was finished before the signal and said so (`plot: p.png`); nothing else is
+    written = [line.split(": ", 1)[1] for line in err.splitlines()[:-1]]
+    assert all(line.split(": ", 1)[0] in ("plot", "junit", "report") for line in err.splitlines()[:-1]), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(written)
+
+
+def test_an_interrupted_report_writes_no_page(large_traces, tmp_path):
+    a, b = large_traces
+    code, out, err = stop(start("report", str(a), str(b), "-o", "r.html", cwd=tmp_path), signal.SIGINT, 1.5)
+    assert (code, out, err) == (130, "", "interrupted\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_same_compare_uninterrupted_writes_every_output(large_traces, tmp_path):
+    a, b = large_traces  # so the interrupted ones above are interrupted, not failing to write
+    proc = subprocess.run([str(SCRIPT), "compare", str(a), str(b), "--report", "r.html", "--plot", "p.png",
+                           "--junit", "j.xml"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["j.xml", "p.png", "r.html"]
+
+
+@pytest.mark.parametrize("after", [1.0, 2.5, 4.0])
+def test_an_interrupted_run_leaves_only_complete_traces(tmp_path, after):
+    """`run a1` records PyTorch, the float64 reference, builds and runs the burn side, compares and
+    plots: interrupted anywhere, what is left is complete (a trace opens, nothing temporary)."""
+    code, out, err = stop(start("run", "a1", "--steps", "3", "--out-dir", "out", cwd=tmp_path), signal.SIGINT, after)
+    assert (code, err) == (130, "interrupted\n")
+    assert leftovers(tmp_path) == []
+    for trace in (tmp_path / "out").rglob("*.safetensors"):
+        open_trace(trace)  # complete, or it would not open
