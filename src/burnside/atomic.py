@@ -1,10 +1,17 @@
-"""Atomic file output: a reader never sees a half-written file, and only regular files are written."""
+"""Atomic file output: a reader never sees a half-written file, and only regular files are written.
+
+A write that fails for want of room (a full disk, a quota, a file-size limit) is one line naming the
+user's path, the bytes it needed and the room there was; the temporary file is removed.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import resource
 import secrets
+import shutil
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,7 +40,45 @@ def _refuse_special(target: Path) -> int | None:
     return stat.S_IMODE(info.st_mode)
 
 
-def _create_temporary(target: Path, parent: Path) -> tuple[int, Path]:
+#: The errors that mean "no room for this file": a full disk, a full quota, a file-size limit (EFBIG is
+#: what a write past RLIMIT_FSIZE gets when SIGXFSZ is ignored, or past the file system's largest file).
+NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def _amount(n: int) -> str:
+    if n < 1024:
+        return f"{n} bytes"
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n} bytes ({n / scale:.1f} {unit})"
+    raise AssertionError(n)  # pragma: no cover
+
+
+def no_room_message(target: Path | str, exc: OSError, needed: int | None, written: int = 0,
+                    outcome: str = "nothing was written", directory: Path | None = None) -> str:
+    """The one line for a write of ``target`` that failed with ENOSPC, EDQUOT or EFBIG: the path, the
+    bytes needed (``needed``, or more than the ``written`` ones when the size was not known) and the
+    room there was (free space on the device holding ``directory``, by default the target's, or the
+    file-size limit)."""
+    need = _amount(needed) if needed is not None else f"more than {_amount(written)}"
+    parent = directory or Path(target).parent
+    if exc.errno == errno.EFBIG:
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        if limit != resource.RLIM_INFINITY:
+            room = f"larger than the file-size limit (ulimit -f) of {_amount(limit)}: {need} to write"
+        else:
+            room = f"too large for the file system: {need} to write"
+    else:
+        try:
+            free = f", {_amount(shutil.disk_usage(parent).free)} free"
+        except OSError:
+            free = ""
+        what = "disk quota exceeded" if exc.errno == errno.EDQUOT else "no space left on the device"
+        room = f"{what}: {need} to write{free}"
+    return f"{target}: {room}; {outcome}"
+
+
+def _create_temporary(target: Path, parent: Path, size: int | None) -> tuple[int, Path]:
     # Created with mode 0666 like any new file, so the kernel applies the umask for us.
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     while True:
@@ -43,24 +88,37 @@ def _create_temporary(target: Path, parent: Path) -> tuple[int, Path]:
         except FileExistsError:
             continue
         except OSError as exc:
+            if exc.errno in NO_ROOM:  # no room even for the directory entry (or an inode)
+                raise BurnsideError(no_room_message(target, exc, size)) from None
             raise BurnsideError(f"{target}: cannot write here ({exc.strerror}); choose another output path") from None
 
 
+def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> Path:
+    """Write ``data`` (text is written as UTF-8) to ``path`` through `atomic_output`, its size known
+    up front so that a full disk says how much was needed."""
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    with atomic_output(path, "wb", size=len(payload)) as handle:
+        handle.write(payload)
+    return Path(path)
+
+
 @contextlib.contextmanager
-def atomic_output(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO]:
+def atomic_output(path: str | os.PathLike[str], mode: str = "wb", *, size: int | None = None) -> Iterator[IO]:
     """Open a temporary file beside ``path``; on success rename it over ``path``.
 
     ``path`` must be absent or a regular file: a symbolic link, a directory, a FIFO or a device
     is refused before anything is written (so `-o /dev/null` never replaces /dev/null). A new
     file gets the usual 0666 minus the umask; an existing file keeps its permission bits.
-    On any exception the temporary file is removed and ``path`` is left as it was.
+    On any exception the temporary file is removed and ``path`` is left as it was. ``size`` is how
+    many bytes will be written, for the message when there is no room for them (ENOSPC, EDQUOT, EFBIG);
+    without it the message says how many were written before the write failed.
     """
     target = Path(path)
     parent = target.parent if str(target.parent) else Path(".")
     if not parent.is_dir():
         raise BurnsideError(f"{target}: directory {parent} does not exist; create it or choose another output path")
     existing_mode = _refuse_special(target)
-    fd, tmp = _create_temporary(target, parent)
+    fd, tmp = _create_temporary(target, parent, size)
     try:
         if existing_mode is not None:
             os.fchmod(fd, existing_mode)
@@ -72,8 +130,13 @@ def atomic_output(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO
         _refuse_special(target)
         os.replace(tmp, target)
     except BaseException as exc:
+        written = 0
+        with contextlib.suppress(OSError):
+            written = os.stat(tmp).st_size
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.filename in (None, str(tmp)) and exc.errno in NO_ROOM:
+            raise BurnsideError(no_room_message(target, exc, size, written)) from None
         if isinstance(exc, OSError) and exc.filename in (None, str(tmp)):
             # Raised by the write itself (disk full, quota): name the user's path, not the temporary's.
             raise BurnsideError(f"{target}: cannot write ({exc.strerror or exc}); nothing was written") from None

@@ -116,8 +116,15 @@ def test_a_failed_write_names_the_users_path_and_leaves_the_old_file(tmp_path):
     path.write_text("old")
     with pytest.raises(BurnsideError) as info, atomic_output(path, "w") as handle:
         handle.write("half")
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+    assert str(info.value) == f"{path}: cannot write (Input/output error); nothing was written"
+    assert path.read_text() == "old" and _leftovers(tmp_path) == []
+    # No room (tests/hostile/test_full_disk.py has the real ones): the bytes needed and the room there is.
+    with pytest.raises(BurnsideError) as info, atomic_output(path, "w", size=4) as handle:
+        handle.write("half")
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-    assert str(info.value) == f"{path}: cannot write (No space left on device); nothing was written"
+    assert str(info.value).startswith(f"{path}: no space left on the device: 4 bytes to write, ")
+    assert str(info.value).endswith(" free; nothing was written")
     assert path.read_text() == "old" and _leftovers(tmp_path) == []
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from burnside.atomic import atomic_output
+from burnside.atomic import write_atomic
 from burnside.cli.command import BurnsideCommand
 from burnside.cli.console import stderr, stdout
 from burnside.errors import BurnsideError
@@ -24,8 +24,7 @@ def _split(value: str | None) -> list[str] | None:
 def _write(path: Path, content: str) -> None:
     if not path.parent.is_dir() and str(path.parent) not in ("", "."):
         raise BurnsideError(f"{path}: directory {path.parent} does not exist; create it or choose another --output")
-    with atomic_output(path, "w") as handle:
-        handle.write(content)
+    write_atomic(path, content)
 
 
 @click.command(cls=BurnsideCommand)

@@ -17,7 +17,7 @@ from html import escape
 from pathlib import Path
 
 from burnside import __version__
-from burnside.atomic import atomic_output
+from burnside.atomic import write_atomic
 from burnside.compare import Comparison, TensorRow
 from burnside.diagnose import Diagnosis
 from burnside.errors import BurnsideError
@@ -336,6 +336,4 @@ def html_report(comparison: Comparison, diagnoses: list[Diagnosis]) -> str:
 def write_html_report(comparison: Comparison, diagnoses: list[Diagnosis], path: Path) -> Path:
     """Write the report to ``path`` atomically (a reader never sees half a page)."""
     page = html_report(comparison, diagnoses)
-    with atomic_output(path, "w") as handle:
-        handle.write(page)
-    return path
+    return write_atomic(path, page)

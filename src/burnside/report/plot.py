@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from burnside.atomic import atomic_output
+from burnside.atomic import write_atomic
 from burnside.compare import Comparison
 from burnside.report.distribution import Histogram
 from burnside.trace import parse_name
@@ -175,7 +175,9 @@ def plot_drift(comparison: Comparison, path: Path, reference_losses: dict[int, f
     if judged:
         reference_axis(axes[2], comparison)
     fig.tight_layout()
-    with atomic_output(path, "wb") as handle:
-        fig.savefig(handle, format="png", dpi=110)
-    plt.close(fig)
-    return path
+    buffer = io.BytesIO()  # drawn first, so a full disk can say how many bytes the PNG needed
+    try:
+        fig.savefig(buffer, format="png", dpi=110)
+    finally:
+        plt.close(fig)
+    return write_atomic(path, buffer.getvalue())

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from burnside import strict_json
-from burnside.atomic import atomic_output
+from burnside.atomic import write_atomic
 from burnside.errors import TraceError
 from burnside.trace.dtypes import FLOATS, STORAGE, bf16_to_f32
 from burnside.trace.limits import check_dtype, check_name, check_shape, short
@@ -178,8 +178,7 @@ def write(path: Path, tensors: dict[str, tuple[str, np.ndarray]], metadata: dict
         body[name] = {"dtype": dtype, "shape": list(array.shape), "data": _values(dtype, array)}
     doc = {"format": JSON_FORMAT, "version": 1, "metadata": metadata, "tensors": body}
     text = json.dumps(doc, indent=1, allow_nan=False)
-    with atomic_output(path, "w") as handle:
-        handle.write(text + "\n")
+    write_atomic(path, text + "\n")
 
 
 def _values(dtype: str, array: np.ndarray) -> list:

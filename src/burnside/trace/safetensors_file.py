@@ -18,7 +18,7 @@ import numpy as np
 from safetensors.numpy import save as safetensors_save
 
 from burnside import strict_json
-from burnside.atomic import atomic_output
+from burnside.atomic import write_atomic
 from burnside.errors import TraceError
 from burnside.trace.dtypes import STORAGE
 from burnside.trace.limits import (
@@ -163,8 +163,7 @@ class MappedFile:
 def write(path: Path, tensors: dict[str, np.ndarray], metadata: dict[str, str]) -> None:
     """Write tensors (numpy, already in storage dtype, names checked) and string metadata atomically."""
     payload = safetensors_save({k: np.ascontiguousarray(v).reshape(np.shape(v)) for k, v in tensors.items()}, metadata=metadata)
-    with atomic_output(path, "wb") as handle:
-        handle.write(payload)
+    write_atomic(path, payload)
 
 
 def is_safetensors(handle: BinaryIO) -> bool:
