@@ -468,12 +468,32 @@ pub(crate) fn write_safetensors(
     ));
     let written = std::fs::File::create(&temp)
         .and_then(|mut file| file.write_all(&bytes).and_then(|()| file.sync_all()))
+        .map_err(|source| no_room(source, bytes.len()))
         .and_then(|()| std::fs::rename(&temp, path));
     if let Err(source) = written {
         let _ = std::fs::remove_file(&temp);
         return Err(io(source));
     }
     Ok(())
+}
+
+/// A write that failed for want of room (a full disk, a full quota, a file-size limit: EFBIG is what a
+/// write past `ulimit -f` gets when SIGXFSZ is ignored) says how many bytes the file needed; any other
+/// error is returned as it is.
+fn no_room(source: std::io::Error, needed: usize) -> std::io::Error {
+    use std::io::ErrorKind;
+    let what = match source.kind() {
+        ErrorKind::StorageFull => "no space left on the device",
+        ErrorKind::QuotaExceeded => "disk quota exceeded",
+        ErrorKind::FileTooLarge => {
+            "larger than the file-size limit (ulimit -f) or the file system allows"
+        }
+        _ => return source,
+    };
+    std::io::Error::new(
+        source.kind(),
+        format!("{what}: {needed} bytes to write; nothing was written"),
+    )
 }
 
 #[cfg(test)]
@@ -499,6 +519,26 @@ mod tests {
         assert_eq!(file.tensors, tensors);
         assert_eq!(file.meta("k").unwrap(), "v");
         assert!(file.meta("missing").is_err());
+    }
+
+    #[test]
+    fn a_write_without_room_names_the_bytes_needed_and_other_errors_pass_through() {
+        use std::io::{Error, ErrorKind};
+        let full = no_room(Error::from_raw_os_error(28), 4096); // ENOSPC
+        assert_eq!(full.kind(), ErrorKind::StorageFull);
+        assert_eq!(
+            full.to_string(),
+            "no space left on the device: 4096 bytes to write; nothing was written"
+        );
+        let limit = no_room(Error::from_raw_os_error(27), 10); // EFBIG
+        assert_eq!(limit.kind(), ErrorKind::FileTooLarge);
+        assert!(
+            limit
+                .to_string()
+                .ends_with("10 bytes to write; nothing was written")
+        );
+        let denied = no_room(Error::from(ErrorKind::PermissionDenied), 10);
+        assert_eq!(denied.kind(), ErrorKind::PermissionDenied);
     }
 
     #[test]
