@@ -16,7 +16,10 @@ use burnside_trace::{OptimizerSpec, TraceRecorder};
 
 fn out_path() -> std::path::PathBuf {
     let args: Vec<String> = std::env::args().collect();
-    let at = args.iter().position(|a| a == "-o").expect("endings: -o OUT is required");
+    let at = args
+        .iter()
+        .position(|a| a == "-o")
+        .expect("endings: -o OUT is required");
     std::path::PathBuf::from(&args[at + 1])
 }
 
@@ -53,7 +56,11 @@ fn write_trace() -> Result<(), burnside_trace::TraceError> {
     let mut recorder = TraceRecorder::new(spec).with_loss_fn("cross_entropy");
     recorder.input(0, "x", x.to_data())?;
     recorder.input(0, "y", y.to_data())?;
-    recorder.input(0, "big", TensorData::new(vec![0.5f32; 1 << 20], [1024, 1024]))?;
+    recorder.input(
+        0,
+        "big",
+        TensorData::new(vec![0.5f32; 1 << 20], [1024, 1024]),
+    )?;
     recorder.params_before(0, &model)?;
     let logits = model.forward(x.clone());
     recorder.logits(0, &logits)?;
@@ -91,7 +98,11 @@ fn main() {
             let out = out_path();
             let dir = out.parent().expect("endings: OUT has a directory");
             let name = out.file_name().expect("endings: OUT has a file name");
-            let temp = dir.join(format!(".{}.{}.tmp", name.to_string_lossy(), std::process::id()));
+            let temp = dir.join(format!(
+                ".{}.{}.tmp",
+                name.to_string_lossy(),
+                std::process::id()
+            ));
             std::fs::write(&temp, [0u8; 1024]).expect("endings: writing the temporary file");
             eprintln!("endings: wrote {}", temp.display());
             std::thread::sleep(std::time::Duration::from_secs(60));
