@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from burnside.atomic import write_atomic
 from burnside.burn import locate
 
 _STATE = "burnside"  # directory of burnside's own files inside the target directory
@@ -95,9 +96,7 @@ def record(target: Path, packages: list[PathPackage], manifest_dir: Path, artifa
     state = _read_state(target)
     state.setdefault("packages", {}).update({p.name: p.digest for p in packages})
     state.setdefault("artifacts", {})[str(manifest_dir.resolve())] = artifacts
-    tmp = target / _STATE / "state.json.tmp"
-    tmp.write_text(json.dumps(state, indent=1))
-    os.replace(tmp, target / _STATE / "state.json")
+    write_atomic(target / _STATE / "state.json", json.dumps(state, indent=1))
 
 
 def pin(target: Path, packages: list[PathPackage], executables: dict[str, Path], args: list[str]) -> dict[str, Path]:

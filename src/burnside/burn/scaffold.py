@@ -16,6 +16,7 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
+from burnside.atomic import write_atomic
 from burnside.burn.locate import rust_workspace, trace_crate
 from burnside.errors import BurnsideError
 
@@ -60,8 +61,8 @@ def new_port(name: str, parent: Path) -> Path:
             text = text.replace("{crate}", name).replace("{trace_crate}", _toml_string(crate.resolve()))
             out = staging / target
             out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(text, encoding="utf-8")
-        shutil.copyfile(lock, staging / "Cargo.lock")
+            write_atomic(out, text)
+        write_atomic(staging / "Cargo.lock", lock.read_bytes())
         os.chmod(staging, 0o755)  # mkdtemp makes it private to its owner
         if dest.exists():
             dest.rmdir()  # the empty folder checked above
