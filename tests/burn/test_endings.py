@@ -130,17 +130,35 @@ def test_an_interrupted_run_kills_the_program_and_removes_its_temporary(endings,
     assert "endings" not in children.stdout
 
 
-def test_a_file_size_limit_is_named_as_sigxfsz_and_the_partial_trace_removed(endings, tmp_path):
-    out = tmp_path / "b.safetensors"
-    script = ("import sys\nfrom burnside.burn.binary import run_binary\nfrom burnside.errors import RunError\n"
+def _write_under_a_size_limit(endings, out, sigxfsz: str) -> subprocess.CompletedProcess:
+    """The port's 4 MiB trace written under a 1 MiB `ulimit -f`, run by `run_binary` in a Python whose SIGXFSZ
+    is ``sigxfsz`` (`SIG_IGN`, Python's own default, or `SIG_DFL`)."""
+    script = ("import signal, sys\nfrom burnside.burn.binary import run_binary\nfrom burnside.errors import RunError\n"
+              f"signal.signal(signal.SIGXFSZ, signal.{sigxfsz})\n"
               "try:\n    run_binary(sys.argv[1], ['write', '-o', sys.argv[2]], expect_file=sys.argv[2])\n"
               "except RunError as e:\n    print(e)\n")
 
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))  # 1 MiB; the trace is 4 MiB
 
-    proc = subprocess.run([sys.executable, "-c", script, str(endings), str(out)], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-c", script, str(endings), str(out)], capture_output=True, text=True,
                           preexec_fn=limit, timeout=60)
+
+
+def test_a_file_size_limit_is_named_by_the_port_with_the_file_and_the_bytes_and_the_partial_trace_removed(
+        endings, tmp_path):
+    out = tmp_path / "b.safetensors"
+    proc = _write_under_a_size_limit(endings, out, "SIG_IGN")  # Python ignores SIGXFSZ; the port keeps it ignored
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"endings exited with status 1: endings: {out}: larger than the file-size limit "
+                                  "(ulimit -f) or the file system allows: "), proc.stdout
+    assert proc.stdout.endswith(" bytes to write; nothing was written\n") and proc.stdout.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_file_size_limit_is_named_as_sigxfsz_and_the_partial_trace_removed(endings, tmp_path):
+    out = tmp_path / "b.safetensors"
+    proc = _write_under_a_size_limit(endings, out, "SIG_DFL")  # a caller that lets SIGXFSZ kill
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ("endings was killed by SIGXFSZ: a write went past the file-size limit (`ulimit -f`) or "
                            "the disk is full; raise the limit or make room\n")

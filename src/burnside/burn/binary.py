@@ -254,8 +254,12 @@ def _run(command: list[str], timeout: float, progress: StepProgress | None, env:
     timed_out = threading.Event()
     with tempfile.TemporaryFile(mode="w+") as out:
         try:
+            # Popen resets SIGXFSZ to its default in the child; where burnside runs with it ignored (so that a
+            # write past `ulimit -f` is an error, not death), the port keeps it ignored too and says which file
+            # and how many bytes (Rust programs ignore SIGPIPE themselves, the other signal restored)
+            keep = signal.getsignal(signal.SIGXFSZ) == signal.SIG_IGN
             proc = subprocess.Popen(command, stdout=out, stderr=subprocess.PIPE, text=True, errors="replace",
-                                    env=env)
+                                    env=env, restore_signals=not keep)
         except OSError as exc:
             raise RunError(f"cannot run {name}: {exc.strerror or exc}") from None
 

@@ -8,12 +8,14 @@ both a failed build and the programs that are meant not to compile.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -104,7 +106,7 @@ def run_cargo(subcommand: str, args: list[str], cwd: Path, *, what: str, console
             proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True)
         except OSError as exc:
             raise BuildError(f"cannot run cargo ({exc.strerror}); check your Rust installation") from None
-        with Progress(console) as progress:
+        with Progress(console) as progress, _reaped(proc):
             building = progress.activity(f"building {what}")
             assert proc.stdout is not None
             for line in proc.stdout:
@@ -129,6 +131,18 @@ def run_cargo(subcommand: str, args: list[str], cwd: Path, *, what: str, console
         stderr.seek(0)
         err = stderr.read()
     return CargoRun(command, returncode, executables, diagnostics, err, artifacts, rebuilt, time.monotonic() - start)
+
+
+@contextlib.contextmanager
+def _reaped(proc: subprocess.Popen) -> Iterator[None]:
+    """Kill and wait for cargo when the build is left by an exception (Ctrl-C, SIGTERM to burnside alone),
+    so no cargo outlives burnside."""
+    try:
+        yield
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
 
 
 def _failure(result: CargoRun, cwd: Path, what: str) -> BuildError:
