@@ -76,7 +76,13 @@ def main() -> None:
     for each in _STOPPING:
         signal.signal(each, _stop)
     try:
-        app(prog_name="burnside")
+        try:
+            app(prog_name="burnside")
+        except SystemExit:
+            # the command has finished and said so: a signal now (while Python shuts down) changes nothing
+            for each in _STOPPING:
+                signal.signal(each, signal.SIG_IGN)
+            raise
     except Interrupted as stopped:
         _exit_stopped(stopped.signum)
 
