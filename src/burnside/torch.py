@@ -128,7 +128,6 @@ def record(
     written; if the trace then fails, the model may be partly trained, as without ``reference``, and the
     reference files this call wrote are deleted, so no reference is left without its trace.
     """
-    check_model(model)  # before the reference: a model neither run can record is refused before either runs
     loop = {"steps": steps, "loss_fn": loss_fn, "forward": forward, "target": target, "metadata": metadata,
             "clip_grad_norm": clip_grad_norm, "dropout": dropout, "lr_schedule": lr_schedule}
     if reference is None:
