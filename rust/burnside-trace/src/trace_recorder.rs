@@ -43,6 +43,38 @@ pub struct TraceRecorder {
     metadata: BTreeMap<String, String>,
 }
 
+/// Every step's stages in pipeline order: the mark its call leaves, the stage's name, and the call
+/// that records it (closed by its backtick, or followed by where it goes).
+const STAGES: [(&str, &str, &str); 7] = [
+    (
+        "input",
+        "inputs",
+        "recorder.input(step, name, tensor.to_data())` for each tensor of the batch",
+    ),
+    (
+        "params_before",
+        "params_before",
+        "recorder.params_before(step, &model)` before the forward pass",
+    ),
+    ("logits", "logits", "recorder.logits(step, &logits)`"),
+    ("loss", "loss", "recorder.loss(step, &loss)`"),
+    (
+        "grads",
+        "grads",
+        "recorder.grads(step, &model, &grads)` before `optim.step",
+    ),
+    (
+        "params_after",
+        "params_after",
+        "recorder.params_after(step, &model)` on the model `optim.step` returned",
+    ),
+    (
+        "optim",
+        "optimizer state",
+        "recorder.optim(step, &model, &optim)` after `optim.step` (plain SGD records nothing, but the call says the step was taken)",
+    ),
+];
+
 impl TraceRecorder {
     /// A recorder for a loop that uses `optimizer` (its configuration goes into the metadata).
     /// The trace's `device` and `dtype` are those of the parameters it records; its `loss_fn` is
@@ -233,6 +265,7 @@ impl TraceRecorder {
     ) -> Result<(), TraceError> {
         let tensor = HostTensor::from_data(logits.to_data())?;
         self.on.tensor(logits);
+        self.mark(step, "logits");
         self.put(step, "logits", tensor);
         Ok(())
     }
@@ -240,6 +273,7 @@ impl TraceRecorder {
     /// The loss at step `step`; burn's `[1]` becomes the format's 0-d scalar.
     pub fn loss(&mut self, step: usize, loss: &Tensor<1>) -> Result<(), TraceError> {
         let tensor = scalar(loss, "loss")?;
+        self.mark(step, "loss");
         self.put(step, "loss", tensor);
         Ok(())
     }
@@ -290,6 +324,7 @@ impl TraceRecorder {
         }
         // a port with parameter groups records each group's part: the counts add up
         *self.grads_len.entry(step).or_insert(0) += len;
+        self.mark(step, "grads");
         Ok(())
     }
 
@@ -319,51 +354,18 @@ impl TraceRecorder {
         if self.steps == 0 {
             return Err(incomplete("no step recorded".to_string()));
         }
-        let mut grads_len = Vec::with_capacity(self.steps);
         let none = BTreeSet::new();
         for step in 0..self.steps {
             let called = self.called.get(&step).unwrap_or(&none);
-            let missing = |stage: &str, call: &str| {
-                incomplete(format!("step {step} has no {stage}: call `{call}"))
-            };
-            if !called.contains("input") {
-                return Err(missing(
-                    "inputs",
-                    "recorder.input(step, name, tensor.to_data())` for each tensor of the batch",
-                ));
-            }
-            if !called.contains("params_before") {
-                return Err(missing(
-                    "params_before",
-                    "recorder.params_before(step, &model)` before the forward pass",
-                ));
-            }
-            for stage in ["logits", "loss"] {
-                if !self.tensors.contains_key(&format!("step{step}.{stage}")) {
-                    let call = format!("recorder.{stage}(step, &{stage})`");
-                    return Err(missing(stage, &call));
-                }
-            }
-            let len = self.grads_len.get(&step).ok_or_else(|| {
-                missing(
-                    "grads",
-                    "recorder.grads(step, &model, &grads)` before `optim.step",
-                )
-            })?;
-            grads_len.push(*len);
-            if !called.contains("params_after") {
-                return Err(missing(
-                    "params_after",
-                    "recorder.params_after(step, &model)` on the model `optim.step` returned",
-                ));
-            }
-            if !called.contains("optim") {
-                return Err(missing(
-                    "optimizer state",
-                    "recorder.optim(step, &model, &optim)` after `optim.step` (plain SGD records nothing, but the call says the step was taken)",
-                ));
+            if let Some((_, stage, call)) = STAGES.iter().find(|(mark, ..)| !called.contains(mark))
+            {
+                return Err(incomplete(format!(
+                    "step {step} has no {stage}: call `{call}"
+                )));
             }
         }
+        // every step called `grads`, so each has its count
+        let grads_len: Vec<usize> = (0..self.steps).map(|step| self.grads_len[&step]).collect();
         let last = self.steps - 1;
         if !self.tensors.contains_key(&format!("step{last}.loss_after")) {
             return Err(incomplete(format!(
