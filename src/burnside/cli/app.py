@@ -6,6 +6,7 @@ import importlib
 import os
 import signal
 import sys
+import threading
 
 import click
 
@@ -60,6 +61,24 @@ def _stop(signum: int, frame) -> None:
     raise Interrupted(signum)
 
 
+def _unraisable(hook_args) -> None:
+    """A stop that landed in a finalizer (a weakref callback during garbage collection): send it again.
+
+    Python swallows an exception raised inside `__del__` or a weakref callback ("Exception ignored
+    in ...") and carries on, so the run would finish as if never stopped. The signal is sent again,
+    to be raised at the next ordinary line of the run: from another thread, a moment later, since a
+    signal sent from here would be raised inside this hook and swallowed too.
+    """
+    stopped = hook_args.exc_value
+    if isinstance(stopped, Interrupted):
+        signal.signal(stopped.signum, _stop)
+        again = threading.Timer(0.01, os.kill, (os.getpid(), stopped.signum))
+        again.daemon = True
+        again.start()
+        return
+    sys.__unraisablehook__(hook_args)
+
+
 def _stopped_line(signum: int) -> str:
     return "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
 
@@ -75,6 +94,7 @@ def main() -> None:
     """
     for each in _STOPPING:
         signal.signal(each, _stop)
+    sys.unraisablehook = _unraisable
     try:
         try:
             app(prog_name="burnside")

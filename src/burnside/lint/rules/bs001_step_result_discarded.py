@@ -58,6 +58,7 @@ from burnside.lint.step_sites import StepSite, step_sites, strip_wrappers
 from burnside.lint.syntax import (
     SourceUnit,
     arguments_of,
+    enclosing_function,
     method_name,
     receiver_of,
     text,
@@ -93,9 +94,7 @@ def suggested_fix(site: StepSite) -> str:
 
 def _mut_ref_param(node, name: str) -> bool:
     """Whether ``name`` is a `&mut` parameter of the function enclosing ``node`` (a `fn step(model: &mut M)`)."""
-    function = node.parent
-    while function is not None and function.type != "function_item":
-        function = function.parent
+    function = enclosing_function(node)
     parameters = function.child_by_field_name("parameters") if function is not None else None
     for parameter in parameters.named_children if parameters is not None else []:
         pattern, kind = parameter.child_by_field_name("pattern"), parameter.child_by_field_name("type")
