@@ -22,12 +22,21 @@ VERSION_KEY = "burnside.version"
 FORMAT_VERSION = 1
 #: Keys whose safetensors value is JSON text (native JSON in the JSON form).
 JSON_KEYS = frozenset({"steps", "optimizer", "params", "grads_len", "inputs", "buffers", "activations", "modules",
-                       "tied"})
-#: Keys a file of each kind must carry (besides the format and version).
+                       "tied", "layer_inputs", "outputs"})
+#: Keys a file of each kind must carry (besides the format and version). A forward trace (a trace
+#: whose metadata says `kind: forward`) has no optimizer and no gradients.
 REQUIRED = {
     "trace": ("framework", "framework_version", "device", "dtype", "steps", "optimizer", "params", "grads_len"),
+    "forward": ("framework", "framework_version", "device", "dtype", "steps", "params", "kind"),
     "init": ("params", "inputs"),
 }
+#: The values of a trace's `kind`: what it records (absent: training).
+TRACE_KINDS = ("training", "forward")
+
+
+def trace_kind(metadata: Mapping) -> str:
+    """`training` or `forward`: what a trace (already checked) records."""
+    return metadata.get("kind", "training")
 _NUMBERS = ("lr", "eps", "weight_decay", "momentum", "dampening")
 _BOOLS = ("nesterov", "amsgrad")
 _WEIGHT_DECAY_KINDS = ("l2", "decoupled")
@@ -61,7 +70,11 @@ def encode(metadata: Mapping, kind: str) -> dict[str, str]:
 
 def check(path: Path, kind: str, metadata: Mapping, names: Iterable[str]) -> None:
     """Raise TraceError naming the key when ``metadata`` (native form) breaks docs/trace-format.md."""
-    missing = [key for key in REQUIRED[kind] if key not in metadata]
+    if kind == "trace" and "kind" in metadata:
+        if metadata["kind"] not in TRACE_KINDS:
+            raise TraceError(f"{path}: metadata 'kind' must be \"training\" or \"forward\", not {short(metadata['kind'])}")
+    required = REQUIRED["forward" if kind == "trace" and metadata.get("kind") == "forward" else kind]
+    missing = [key for key in required if key not in metadata]
     if missing:
         article = "an" if kind == "init" else "a"
         raise TraceError(f"{path}: metadata lacks the required key{'s' if len(missing) > 1 else ''} "
@@ -77,7 +90,7 @@ def check(path: Path, kind: str, metadata: Mapping, names: Iterable[str]) -> Non
             raise TraceError(f"{path}: metadata {key!r} is the writer's to set, not a metadata entry")
         if key == "steps":
             pass
-        elif key in ("params", "inputs", "buffers", "activations"):
+        elif key in ("params", "inputs", "buffers", "activations", "layer_inputs", "outputs"):
             _check_names(path, key, value)
         elif key == "modules":
             _check_modules(path, value)
@@ -218,4 +231,5 @@ def _check_number(path: Path, where: str, value: object) -> None:
         raise TraceError(f"{path}: {where} must be a finite number, not {short(value)}")
 
 
-__all__ = ["FORMAT_KEY", "FORMAT_VERSION", "JSON_KEYS", "REQUIRED", "VERSION_KEY", "check", "decode", "encode"]
+__all__ = ["FORMAT_KEY", "FORMAT_VERSION", "JSON_KEYS", "REQUIRED", "TRACE_KINDS", "VERSION_KEY", "check", "decode",
+           "encode", "trace_kind"]

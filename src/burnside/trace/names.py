@@ -5,12 +5,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-#: The stages of one training step, in the order they happen.
+#: The stages of one training step (or, in a forward trace, of one batch's forward pass: `layer_inputs`
+#: and `outputs` are its own), in the order they happen.
 STAGES: tuple[str, ...] = (
     "inputs",
     "params_before",
+    "layer_inputs",
     "activations",
     "logits",
+    "outputs",
     "loss",
     "grads",
     "params_after",
@@ -29,7 +32,7 @@ class TensorName:
 
     step: int
     stage: str
-    rest: str  # the input, param, buffer or module name, or `slot.param` for optim; "" for logits/loss
+    rest: str  # the input, param, buffer, module or output name, or `slot.param` for optim; "" for logits/loss
 
     @property
     def slot(self) -> str | None:
@@ -49,8 +52,8 @@ class TensorName:
 
     @property
     def module(self) -> str | None:
-        """The module path of an `activations` tensor (`ln2`, `attn.q`)."""
-        return self.rest if self.stage == "activations" else None
+        """The module path of an `activations` or `layer_inputs` tensor (`ln2`, `attn.q`)."""
+        return self.rest if self.stage in ("activations", "layer_inputs") else None
 
     @property
     def is_shared_start(self) -> bool:
@@ -82,6 +85,6 @@ def order_key(name: str, param_order: dict[str, int]) -> tuple:
     parsed = parse_name(name)
     if parsed is None:
         return (1 << 30, 0, "", 0, name)
-    key = parsed.param if parsed.stage not in ("buffers", "activations") else parsed.rest
+    key = parsed.param if parsed.stage not in ("buffers", "activations", "layer_inputs") else parsed.rest
     rank = param_order.get(key, len(param_order)) if key is not None else 0
     return (parsed.step, STAGE_INDEX[parsed.stage], parsed.slot or "", rank, name)

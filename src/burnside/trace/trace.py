@@ -19,6 +19,7 @@ from burnside.trace.metadata import FORMAT_KEY, FORMAT_VERSION, VERSION_KEY
 from burnside.trace.metadata import check as check_metadata
 from burnside.trace.metadata import decode as decode_metadata
 from burnside.trace.metadata import encode as encode_metadata
+from burnside.trace.metadata import trace_kind
 from burnside.trace.names import order_key
 
 
@@ -76,8 +77,13 @@ class Trace:
 
     @property
     def steps(self) -> int:
-        """Number of training steps recorded."""
+        """Number of training steps recorded (of batches, in a forward trace)."""
         return int(self.metadata.get("steps", 0))
+
+    @property
+    def kind(self) -> str:
+        """`training` (a training loop's steps) or `forward` (forward passes over batches, `record_forward`)."""
+        return trace_kind(self.metadata)
 
     @property
     def framework(self) -> str:
