@@ -78,3 +78,22 @@ def test_a_bad_name_or_a_taken_folder_is_one_line_exit_2(tmp_path, name, error):
     assert proc.stderr.startswith("error: ") and error in proc.stderr and proc.stderr.count("\n") == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"], "nothing written, no staging folder left"
     assert (tmp_path / "taken" / "mine.txt").read_text() == "keep"
+
+
+def test_check_builds_the_port_with_the_cargo_features_it_is_given(recorded_port, tmp_path):
+    # A port whose feature changes what it computes: check builds it with --features, the verdict follows.
+    featured = tmp_path / "featured"
+    subprocess.run(["cp", "-r", str(recorded_port), str(featured)], check=True)
+    manifest = (featured / "Cargo.toml").read_text().replace('"myport"', '"featured"')
+    (featured / "Cargo.toml").write_text(manifest.replace("[dependencies]", "[features]\nhalf-lr = []\n\n[dependencies]"))
+    main = featured / "src" / "main.rs"
+    spec = "OptimizerSpec::adam(1e-2)"
+    assert spec in main.read_text()
+    main.write_text(main.read_text().replace(
+        spec, 'OptimizerSpec::adam(if cfg!(feature = "half-lr") { 5e-3 } else { 1e-2 })'))
+    base = ["check", "--burn-crate", ".", "--bin", "featured", "--torch-trace", "traces/torch.safetensors"]
+    with_feature = burnside(*base, "--features", "half-lr", cwd=featured)
+    assert with_feature.returncode == 1, with_feature.stdout + with_feature.stderr
+    assert "D005" in with_feature.stdout, with_feature.stdout  # the learning rate the port declares differs
+    without = burnside(*base, "--no-default-features", cwd=featured)
+    assert without.returncode == 0, without.stdout + without.stderr

@@ -2,15 +2,21 @@
 
 The contract with the port's binary (rust/README.md, `burnside check --help`):
 
-    BIN --init INIT -o OUT [--steps N] [ARGS...]
+    BIN --init INIT -o OUT [--steps N | --batches N] [ARGS...]
 
 INIT is an init file (`burnside.format = init`: `params.{path}` in PyTorch layout,
 `inputs.{name}` step 0's batch, `step{k}.inputs.{name}` step k's where the batches differ),
-made here from the PyTorch trace's `step0.params_before.*` and `step{k}.inputs.*`. The port loads it with `burnside_trace::InitFile` (which transposes Linear
-weights into burn's layout), trains with the same steps and optimizer, records every stage
-with `burnside_trace::Training` (or call by call with `TraceRecorder`), and writes OUT; `--steps N`
-is the PyTorch trace's step count unless ARGS give it. `rust/cnn` is a complete example, and
-`burnside new` writes one to start from.
+made here from the PyTorch trace's `step0.params_before.*` and `step{k}.inputs.*`. The port loads
+it with `burnside_trace::InitFile` (which transposes Linear weights into burn's layout), trains
+with the same steps and optimizer, records every stage with `burnside_trace::Training` (or call by
+call with `TraceRecorder`), and writes OUT; `--steps N` is the PyTorch trace's step count unless
+ARGS give it. `rust/cnn` is a complete example, and `burnside new` writes one to start from.
+
+A forward trace (`burnside.torch.record_forward`) is checked the same way, with `--batches N`: its
+init file also holds the buffers the model held (`buffers.{name}`: BatchNorm's running statistics)
+and what PyTorch fed each module (`step{k}.layer_inputs.{module}`, for a port that feeds one layer
+PyTorch's own input); the port may load its weights its own way (burn-store from the checkpoint)
+and records its forward passes with `burnside_trace::Inference`.
 """
 
 from __future__ import annotations
@@ -36,37 +42,57 @@ def init_from_trace(trace: Trace, path: Path) -> Path:
 
     Step 0's batch is `inputs.{name}`; when the trace feeds a different batch at some step,
     every step k >= 1 also gets `step{k}.inputs.{name}` (`InitFile::float_input_at(k, ..)`).
+    A forward trace's init file also holds its buffers as loaded (`buffers.{name}`) and each
+    batch's recorded module inputs (`step{k}.layer_inputs.{module}`, `Batch::layer_input`).
     """
-    params = [n.removeprefix("step0.params_before.") for n in trace.names if n.startswith("step0.params_before.")]
-    inputs = [n.removeprefix("step0.inputs.") for n in trace.names if n.startswith("step0.inputs.")]
+    params = _under(trace, "step0.params_before.")
+    inputs = _under(trace, "step0.inputs.")
     if not params or not inputs:
         raise BurnsideError(f"{trace.path}: has no step0.params_before.* or step0.inputs.*, so there is no "
                             "starting point to hand to the burn port")
     tensors = {f"params.{p}": np.array(trace.array(f"step0.params_before.{p}")) for p in params}
     present = set(trace.names)
     batches = [{n: np.array(trace.array(f"step{k}.inputs.{n}")) for n in inputs if f"step{k}.inputs.{n}" in present}
-               for k in range(trace.metadata["steps"])]
+               for k in range(trace.steps)]
     tensors |= batch_tensors(batches)
-    return write_trace(path, tensors, {"params": params, "inputs": inputs}, kind="init")
+    metadata: dict = {"params": params, "inputs": inputs}
+    if trace.kind == "forward":
+        buffers = _under(trace, "step0.buffers.")
+        tensors |= {f"buffers.{b}": np.array(trace.array(f"step0.buffers.{b}")) for b in buffers}
+        layer_inputs = [n for n in trace.names if ".layer_inputs." in n]
+        tensors |= {n: np.array(trace.array(n)) for n in layer_inputs}
+        metadata |= {"buffers": buffers, "layer_inputs": _under(trace, "step0.layer_inputs.")}
+    return write_trace(path, tensors, metadata, kind="init")
+
+
+def _under(trace: Trace, prefix: str) -> list[str]:
+    """The rest of each of ``trace``'s names that start with ``prefix``, in the trace's order."""
+    return [n.removeprefix(prefix) for n in trace.names if n.startswith(prefix)]
 
 
 def record_port(torch_trace: Path, burn_crate: Path, bin_name: str, args: list[str], out_dir: Path,
                 console: Console | None = None, *, out: Path | None = None,
-                progress: StepProgress | None = None) -> Path:
+                progress: StepProgress | None = None, features: list[str] | None = None,
+                no_default_features: bool = False) -> Path:
     """Build ``bin_name`` of the crate at ``burn_crate``, run it from ``torch_trace``'s start; the burn trace.
 
     The init file goes to ``out_dir/init.safetensors``, the trace to ``out`` (default
-    ``out_dir/{bin_name}.burn.safetensors``). ``progress`` is told the steps the port reports
-    (`burnside_trace::step_done`); the build's progress goes to ``console``.
+    ``out_dir/{bin_name}.burn.safetensors``). ``progress`` is told the steps (batches) the port
+    reports (`burnside_trace::step_done`); the build's progress goes to ``console``. ``features``
+    and ``no_default_features`` are the crate's cargo features (`cargo build --features ...`).
     """
     if not (burn_crate / "Cargo.toml").is_file():
         raise BurnsideError(f"{burn_crate}: no Cargo.toml; --burn-crate takes the directory of the port's crate")
     out_dir.mkdir(parents=True, exist_ok=True)
     trace = open_trace(torch_trace)
     init = init_from_trace(trace, out_dir / "init.safetensors")
-    if not any(a == "--steps" or a.startswith("--steps=") for a in args):
-        args = [*args, "--steps", str(trace.steps)]  # as many steps as PyTorch trained
-    binary = build(burn_crate, bins=[bin_name], console=console).executables[bin_name]
+    if not any(a.split("=", 1)[0] in ("--steps", "--batches") for a in args):
+        # as many steps as PyTorch trained, or batches as it ran forward
+        args = [*args, "--batches" if trace.kind == "forward" else "--steps", str(trace.steps)]
+    cargo_args = ["--no-default-features"] if no_default_features else []
+    if features:
+        cargo_args += ["--features", ",".join(features)]
+    binary = build(burn_crate, bins=[bin_name], extra=cargo_args, console=console).executables[bin_name]
     out = out or out_dir / f"{bin_name}.burn.safetensors"
     out.unlink(missing_ok=True)
     run_binary(binary, ["--init", str(init), "-o", str(out), *args], expect_file=out, progress=progress)

@@ -24,17 +24,23 @@ from burnside.progress import Progress
 @click.option("--bin", "bin_name", required=True, help="The port's binary.")
 @click.option("--out-dir", type=click.Path(path_type=Path, file_okay=False), default=Path("burnside-out/check"),
               show_default=True, help="Where the init file and the burn trace go.")
+@click.option("--features", "features", multiple=True, metavar="LIST",
+              help="The crate's cargo features to build with (comma-separated or repeated), as `cargo --features`.")
+@click.option("--no-default-features", is_flag=True, help="Build the crate without its default features.")
 @comparison_options
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def check(torch_trace, burn_crate, bin_name, out_dir, tol, rtol, ulps, tolerances_file, only, reference, as_json,
-          plot, junit, report, args) -> None:
+def check(torch_trace, burn_crate, bin_name, out_dir, features, no_default_features, tol, rtol, ulps,
+          tolerances_file, only, reference, as_json, plot, junit, report, args) -> None:
     """Build a burn port, run it as `BIN --init INIT -o OUT [ARGS]`, compare its trace with PyTorch's.
 
-    The port loads INIT (the PyTorch trace's starting point, and its batch of every step where they
-    differ) with burnside_trace::InitFile and records its steps with burnside_trace::TraceRecorder into
-    OUT; see rust/README.md. Arguments after `--` go to the binary (not -o or --init: the contract's).
-    Record the float64 reference of the same loop with burnside.reference.record_reference and pass it
-    with --reference to tell noise from bugs.
+    A training port loads INIT (the PyTorch trace's starting point, and its batch of every step where
+    they differ) with burnside_trace::InitFile, trains with burnside_trace::Training and writes its trace
+    to OUT, for `--steps N` steps. An inference port, checked against a forward trace
+    (burnside.torch.record_forward), loads its weights its own way (burn-store from the checkpoint, or
+    InitFile, which then also holds the buffers) and runs `--batches N` forward passes with
+    burnside_trace::Inference. See rust/README.md. Arguments after `--` go to the binary (not -o or
+    --init: the contract's). Pass a float64 reference (record(..., reference=PATH) or
+    record_forward(..., reference=PATH)) with --reference to tell noise from bugs.
     """
     say = stderr if as_json else stdout  # progress off stdout when it carries JSON
     taken = sorted({a.split("=", 1)[0] for a in args} & {"-o", "--out", "--init"})
@@ -45,7 +51,9 @@ def check(torch_trace, burn_crate, bin_name, out_dir, tol, rtol, ulps, tolerance
 
     def burn_side(path: Path, torch: Path) -> Path:
         recorded = record_port(torch, burn_crate, bin_name, list(args), out_dir, stderr, out=path,
-                               progress=progress.steps("running the burn port"))
+                               progress=progress.steps("running the burn port"),
+                               features=[f for given in features for f in given.replace(",", " ").split()],
+                               no_default_features=no_default_features)
         say.print(Text(f"burn side: {bin_name} → {recorded}", style="dim"))
         return recorded
 
