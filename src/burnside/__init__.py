@@ -7,7 +7,7 @@ here it is the pipeline's compare (`burnside.parity.compare_with_evidence`: the 
 gathered in the same pass, a reference refused as a side and checked to start where A does), what
 `diagnose` needs; `burnside.compare.compare_traces` only compares.
 
-`record`, `export_init` and `record_reference` need the `torch` extra: they are attributes of the
+`record`, `record_forward`, `export_init` and `record_reference` need the `torch` extra: they are attributes of the
 package, left out of `__all__` so that `from burnside import *` works without torch.
 """
 
@@ -19,6 +19,7 @@ __version__ = "0.1.0"
 _PUBLIC = {
     "export_init": "burnside.torch",
     "record": "burnside.torch",
+    "record_forward": "burnside.torch",
     "record_reference": "burnside.reference",
     "assert_parity": "burnside.testing",
     "Comparison": "burnside.compare",

@@ -10,6 +10,10 @@ where PyTorch uses double, and burn's BatchNorm updates `running_var` with the b
 variance where PyTorch uses the unbiased one. For such a loop a second float64 run with burn's
 arithmetic is recorded next to the reference (a *variant*, named in the reference's metadata),
 so the comparison can tell the framework's own arithmetic from a port's mistake.
+
+A forward trace (`burnside.torch.record_forward`) has its reference too, `record_forward_reference`:
+the same forward passes by a float64 copy of the model. It has no variant: with no optimizer step
+and no running statistics carried into an output, burn's known arithmetic differences never meet it.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from burnside._torch_forward import Forward, batch_list, check_forward_model, record_forward_trace
 from burnside.errors import BurnsideError
 from burnside._torch_loop import active_dropouts, check_model, optimizer_kind, record_trace, same_step
 
@@ -294,5 +299,35 @@ def record_reference(
                         metadata=meta, progress=progress, **extra)
 
 
-__all__ = ["BURN_ADAM", "BURN_BATCHNORM", "has_batchnorm", "has_burn_adam_variant", "record_reference",
-           "reference_files", "variant_name", "variant_path"]
+def record_forward_reference(
+    model: nn.Module,
+    batches: Batch | Sequence[Batch],
+    path: str | Path,
+    *,
+    forward: Forward | None = None,
+    eval: bool = True,  # noqa: A002 (record_forward's argument)
+    activations: bool = True,
+    layer_inputs: bool = True,
+    metadata: Mapping[str, object] | None = None,
+    progress: StepProgress | None = None,
+) -> Path:
+    """Record the float64 reference of `burnside.torch.record_forward`'s forward passes at ``path`` (or pass
+    ``reference=path`` to `record_forward`, which calls this first, with its arguments).
+
+    ``model`` is deep-copied to float64 (the original is untouched), the batches' float tensors converted
+    (integer ones, token ids and labels, kept as they are); the arguments mean what they mean for
+    `record_forward`. The file is a forward trace of dtype float64, marked ``reference: float64`` as a
+    training reference is, so `burnside compare A B --reference` takes it as the referee and refuses it as
+    a side. No variant is recorded: a forward pass meets none of burn's known arithmetic differences
+    (Adam's constants are an optimizer's, BatchNorm's biased variance a running statistic no output reads).
+    """
+    per_batch = batch_list(batches)
+    check_forward_model(model)
+    double = copy.deepcopy(model).double()
+    return record_forward_trace(double, _double_batches(per_batch), path, forward=forward, eval=eval,
+                                activations=activations, layer_inputs=layer_inputs,
+                                metadata={**(metadata or {}), "reference": "float64"}, progress=progress)
+
+
+__all__ = ["BURN_ADAM", "BURN_BATCHNORM", "has_batchnorm", "has_burn_adam_variant", "record_forward_reference",
+           "record_reference", "reference_files", "variant_name", "variant_path"]

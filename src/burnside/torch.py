@@ -14,8 +14,15 @@ in execution order (`activations`, recorded by forward hooks; `activations=False
 off for a big model). With ``reference=PATH``, `record` first records the float64 reference of the same
 loop from the untrained model (`burnside.reference.record_reference`), then trains it.
 
-The loop itself lives in the private `burnside._torch_loop` (shared with `burnside.reference`);
-`record` and `export_init` are this module's API, and the package root's (`burnside.record`).
+`record_forward` records a model's forward passes over a few batches instead (an inference port:
+no optimizer, no gradients), as a forward trace (docs/trace-format.md, "Forward traces"):
+
+    from burnside.torch import record_forward
+    record_forward(model, [{"x": x0}, {"x": x1}], "torch.safetensors", reference="reference.safetensors")
+
+The loops themselves live in the private `burnside._torch_loop` and `burnside._torch_forward` (shared
+with `burnside.reference`); `record`, `record_forward` and `export_init` are this module's API, and the
+package root's (`burnside.record`, `burnside.record_forward`).
 """
 
 from __future__ import annotations
@@ -31,9 +38,10 @@ import torch
 from torch import nn
 
 from burnside import __version__
+from burnside._torch_forward import Forward, batch_list, record_forward_trace
 from burnside._torch_loop import Batch, check_model, default_forward, record_trace, tied_names, to_numpy
 from burnside.errors import BurnsideError
-from burnside.reference import record_reference, reference_files
+from burnside.reference import record_forward_reference, record_reference, reference_files
 from burnside.trace import write_trace
 from burnside.trace.init_batches import batch_tensors
 
@@ -154,6 +162,70 @@ def record(
         raise
 
 
+def record_forward(
+    model: nn.Module,
+    batches: Batch | Sequence[Batch],
+    path: str | Path,
+    *,
+    forward: Forward | None = None,
+    eval: bool = True,  # noqa: A002 (model.eval(): what it means)
+    activations: bool = True,
+    layer_inputs: bool = True,
+    metadata: Mapping[str, object] | None = None,
+    progress: StepProgress | None = None,
+    reference: str | Path | None = None,
+) -> Path:
+    """Run ``model`` forward on each batch, under ``torch.no_grad()``, and write a forward trace at ``path``.
+
+    ``batches`` is one batch (a dict of names to tensors) or a sequence of them, one forward pass each
+    (``step{k}`` is batch k). ``forward(model, batch)`` gives the outputs (default ``model(t)`` for a batch of
+    one tensor, ``model(**batch)`` for several): a tensor (recorded as ``outputs.output``), a tuple or list
+    (``outputs.0``, ``outputs.1``, ...), a dict or a ModelOutput (its keys), nested ones joined by ``.``
+    (``outputs.past.0.1``), None values skipped. Anything else in them (a string, a number, an object) is
+    refused in one line naming it and where it was, before anything is written.
+
+    The trace holds the parameters (``step0.params_before.*``, in the model's dtype) and buffers
+    (``step0.buffers.*``, integer ones as int64) once, as the model holds them before batch 0; each batch's
+    inputs; with ``activations`` every submodule's output (its first tensor), with ``layer_inputs`` every
+    submodule's first tensor input (what it was fed, for a port that isolates one layer; a module fed no tensor
+    has none), each in execution order and named by module path, ``{module}#2`` for a second call in one pass.
+    The metadata says ``kind: forward``, ``mode`` (``eval`` or ``train``), the ``outputs`` names, the recorded
+    modules' classes (``modules``) and shared parameters (``tied``).
+
+    ``eval`` (the default) runs the model in eval mode, ``model.eval()``; ``eval=False`` runs it as it is (a
+    BatchNorm in training mode normalises by the batch's statistics). Either way each submodule's ``training``
+    flag is put back afterwards, and so are the buffers a training-mode pass updated: the model is left as
+    given. Dropout that is on (``eval=False``) is turned off while recording, as `record` does: its masks are
+    random numbers no port draws alike (metadata ``dropout: off``).
+    ``progress`` is told the batches done (`burnside.progress.Progress.steps` draws it).
+
+    With ``reference`` (a path), the float64 reference of the same forward passes is recorded first, exactly as
+    `burnside.reference.record_forward_reference` with these arguments would: a float64 deep copy of the model
+    on the batches with their float tensors as float64 (integer ones as given), a forward trace of dtype
+    float64 marked as a reference (``burnside compare A B --reference`` takes it as the referee), with
+    ``progress`` told its batches as the part ``float64 reference``. A refusal in the reference's run writes
+    nothing; if the trace then fails, the reference this call wrote is deleted.
+    """
+    run = {"forward": forward, "eval": eval, "activations": activations, "layer_inputs": layer_inputs,
+           "metadata": metadata}
+    if reference is None:
+        return record_forward_trace(model, batches, path, progress=progress, **run)
+    if _same_file(reference, path):
+        stem = Path(path).name.removesuffix(".safetensors")
+        raise BurnsideError(f"path and reference= are the same file ({path}): give the trace and the float64 "
+                            f"reference a file each, e.g. reference={stem}.reference.safetensors")
+    per_batch = batch_list(batches)  # one pass of an iterator for the reference's run and the trace's
+    before = _stamp(Path(reference))
+    try:
+        record_forward_reference(model, per_batch, reference, progress=_reference_progress(progress), **run)
+        return record_forward_trace(model, per_batch, path, progress=progress, **run)
+    except BaseException:
+        if _stamp(Path(reference)) != before:  # written by this call
+            with contextlib.suppress(FileNotFoundError):
+                Path(reference).unlink()
+        raise
+
+
 def _same_file(a: str | Path, b: str | Path) -> bool:
     """Whether paths ``a`` and ``b`` name one file (through `..`, links and relative spellings)."""
     return Path(a).resolve() == Path(b).resolve()
@@ -181,4 +253,4 @@ def _reference_progress(progress: StepProgress | None) -> StepProgress | None:
     return told
 
 
-__all__ = ["export_init", "record"]
+__all__ = ["export_init", "record", "record_forward"]

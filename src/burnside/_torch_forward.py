@@ -1,0 +1,302 @@
+"""The PyTorch forward recorder behind `burnside.torch.record_forward` and its float64 reference.
+
+`record_forward_trace` runs a model's forward passes over N batches, with no optimizer and no
+gradients, and writes a forward trace (metadata `kind = forward`, docs/trace-format.md): each
+batch's inputs, the model's parameters and buffers once (as loaded), every submodule's first tensor
+input (`layer_inputs`) and output (`activations`), and the model's outputs, named. A module of its
+own so that `burnside.torch` and `burnside.reference` (which re-runs it in float64) both import it
+and not each other. Users call `burnside.torch.record_forward`; nothing here is public.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from torch import nn
+
+from burnside import __version__
+from burnside._torch_loop import Batch, _dropout_off, _first_tensor, active_dropouts, check_model, tied_names, to_numpy
+from burnside.errors import BurnsideError
+from burnside.trace import tensor_name, write_trace
+
+if TYPE_CHECKING:
+    from burnside.progress import StepProgress
+
+Forward = Callable[[nn.Module, Batch], object]
+
+
+def batch_list(batches: Batch | Sequence[Batch]) -> list[Batch]:
+    """``batches`` as a list of batches (one Mapping is one batch), each a Mapping of names to tensors;
+    anything else is refused in one line."""
+    if isinstance(batches, torch.Tensor):
+        raise BurnsideError(f"batches is a Tensor {list(batches.shape)}, not a batch: give a batch as a dict of "
+                            "names to tensors, e.g. {\"x\": x}, or a list of such dicts (one per forward pass)")
+    if isinstance(batches, Mapping):
+        per_batch = [batches]
+    elif isinstance(batches, (str, bytes)) or not isinstance(batches, (Sequence, Iterator)):
+        raise BurnsideError(f"batches is a {type(batches).__name__}: give one batch (a dict of names to tensors) "
+                            "or a list of them")
+    else:
+        per_batch = list(batches)
+    if not per_batch:
+        raise BurnsideError("record_forward needs at least one batch")
+    for k, batch in enumerate(per_batch):
+        if not isinstance(batch, Mapping):
+            raise BurnsideError(f"batch {k} is a {type(batch).__name__}, not a dict of names to tensors, e.g. "
+                                "{\"x\": x}")
+        for name, value in batch.items():
+            if not isinstance(name, str) or not name:
+                raise BurnsideError(f"batch {k} has the key {name!r}: name each input with a non-empty string")
+            if not isinstance(value, torch.Tensor):
+                raise BurnsideError(
+                    f"batch {k}'s {name!r} is a {type(value).__name__}, not a tensor: a trace records tensors; "
+                    f"pass a setting in forward=, e.g. forward=lambda m, b: m(b[\"x\"], {name}=...)")
+    return per_batch
+
+
+def check_forward_model(model: nn.Module) -> None:
+    """Refuse, in one line, a model no forward trace can record: no parameters, on the meta device or a
+    device the recorder cannot read, bfloat16 (`check_model`; its parameters need not require grad)."""
+    if not isinstance(model, nn.Module):
+        raise BurnsideError(f"model is a {type(model).__name__}, not a torch.nn.Module")
+    if not any(True for _ in model.parameters()):
+        raise BurnsideError(f"the model ({type(model).__name__}) has no parameters: a forward trace checks that a "
+                            "port loads and computes with the model's weights, so there is nothing to check; "
+                            "record a model with at least one nn.Parameter")
+    check_model(model, trainable=False)
+
+
+def default_forward(model: nn.Module, batch: Batch) -> object:
+    """``model(t)`` for a batch of one tensor, ``model(**batch)`` for several."""
+    if len(batch) == 1:
+        return model(next(iter(batch.values())))
+    return model(**batch)
+
+
+def _shown(value: object) -> str:
+    return "None" if value is None else f"a {type(value).__name__}"
+
+
+def output_tensors(output: object, forward: Forward | None, k: int) -> dict[str, torch.Tensor]:
+    """The tensors of what forward pass ``k`` returned, by output name (docs/trace-format.md):
+    one tensor is `output`; a tuple or list `0`, `1`, ...; a dict (a ModelOutput) its keys; nested
+    ones joined with `.`; None values skipped. Anything else is refused in one line naming it and where."""
+    who = "the model's forward" if forward is None else "forward(model, batch)"
+    found: dict[str, torch.Tensor] = {}
+
+    def refuse(value: object, at: str) -> BurnsideError:
+        where = f" at output{at}" if at else ""
+        fix = ("make forward return only the tensors, e.g. forward=lambda m, b: m(**b)[0]" if at
+               else "make forward return the model's output tensors")
+        return BurnsideError(f"{who} returned {_shown(value)}{where} (batch {k}), which a forward trace cannot "
+                             f"record: it records tensors and tuples, lists and dicts of them (None is skipped); {fix}")
+
+    def walk(value: object, name: str, at: str) -> None:
+        if isinstance(value, torch.Tensor):
+            key = name or "output"
+            if key in found:
+                raise BurnsideError(f"{who} returned two outputs both named {key!r} (batch {k}): name each output "
+                                    "once (a dict key holding a '.' can clash with a nested name)")
+            found[key] = value
+        elif value is None and at:
+            return
+        elif isinstance(value, Mapping):
+            for key, item in value.items():
+                walk(item, f"{name}.{key}" if name else str(key), f"{at}[{key!r}]")
+        elif isinstance(value, (tuple, list)):
+            for i, item in enumerate(value):
+                walk(item, f"{name}.{i}" if name else str(i), f"{at}[{i}]")
+        else:
+            raise refuse(value, at)
+
+    walk(output, "", "")
+    if not found:
+        raise BurnsideError(f"{who} returned {_shown(output)} holding no tensor (batch {k}): a forward trace "
+                            "records the model's outputs, so return at least one tensor")
+    return found
+
+
+class _ForwardHooks:
+    """Hooks on every submodule recording, while switched on, its first tensor input (a pre-hook: the
+    input as the module received it, before an in-place layer overwrites it) and its output.
+
+    Keys are module paths; a module called a second time in one forward pass gets `{module}#2`, and
+    its input and output are that call's, as the training recorder names them."""
+
+    def __init__(self, model: nn.Module, *, activations: bool, layer_inputs: bool) -> None:
+        self.activations, self.layer_inputs = activations, layer_inputs
+        self.output_order: list[str] = []
+        self.input_order: list[str] = []
+        self.modules: dict[str, str] = {}
+        self.outputs: dict[str, np.ndarray] | None = None
+        self.inputs: dict[str, np.ndarray] = {}
+        self._calls: dict[str, int] = {}
+        self._open: dict[str, list[str]] = {}
+        self._types = {name: type(module).__name__ for name, module in model.named_modules() if name}
+        self._handles = []
+        for name, module in model.named_modules():
+            if not name:
+                continue
+            self._handles.append(module.register_forward_pre_hook(self._before(name), with_kwargs=True))
+            self._handles.append(module.register_forward_hook(self._after(name)))
+
+    def _before(self, name: str):
+        def hook(_module: nn.Module, args: tuple, kwargs: dict) -> None:
+            if self.outputs is None:
+                return
+            calls = self._calls[name] = self._calls.get(name, 0) + 1
+            key = name if calls == 1 else f"{name}#{calls}"
+            self._open.setdefault(name, []).append(key)
+            if not self.layer_inputs:
+                return
+            tensor = _first_tensor(args)
+            if tensor is None:
+                tensor = next((v for v in kwargs.values() if isinstance(v, torch.Tensor)), None)
+            if tensor is None:
+                return  # a module fed no tensor (a PackedSequence, only settings) has no layer input
+            if key not in self.input_order:
+                self.input_order.append(key)
+                self.modules[key] = self._types[name]
+            self.inputs[key] = to_numpy(tensor)
+        return hook
+
+    def _after(self, name: str):
+        def hook(_module: nn.Module, _args: tuple, output: object) -> None:
+            if self.outputs is None:
+                return
+            stack = self._open.get(name)
+            if not stack:
+                return
+            key = stack.pop()
+            tensor = _first_tensor(output)
+            if not self.activations or tensor is None:
+                return
+            if key not in self.output_order:
+                self.output_order.append(key)
+                self.modules[key] = self._types[name]
+            self.outputs[key] = to_numpy(tensor)
+        return hook
+
+    @contextmanager
+    def batch(self) -> Iterator[tuple[dict[str, np.ndarray], dict[str, np.ndarray]]]:
+        """Record one forward pass: yields (layer inputs, activations), filled as the pass runs."""
+        self.outputs, self.inputs, self._calls, self._open = {}, {}, {}, {}
+        try:
+            yield self.inputs, self.outputs
+        finally:
+            self.outputs = None
+
+    def remove(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+
+
+def record_forward_trace(
+    model: nn.Module,
+    batches: Batch | Sequence[Batch],
+    path: str | Path,
+    *,
+    forward: Forward | None = None,
+    eval: bool = True,  # noqa: A002 (the public argument's name)
+    activations: bool = True,
+    layer_inputs: bool = True,
+    metadata: Mapping[str, object] | None = None,
+    progress: StepProgress | None = None,
+) -> Path:
+    """Run ``model`` forward on each batch and write the forward trace to ``path``.
+
+    `burnside.torch.record_forward` without its ``reference``: the arguments are documented there.
+    """
+    per_batch = batch_list(batches)
+    check_forward_model(model)
+    named = list(model.named_parameters())
+    run = forward if forward is not None else default_forward
+    n = len(per_batch)
+    tensors: dict[str, np.ndarray] = {}
+    for name, p in named:
+        tensors[tensor_name(0, "params_before", name)] = to_numpy(p)
+    for name, b in model.named_buffers():
+        tensors[tensor_name(0, "buffers", name)] = to_numpy(b if b.is_floating_point() else b.long())
+    output_names: list[str] = []
+
+    flags = [(module, module.training) for module in model.modules()]
+    untouched = {name: b.detach().clone() for name, b in model.named_buffers()}
+    if eval:
+        model.eval()
+    active = active_dropouts(model)
+    restore = _dropout_off(model)
+    mode = "train" if model.training else "eval"
+    hooks = _ForwardHooks(model, activations=activations, layer_inputs=layer_inputs) \
+        if activations or layer_inputs else None
+    if progress is not None:
+        progress(0, n)
+    try:
+        with torch.no_grad():
+            for k, batch in enumerate(per_batch):
+                for name, t in batch.items():
+                    tensors[tensor_name(k, "inputs", name)] = to_numpy(t)
+                if hooks is None:
+                    output = run(model, batch)
+                else:
+                    with hooks.batch() as (inputs, outputs):
+                        output = run(model, batch)
+                    for name, value in inputs.items():
+                        tensors[tensor_name(k, "layer_inputs", name)] = value
+                    for name, value in outputs.items():
+                        tensors[tensor_name(k, "activations", name)] = value
+                for name, t in output_tensors(output, forward, k).items():
+                    tensors[tensor_name(k, "outputs", name)] = to_numpy(t)
+                    if name not in output_names:
+                        output_names.append(name)
+                if progress is not None:
+                    progress(k + 1, n)
+    finally:
+        if hooks is not None:
+            hooks.remove()
+        for undo in restore:
+            undo()
+        for module, training in flags:
+            module.training = training
+        with torch.no_grad():  # a training-mode BatchNorm updated its statistics: the model is left as given
+            for name, b in model.named_buffers():
+                if name in untouched:
+                    b.copy_(untouched[name])
+    # the model's dtype and device: its first float parameter's (an integer parameter's dtype is not the model's)
+    first = next((p for _, p in named if p.is_floating_point()), named[0][1])
+    meta: dict[str, object] = {
+        "kind": "forward",
+        "framework": "pytorch",
+        "framework_version": torch.__version__,
+        "device": str(first.device),
+        "dtype": str(first.dtype).removeprefix("torch."),
+        "steps": n,
+        "params": [name for name, _ in named],
+        "mode": mode,
+        "outputs": output_names,
+        "recorder": f"burnside {__version__}",
+    }
+    buffers = [name for name, _ in model.named_buffers()]
+    if buffers:
+        meta["buffers"] = buffers
+    if active:
+        meta["dropout"] = "off"
+    tied = tied_names(model)
+    if tied:
+        meta["tied"] = tied
+    if hooks is not None:
+        if hooks.output_order:
+            meta["activations"] = hooks.output_order
+        if hooks.input_order:
+            meta["layer_inputs"] = hooks.input_order
+        if hooks.modules:
+            meta["modules"] = hooks.modules
+    meta.update(metadata or {})
+    return write_trace(Path(path), tensors, meta)
+
+
+__all__ = ["batch_list", "check_forward_model", "default_forward", "output_tensors", "record_forward_trace"]
