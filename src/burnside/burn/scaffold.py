@@ -4,7 +4,9 @@ The project is a crate (its own workspace) that depends on the `burnside-trace` 
 installed burnside, with burn's features and the Cargo.lock burnside builds with, so its first
 build reuses burn as `burnside run a1` built it in the shared target directory; a PyTorch model
 and the script that records it; a README with the two commands. `burnside check` on it is OK as
-written (tests/burn/test_new_port.py).
+written (tests/burn/test_new_port.py). Two kinds: a training port (`templates/port`: a few
+optimizer steps, `burnside_trace::Training`) and an inference port (`templates/inference`: a
+pretrained checkpoint loaded with burn-store, forward passes with `burnside_trace::Inference`).
 """
 
 from __future__ import annotations
@@ -39,8 +41,13 @@ def _toml_string(path: Path) -> str:
     return str(path).replace("\\", "\\\\").replace('"', '\\"')
 
 
-def new_port(name: str, parent: Path) -> Path:
-    """Write the port project ``parent/name``; its path. Nothing is left behind if it fails."""
+#: The kinds of project `new_port` writes, each its template folder.
+KINDS = {"training": "port", "inference": "inference"}
+
+
+def new_port(name: str, parent: Path, kind: str = "training") -> Path:
+    """Write the port project ``parent/name`` of ``kind`` (a `KINDS` key); its path. Nothing is left
+    behind if it fails."""
     if not _CRATE_NAME.fullmatch(name):
         raise BurnsideError(f"{name!r} is not a crate name: a letter, then letters, digits, '-' or '_' "
                             "(it names the folder, the crate and its binary)")
@@ -52,7 +59,7 @@ def new_port(name: str, parent: Path) -> Path:
     if not (crate / "Cargo.toml").is_file() or not lock.is_file():
         raise BurnsideError(f"{crate}: burnside-trace's sources or the Cargo.lock are missing from this "
                             "burnside installation; reinstall burnside")
-    templates = resources.files("burnside") / "templates" / "port"
+    templates = resources.files("burnside") / "templates" / KINDS[kind]
     parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=parent))
     try:

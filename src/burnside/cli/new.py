@@ -16,14 +16,19 @@ from burnside.cli.output import stdout
 @click.argument("name")
 @click.option("--dir", "parent", type=click.Path(path_type=Path, file_okay=False), default=Path("."),
               show_default=True, help="The folder to make the project in.")
-def new(name: str, parent: Path) -> None:
+@click.option("--inference", is_flag=True,
+              help="An inference port: a pretrained checkpoint loaded with burn-store, forward passes checked.")
+def new(name: str, parent: Path, inference: bool) -> None:
     """Write a port project NAME: a burn crate (src/main.rs) depending on burnside-trace, the PyTorch
     model it ports (model.py) and the script that records it (record.py), checked OK as written.
 
+    A training port by default (a few optimizer steps); with --inference, a port that loads the
+    PyTorch checkpoint record.py saves, as production code does, and is checked forward only.
     Replace the model on both sides with yours; README.md in the project has the two commands.
     """
-    dest = new_port(name, parent)
+    dest = new_port(name, parent, "inference" if inference else "training")
     stdout.print(Text(f"wrote {dest}: Cargo.toml, src/main.rs, model.py, record.py, README.md"))
     stdout.print(Text("next:", style="bold"))
-    stdout.print(Text(f"  cd {dest}\n  python record.py\n  burnside check --burn-crate . --bin {name} "
-                      "--torch-trace traces/torch.safetensors --reference traces/reference.safetensors"))
+    command = (f"  cd {dest}\n  python record.py\n  burnside check --burn-crate . --bin {name} "
+               "--torch-trace traces/torch.safetensors --reference traces/reference.safetensors")
+    stdout.print(Text(command + (" -- --checkpoint checkpoint/model.pt" if inference else "")))

@@ -1,0 +1,67 @@
+//! The burn port of `model.py` for inference, checked by `burnside check` (see README.md).
+//!
+//! Replace `Model` with your model: the same layers as the PyTorch module, with fields named as
+//! its attributes (burn-store loads PyTorch's tensors by those names), and `forward` recording each
+//! layer's output with `tap.activation("<PyTorch module path>", &x)`.
+
+use burn::module::Module;
+use burn::nn::{BatchNorm, BatchNormConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
+use burn::store::{ModuleSnapshot, PytorchStore};
+use burn::tensor::activation::gelu;
+use burn::tensor::{Device, Tensor};
+use burnside_trace::{Inference, InitFile, PortArgs, Tap, TraceError, UsageError};
+
+#[derive(Module, Debug)]
+struct Model {
+    fc1: Linear,
+    bn: BatchNorm,
+    norm: LayerNorm,
+    head: Linear,
+}
+
+impl Model {
+    fn new(device: &Device) -> Self {
+        Self {
+            fc1: LinearConfig::new(6, 16).init(device),
+            bn: BatchNormConfig::new(16).init(device),
+            norm: LayerNormConfig::new(16).init(device),
+            head: LinearConfig::new(16, 4).init(device),
+        }
+    }
+
+    fn forward(&self, x: Tensor<2>, mut tap: Tap) -> Result<Tensor<2>, TraceError> {
+        let x = self.fc1.forward(x);
+        tap.activation("fc1", &x)?;
+        let x = self.bn.forward(x);
+        tap.activation("bn", &x)?;
+        let x = gelu(x);
+        tap.activation("act", &x)?;
+        let x = self.norm.forward(x);
+        tap.activation("norm", &x)?;
+        let x = self.head.forward(x);
+        tap.activation("head", &x)?;
+        Ok(x)
+    }
+}
+
+fn main() {
+    burnside_trace::run_port("{crate}", |mut args: PortArgs| {
+        let checkpoint = args
+            .value("--checkpoint")?
+            .ok_or_else(|| UsageError("missing --checkpoint PATH (the .pt the model loads)".into()))?;
+        args.finish()?;
+        // Inference: a device without autodiff, so BatchNorm uses its running statistics and
+        // dropout is off, as PyTorch's model.eval() does.
+        let device = Device::default();
+        let init = InitFile::read(&args.init)?; // the batches PyTorch ran
+        // Loaded as production loads it: burn-store reads the PyTorch checkpoint (Linear weights
+        // transposed, names matched); burnside then compares what was loaded with PyTorch's, bit for bit.
+        let mut model = Model::new(&device);
+        model.load_from(&mut PytorchStore::from_file(checkpoint))?;
+        Inference::new().run(&args, &init, &device, &model, |model, batch| {
+            let x = batch.float_input::<2>("x")?; // the batch PyTorch ran, bit for bit
+            Ok(model.forward(x, batch.tap())?)
+        })?;
+        Ok(())
+    });
+}
