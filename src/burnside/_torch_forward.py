@@ -79,7 +79,10 @@ def default_forward(model: nn.Module, batch: Batch) -> object:
 
 
 def _shown(value: object) -> str:
-    return "None" if value is None else f"a {type(value).__name__}"
+    if value is None:
+        return "None"
+    kind = type(value).__name__
+    return f"{'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind}"
 
 
 def output_tensors(output: object, forward: Forward | None, k: int) -> dict[str, torch.Tensor]:
