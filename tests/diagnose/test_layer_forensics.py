@@ -130,8 +130,9 @@ def test_a_layernorm_after_a_residual_sum_is_not_measured(tmp_path):
     assert comparison.evidence.layer is None and not found, "the activation before it (fc) is not its input: say nothing"
 
 
-def test_a_side_the_formula_does_not_reproduce_is_not_guessed_at(tmp_path):
-    """B's BatchNorm in eval mode normalizes with the running statistics: no epsilon explains it."""
+def test_a_batchnorm_in_eval_mode_in_a_training_step_is_named_by_its_statistics(tmp_path):
+    """B's BatchNorm in eval mode normalizes with the running statistics: D015 names it, D011 compares
+    no epsilon fitted under other statistics."""
 
     def forward(model, batch):
         model.norm.eval()
@@ -140,6 +141,11 @@ def test_a_side_the_formula_does_not_reproduce_is_not_guessed_at(tmp_path):
     comparison, found = _compare(tmp_path, lambda: Net("bn"), lambda: Net("bn"), forward_b=forward)
     assert comparison.first_divergence.name == "step0.activations.norm"
     layer = comparison.evidence.layer
+    assert layer.measured["a"]["statistics"] == "batch" and layer.measured["b"]["statistics"] == "running"
     assert layer.measured["a"]["epsilon"] == pytest.approx(1e-5, rel=0.05)
-    assert "epsilon" not in layer.measured["b"] and layer.residuals["b"]["epsilon"] > 1e-3
-    assert not layer.differing() and not found
+    assert layer.residuals["b"]["batch"] > 1e-3 and layer.residuals["b"]["running"] < 1e-5
+    assert layer.differing() == [("statistics", "batch", "running")] and not found
+    (d015,) = [d for d in diagnose(comparison) if d.rule == "D015"]
+    assert "B (pytorch)'s BatchNorm runs in eval mode" in d015.evidence
+    assert "model.train()" in d015.fix
+    assert not [d for d in diagnose(comparison) if d.rule == "D010"]

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from burnside.forensics.dropout import measure_dropout
 from burnside.forensics.evidence import Evidence
 from burnside.forensics.layers import measure_layer
 from burnside.forensics.optimizer import measure_optimizer
 from burnside.forensics.repeated_batch import find_repeated_batch
-from burnside.trace import Trace
+from burnside.trace import Trace, parse_name
 
 if TYPE_CHECKING:
     from burnside.compare.comparison import Comparison
@@ -31,9 +32,24 @@ class Forensics:
         self.evidence.optimizer_b = measure_optimizer(b)
 
     def finish(self, a: Trace, b: Trace, comparison: Comparison) -> None:
-        """After the last tensor: a repeated batch, the layer at the first divergence (one layer at one step)."""
+        """After the last tensor: a repeated batch, the layer at the first divergence (one layer at one step),
+        and a dropout on for one side there."""
         self.evidence.repeated_batch = find_repeated_batch(a, b, [r.name for r in comparison.start_mismatch])
-        first = comparison.first_divergence
+        first = first_layer_divergence(a, comparison)
         if first is not None:
-            self.evidence.layer = measure_layer(a, b, first.name)
+            self.evidence.layer = measure_layer(a, b, first)
+            self.evidence.dropout = measure_dropout(a, b, first)
         comparison.evidence = self.evidence
+
+
+def first_layer_divergence(a: Trace, comparison: Comparison) -> str | None:
+    """The earliest tensor where the two sides part: the first row out of tolerance, or an earlier layer
+    output whose shape differs (a convolution's stride or padding: nothing after it compares)."""
+    first = comparison.first_divergence
+    candidates = [first.name] if first is not None else []
+    candidates += [p.name for p in comparison.structure if p.what == "shape"
+                   and (parsed := parse_name(p.name)) is not None and parsed.stage == "activations"]
+    if not candidates:
+        return None
+    position = {name: i for i, name in enumerate(a.names)}
+    return min(candidates, key=lambda name: position.get(name, len(position)))

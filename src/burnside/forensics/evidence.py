@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from burnside.forensics.dropout import DropoutForensics
 from burnside.forensics.layers import LayerForensics
 from burnside.forensics.optimizer import OptimizerForensics
 from burnside.forensics.repeated_batch import RepeatedBatch
@@ -16,7 +17,8 @@ if TYPE_CHECKING:
 @dataclass
 class Evidence:
     """The forensics of one comparison: each side's optimizer as its updates show it, the settings of
-    the layer at the first divergence, and a side that fed step 0's batch again."""
+    the layer at the first divergence, a dropout on for one side there, and a side that fed step 0's
+    batch again."""
 
     #: the optimizer each trace's own updates show (replay and measured settings)
     optimizer_a: OptimizerForensics | None = None
@@ -26,6 +28,8 @@ class Evidence:
     layer: LayerForensics | None = None
     #: one side fed step 0's batch again where the other fed another (D006 says which steps)
     repeated_batch: RepeatedBatch | None = None
+    #: a dropout on for one side only, at the first divergence (one side's values the other's zeroed or scaled)
+    dropout: DropoutForensics | None = None
 
     def optimizer(self, side: str) -> OptimizerForensics | None:
         """Side "a"'s or "b"'s optimizer forensics."""

@@ -1,12 +1,18 @@
 """Layer forensics: the settings the layer at the first divergence ran with, measured from each side's tensors.
 
-Only the layer at the first divergence is measured, at that one step. Its input is the
-activation recorded just before it in A's execution order (metadata `activations`), which is
-its input only when the model is sequential there; so each measurement is first validated on
-side A: the layer's formula with A's measured setting must reproduce A's own output to near
-rounding (`layer_fit.VALID`), otherwise nothing is measured (a residual connection feeds the layer).
+Only the layer at the first divergence is measured, at that one step. Its input is what A
+recorded feeding it (`step{k}.layer_inputs.{module}`, a forward trace from
+`burnside.torch.record_forward`), wherever the layer sits; without it, the activation recorded just
+before it in A's execution order (metadata `activations`), which is its input only when the model is
+sequential there. Side B is measured from its own recorded input when it has one; a burn port's
+trace has none, and B's layer is then measured from A's recorded input, which is what B's layer
+receives when everything before it agrees (the first divergence is there). Each measurement is
+first validated on side A: the layer's formula with A's measured setting must reproduce A's own
+output to near rounding (`layer_fit.VALID`), otherwise nothing is measured (a residual connection
+feeds the layer and its input is not recorded).
 
-The formulas: BatchNorm, LayerNorm and GELU in `norms`, LSTM and GRU re-run in `recurrent`.
+The formulas: BatchNorm, LayerNorm, GroupNorm and GELU in `norms`, LSTM and GRU re-run in
+`recurrent`, Conv1d and Conv2d in `conv`.
 """
 
 from __future__ import annotations
@@ -16,11 +22,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from burnside.forensics import norms, recurrent
+from burnside.forensics import conv, norms, recurrent
 from burnside.forensics.layer_fit import FLOATS, Fit
 from burnside.trace import Trace, parse_name
 
-_KINDS = (*norms.KINDS, *recurrent.KINDS)
+_KINDS = (*norms.KINDS, *recurrent.KINDS, *conv.KINDS)
+#: Settings another rule names: D015 names BatchNorm's statistics (training mode on one side).
+OWN_RULE = ("statistics",)
 
 
 @dataclass
@@ -30,14 +38,17 @@ class LayerForensics:
     module: str  # `bn`, `mlp.act`
     kind: str  # A's class of it: `BatchNorm2d`, `LayerNorm`, `GELU`
     step: int
-    input: str  # the activation read as the layer's input
+    input: str  # the tensor read as the layer's input: its `layer_inputs`, or the activation before it
     #: side ("a", "b") -> setting -> value: `epsilon`, `momentum` (floats), `gelu` ("erf" or "tanh"),
-    #: `layout` ("seq-first" or "batch-first")
+    #: `layout` ("seq-first" or "batch-first"), `statistics` ("batch" or "running", BatchNorm),
+    #: `groups` (GroupNorm), `stride`, `padding`, `dilation` (convolutions: "2" or "(2, 1)")
     measured: dict[str, dict[str, float | str]] = field(default_factory=dict)
     #: side -> what -> relative residual of the formula: `epsilon`/`momentum` with the side's measured
     #: value, `erf`/`tanh` for each GELU form, `seq-first`/`batch-first` for each reading; on B also `epsilon_at_a`/`momentum_at_a`, B's own
     #: tensors with A's measured value
     residuals: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: B's layer was measured from A's recorded input (B's trace records none)
+    input_from_a: bool = False
 
     def differing(self) -> list[tuple[str, float | str, float | str]]:
         """(setting, A's value, B's value) for each setting measured on both sides that differs: the
@@ -45,6 +56,9 @@ class LayerForensics:
         difference within the fit's own resolution is none)."""
         a, b = self.measured.get("a", {}), self.measured.get("b", {})
         fits = self.residuals.get("b", {})
+        if a.get("statistics", "") != b.get("statistics", ""):
+            # a BatchNorm normalising with other statistics on each side: its epsilons are not comparable
+            return [("statistics", a["statistics"], b["statistics"])] if "statistics" in a and "statistics" in b else []
         return [(key, a[key], b[key]) for key in a
                 if key in b and _differs(key, a[key], b[key])
                 and (isinstance(a[key], str) or fits.get(f"{key}_at_a", math.inf) > 10 * fits.get(key, 0.0))]
@@ -52,7 +66,7 @@ class LayerForensics:
     def to_dict(self) -> dict:
         """For `--json`."""
         return {"module": self.module, "kind": self.kind, "step": self.step, "input": self.input,
-                "measured": self.measured, "residuals": self.residuals,
+                "input_from_a": self.input_from_a, "measured": self.measured, "residuals": self.residuals,
                 "differing": [list(d) for d in self.differing()]}
 
 
@@ -66,6 +80,9 @@ def _differs(key: str, a: float | str, b: float | str) -> bool:
 
 
 def _input_name(a: Trace, step: int, module: str) -> str | None:
+    recorded = f"step{step}.layer_inputs.{module}"
+    if recorded in a:
+        return recorded
     order = a.metadata.get("activations")
     if not isinstance(order, list) or module not in order:
         return None
@@ -80,9 +97,9 @@ def _input_name(a: Trace, step: int, module: str) -> str | None:
 def measure_layer(a: Trace, b: Trace, first: str) -> LayerForensics | None:
     """Measure the layer at the first divergence ``first`` on both sides, or None.
 
-    None when that row is not a BatchNorm's, LayerNorm's, GELU's, LSTM's or GRU's output (or a
-    BatchNorm's running statistic), when its input is not recorded on A, or when A's own output is not
-    reproduced from that input by the layer's formula with any setting.
+    None when that row is not a BatchNorm's, LayerNorm's, GroupNorm's, GELU's, LSTM's, GRU's, Conv1d's or
+    Conv2d's output (or a BatchNorm's running statistic), when its input is not recorded on A, or when
+    A's own output is not reproduced from that input by the layer's formula with any setting.
     """
     parsed = parse_name(first)
     modules = a.metadata.get("modules")
@@ -102,16 +119,20 @@ def measure_layer(a: Trace, b: Trace, first: str) -> LayerForensics | None:
     if source is None:
         return None
     result = LayerForensics(module, kind, k, source)
+    result.input_from_a = source not in b and parse_name(source).stage == "layer_inputs"
     for side, trace in (("a", a), ("b", b)):
+        inputs = a if side == "b" and result.input_from_a else trace
         measured: dict[str, float | str] = {}
         residuals: dict[str, float] = {}
         against = result.measured.get("a", {})
         with np.errstate(all="ignore"):  # a NaN or an overflow in a trace fails the fit, no more
             fit = Fit(measured, residuals, against)
             if kind in recurrent.KINDS:
-                recurrent.measure_recurrent(trace, kind, module, k, source, fit)
+                recurrent.measure_recurrent(trace, kind, module, k, source, fit, inputs)
+            elif kind in conv.KINDS:
+                conv.measure_conv(trace, kind, module, k, source, fit, inputs)
             else:
-                norms.measure_norm_or_activation(trace, kind, module, k, source, fit)
+                norms.measure_norm_or_activation(trace, kind, module, k, source, fit, inputs)
         if side == "a" and not measured:
             return None  # A's own layer is not reproduced from this input: not a sequential layer
         result.measured[side], result.residuals[side] = measured, residuals

@@ -50,12 +50,15 @@ def _run_recurrent(kind: str, x: np.ndarray, weights: dict[str, np.ndarray], suf
     return out
 
 
-def measure_recurrent(trace: Trace, kind: str, module: str, k: int, source: str, fit: Fit) -> None:
-    """Which axis the layer reads as time: the reading whose re-run reproduces the output."""
+def measure_recurrent(trace: Trace, kind: str, module: str, k: int, source: str, fit: Fit,
+                      inputs: Trace | None = None) -> None:
+    """Which axis the layer reads as time: the reading whose re-run reproduces the output; the input
+    ``source`` read from ``inputs`` (default: ``trace`` itself)."""
+    inputs = trace if inputs is None else inputs
     output = f"step{k}.activations.{module}"
-    if source not in trace or output not in trace:
+    if source not in inputs or output not in trace:
         return
-    x_shape, y_shape = trace.info(source).shape, trace.info(output).shape
+    x_shape, y_shape = inputs.info(source).shape, trace.info(output).shape
     if len(x_shape) != 3 or len(y_shape) != 3 or x_shape[:2] != y_shape[:2] or math.prod(x_shape) > RECURRENT_ELEMENTS:
         return
     prefix = f"step{k}.params_before.{module}."
@@ -63,7 +66,7 @@ def measure_recurrent(trace: Trace, kind: str, module: str, k: int, source: str,
     if any("_l0" not in n for n in names):
         return  # a stacked layer (`_l1`, ...): its input is not the first layer's, no single formula
     weights = {n: w for n in names if (w := read(trace, prefix + n)) is not None}
-    x, y = read(trace, source), read(trace, output)
+    x, y = read(inputs, source), read(trace, output)
     if x is None or y is None:
         return
 

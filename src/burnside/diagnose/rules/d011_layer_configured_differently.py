@@ -1,17 +1,23 @@
 """D011 layer configured differently.
 
 ## What it does
-When the first divergence is a BatchNorm's, LayerNorm's, GELU's, LSTM's or GRU's output (or
-a BatchNorm's running statistics), measures that layer's settings on each side from that side's own
-recorded tensors at that step: its input (the activation recorded before it), its output,
-its weight and bias, its running mean before and after. BatchNorm and LayerNorm: the
-epsilon that reproduces the output, BatchNorm's momentum from the running mean; GELU:
-whether the exact erf form or the tanh approximation reproduces it; LSTM and GRU (one
-layer, one or both directions): which axis the layer reads as time, from re-running it with
-its own weights both ways. It names the settings
-that differ, with both measured values. The measurement is only made when the layer's
-formula reproduces side A's own output from that input (a sequential layer); a layer fed
-by a residual connection is not measured, and the rule says nothing.
+When the first divergence is a BatchNorm's, LayerNorm's, GroupNorm's, GELU's, LSTM's, GRU's,
+Conv1d's or Conv2d's output (or a BatchNorm's running statistics), or a convolution's output
+shape differs, measures that layer's settings on each side from the recorded tensors at that step:
+its input, its output, its weight and bias, its running statistics. The input is what the PyTorch
+side recorded feeding the layer (`layer_inputs`, a forward trace from
+`burnside.torch.record_forward`), wherever the layer sits; B's layer is measured from that same
+input when B's trace records none (the layers before agree, so B's layer received it); without
+`layer_inputs`, the activation recorded before the layer. BatchNorm (with the statistics it
+normalises by), LayerNorm and GroupNorm: the epsilon that reproduces the output (GroupNorm's
+number of groups too), BatchNorm's momentum from the running mean; GELU: whether the exact erf form
+or the tanh approximation reproduces it; LSTM and GRU (one layer, one or both directions): which
+axis the layer reads as time, from re-running it with its own weights both ways; Conv1d and
+Conv2d: the stride, padding and dilation that give the output's shape, confirmed by re-running the
+convolution with its own weights. It names the settings that differ, with both measured values.
+The measurement is only made when the layer's formula reproduces side A's own output from that
+input; a layer fed by a residual connection whose input is not recorded is not measured, and the
+rule says nothing.
 
 ## Why is this bad?
 burn's and PyTorch's layer defaults agree (epsilon 1e-5, momentum 0.1, exact GELU), but
@@ -30,6 +36,7 @@ let bn = BatchNormConfig::new(64).with_epsilon(1e-3).with_momentum(0.9).init(&de
 let ln = LayerNormConfig::new(512).with_epsilon(1e-6).init(&device);
 let h = gelu_approximate(self.fc1.forward(x)); // PyTorch: nn.GELU()
 let lstm = LstmConfig::new(32, 64, true).init(&device); // PyTorch: nn.LSTM(32, 64), [seq, batch, 32]
+let conv = Conv2dConfig::new([3, 16], [3, 3]).init(&device); // PyTorch: nn.Conv2d(3, 16, 3, padding=1)
 ```
 
 ## Use instead
@@ -38,6 +45,9 @@ let bn = BatchNormConfig::new(64).with_epsilon(1e-5).with_momentum(0.1).init(&de
 let ln = LayerNormConfig::new(512).with_epsilon(1e-5).init(&device);
 let h = gelu(self.fc1.forward(x)); // burn::tensor::activation::gelu: the exact erf form
 let lstm = LstmConfig::new(32, 64, true).with_batch_first(false).init(&device);
+let conv = Conv2dConfig::new([3, 16], [3, 3])
+    .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
+    .init(&device);
 ```
 """
 
@@ -45,6 +55,8 @@ from __future__ import annotations
 
 from burnside.compare import Comparison
 from burnside.forensics import evidence_of
+from burnside.forensics.conv import parse_setting
+from burnside.forensics.layers import OWN_RULE
 from burnside.diagnose.diagnosis import Diagnosis
 from burnside.rule import Severity
 
@@ -82,14 +94,35 @@ def _fix(kind: str, setting: str, wanted: float | str) -> str:
         return (f"run the {kind} over the second axis, as side A (PyTorch's batch_first=True): burn's Lstm, BiLstm, "
                 "Gru and BiGru read [batch, seq, features] by default; drop `with_batch_first(false)` or the "
                 "`swap_dims(0, 1)` around the layer")
+    if setting == "groups":
+        return f"build the GroupNorm with {wanted} groups, as side A: `GroupNormConfig::new({wanted}, channels)`"
     value = _literal(float(wanted))
     if kind.startswith("BatchNorm") and setting == "momentum":
         return (f"build the {kind} with momentum {value}: `BatchNormConfig::new(channels).with_momentum({value})`; "
                 "burn's momentum means what PyTorch's does, the weight of the batch statistic "
                 "(running = (1 - momentum) * running + momentum * batch), while TensorFlow's and Keras' momentum "
                 "(0.99) is the weight of the old running value: convert it as 1 - that")
-    config = "BatchNormConfig::new(channels)" if kind.startswith("BatchNorm") else "LayerNormConfig::new(d_model)"
+    config = ("BatchNormConfig::new(channels)" if kind.startswith("BatchNorm") else
+              "GroupNormConfig::new(groups, channels)" if kind == "GroupNorm" else "LayerNormConfig::new(d_model)")
     return f"build the {kind} with epsilon {value}, as side A: `{config}.with_epsilon({value})`"
+
+
+_CONV = ("stride", "padding", "dilation")
+
+
+def _conv_fix(kind: str, settings: dict[str, str]) -> str:
+    """burn's config call with side A's convolution settings."""
+    stride, padding, dilation = (parse_setting(settings[name]) for name in _CONV)
+    if kind == "Conv1d":
+        call = (f"Conv1dConfig::new(channels_in, channels_out, kernel_size).with_stride({stride[0]})"
+                f".with_padding(PaddingConfig1d::Explicit({padding[0]}, {padding[0]})).with_dilation({dilation[0]})")
+    else:
+        call = (f"Conv2dConfig::new([channels_in, channels_out], kernel_size).with_stride({list(stride)})"
+                f".with_padding(PaddingConfig2d::Explicit({padding[0]}, {padding[1]}, {padding[0]}, {padding[1]}))"
+                f".with_dilation({list(dilation)})")
+    return (f"build the {kind} with side A's stride {settings['stride']}, padding {settings['padding']} and dilation "
+            f"{settings['dilation']}: `{call}` (burn's defaults are stride 1, no padding (`Valid`), dilation 1, as "
+            "PyTorch's are)")
 
 
 def check(comparison: Comparison) -> list[Diagnosis]:
@@ -101,15 +134,53 @@ def check(comparison: Comparison) -> list[Diagnosis]:
     a, b = comparison.side_name("a"), comparison.side_name("b")
     where = f"{layer.module} ({layer.kind}) at step {layer.step}"
     output = f"step{layer.step}.activations.{layer.module}"
-    sources = {"momentum": f"from each side's own {layer.input} (the layer's input: its batch mean) and its "
+    if layer.input_from_a:
+        own = (f"{layer.input} (the layer's input as A recorded it, which B's layer receives since everything "
+               "before it agrees)")
+    else:
+        own = f"each side's own {layer.input} (the layer's input)"
+    sources = {"momentum": f"from {own}, its batch mean, and each side's "
                            f"running_mean before and after step {layer.step}",
-               "epsilon": f"from each side's own {layer.input} (the layer's input), {output} and its weight and bias",
-               "gelu": f"from each side's own {layer.input} (the layer's input) and {output}",
-               "layout": f"by re-running the layer both ways on each side's own {layer.input} (the layer's input) "
-                         f"with its own weights at step {layer.step}, against {output}"}
+               "epsilon": f"from {own}, {output} and its weight and bias",
+               "groups": f"from {own}, {output} and its weight and bias",
+               "gelu": f"from {own} and {output}",
+               "layout": f"by re-running the layer both ways on {own} with its own weights at step {layer.step}, "
+                         f"against {output}"}
     formulas = {"epsilon": "the layer's formula", "momentum": "the running-mean update"}
     targets = {"epsilon": "B's output", "momentum": "B's running mean"}
-    for setting, on_a, on_b in layer.differing():
+    differing = [d for d in layer.differing() if d[0] not in OWN_RULE]
+    conv = [d for d in differing if d[0] in _CONV]
+    if conv:
+        ma, mb = layer.measured["a"], layer.measured["b"]
+        ra, rb = layer.residuals["a"], layer.residuals["b"]
+        shapes = ""
+        rows = [r for r in comparison.structure if r.name == output and r.what == "shape"]
+        if rows:
+            shapes = f"; the output shapes differ ({rows[0].a} on A, {rows[0].b} on B), B's is what its settings give"
+        at_a = rb.get("conv_at_a", float("inf"))
+        missed = ("A's settings do not give B's output shape" if at_a == float("inf")
+                  else f"B's output with A's settings misses by {at_a:.2g}, relative")
+        found.append(Diagnosis(
+            ID, TITLE,
+            f"{where}: {a} computes it with " + ", ".join(f"{n} {ma[n]}" for n in _CONV) +
+            f" (relative residual {ra['conv']:.2g}), {b} with " + ", ".join(f"{n} {mb[n]}" for n in _CONV) +
+            f" (residual {rb['conv']:.2g}), measured by re-running the convolution on {own} with its own weight "
+            f"and bias against {output}: the settings that give each side's output shape, confirmed by value"
+            f"{shapes}; {missed}",
+            _conv_fix(layer.kind, {n: str(ma[n]) for n in _CONV})))
+    for setting, on_a, on_b in differing:
+        if setting in _CONV:
+            continue
+        if setting == "groups":
+            found.append(Diagnosis(
+                ID, TITLE,
+                f"{where}: {a} normalises over {on_a} groups of channels, {b} over {on_b} (the number of groups "
+                f"whose formula reproduces each side's output, within {layer.residuals['a']['epsilon']:.2g} and "
+                f"{layer.residuals['b']['epsilon']:.2g}, relative, measured {sources[setting]})",
+                _fix(layer.kind, setting, on_a)))
+            continue
+        if setting == "epsilon" and "groups" in [d[0] for d in differing]:
+            continue  # an epsilon under other groups says nothing of A's
         if setting in ("gelu", "layout"):
             res_a, res_b = layer.residuals["a"], layer.residuals["b"]
             evidence = (f"{where}: {a} computes {_FORMS[str(on_a)]} (relative residual {res_a[str(on_a)]:.2g}; "

@@ -7,6 +7,12 @@ recorded before it agrees, or a forward row of a comparison where a trace says i
 recorded with dropout on (`record(..., dropout=True)`: metadata `dropout: on: ...`), says
 that the difference is the dropout's random mask, and how to compare with dropout off.
 
+When one side's values there are the other's, elementwise, either zeroed or scaled by one
+common factor 1/(1 - p) (at a dropout's output, a module holding one, or the layer after one),
+in a model that has a dropout, it measures p and names the side whose dropout is on: in a
+forward trace, a dropout active at inference (burn's `Dropout` is on whenever its input is on
+an autodiff device and the module is in training mode; PyTorch's until `model.eval()`).
+
 ## Why is this bad?
 In training mode a dropout layer zeroes a random subset of its input, drawn from the
 framework's own random number generator. PyTorch's and burn's generators, seeds and
@@ -31,6 +37,8 @@ from __future__ import annotations
 
 from burnside.compare import Comparison
 from burnside.diagnose.diagnosis import Diagnosis
+from burnside.forensics import evidence_of
+from burnside.forensics.dropout import DROPOUT
 from burnside.rule import Severity
 from burnside.trace import parse_name
 
@@ -38,9 +46,6 @@ ID = "D013"
 NAME = "dropout-mask"
 TITLE = "dropout masks differ"
 SEVERITY = Severity.ERROR
-
-#: PyTorch's dropout module classes.
-DROPOUT = ("Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout")
 
 
 def recorded_with_dropout(comparison: Comparison) -> list[tuple[str, str]]:
@@ -58,8 +63,10 @@ def is_dropout_divergence(comparison: Comparison) -> bool:
     comparison where a side was recorded with dropout on."""
     first = comparison.first_divergence
     parsed = parse_name(first.name) if first is not None else None
-    if parsed is None or parsed.stage not in ("activations", "logits", "loss"):
+    if parsed is None or parsed.stage not in ("activations", "logits", "outputs", "loss"):
         return False
+    if evidence_of(comparison).dropout is not None:
+        return True
     if recorded_with_dropout(comparison):
         return True
     if parsed.stage != "activations":
@@ -73,6 +80,9 @@ def check(comparison: Comparison) -> list[Diagnosis]:
     if not is_dropout_divergence(comparison):
         return []
     first = comparison.first_divergence
+    measured = evidence_of(comparison).dropout
+    if measured is not None:
+        return [_measured(comparison, measured)]
     on = recorded_with_dropout(comparison)
     if on:
         side, dropouts = on[0]
@@ -100,3 +110,31 @@ def check(comparison: Comparison) -> list[Diagnosis]:
            "and record the PyTorch side with dropout off (`burnside.torch.record`'s and `record_reference`'s "
            "default)")
     return [Diagnosis(ID, TITLE, evidence, fix)]
+
+
+def _measured(comparison: Comparison, found) -> Diagnosis:
+    """One side's values are the other's with a dropout applied: that side's dropout is on, with p measured."""
+    forward = any(side.metadata.get("kind") == "forward" for side in (comparison.a, comparison.b))
+    on, off = comparison.side_name(found.side), comparison.side_name("b" if found.side == "a" else "a")
+    summary = comparison.a if found.side == "a" else comparison.b
+    mode = summary.metadata.get("mode")
+    where = f"at {found.tensor}" + (f" ({found.module})" if not found.tensor.endswith(f".{found.module}") else "")
+    evidence = (f"{where}: {on}'s values are {off}'s with {found.zeroed} of {found.n} elements zeroed "
+                f"({found.zeroed / found.n:.1%}) and every other one multiplied by {found.scale:.6g} (within "
+                f"{found.residual:.2g}, relative), 1/(1 - p) for p = {found.p:.3g}: a dropout with probability "
+                f"{found.p:.2g} is on for {on}" + (f" (its trace says mode {mode})" if isinstance(mode, str) else ""))
+    burn = summary.framework != "pytorch"
+    if forward:
+        evidence = evidence.replace(f"is on for {on}", f"is active at inference on {on}")
+        fix = ("on an autodiff device burn's Dropout is on: run inference on `Device::default()` (not `.autodiff()`), "
+               "or call `model.valid()` before the forward, or build the dropouts with probability 0 "
+               "(`DropoutConfig::new(0.0)`; `MultiHeadAttentionConfig::with_dropout(0.0)`, whose default is 0.1)"
+               if burn else
+               "put the PyTorch model in eval mode for inference, `model.eval()` (`burnside.torch.record_forward`'s "
+               "default, eval=True)")
+    else:
+        fix = ("compare with dropout off on both sides: build the burn model's dropouts with probability 0 "
+               "(`DropoutConfig::new(0.0)`, and `MultiHeadAttentionConfig::with_dropout(0.0)`, whose default is 0.1)"
+               if burn else
+               "record the PyTorch side with dropout off (`burnside.torch.record`'s default: drop `dropout=True`)")
+    return Diagnosis(ID, TITLE, evidence, fix)
