@@ -14,6 +14,7 @@ from burnside.diagnose.rules import (
     d011_layer_configured_differently,
     d012_trains_frozen_parameters,
     d013_dropout_mask,
+    d015_batchnorm_mode,
 )
 
 RULES = (
@@ -21,6 +22,7 @@ RULES = (
     d007_layout_transposed,
     d013_dropout_mask,
     d008_parameter_unused,
+    d015_batchnorm_mode,
     d010_forward_differs,
     d011_layer_configured_differently,
     d002_grads_from_other_module,
