@@ -56,6 +56,7 @@
 mod clip;
 mod error;
 mod host_tensor;
+mod inference;
 mod init_file;
 mod optimizer_spec;
 mod optimizer_state;
@@ -72,6 +73,7 @@ mod training;
 pub use clip::ClipGradNorm;
 pub use error::TraceError;
 pub use host_tensor::{HostDType, HostTensor};
+pub use inference::{Batch, Inference};
 pub use init_file::InitFile;
 pub use optimizer_spec::OptimizerSpec;
 pub use port_args::{PortArgs, UsageError, run_port};

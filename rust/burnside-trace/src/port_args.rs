@@ -2,7 +2,9 @@ use std::error::Error;
 use std::fmt;
 use std::path::PathBuf;
 
-/// The command line `burnside check` gives a port: `BIN --init INIT -o OUT [--steps N] [ARGS...]`.
+/// The command line `burnside check` gives a port:
+/// `BIN --init INIT -o OUT [--steps N | --batches N] [ARGS...]` (`--batches` for a forward
+/// trace's port, [`Inference`](crate::Inference); the two are synonyms).
 ///
 /// ```no_run
 /// use burnside_trace::PortArgs;
@@ -22,7 +24,8 @@ pub struct PortArgs {
     pub init: PathBuf,
     /// Where to write the trace (`-o` / `--out`).
     pub out: PathBuf,
-    /// How many steps to train (`--steps`, default 1).
+    /// How many steps to train or batches to run forward (`--steps N` or its synonym
+    /// `--batches N`, default 1).
     pub steps: usize,
     rest: Vec<String>,
 }
@@ -35,7 +38,7 @@ impl fmt::Display for UsageError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} (usage: BIN --init INIT -o OUT [--steps N] [ARGS...])",
+            "{} (usage: BIN --init INIT -o OUT [--steps N | --batches N] [ARGS...])",
             self.0
         )
     }
@@ -49,7 +52,7 @@ impl PortArgs {
         Self::parse(std::env::args().skip(1))
     }
 
-    /// Parse `--init INIT -o OUT [--steps N]`, keeping every other argument for
+    /// Parse `--init INIT -o OUT [--steps N | --batches N]`, keeping every other argument for
     /// [`value`](Self::value) / [`flag`](Self::flag).
     pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Self, UsageError> {
         let mut args = args.into_iter();
@@ -62,10 +65,10 @@ impl PortArgs {
             match arg.as_str() {
                 "--init" => init = Some(PathBuf::from(value()?)),
                 "-o" | "--out" => out = Some(PathBuf::from(value()?)),
-                "--steps" => {
+                "--steps" | "--batches" => {
                     let text = value()?;
                     steps = text.parse().ok().filter(|n| *n >= 1).ok_or_else(|| {
-                        UsageError(format!("--steps {text}: expected a count of at least 1"))
+                        UsageError(format!("{arg} {text}: expected a count of at least 1"))
                     })?;
                 }
                 _ => rest.push(arg),
@@ -144,6 +147,9 @@ mod tests {
         assert!(!parsed.flag("--fast"));
         parsed.finish().unwrap();
         assert_eq!(args("--init i -o o").unwrap().steps, 1);
+        let forward = args("--init i -o o --batches 4").unwrap();
+        assert_eq!(forward.steps, 4, "--batches is --steps");
+        forward.finish().unwrap();
     }
 
     #[test]
@@ -152,6 +158,12 @@ mod tests {
         assert!(message("-o o").starts_with("missing --init INIT"));
         assert!(message("--init i").starts_with("missing -o OUT"));
         assert!(message("--init i -o o --steps 0").starts_with("--steps 0: expected"));
+        assert!(message("--init i -o o --batches x").starts_with("--batches x: expected"));
+        assert!(message("--init i -o o --batches").starts_with("--batches needs a value"));
+        assert!(
+            message("-o o")
+                .ends_with("(usage: BIN --init INIT -o OUT [--steps N | --batches N] [ARGS...])")
+        );
         assert!(message("--init i -o").starts_with("-o needs a value"));
         let mut parsed = args("--init i -o o --bug").unwrap();
         assert_eq!(parsed.value("--bug").unwrap_err().0, "--bug needs a value");

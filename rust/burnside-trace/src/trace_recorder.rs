@@ -41,6 +41,18 @@ pub struct TraceRecorder {
     /// Where the recorded tensors were and their dtype: the trace's `device` and `dtype`.
     on: RecordedOn,
     metadata: BTreeMap<String, String>,
+    /// A training trace, or a forward trace ([`Inference`](crate::Inference)) and its `mode`.
+    kind: Kind,
+    /// The names of the model's outputs, in the order first recorded (forward traces).
+    outputs: Vec<String>,
+}
+
+/// What a recorder records: a training loop's steps, or forward passes only (a forward trace,
+/// `kind = forward`, with its `mode`: `inference` on a device without autodiff, `autodiff`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Training,
+    Forward { mode: &'static str },
 }
 
 /// Every step's stages in pipeline order: the mark its call leaves, the stage's name, and the call
@@ -95,6 +107,18 @@ impl TraceRecorder {
             steps: 0,
             on: RecordedOn::default(),
             metadata: BTreeMap::new(),
+            kind: Kind::Training,
+            outputs: Vec::new(),
+        }
+    }
+
+    /// A recorder of forward passes (a forward trace): no optimizer, no gradients; `mode` is
+    /// the trace's `mode` (`inference` or `autodiff`). The optimizer a training recorder keeps
+    /// is never read nor written for this kind.
+    pub(crate) fn forward(mode: &'static str) -> Self {
+        Self {
+            kind: Kind::Forward { mode },
+            ..Self::new(OptimizerSpec::sgd(0.0))
         }
     }
 
@@ -176,6 +200,16 @@ impl TraceRecorder {
         self.record_params(step, "params_before", module, false)
     }
 
+    /// The parameters and the buffers the model holds before step `step`'s forward pass, as
+    /// `params_before.*` and `buffers.*` (a forward trace's starting point, recorded once).
+    pub(crate) fn params_and_buffers<M: Module>(
+        &mut self,
+        step: usize,
+        module: &M,
+    ) -> Result<(), TraceError> {
+        self.record_params(step, "params_before", module, true)
+    }
+
     /// The parameters after step `step`'s optimizer step, and the buffers (BatchNorm's running
     /// statistics) after step `step`'s forward pass, as `buffers.{name}`.
     pub fn params_after<M: Module>(&mut self, step: usize, module: &M) -> Result<(), TraceError> {
@@ -185,18 +219,11 @@ impl TraceRecorder {
     fn record_params<M: Module>(
         &mut self,
         step: usize,
-        stage: &str,
+        stage: &'static str,
         module: &M,
         with_buffers: bool,
     ) -> Result<(), TraceError> {
-        self.mark(
-            step,
-            if with_buffers {
-                "params_after"
-            } else {
-                "params_before"
-            },
-        );
+        self.mark(step, stage);
         if with_buffers {
             // A forward pass leaves a RunningState's new value pending until the next forward
             // reads it; `valid` syncs it now, so the buffers recorded are this step's.
@@ -255,6 +282,30 @@ impl TraceRecorder {
     /// [`Training`](crate::Training) hands its closure, for a loop recorded call by call.
     pub fn step<'a>(&'a mut self, step: usize, init: &'a InitFile, device: &'a Device) -> Step<'a> {
         Step::recorded(step, init, device, self)
+    }
+
+    /// The model's output `name` at forward pass `step` (`outputs.{name}`, forward traces).
+    pub(crate) fn output<const D: usize>(
+        &mut self,
+        step: usize,
+        name: &str,
+        output: &Tensor<D>,
+    ) -> Result<(), TraceError> {
+        let tensor = HostTensor::from_data(output.to_data())?;
+        self.on.tensor(output);
+        if !self.outputs.iter().any(|o| o == name) {
+            self.outputs.push(name.to_string());
+        }
+        self.mark(step, "output");
+        self.put(step, &format!("outputs.{name}"), tensor);
+        Ok(())
+    }
+
+    /// Whether forward pass `step` recorded an output.
+    pub(crate) fn has_output(&self, step: usize) -> bool {
+        self.called
+            .get(&step)
+            .is_some_and(|called| called.contains("output"))
     }
 
     /// The model's output at step `step`.
@@ -351,6 +402,9 @@ impl TraceRecorder {
     /// The metadata the trace will carry.
     pub fn metadata(&self) -> Result<BTreeMap<String, String>, TraceError> {
         let incomplete = TraceError::Incomplete;
+        if let Kind::Forward { mode } = self.kind {
+            return self.forward_metadata(mode);
+        }
         if self.steps == 0 {
             return Err(incomplete("no step recorded".to_string()));
         }
@@ -447,6 +501,58 @@ impl TraceRecorder {
             );
         }
         set("grads_len", json!(grads_len).to_string());
+        set(
+            "recorder",
+            format!("burnside-trace {}", env!("CARGO_PKG_VERSION")),
+        );
+        Ok(metadata)
+    }
+
+    /// A forward trace's metadata: `kind = forward`, no optimizer, no `grads_len`.
+    fn forward_metadata(&self, mode: &str) -> Result<BTreeMap<String, String>, TraceError> {
+        let incomplete = TraceError::Incomplete;
+        if self.steps == 0 {
+            return Err(incomplete("no batch recorded".to_string()));
+        }
+        if !self
+            .called
+            .get(&0)
+            .is_some_and(|c| c.contains("params_before"))
+        {
+            return Err(incomplete(
+                "batch 0 has no params_before: the model's parameters are recorded before batch 0"
+                    .to_string(),
+            ));
+        }
+        if let Some(k) = (0..self.steps).find(|&k| !self.has_output(k)) {
+            return Err(incomplete(format!("batch {k} has no output")));
+        }
+        let mut metadata = self.metadata.clone();
+        let mut set = |key: &str, value: String| {
+            metadata.insert(key.to_string(), value);
+        };
+        set("burnside.format", "trace".to_string());
+        set("burnside.version", FORMAT_VERSION.to_string());
+        set("kind", "forward".to_string());
+        set("framework", "burn".to_string());
+        set("framework_version", BURN_VERSION.to_string());
+        if let (Some(device), Some(dtype)) = (self.on.device(), self.on.dtype()) {
+            set("device", device);
+            set("dtype", dtype);
+        }
+        set("steps", json!(self.steps).to_string());
+        set("params", Value::from(self.params.clone()).to_string());
+        if !self.buffers.is_empty() {
+            set("buffers", Value::from(self.buffers.clone()).to_string());
+        }
+        if !self.activations.is_empty() {
+            set(
+                "activations",
+                Value::from(self.activations.clone()).to_string(),
+            );
+        }
+        set("outputs", Value::from(self.outputs.clone()).to_string());
+        set("mode", mode.to_string());
         set(
             "recorder",
             format!("burnside-trace {}", env!("CARGO_PKG_VERSION")),

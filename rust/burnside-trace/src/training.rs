@@ -321,6 +321,16 @@ impl<'a> Step<'a> {
         }
     }
 
+    /// The init file the step's batch is read from.
+    pub(crate) fn init(&self) -> &'a InitFile {
+        self.init
+    }
+
+    /// The recorder this step records into (`None` for an unrecorded step).
+    pub(crate) fn recorder_mut(&mut self) -> Option<&mut TraceRecorder> {
+        self.recorder.as_deref_mut()
+    }
+
     /// The step's number, from 0.
     pub fn index(&self) -> usize {
         self.index

@@ -1,6 +1,9 @@
 //! What the integration tests share: the one-Linear model of the Python fixtures, and where the
 //! fixtures (`fixtures/make_fixtures.py`) and each test binary's scratch files are.
 
+// Each test binary uses its part of this module.
+#![allow(dead_code)]
+
 use std::path::PathBuf;
 
 use burn::module::Module;

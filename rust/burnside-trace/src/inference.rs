@@ -1,0 +1,202 @@
+use std::error::Error;
+
+use burn::module::Module;
+use burn::tensor::{Device, Int, Tensor, TensorData};
+
+use crate::{InitFile, PortArgs, Step, Tap, TorchNames, TraceError, TraceRecorder, step_done};
+
+/// A port's forward passes, recorded as a forward trace (`kind = forward`): no optimizer, no
+/// gradients, on any device. The port gives one batch's forward pass; [`run`](Self::run)
+/// records the model's parameters and buffers once (as loaded, before batch 0), each batch's
+/// inputs, the layers the forward pass taps and the model's outputs, then writes the trace
+/// to `-o`.
+///
+/// ```no_run
+/// # use burn::nn::Linear;
+/// # use burn::tensor::Device;
+/// # fn port(args: burnside_trace::PortArgs, model: Linear) -> Result<(), Box<dyn std::error::Error>> {
+/// use burnside_trace::{Inference, InitFile};
+///
+/// let device = Device::default();                  // no .autodiff(): inference (mode = inference)
+/// let init = InitFile::read(&args.init)?;           // the batches PyTorch fed
+/// let model = init.load_module(model)?;             // or burn-store's PytorchStore
+/// Inference::new().run(&args, &init, &device, &model, |model, batch| {
+///     let x = batch.float_input::<2>("x")?;        // batch k's input, bit for bit
+///     let y = model.forward(x);
+///     batch.tap().activation("fc", &y)?;           // a layer's output, as in Training
+///     Ok(y)                                        // recorded as outputs.output
+/// })?;                                             // `args.steps` batches, written to `-o`
+/// # Ok(()) }
+/// ```
+///
+/// The trace's `mode` is `inference` on a device without autodiff and `autodiff` on an autodiff
+/// device (where burn's `BatchNorm` normalises with the batch's statistics, as PyTorch's
+/// training mode does, unless the module's `training` flag is off).
+#[derive(Debug, Clone, Default)]
+pub struct Inference {
+    names: TorchNames,
+    metadata: Vec<(String, String)>,
+}
+
+impl Inference {
+    /// Forward passes recorded with burn's standard layer names (see [`TorchNames`]).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Name tensors with `names` (the port's renames, the same value given to
+    /// [`InitFile::with_names`](crate::InitFile::with_names)).
+    pub fn with_names(mut self, names: TorchNames) -> Self {
+        self.names = names;
+        self
+    }
+
+    /// Set a plain-string metadata key of your own in the trace (see
+    /// [`TraceRecorder::with_metadata`]: the keys the recorder writes itself win).
+    pub fn with_metadata(mut self, key: &str, value: &str) -> Self {
+        self.metadata.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    /// Run `args.steps` forward passes of `model` (`--batches N` or `--steps N`) on `init`'s
+    /// batches, recording each, and write the forward trace to `args.out` (atomically).
+    ///
+    /// `forward(model, batch)` is one batch's forward pass: read the batch with
+    /// [`Batch::float_input`] / [`Batch::int_input`] (which record it; every input of the init
+    /// file must be read), pass [`Batch::tap`] to the model to record its layers, and return the
+    /// model's output, recorded as `outputs.output`. A model with several outputs records each
+    /// with [`Batch::output`] under PyTorch's names instead; a batch that recorded a named
+    /// output does not record the returned tensor.
+    ///
+    /// The parameters (`step0.params_before.*`) and buffers (`step0.buffers.*`, BatchNorm's
+    /// running statistics) are recorded once, before batch 0, in PyTorch names and layout: the
+    /// starting point the comparison checks bit for bit against PyTorch's `state_dict`.
+    /// More batches than the init file holds is an error before anything runs (a file with
+    /// one batch feeds it to every pass).
+    pub fn run<M: Module, const D: usize>(
+        self,
+        args: &PortArgs,
+        init: &InitFile,
+        device: &Device,
+        model: &M,
+        mut forward: impl FnMut(&M, &mut Batch<'_>) -> Result<Tensor<D>, Box<dyn Error>>,
+    ) -> Result<(), Box<dyn Error>> {
+        let batches = args.steps;
+        init.check_batches(batches, "--batches")?;
+        let mode = if device.is_autodiff() {
+            "autodiff"
+        } else {
+            "inference"
+        };
+        let mut recorder = TraceRecorder::forward(mode).with_names(self.names);
+        for (key, value) in &self.metadata {
+            recorder = recorder.with_metadata(key, value);
+        }
+        recorder.params_and_buffers(0, model)?;
+        step_done(0, batches);
+        for k in 0..batches {
+            let mut batch = Batch {
+                step: recorder.step(k, init, device),
+            };
+            let output = forward(model, &mut batch)?;
+            if let Some(name) = init.input_names().into_iter().find(|name| {
+                !recorder
+                    .tensors()
+                    .contains_key(&format!("step{k}.inputs.{name}"))
+            }) {
+                return Err(TraceError::Incomplete(format!(
+                    "batch {k} did not record input `{name}`: read it with \
+                     `batch.float_input(\"{name}\")` or `batch.int_input(\"{name}\")` (or record \
+                     what the port fed with `batch.record_input`)"
+                ))
+                .into());
+            }
+            if !recorder.has_output(k) {
+                recorder.output(k, "output", &output)?;
+            }
+            step_done(k + 1, batches);
+        }
+        recorder.write(&args.out)?;
+        Ok(())
+    }
+}
+
+/// One forward pass of an [`Inference`] run, as the port's closure sees it: the batch PyTorch
+/// fed, read and recorded, the tap that records layer outputs, named outputs, and what PyTorch
+/// fed each module (layer isolation).
+#[derive(Debug)]
+pub struct Batch<'a> {
+    step: Step<'a>,
+}
+
+impl Batch<'_> {
+    /// The batch's number, from 0.
+    pub fn index(&self) -> usize {
+        self.step.index()
+    }
+
+    /// The device the forward passes run on.
+    pub fn device(&self) -> &Device {
+        self.step.device()
+    }
+
+    /// The float input `name` of the batch PyTorch fed in this forward pass, recorded as its
+    /// input (`step{k}.inputs.{name}`).
+    pub fn float_input<const D: usize>(&mut self, name: &str) -> Result<Tensor<D>, TraceError> {
+        self.step.float_input(name)
+    }
+
+    /// The integer input `name` (token ids, class labels) of this batch, recorded.
+    pub fn int_input<const D: usize>(&mut self, name: &str) -> Result<Tensor<D, Int>, TraceError> {
+        self.step.int_input(name)
+    }
+
+    /// Record an input the port got some other way as this batch's input `name`.
+    pub fn record_input(&mut self, name: &str, data: TensorData) -> Result<(), TraceError> {
+        self.step.record_input(name, data)
+    }
+
+    /// Where the model's forward pass records its layers' outputs ([`Tap::activation`], as
+    /// `step{k}.activations.{name}`, in the order the forward pass runs them).
+    pub fn tap(&mut self) -> Tap<'_> {
+        self.step.tap()
+    }
+
+    /// Record `output` as the model's output `name` (`step{k}.outputs.{name}`), PyTorch's name
+    /// for it: `0`, `1`, ... for a tuple, a dict's keys, joined with `.` when nested
+    /// (`past.0.1`). Once a batch records a named output, the tensor its closure returns is not
+    /// recorded: record every output this way, `output` included if the model has one by that
+    /// name.
+    pub fn output<const D: usize>(
+        &mut self,
+        name: &str,
+        output: &Tensor<D>,
+    ) -> Result<(), TraceError> {
+        let index = self.index();
+        match self.step.recorder_mut() {
+            Some(recorder) => recorder.output(index, name, output),
+            None => Ok(()),
+        }
+    }
+
+    /// What PyTorch fed module `module` (its module path: `encoder.gru`) in this forward pass,
+    /// from the init file's `step{k}.layer_inputs.{module}` ([`InitFile::layer_input_at`]), as
+    /// a float tensor of rank `D`, bit for bit. Feed it to the burn layer to judge the layer on
+    /// PyTorch's own input, without the drift of the layers before it. Not recorded as an input.
+    pub fn layer_input<const D: usize>(&self, module: &str) -> Result<Tensor<D>, TraceError> {
+        self.step
+            .init()
+            .float_layer_input_at(self.index(), module, self.device())
+    }
+
+    /// What PyTorch fed module `module` in this forward pass, as an integer tensor of rank `D`
+    /// (an embedding's token ids); see [`layer_input`](Self::layer_input).
+    pub fn int_layer_input<const D: usize>(
+        &self,
+        module: &str,
+    ) -> Result<Tensor<D, Int>, TraceError> {
+        self.step
+            .init()
+            .int_layer_input_at(self.index(), module, self.device())
+    }
+}

@@ -1,0 +1,290 @@
+//! `Inference` on a real burn model (Linear, BatchNorm, Gru) loaded from an init file made by
+//! real torch (`fixtures/make_fixtures.py`, `forward_fixtures`): the forward trace's names and
+//! metadata, burn's outputs against PyTorch's, the batch count, layer isolation and named outputs.
+
+use std::collections::BTreeSet;
+
+mod common;
+use common::fixture;
+
+use burn::module::Module;
+use burn::nn::{BatchNorm, BatchNormConfig, Gru, GruConfig, Linear, LinearConfig};
+use burn::tensor::{Device, Tensor};
+use burnside_trace::{HostTensor, Inference, InitFile, PortArgs, SafetensorsFile, Tap, TraceError};
+
+/// The fixtures' model: `fc` (Linear 4 -> 6), `bn` (BatchNorm over the 6 features), `gru`
+/// (GRU 6 -> 5), on inputs `[batch, time, 4]`.
+#[derive(Module, Debug)]
+struct Net {
+    fc: Linear,
+    bn: BatchNorm,
+    gru: Gru,
+}
+
+impl Net {
+    fn new(device: &Device) -> Self {
+        Net {
+            fc: LinearConfig::new(4, 6).init(device),
+            bn: BatchNormConfig::new(6).init(device),
+            gru: GruConfig::new(6, 5, true).init(device),
+        }
+    }
+
+    fn forward(&self, x: Tensor<3>, mut tap: Tap) -> Result<Tensor<3>, TraceError> {
+        let h = self.fc.forward(x);
+        tap.activation("fc", &h)?;
+        let h = self.bn.forward(h.swap_dims(1, 2)); // PyTorch's BatchNorm1d: [batch, C, time]
+        tap.activation("bn", &h)?;
+        let out = self.gru.forward(h.swap_dims(1, 2), None);
+        tap.activation("gru", &out)?;
+        Ok(out)
+    }
+}
+
+fn args(out: &str, line: &str) -> PortArgs {
+    let line = format!(
+        "--init {} -o {} {line}",
+        fixture("forward_init.safetensors").display(),
+        common::scratch("inference", out).display()
+    );
+    PortArgs::parse(line.split_whitespace().map(String::from)).unwrap()
+}
+
+fn init() -> InitFile {
+    InitFile::read(fixture("forward_init.safetensors")).unwrap()
+}
+
+fn torch() -> SafetensorsFile {
+    SafetensorsFile::read(fixture("forward_torch.safetensors")).unwrap()
+}
+
+/// The largest absolute difference between two f32 tensors of one shape.
+fn max_diff(a: &HostTensor, b: &HostTensor) -> f32 {
+    assert_eq!(a.shape, b.shape);
+    let (a, b) = (a.to_f32().unwrap(), b.to_f32().unwrap());
+    a.iter()
+        .zip(&b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+/// Run the fixtures' model over `args`' batches on `device`, the plain port.
+fn run(args: &PortArgs, device: &Device) -> Result<(), Box<dyn std::error::Error>> {
+    let init = init();
+    let model = init.load_module(Net::new(device))?;
+    Inference::new().with_metadata("port", "net").run(
+        args,
+        &init,
+        device,
+        &model,
+        |model, batch| {
+            let x = batch.float_input::<3>("x")?;
+            Ok(model.forward(x, batch.tap())?)
+        },
+    )
+}
+
+#[test]
+fn a_forward_trace_on_a_device_without_autodiff_matches_pytorch() {
+    let device = Device::default();
+    let args = args("inference.safetensors", "--batches 2");
+    run(&args, &device).unwrap();
+    let trace = SafetensorsFile::read(&args.out).unwrap();
+    let names: BTreeSet<&str> = trace.tensors.keys().map(String::as_str).collect();
+    let mut expect: BTreeSet<String> = [
+        "fc.weight",
+        "fc.bias",
+        "bn.weight",
+        "bn.bias",
+        "gru.weight_ih_l0",
+        "gru.bias_ih_l0",
+        "gru.weight_hh_l0",
+        "gru.bias_hh_l0",
+    ]
+    .iter()
+    .map(|p| format!("step0.params_before.{p}"))
+    .collect();
+    expect.insert("step0.buffers.bn.running_mean".into());
+    expect.insert("step0.buffers.bn.running_var".into());
+    for k in 0..2 {
+        expect.insert(format!("step{k}.inputs.x"));
+        expect.insert(format!("step{k}.outputs.output"));
+        for layer in ["fc", "bn", "gru"] {
+            expect.insert(format!("step{k}.activations.{layer}"));
+        }
+    }
+    assert_eq!(names, expect.iter().map(String::as_str).collect());
+
+    let meta = |key: &str| trace.metadata.get(key).map(String::as_str);
+    assert_eq!(meta("burnside.format"), Some("trace"));
+    assert_eq!(meta("burnside.version"), Some("1"));
+    assert_eq!(meta("kind"), Some("forward"));
+    assert_eq!(meta("mode"), Some("inference"));
+    assert_eq!(meta("framework"), Some("burn"));
+    assert_eq!(meta("framework_version"), Some("0.22.1"));
+    assert_eq!(meta("device"), Some("flex"));
+    assert_eq!(meta("dtype"), Some("float32"));
+    assert_eq!(meta("steps"), Some("2"));
+    assert_eq!(meta("port"), Some("net"));
+    assert_eq!(meta("outputs"), Some(r#"["output"]"#));
+    assert_eq!(meta("activations"), Some(r#"["fc","bn","gru"]"#));
+    assert_eq!(
+        meta("buffers"),
+        Some(r#"["bn.running_mean","bn.running_var"]"#)
+    );
+    assert!(meta("params").unwrap().contains("\"gru.weight_ih_l0\""));
+    for absent in ["optimizer", "grads_len", "loss_fn"] {
+        assert_eq!(meta(absent), None, "{absent}");
+    }
+
+    // the starting point is the init file's, bit for bit: packed GRU gates and Linear layout
+    // back in PyTorch's, the trained running statistics as buffers
+    let init = init();
+    for (name, value) in &trace.tensors {
+        if let Some(param) = name.strip_prefix("step0.params_before.") {
+            assert_eq!(value, init.param(param).unwrap(), "{param}");
+        }
+        if let Some(buffer) = name.strip_prefix("step0.buffers.") {
+            assert_eq!(value, init.buffer(buffer).unwrap(), "{buffer}");
+        }
+    }
+    assert_eq!(
+        trace.tensors["step1.inputs.x"],
+        *init.input_at(1, "x").unwrap()
+    );
+    // burn computes what PyTorch did: BatchNorm on the running statistics, GRU gates in order
+    let torch = torch();
+    for k in 0..2 {
+        for name in ["outputs.output", "activations.bn", "activations.gru"] {
+            let key = format!("step{k}.{name}");
+            let diff = max_diff(&trace.tensors[&key], &torch.tensors[&key]);
+            assert!(diff < 1e-5, "{key}: {diff}");
+        }
+    }
+}
+
+#[test]
+fn on_an_autodiff_device_the_mode_is_autodiff_and_batchnorm_takes_the_batch_statistics() {
+    let device = Device::default().autodiff();
+    let args = args("autodiff.safetensors", "--batches 2");
+    run(&args, &device).unwrap();
+    let trace = SafetensorsFile::read(&args.out).unwrap();
+    assert_eq!(trace.meta("mode").unwrap(), "autodiff");
+    assert_eq!(trace.meta("kind").unwrap(), "forward");
+    assert!(trace.tensors.keys().all(|k| !k.contains("grads.")));
+    // burn's BatchNorm normalises with the batch's statistics on an autodiff device (PyTorch's
+    // training mode): the fault a forward check names, seen here on real numbers
+    let torch = torch();
+    let key = "step0.activations.bn";
+    let fc = max_diff(
+        &trace.tensors["step0.activations.fc"],
+        &torch.tensors["step0.activations.fc"],
+    );
+    assert!(fc < 1e-5, "fc agrees: {fc}");
+    let bn = max_diff(&trace.tensors[key], &torch.tensors[key]);
+    assert!(bn > 0.1, "{key}: {bn}");
+}
+
+#[test]
+fn more_batches_than_the_init_file_holds_is_one_error_and_nothing_is_written() {
+    let args = args("too-many.safetensors", "--batches 3");
+    let error = run(&args, &Device::default()).unwrap_err().to_string();
+    assert!(
+        error.ends_with(
+            "forward_init.safetensors: --batches 3 asks for more batches than the file's 2 \
+             (batch 0 to batch 1); run the port for as many batches as the PyTorch trace has"
+        ),
+        "{error}"
+    );
+    assert!(!error.contains('\n'));
+    assert!(!args.out.exists());
+}
+
+#[test]
+fn a_layer_fed_pytorchs_own_input_is_judged_alone() {
+    let device = Device::default();
+    let init = init();
+    let model = init.load_module(Net::new(&device)).unwrap();
+    let args = args("isolated.safetensors", "--steps 2");
+    let mut missing = None;
+    Inference::new()
+        .run(&args, &init, &device, &model, |model, batch| {
+            let x = batch.float_input::<3>("x")?;
+            // the GRU alone, on what PyTorch fed its GRU
+            let fed = batch.layer_input::<3>("gru")?;
+            let out = model.gru.forward(fed, None);
+            batch.tap().activation("gru", &out)?;
+            missing = Some(
+                batch
+                    .layer_input::<3>("encoder.gr")
+                    .unwrap_err()
+                    .to_string(),
+            );
+            assert!(batch.int_layer_input::<3>("gru").is_err(), "a float input");
+            drop(x);
+            Ok(out)
+        })
+        .unwrap();
+    let trace = SafetensorsFile::read(&args.out).unwrap();
+    let torch = torch();
+    let diff = max_diff(
+        &trace.tensors["step1.activations.gru"],
+        &torch.tensors["step1.activations.gru"],
+    );
+    assert!(diff < 1e-5, "{diff}");
+    // the bn layer input at batch 1 is PyTorch's, bit for bit
+    let bn = init
+        .float_layer_input_at::<3>(1, "bn", &device)
+        .unwrap()
+        .into_data();
+    assert_eq!(
+        HostTensor::from_data(bn).unwrap(),
+        *init.layer_input_at(1, "bn").unwrap()
+    );
+    assert_eq!(init.layer_inputs(0), vec!["bn", "fc", "gru"]);
+    let missing = missing.unwrap();
+    assert!(
+        missing.contains(
+            "no input of module `encoder.gr` for batch 1; the file records the inputs of: `gru`, "
+        ) && missing.contains("`fc`")
+            && missing.contains("`bn`"),
+        "{missing}"
+    );
+}
+
+#[test]
+fn named_outputs_replace_the_returned_tensor_and_an_unread_input_is_refused() {
+    let device = Device::default();
+    let init = init();
+    let model = init.load_module(Net::new(&device)).unwrap();
+    let args_named = args("named.safetensors", "--batches 2");
+    Inference::new()
+        .run(&args_named, &init, &device, &model, |model, batch| {
+            let out = model.forward(batch.float_input::<3>("x")?, Tap::off())?;
+            let last = out.clone().narrow(1, 2, 1);
+            batch.output("0", &out)?;
+            batch.output("1", &last)?;
+            Ok(out)
+        })
+        .unwrap();
+    let trace = SafetensorsFile::read(&args_named.out).unwrap();
+    assert_eq!(trace.meta("outputs").unwrap(), r#"["0","1"]"#);
+    assert!(!trace.tensors.contains_key("step0.outputs.output"));
+    assert_eq!(trace.tensors["step1.outputs.1"].shape, vec![2, 1, 5]);
+    assert!(!trace.metadata.contains_key("activations"), "no tap");
+
+    let unread = args("unread.safetensors", "");
+    let error = Inference::new()
+        .run(&unread, &init, &device, &model, |_, _| {
+            Ok(Tensor::<1>::zeros([1], &device))
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.starts_with(
+            "incomplete trace: batch 0 did not record input `x`: read it with `batch.float_input(\"x\")`"
+        ),
+        "{error}"
+    );
+    assert!(!unread.out.exists());
+}
