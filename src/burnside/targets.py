@@ -31,6 +31,11 @@ class Target:
     #: the absolute tolerance `run` uses without --tol: what the two frameworks' f32 kernels were
     #: measured to agree within on a faithful port
     atol: float = 1e-6
+    #: an inference example: each side runs forward passes over N batches (`steps` counts batches), no
+    #: optimizer (``optims`` is empty); its traces are forward traces (`burnside.torch.record_forward`)
+    forward: bool = False
+    #: how many steps (batches) `run` records without --steps
+    default_steps: int = 1
 
 
 def _a1_torch(path: Path, *, steps: int, optim: str, progress: StepProgress | None = None) -> Path:
@@ -86,6 +91,48 @@ def _example(name: str, title: str, optim: str, bugs: tuple[str, ...]) -> Target
     return Target(name, title, (optim,), bugs, torch_side, burn_side, reference_side, atol=1e-5)
 
 
+def _inference_example(name: str, title: str, bugs: tuple[str, ...]) -> Target:
+    """A pretrained inference example (src/burnside/examples/NAME.py, rust/NAME): the PyTorch side saves the
+    model's checkpoint (``NAME.pt``, `torch.save` of its state_dict) next to its trace and records eval-mode
+    forward passes; the burn port loads that checkpoint through burn-store (``--checkpoint``) and runs the
+    same batches on a device without autodiff, as `burnside check` runs a user's inference port."""
+
+    def module():
+        import importlib
+
+        return importlib.import_module(f"burnside.examples.{name}")
+
+    def torch_side(path: Path, *, steps: int, optim: str | None = None, progress: StepProgress | None = None) -> Path:
+        return module().record_torch(path, steps=steps, progress=progress)
+
+    def reference_side(path: Path, *, steps: int, optim: str | None = None,
+                       progress: StepProgress | None = None) -> Path:
+        return module().record_torch(path, steps=steps, reference=True, progress=progress)
+
+    def burn_side(path: Path, torch_trace: Path | None, *, steps: int, optim: str | None = None, bug: str | None,
+                  console: Console | None, progress: StepProgress | None = None) -> Path:
+        from burnside.burn.locate import rust_workspace
+        from burnside.burn.port import record_port
+
+        if torch_trace is None:
+            raise BurnsideError(f"{name}'s burn side loads the checkpoint the PyTorch side saves and runs its "
+                                f"batches: run both sides (`burnside run {name}`), or `burnside check` with a "
+                                "PyTorch trace")
+        checkpoint = Path(torch_trace).parent / module().CHECKPOINT
+        if not checkpoint.is_file():
+            raise BurnsideError(f"{checkpoint}: no checkpoint next to the PyTorch trace {torch_trace}; record the "
+                                f"PyTorch side again (`burnside run {name} --side torch`)")
+        args = ["--batches", str(steps), "--checkpoint", str(checkpoint), *(["--bug", bug] if bug else [])]
+        return record_port(torch_trace, rust_workspace() / name, name, args, path.parent, console, out=path,
+                           progress=progress)
+
+    # Measured on the faithful ports over 3 batches: every activation and output within 9.6e-7 of PyTorch's
+    # (the loaded tensors bit-identical), so the examples' 1e-5; the smallest fault here (LayerNorm's epsilon)
+    # moves the LayerNorm output by 4e-4.
+    return Target(name, title, (), bugs, torch_side, burn_side, reference_side, atol=1e-5, forward=True,
+                  default_steps=3)
+
+
 TARGETS: dict[str, Target] = {
     "a1": Target("a1", "the seed's two-Linear MLP (SGD lr 0.1, with momentum 0.9, Adam or AdamW lr 0.01, "
                  "eps 1e-8)", ("sgd", "momentum", "adam", "adamw"), A1_BUGS, _a1_torch, _a1_burn, _a1_reference),
@@ -96,6 +143,13 @@ TARGETS: dict[str, Target] = {
                     "clipped by their global norm", "adam", ("batch-first", "no-clip", "per-tensor-clip")),
     "attention": _example("attention", "a text encoder: Embedding, nn.MultiheadAttention (packed in_proj), LayerNorm; "
                           "AdamW with a warmup schedule", "adamw", ("dropout", "no-warmup")),
+    "classifier": _inference_example("classifier", "inference: a pretrained image classifier (Conv2d, BatchNorm2d "
+                                     "with running statistics, ReLU, AdaptiveAvgPool2d, Dropout, Linear) loaded from "
+                                     "its .pt with burn-store",
+                                     ("bn-train", "stride", "padding", "no-running-stats", "dropout-on")),
+    "encoder": _inference_example("encoder", "inference: a pretrained audio-style encoder (Conv1d, BatchNorm1d, GELU, "
+                                  "GRU, LayerNorm, Linear) loaded from its .pt with burn-store",
+                                  ("ln-eps", "gelu-tanh", "gates", "transposed", "time-axis")),
 }
 
 

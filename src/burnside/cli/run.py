@@ -29,13 +29,16 @@ _OPTIMS = sorted({optim for target in TARGETS.values() for optim in target.optim
               help="With --side torch|burn: the trace file to write.")
 @click.option("--out-dir", type=click.Path(path_type=Path, file_okay=False), default=Path("burnside-out"),
               show_default=True, help="Where traces and plots go.")
-@click.option("--steps", type=click.IntRange(1, MAX_STEPS), default=1, show_default=True, help="Training steps.")
+@click.option("--steps", "--batches", "steps", type=click.IntRange(1, MAX_STEPS), default=None,
+              help="Training steps, or forward batches for an inference example (default 1; classifier and "
+              "encoder: 3 batches).")
 @click.option("--optim", type=click.Choice(_OPTIMS), default=None,
               help="The optimizer (a1: sgd lr 0.1 (default), momentum 0.9 with lr 0.1, adam or adamw lr 0.01 "
               "eps 1e-8; cnn: adam; transformer: adamw; rnn: adam; attention: adamw).")
 @click.option("--bug", default=None, help="Build a porting bug into the burn side, to see burnside name it "
               f"(a1: {', '.join(A1_BUGS)}; cnn: bn-eps, bn-momentum; transformer: gelu-tanh, ln-eps; "
-              "rnn: batch-first, no-clip, per-tensor-clip; attention: dropout, no-warmup).")
+              "rnn: batch-first, no-clip, per-tensor-clip; attention: dropout, no-warmup; classifier: bn-train, stride, "
+              "padding, no-running-stats, dropout-on; encoder: ln-eps, gelu-tanh, gates, transposed, time-axis).")
 @click.option("--no-reference", is_flag=True,
               help="Do not record the float64 reference run (on by default: it is cheap for these models).")
 @comparison_options
@@ -44,9 +47,14 @@ def run(name, side, output, out_dir, steps, optim, bug, no_reference, tol, rtol,
     """Train NAME on PyTorch and on burn from the same bits, and compare every tensor."""
     say = stderr if as_json else stdout  # progress off stdout when it carries JSON
     target = get_target(name)
-    optim = optim or target.optims[0]
-    if optim not in target.optims:
-        raise BurnsideError(f"{target.name} trains with {' or '.join(target.optims)}, not {optim}")
+    steps = steps or target.default_steps
+    if target.forward:
+        if optim is not None:
+            raise BurnsideError(f"{target.name} runs forward passes only, with no optimizer: drop --optim {optim}")
+    else:
+        optim = optim or target.optims[0]
+        if optim not in target.optims:
+            raise BurnsideError(f"{target.name} trains with {' or '.join(target.optims)}, not {optim}")
     if output is not None and side == "both":
         raise BurnsideError("-o names one trace file; use it with --side torch or --side burn (or use --out-dir)")
     if bug is not None:
@@ -57,19 +65,20 @@ def run(name, side, output, out_dir, steps, optim, bug, no_reference, tol, rtol,
         needs = BUG_OPTIMS.get(bug)
         if needs is not None and optim not in needs[0]:
             raise BurnsideError(f"--bug {bug} is {needs[1]}; add --optim {' or '.join(needs[0])}")
-    torch_stem = f"{target.name}-{optim}-{steps}"
+    torch_stem = f"{target.name}-{steps}" if target.forward else f"{target.name}-{optim}-{steps}"
+    done = f"{steps} batch(es) forward" if target.forward else f"{steps} step(s) of {optim}"
     stem = torch_stem + (f"-{bug}" if bug else "")  # the PyTorch side has no bug to name
     run_dir = out_dir / target.name
 
     def torch_side(path: Path) -> Path:
         recorded = target.record_torch(path, steps=steps, optim=optim, progress=progress.steps("recording pytorch"))
-        say.print(Text(f"torch side: {steps} step(s) of {optim} → {recorded}", style="dim"))
+        say.print(Text(f"torch side: {done} → {recorded}", style="dim"))
         return recorded
 
     def burn_side(path: Path, torch_trace: Path | None) -> Path:
         recorded = target.record_burn(path, torch_trace, steps=steps, optim=optim, bug=bug, console=stderr,
                                       progress=progress.steps("running the burn side"))
-        say.print(Text(f"burn side: {steps} step(s) of {optim} → {recorded}", style="dim"))
+        say.print(Text(f"burn side: {done} → {recorded}", style="dim"))
         return recorded
 
     if side != "both":
@@ -88,7 +97,7 @@ def run(name, side, output, out_dir, steps, optim, bug, no_reference, tol, rtol,
     def reference_side(path: Path) -> Path:
         recorded = target.record_reference(path, steps=steps, optim=optim,
                                            progress=progress.steps("recording the float64 reference"))
-        say.print(Text(f"reference: {steps} step(s) of {optim} in float64 → {recorded}", style="dim"))
+        say.print(Text(f"reference: {done} in float64 → {recorded}", style="dim"))
         return recorded
 
     if reference is None and not no_reference and target.record_reference is not None:
@@ -101,7 +110,7 @@ def run(name, side, output, out_dir, steps, optim, bug, no_reference, tol, rtol,
                                     only=only, reference=reference,
                                     reference_out=run_dir / f"{torch_stem}.reference.safetensors",
                                     progress=progress.tensors())
-    if plot is None and steps > 1 and not as_json:
+    if plot is None and steps > 1 and not as_json and not target.forward:  # a forward trace has no loss curve
         plot = run_dir / f"{stem}.png"
     finish(parity.comparison, parity.diagnoses, as_json=as_json, plot=plot, junit=junit, report=report)
 
