@@ -53,6 +53,7 @@
 // No example here may drop a `Result` (`cargo test --doc` fails on one).
 #![doc(test(attr(deny(unused_must_use))))]
 
+mod checkpoint;
 mod clip;
 mod error;
 mod host_tensor;
@@ -70,6 +71,7 @@ mod torch_names;
 mod trace_recorder;
 mod training;
 
+pub use checkpoint::{load_pytorch_checkpoint, load_pytorch_checkpoint_with};
 pub use clip::ClipGradNorm;
 pub use error::TraceError;
 pub use host_tensor::{HostDType, HostTensor};

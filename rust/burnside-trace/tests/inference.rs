@@ -288,3 +288,90 @@ fn named_outputs_replace_the_returned_tensor_and_an_unread_input_is_refused() {
     );
     assert!(!unread.out.exists());
 }
+
+#[test]
+fn a_pytorch_checkpoint_loads_packed_gru_gates_and_running_stats_as_the_init_file_does() {
+    use burn::store::{ModuleSnapshot, PytorchStore};
+    let device = Device::default();
+    let checkpoint = fixture("forward_state_dict.pt");
+    // burn-store alone: the GRU's packed `weight_ih_l0` has no rule, its gates stay unloaded
+    let mut alone = Net::new(&device);
+    let result = alone
+        .load_from(&mut PytorchStore::from_file(&checkpoint).allow_partial(true))
+        .unwrap();
+    assert!(
+        result
+            .missing
+            .iter()
+            .any(|(path, _)| path == "gru.reset_gate.input_transform.weight"),
+        "{result}"
+    );
+    assert!(result.unused.iter().any(|name| name == "gru.weight_ih_l0"));
+
+    let model = burnside_trace::load_pytorch_checkpoint(Net::new(&device), &checkpoint).unwrap();
+    let init = init();
+    let args = args("checkpoint.safetensors", "--batches 2");
+    Inference::new()
+        .run(&args, &init, &device, &model, |model, batch| {
+            Ok(model.forward(batch.float_input::<3>("x")?, batch.tap())?)
+        })
+        .unwrap();
+    let trace = SafetensorsFile::read(&args.out).unwrap();
+    let mut compared = 0;
+    for (name, value) in &trace.tensors {
+        let start = name
+            .strip_prefix("step0.params_before.")
+            .and_then(|p| init.param(p))
+            .or_else(|| {
+                name.strip_prefix("step0.buffers.")
+                    .and_then(|b| init.buffer(b))
+            });
+        if let Some(start) = start {
+            assert_eq!(value, start, "{name}: the checkpoint's, bit for bit");
+            compared += 1;
+        }
+    }
+    assert_eq!(compared, 10, "8 parameters and 2 running statistics");
+    let torch = torch();
+    let diff = max_diff(
+        &trace.tensors["step1.outputs.output"],
+        &torch.tensors["step1.outputs.output"],
+    );
+    assert!(diff < 1e-5, "{diff}");
+}
+
+#[test]
+fn a_checkpoint_that_is_missing_not_a_checkpoint_or_of_another_model_is_one_clear_error() {
+    let device = Device::default();
+    let load = |path: &std::path::Path| {
+        burnside_trace::load_pytorch_checkpoint(Net::new(&device), path)
+            .unwrap_err()
+            .to_string()
+    };
+    let nowhere = common::scratch("inference", "nowhere.pt");
+    assert!(
+        load(&nowhere).contains("nowhere.pt: No such file"),
+        "{}",
+        load(&nowhere)
+    );
+    let garbage = common::scratch("inference", "garbage.pt");
+    std::fs::write(&garbage, b"not a zip, not a pickle").unwrap();
+    let message = load(&garbage);
+    assert!(
+        message.contains("garbage.pt: not a readable PyTorch checkpoint"),
+        "{message}"
+    );
+    assert!(!message.contains('\n'), "{message}");
+    let other = load(&fixture("tiny_init.safetensors"));
+    assert!(
+        other.contains("the burn module does not fit this checkpoint"),
+        "{other}"
+    );
+    assert!(other.contains("`params.fc.weight`"), "{other}");
+    assert!(
+        other.contains("load_pytorch_checkpoint_with") || other.contains("fix: build"),
+        "{other}"
+    );
+    let text = load(&fixture("make_fixtures.py"));
+    assert!(text.contains("a checkpoint is a `.pt`/`.pth`"), "{text}");
+}

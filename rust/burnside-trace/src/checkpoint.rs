@@ -1,0 +1,142 @@
+//! Loading a PyTorch checkpoint (`.pt`/`.pth` or `.safetensors` `state_dict`) into a burn module
+//! with the rules of [`InitFile::load_module`](crate::InitFile::load_module), the files read by
+//! burn-store's own readers.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use burn::module::Module;
+use burn::store::{ModuleStore, PytorchStore, SafetensorsStore, bridge};
+
+use crate::init_file::{Source, load_tensors};
+use crate::{HostTensor, TorchNames, TraceError};
+
+/// Load the PyTorch checkpoint at `path` into `module`: the `state_dict` PyTorch saved
+/// (`torch.save(model.state_dict(), "model.pt")`, `.pt`/`.pth`, or a `.safetensors` of it), read by
+/// burn-store's `PytorchStore` / `SafetensorsStore`, loaded with the rules of
+/// [`InitFile::load_module`](crate::InitFile::load_module): `Linear` weights transposed, norm
+/// layers' `weight`/`bias` as `gamma`/`beta`, BatchNorm's running statistics, and PyTorch's
+/// packed tensors cut into burn's (an `nn.GRU`/`nn.LSTM`'s `weight_ih_l0` into the gates of
+/// burn's `Gru`/`Lstm`, an `nn.MultiheadAttention`'s `in_proj_weight` into query, key and value),
+/// which burn-store alone does not load.
+///
+/// Every parameter must be in the checkpoint and every tensor of the checkpoint used, with the
+/// right shape (burn-store alone does not fail on an unused tensor); otherwise the error lists
+/// every missing and every unused tensor, each missing one with the closest unused name.
+///
+/// ```no_run
+/// # use burn::nn::{Gru, GruConfig};
+/// # use burn::tensor::Device;
+/// # fn main() -> Result<(), burnside_trace::TraceError> {
+/// let device = Device::default();
+/// let gru: Gru = burnside_trace::load_pytorch_checkpoint(
+///     GruConfig::new(6, 5, true).init(&device),
+///     "gru.pt", // torch.save(nn.GRU(6, 5).state_dict(), "gru.pt")
+/// )?;
+/// # Ok(()) }
+/// ```
+pub fn load_pytorch_checkpoint<M: Module>(
+    module: M,
+    path: impl AsRef<Path>,
+) -> Result<M, TraceError> {
+    load_pytorch_checkpoint_with(module, path, &TorchNames::new())
+}
+
+/// [`load_pytorch_checkpoint`] with the port's renames (the same `names` given to
+/// [`Inference::with_names`](crate::Inference::with_names)).
+pub fn load_pytorch_checkpoint_with<M: Module>(
+    module: M,
+    path: impl AsRef<Path>,
+    names: &TorchNames,
+) -> Result<M, TraceError> {
+    let path = path.as_ref();
+    let tensors = read_checkpoint(path)?;
+    let source = Source {
+        what: "checkpoint",
+        with_names: "`load_pytorch_checkpoint_with(module, path, &names)`",
+    };
+    load_tensors(
+        module,
+        tensors.iter().map(|(name, value)| (name.as_str(), value)),
+        names,
+        &source,
+    )
+    .map_err(|message| TraceError::Format {
+        path: path.to_path_buf(),
+        message,
+    })
+}
+
+/// The tensors of the checkpoint at `path` by their `state_dict` names, read by burn-store.
+fn read_checkpoint(path: &Path) -> Result<BTreeMap<String, HostTensor>, TraceError> {
+    let format = |message: String| TraceError::Format {
+        path: path.to_path_buf(),
+        message,
+    };
+    match std::fs::metadata(path) {
+        Err(source) => {
+            return Err(TraceError::Io {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+        Ok(meta) if meta.is_dir() => {
+            return Err(format(
+                "it is a directory, not a checkpoint file".to_string(),
+            ));
+        }
+        Ok(_) => {}
+    }
+    let extension = path
+        .extension()
+        .map(|e| e.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
+    let tensors = match extension.as_str() {
+        "safetensors" => {
+            let mut store = SafetensorsStore::from_file(path);
+            let tensors = store
+                .get_all_tensors()
+                .map_err(|e| format(format!("not a readable safetensors checkpoint: {e}")))?;
+            host_tensors(tensors)?
+        }
+        "pt" | "pth" | "bin" => {
+            let mut store = PytorchStore::from_file(path);
+            let tensors = store
+                .get_all_tensors()
+                .map_err(|e| format(format!("not a readable PyTorch checkpoint: {e}")))?;
+            host_tensors(tensors)?
+        }
+        _ => {
+            return Err(format(
+                "a checkpoint is a `.pt`/`.pth` (torch.save of a state_dict) or a `.safetensors` file"
+                    .to_string(),
+            ));
+        }
+    };
+    if tensors.is_empty() {
+        return Err(format("the checkpoint holds no tensor".to_string()));
+    }
+    Ok(tensors)
+}
+
+fn host_tensors(
+    tensors: &BTreeMap<String, burn::store::burn_pack::Tensor>,
+) -> Result<BTreeMap<String, HostTensor>, TraceError> {
+    tensors
+        .iter()
+        .map(|(name, tensor)| {
+            let data = bridge::into_data(tensor.clone()).map_err(|e| TraceError::Mismatch {
+                name: name.clone(),
+                message: format!("cannot read the checkpoint's tensor: {e:?}"),
+            })?;
+            let value = HostTensor::from_data(data).map_err(|e| match e {
+                TraceError::Mismatch { message, .. } => TraceError::Mismatch {
+                    name: name.clone(),
+                    message,
+                },
+                other => other,
+            })?;
+            Ok((name.clone(), value))
+        })
+        .collect()
+}
