@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from burnside.compare.loading import LoadingFault, is_loaded_start
+from burnside.compare.output_metrics import OutputMetrics
 from burnside.compare.referee import FrameworkDifference, RefStats
 from burnside.compare.summary import TraceSummary
 from burnside.compare.tensor_diff import ElementStats
@@ -29,6 +31,8 @@ class TensorRow:
     stats: ElementStats
     tol: Tolerance
     ref: RefStats | None = None  # both sides' distances to the float64 reference, when given
+    #: a forward trace's output: relative error, cosine similarity, top-1 agreement (`output_metrics`)
+    metrics: OutputMetrics | None = None
 
     @property
     def passed(self) -> bool:
@@ -97,6 +101,28 @@ class Comparison:
     zero_gradients: list[ZeroGradient] = field(default_factory=list)
     #: what the diagnosis rules need beyond the rows, left here by a collector (`burnside.forensics`)
     evidence: Evidence | None = None
+    #: what both traces record: `training` (steps of a training loop) or `forward` (forward passes over batches)
+    kind: str = "training"
+    #: a forward trace's start tensors the port does not hold as PyTorch's model does, each with its fault
+    #: (`burnside.compare.loading`; the diagnosis D014 names them)
+    loading: list[LoadingFault] = field(default_factory=list)
+    #: each compared name's place in compare's pipeline order (rows and structure problems alike)
+    order: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def forward(self) -> bool:
+        """Both traces are forward traces (`burnside.torch.record_forward`, `burnside_trace::Inference`)."""
+        return self.kind == "forward"
+
+    @property
+    def unit(self) -> str:
+        """What `step{k}` stands for in the report: `batch` in a forward trace, `step` in a training trace."""
+        return "batch" if self.forward else "step"
+
+    @property
+    def loading_names(self) -> set[str]:
+        """The tensors the loading check named."""
+        return {f.name for f in self.loading}
 
     def side_name(self, side: str) -> str:
         """`B (burn)` for "b"."""
@@ -109,18 +135,64 @@ class Comparison:
 
     @property
     def start_mismatch(self) -> list[TensorRow]:
-        """Inputs / initial params that are not bit-identical: outputs then measure that difference too."""
-        return [r for r in self.rows if not r.stats.identical and _is_shared_start(r.name)]
+        """Inputs / initial params (and, in a forward trace, the buffers as loaded) that are not bit-identical:
+        outputs then measure that difference too."""
+        return [r for r in self.rows if not r.stats.identical and self.is_start(r.name)]
+
+    def is_start(self, name: str) -> bool:
+        """Whether both sides must hold ``name`` bit-identically before anything is computed: every input and
+        step 0's parameters, and in a forward trace also step 0's buffers (the model as loaded)."""
+        return _is_shared_start(name) or (self.forward and is_loaded_start(name))
 
     @property
     def failed_rows(self) -> list[TensorRow]:
         """Rows with elements out of tolerance."""
         return [r for r in self.rows if not r.passed]
 
+    def _first(self, candidates: list[tuple[str, object]]) -> object | None:
+        """The earliest candidate in pipeline order, passing over what fed a layer (`layer_inputs`: an earlier
+        layer's output, so that layer's own row is the divergence) unless nothing else diverges."""
+        ordered = sorted(candidates, key=lambda c: self.order.get(c[0], 0))
+        for name, item in ordered:
+            parsed = parse_name(name)
+            if parsed is None or parsed.stage != "layer_inputs":
+                return item
+        return ordered[0][1] if ordered else None
+
+    def _divergences(self) -> list[tuple[str, object]]:
+        rows: list[tuple[str, object]] = [(r.name, r) for r in self.rows if not r.passed]
+        return rows + [(p.name, p) for p in self.structure if p.what == "shape"]
+
     @property
     def first_divergence(self) -> TensorRow | None:
-        """The earliest tensor in pipeline order that is out of tolerance: usually the cause of the rest."""
-        return next((r for r in self.rows if not r.passed), None)
+        """The earliest tensor in pipeline order that is out of tolerance: usually the cause of the rest.
+
+        None when a tensor whose shape differs comes first (`first_shape_divergence`): a layer that makes
+        another shape (a convolution with another stride) is where the sides part, not a later layer."""
+        first = self._first(self._divergences())
+        return first if isinstance(first, TensorRow) else None
+
+    @property
+    def first_shape_divergence(self) -> StructureProblem | None:
+        """The tensor whose shape differs, when it comes before every row out of tolerance."""
+        first = self._first(self._divergences())
+        return first if isinstance(first, StructureProblem) else None
+
+    @property
+    def first_divergence_name(self) -> str | None:
+        """The name of the first divergence, a row out of tolerance or a shape that differs."""
+        first = self._first(self._divergences())
+        return first.name if first is not None else None  # type: ignore[attr-defined]
+
+    def first_divergence_by_step(self) -> dict[int, str]:
+        """Step (batch, in a forward trace) -> the first layer output or output that diverges there
+        (out of tolerance, or of another shape), for each step where one does."""
+        found: dict[int, list[tuple[str, object]]] = {}
+        for name, item in self._divergences():
+            parsed = parse_name(name)
+            if parsed is not None and parsed.stage in ("activations", "logits", "outputs", "loss"):
+                found.setdefault(parsed.step, []).append((name, item))
+        return {k: self._first(v).name for k, v in sorted(found.items())}  # type: ignore[union-attr]
 
     @property
     def worst(self) -> float:
@@ -130,7 +202,8 @@ class Comparison:
     @property
     def passed(self) -> bool:
         """Same structure, bit-identical start, every element within tolerance."""
-        return not (self.failed_rows or self.only_in_a or self.only_in_b or self.structure or self.start_mismatch)
+        return not (self.failed_rows or self.only_in_a or self.only_in_b or self.structure or self.start_mismatch
+                    or self.loading)
 
     def tolerances_used(self) -> list[tuple[str | None, Tolerance]]:
         """The default tolerance, then each override that applied to a compared row (glob, tolerance)."""
@@ -177,11 +250,12 @@ class Comparison:
 
 
 def is_optional(name: str) -> bool:
-    """A tensor a trace may hold without the other: a layer's output, or a buffer burn does not keep."""
+    """A tensor a trace may hold without the other: a layer's output or input (what PyTorch fed a module,
+    which a port reads from the init file rather than records), or a buffer burn does not keep."""
     parsed = parse_name(name)
     if parsed is None:
         return False
-    return parsed.stage == "activations" or (parsed.stage == "buffers"
+    return parsed.stage in ("activations", "layer_inputs") or (parsed.stage == "buffers"
                                              and parsed.rest.rsplit(".", 1)[-1] == "num_batches_tracked")
 
 

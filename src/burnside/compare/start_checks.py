@@ -39,6 +39,10 @@ def check_start(trace: Trace, reference: Reference) -> None:
     A reference recorded from another seed, other batches or a model already trained would judge
     both sides by a run they never made, and could pass a real bug as rounding noise."""
     ref = reference.trace
+    if ref.kind != trace.kind:
+        raise TraceError(f"{reference.path} is a reference of a {ref.kind} run and {trace.path} a {trace.kind} trace: "
+                         "record the reference of the same kind (burnside.reference.record_reference for a training "
+                         "loop, record_forward(..., reference=PATH) for forward passes), or leave out --reference")
     if trace.metadata.get("framework") == "pytorch":
         _check_same_loop(trace, reference)
     for name in trace.names:

@@ -11,8 +11,13 @@ from __future__ import annotations
 import fnmatch
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from burnside.compare.collector import Collector
 from burnside.compare.comparison import Comparison, StructureProblem, TensorRow, is_optional
+from burnside.compare.loading import dtype_fault, is_loaded_start, only_fault, shape_fault, value_fault
+from burnside.compare.output_metrics import output_metrics
+from burnside.compare.pairing import pair_renamed
 from burnside.compare.reference_file import Reference
 from burnside.compare.referee import Judge
 from burnside.compare.summary import summarize
@@ -20,7 +25,8 @@ from burnside.compare.tensor_diff import diff_arrays
 from burnside.compare.tolerance import Tolerances
 from burnside.errors import TraceError
 from burnside.trace import TensorInfo, Trace, parse_name
-from burnside.trace.dtypes import STORAGE
+from burnside.trace.dtypes import FLOATS, STORAGE
+from burnside.trace.names import STAGE_INDEX
 
 if TYPE_CHECKING:
     from burnside.progress import TensorProgress
@@ -41,13 +47,78 @@ def _check_steps(a: Trace, b: Trace, one_sided: list[str]) -> None:
     extra = [n for n in one_sided if (p := parse_name(n)) is not None and p.step not in shared]
     if not extra:
         return  # --only picked shared steps
+    unit, flag = ("batch", "--batches") if a.kind == "forward" else ("step", "--steps")
     if not shared:
-        raise TraceError(f"{a.path} and {b.path} hold no step in common: are they traces of the same run?")
+        raise TraceError(f"{a.path} and {b.path} hold no {unit} in common: are they traces of the same run?")
     more, fewer = ("A", "B") if len(steps_a) > len(steps_b) else ("B", "A")
     n_more, n_fewer = max(len(steps_a), len(steps_b)), min(len(steps_a), len(steps_b))
-    raise TraceError(f"{more} recorded {n_more} steps and {fewer} {n_fewer}: record both sides for the same number of "
-                     f"steps (with `burnside check`, arguments after `--` go to the port: `-- --steps {n_more}`), or "
-                     f"compare one step both hold with --only 'step{min(shared)}.*'")
+    plural = "batches" if unit == "batch" else "steps"
+    raise TraceError(f"{more} recorded {n_more} {plural} and {fewer} {n_fewer}: record both sides for the same number "
+                     f"of {plural} (with `burnside check`, arguments after `--` go to the port: `-- {flag} {n_more}`), "
+                     f"or compare one {unit} both hold with --only 'step{min(shared)}.*'")
+
+
+#: What records each kind of trace, by the framework that wrote it.
+_RECORDERS = {
+    ("pytorch", "forward"): "burnside.torch.record_forward",
+    ("pytorch", "training"): "burnside.torch.record",
+    ("burn", "forward"): "burnside_trace::Inference",
+    ("burn", "training"): "burnside_trace::Training",
+}
+
+
+def _recorder(trace: Trace) -> str:
+    kind = trace.kind
+    known = _RECORDERS.get((trace.framework, kind))
+    if known is not None:
+        return f"{trace.framework}, as {known} records"
+    both = " or ".join(v for (_, k), v in _RECORDERS.items() if k == kind)
+    return f"{trace.framework}, as {both} records"
+
+
+def check_same_kind(a: Trace, b: Trace) -> None:
+    """Raise TraceError unless both traces record the same kind of run: forward passes over batches
+    (`kind: forward`) or the steps of a training loop (`kind: training`, or none)."""
+    if a.kind == b.kind:
+        return
+    raise TraceError(
+        f"A ({a.path}) is a {a.kind} trace ({_recorder(a)}) and B ({b.path}) a {b.kind} trace ({_recorder(b)}): "
+        "compare two forward traces (burnside.torch.record_forward against burnside_trace::Inference) or two "
+        "training traces (burnside.torch.record against burnside_trace::Training)")
+
+
+def _forward_order(names: list[str]) -> list[str]:
+    """A forward trace's names in pipeline order with step 0's buffers moved up beside its parameters: both are
+    the model as loaded, the start of every batch, so a fault there comes before the layers it feeds."""
+    def key(item: tuple[int, str]) -> tuple:
+        i, name = item
+        parsed = parse_name(name)
+        if parsed is None:
+            return (1 << 30, 0, i)
+        stage = STAGE_INDEX["params_before"] if is_loaded_start(name) else STAGE_INDEX[parsed.stage]
+        return (parsed.step, stage, i)
+    return [name for _, name in sorted(enumerate(names), key=key)]
+
+
+def _loading_only(a: Trace, b: Trace, only_a: list[str], only_b: list[str]):
+    """The start tensors only one side holds, as loading faults; a pair of the same values under two names
+    (burn's `gamma` for PyTorch's `weight`, or any name) is named as one tensor named otherwise."""
+    pairs, left_a, left_b = pair_renamed(only_a, only_b)
+    faults = []
+    for pair in pairs:
+        ia, ib = a.info(pair.a), b.info(pair.b)
+        same = ia.shape == ib.shape and ia.dtype == ib.dtype and np.array_equal(
+            np.ascontiguousarray(a.array(pair.a)).view(np.uint8), np.ascontiguousarray(b.array(pair.b)).view(np.uint8))
+        a.release(pair.a)
+        b.release(pair.b)
+        if same:
+            faults.append(only_fault(pair.a, "a", renamed=parse_name(pair.b).rest))
+        else:
+            left_a.append(pair.a)
+            left_b.append(pair.b)
+    faults += [only_fault(n, "a") for n in only_a if n in left_a]
+    faults += [only_fault(n, "b") for n in only_b if n in left_b]
+    return faults
 
 
 def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, only: str | None = None,
@@ -60,12 +131,21 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
     reference is trusted: `burnside.parity.compare_with_evidence` (and `record_and_compare`) refuse one
     given as a side and check it starts where A does (`start_checks`) before calling this.
     Never transposes: a shape that is the other's transpose is a structure problem with a hint.
-    Raises TraceError when the traces share no tensor at all (not traces of the same run).
+    Raises TraceError when the traces share no tensor at all (not traces of the same run), or when one
+    is a forward trace and the other a training trace.
+
+    Two forward traces (`kind: forward`) start from the model as loaded: step 0's parameters and buffers,
+    compared right after the inputs; each that is not bit-identical (or only on one side) is also named
+    with its fault in ``comparison.loading`` (`burnside.compare.loading`), in place of a structure problem
+    or an "only in" entry. Each `outputs.*` row gets its relative error, cosine similarity and, for a
+    [batch, classes] output, top-1 agreement (`burnside.compare.output_metrics`).
     ``progress`` is told the tensors and bytes done before each tensor and at the end
     (`burnside.progress.Progress.tensors` draws it). ``collector`` is told the open traces before the
     first tensor and, with the comparison, after the last (`burnside.forensics.Forensics`).
     """
     tolerances = tolerances or Tolerances()
+    check_same_kind(a, b)
+    forward = a.kind == "forward"
     names_a, names_b = set(a.names), set(b.names)
 
     def selected(name: str) -> bool:
@@ -73,6 +153,8 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
         return only is None or fnmatch.fnmatchcase(name, only) or fnmatch.fnmatchcase(name.removeprefix("step0."), only)
 
     common = [n for n in a.names if n in names_b and selected(n)]
+    if forward:
+        common = _forward_order(common)
     if not common and names_a & names_b == set():
         raise TraceError(f"{a.path} and {b.path} share no tensor names; are they traces of the same model "
                          "(see docs/trace-format.md for the names)?")
@@ -90,7 +172,16 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
         only_in_b=[n for n in missing_in_a if not is_optional(n)],
         unrecorded_in_a=[n for n in missing_in_a if is_optional(n)],
         unrecorded_in_b=[n for n in missing_in_b if is_optional(n)],
+        kind=a.kind,
+        order={name: i for i, name in enumerate(common)},
     )
+    if forward:  # the model as loaded: a start tensor one side lacks is a loading fault
+        start_a = [n for n in comparison.only_in_a if is_loaded_start(n)]
+        start_b = [n for n in comparison.only_in_b if is_loaded_start(n)]
+        comparison.loading += _loading_only(a, b, start_a, start_b)
+        comparison.only_in_a = [n for n in comparison.only_in_a if n not in start_a]
+        comparison.only_in_b = [n for n in comparison.only_in_b if n not in start_b]
+    modules = a.metadata.get("modules")
     adaptive = any(side.optimizer.get("name") in ("adam", "adamw") for side in (a, b)
                    if isinstance(side.optimizer, dict))
     judge = Judge(reference, adaptive=adaptive) if reference is not None else None
@@ -106,16 +197,31 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
             progress(i, len(common), done, total)
             done += sizes[i]
         ia, ib = a.info(name), b.info(name)
+        loaded = forward and is_loaded_start(name)
         if ia.shape != ib.shape:
+            if loaded:
+                comparison.loading.append(shape_fault(name, a.array(name), b.array(name)))
+                a.release(name)
+                b.release(name)
+                continue
             transposed = len(ia.shape) == 2 and ia.shape == ib.shape[::-1]
             comparison.structure.append(
                 StructureProblem(name, "shape", str(list(ia.shape)), str(list(ib.shape)), transposed))
             continue
         if ia.dtype != ib.dtype:
+            if loaded:
+                comparison.loading.append(dtype_fault(name, ia.dtype, ib.dtype))
+                continue
             comparison.structure.append(StructureProblem(name, "dtype", ia.dtype, ib.dtype))
             continue
         tol = tolerances.for_name(name)
         stats = diff_arrays(a.array(name), b.array(name), ia.dtype, tol)
+        if loaded and not stats.identical:
+            comparison.loading.append(value_fault(name, a.array(name), b.array(name), ia.dtype, modules))
+        metrics = None
+        if forward and ia.dtype in FLOATS and (parsed_name := parse_name(name)) is not None \
+                and parsed_name.stage == "outputs" and ia.n:
+            metrics = output_metrics(a.array(name), b.array(name), ia.dtype)
         ref = None
         if judge is not None and ia.dtype in ("F32", "F64", "F16"):
             parsed = parse_name(name)
@@ -123,7 +229,7 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
                               step=parsed.step if parsed else 0, param=parsed.param if parsed else None)
         a.release(name)
         b.release(name)
-        comparison.rows.append(TensorRow(name, ia.dtype, ia.shape, stats, tol, ref))
+        comparison.rows.append(TensorRow(name, ia.dtype, ia.shape, stats, tol, ref, metrics))
     if progress is not None:
         progress(len(common), len(common), total, total)
     if judge is not None:

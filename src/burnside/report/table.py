@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from burnside.compare import Comparison, TensorRow
+from burnside.compare import Comparison, StructureProblem, TensorRow
 from burnside.compare.pairing import pair_renamed, rename_rules
 from burnside.compare.rounding import FLOOR_HALF_ULPS, NOISE_FACTOR
 from burnside.diagnose import Diagnosis
@@ -31,6 +31,8 @@ def row_line(comparison: Comparison, row: TensorRow, width: int) -> Text:
     at = "-" if row.worst_index is None else "[" + ",".join(map(str, row.worst_index)) + "]"
     text = Text(f"{comparison.display_name(row.name):<{width}} n={s.n:>3}  max|diff|={s.max_abs:.2e}"
                 f"  ulps={_ulps(row):>3}  at={at:<7} out={s.out_of_tol}")
+    if row.metrics is not None:
+        text.append(f"  {row.metrics.describe()}")
     if row.ref is not None:
         text.append(f"  |A-R|={row.ref.dist_a:.2e} |B-R|={row.ref.dist_b:.2e}")
         if row.ref.noise:
@@ -61,6 +63,12 @@ def verdict_line(comparison: Comparison) -> Text:
     return text
 
 
+def _batch_of(comparison: Comparison, name: str) -> str:
+    """` in batch 2` for a forward trace's tensor (`step{k}` is batch k there), else nothing."""
+    parsed = parse_name(name)
+    return f" in batch {parsed.step}" if comparison.forward and parsed is not None else ""
+
+
 def divergence_text(comparison: Comparison, first: TensorRow) -> str:
     """`first divergence: step0.activations.ln2 (LayerNorm, the layer before it, step0.activations.ln1, agrees) …`."""
     kind, before = comparison.layer_of(first)
@@ -70,15 +78,56 @@ def divergence_text(comparison: Comparison, first: TensorRow) -> str:
         if before is not None and before.passed:
             parts.append(f"the layer before it, {before.name}, agrees")
         where += f" ({', '.join(parts)})" if parts else ""
+    where += _batch_of(comparison, first.name)
     text = (f"first divergence: {where} (max|diff|={first.stats.max_abs:.2e}, "
             f"{first.stats.out_of_tol} of {first.stats.n} out of tolerance); later rows usually follow from it")
     parsed = parse_name(first.name)
     drift = comparison.drift_before(parsed.step) if parsed is not None and parsed.stage != "params_before" else 0.0
-    if drift > 0 and comparison.reference is None and not comparison.start_mismatch:
+    # a forward trace's parameters are the loaded ones for every batch: no rounding grows between batches
+    if drift > 0 and comparison.reference is None and not comparison.start_mismatch and not comparison.forward:
         text += (f"; step {parsed.step} starts from parameters already apart by up to {drift:.2e}, so this may be "
                  "rounding grown over the steps: judge it with a float64 reference (--reference; `burnside run` and "
                  "`check --reference` record or take one)")
     return text
+
+
+def shape_divergence_text(comparison: Comparison, first: StructureProblem) -> str:
+    """`first divergence: step0.activations.conv (Conv2d): its shape is [1, 8, 16, 16] in A, [1, 8, 32, 32] in B …`."""
+    parsed = parse_name(first.name)
+    kind = None
+    if parsed is not None and parsed.stage == "activations":
+        modules = comparison.a.metadata.get("modules")
+        kind = modules.get(parsed.rest.split("#", 1)[0]) if isinstance(modules, dict) else None
+    where = first.name + (f" ({kind})" if isinstance(kind, str) else "") + _batch_of(comparison, first.name)
+    text = f"first divergence: {where}: its shape is {first.a} in A, {first.b} in B"
+    if parsed is not None and parsed.stage in ("activations", "outputs", "logits"):
+        text += (" while every tensor before it agrees: the layer is configured otherwise on one side (stride, "
+                 "padding, dilation, kernel size, pooling, a reshape); later rows follow from it")
+    return text
+
+
+def output_metric_lines(comparison: Comparison) -> list[Line]:
+    """A forward trace's outputs as an inference port is judged: relative error, cosine, top-1 agreement."""
+    lines: list[Line] = []
+    for row in comparison.rows:
+        m = row.metrics
+        if m is None:
+            continue
+        text = (f"{comparison.display_name(row.name)}: relative error {m.relative_error:.2e}, cosine similarity "
+                f"{m.cosine:.7f}")
+        if m.top1 is not None:
+            text += f", top-1 agreement {m.top1:.1%} ({m.top1_agree} of {m.rows} rows)"
+        lines.append((text, "cyan" if row.passed else "yellow"))
+    return lines
+
+
+def by_batch_line(comparison: Comparison) -> Line | None:
+    """`first diverging layer per batch: batch 0 conv, batch 1 conv` for a forward trace of several batches."""
+    found = comparison.first_divergence_by_step()
+    if not comparison.forward or comparison.steps < 2 or not found:
+        return None
+    parts = [f"{comparison.unit} {k} {parse_name(name).rest or parse_name(name).stage}" for k, name in found.items()]
+    return ("first diverging layer per batch: " + ", ".join(parts), "yellow")
 
 
 def framework_lines(comparison: Comparison) -> list[str]:
@@ -122,8 +171,12 @@ def structure_lines(comparison: Comparison) -> list[Line]:
     """What stops the rows from measuring the port: a start that is not bit-identical, tensors named
     differently or only on one side, shapes and dtypes that differ."""
     lines: list[Line] = []
+    loaded = comparison.loading_names  # named with their fault by D014 instead
+    before = "at the start" if comparison.forward else "before the step"
     for row in comparison.start_mismatch:
-        lines.append((f"not bit-identical before the step: {comparison.display_name(row.name)}: {row.stats.differing} "
+        if row.name in loaded:
+            continue
+        lines.append((f"not bit-identical {before}: {comparison.display_name(row.name)}: {row.stats.differing} "
                       f"of {row.stats.n} elements differ, up to {_ulps(row)} ulps (max|diff|={row.stats.max_abs:.2e}); "
                       "every output below measures this input difference too", "bold yellow"))
     pairs, only_a, only_b = pair_renamed(comparison.only_in_a, comparison.only_in_b)
@@ -147,7 +200,10 @@ def finding_lines(comparison: Comparison) -> list[Line]:
     the differences are noise), and the optional tensors one side did not record."""
     lines: list[Line] = [(line, "cyan") for line in framework_lines(comparison) + zero_gradient_lines(comparison)]
     first = comparison.first_divergence
-    if first is not None and first.ref is not None:
+    shape = comparison.first_shape_divergence
+    if shape is not None:
+        lines.append((shape_divergence_text(comparison, shape), "yellow"))
+    elif first is not None and first.ref is not None:
         kind = comparison.layer_of(first)[0]
         lines.append((
             f"real difference: {comparison.side_name(first.ref.verdict)} is {times(first.ref.ratio)} further from the "
@@ -162,10 +218,14 @@ def finding_lines(comparison: Comparison) -> list[Line]:
         if beyond:
             lines.append((f"{beyond} tensor(s) beyond the tolerance are rounding noise: both sides are within "
                           "it of the float64 reference", "green"))
+    per_batch = by_batch_line(comparison)
+    if per_batch is not None:
+        lines.append(per_batch)
+    lines += output_metric_lines(comparison)
     # A layer tapped under another name than PyTorch's module path is not compared at all: say so.
     tapped, _, _ = pair_renamed(comparison.unrecorded_in_b, comparison.unrecorded_in_a)
     for a_name, b_name, count in rename_rules([p for p in tapped if ".activations." in p.a]):
-        lines.append((f"tapped under another name? A records the layer {a_name}, B {b_name} ({count} step(s)), so "
+        lines.append((f"tapped under another name? A records the layer {a_name}, B {b_name} ({count} {comparison.unit}(s)), so "
                       f"it is not compared: name the tap by the PyTorch module's path, "
                       f"tap.activation(\"{a_name}\", &x)", "yellow"))
     for side, names in (("B", comparison.unrecorded_in_b), ("A", comparison.unrecorded_in_a)):

@@ -14,11 +14,13 @@ from burnside.diagnose.rules import (
     d011_layer_configured_differently,
     d012_trains_frozen_parameters,
     d013_dropout_mask,
+    d014_weights_not_loaded,
     d015_batchnorm_mode,
 )
 
 RULES = (
     d006_inputs_not_identical,
+    d014_weights_not_loaded,
     d007_layout_transposed,
     d013_dropout_mask,
     d008_parameter_unused,

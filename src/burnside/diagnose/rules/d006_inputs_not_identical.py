@@ -40,7 +40,8 @@ SEVERITY = Severity.ERROR
 
 def check(comparison: Comparison) -> list[Diagnosis]:
     """A diagnosis listing the shared-start tensors that differ."""
-    rows = comparison.start_mismatch
+    loaded = comparison.loading_names  # a forward trace's parameters and buffers: D014 names their fault
+    rows = [r for r in comparison.start_mismatch if r.name not in loaded]
     if not rows:
         return []
     parts = [f"{comparison.display_name(r.name)}: {r.stats.differing} of {r.stats.n} differ{_how(r.stats)}"

@@ -1,0 +1,288 @@
+"""The loading check of a forward trace: how each start tensor the port holds differs from PyTorch's.
+
+A forward trace starts from the parameters and buffers the model holds as loaded
+(`step0.params_before.*`, `step0.buffers.*`). An inference port loads them from the PyTorch
+checkpoint, so each must be bit-identical to PyTorch's; one that is not is named here with its
+fault, read from the two tensors while compare has them mapped (no second read):
+
+- transposed: B holds A's values with the axes swapped (a Linear weight left in [in, out]);
+- gates in another order: a GRU's [3H, ...] (r, z, n) or an LSTM's [4H, ...] (i, f, g, o) weight
+  whose row blocks are A's blocks permuted;
+- running statistics fresh: a running_mean of zeros / running_var of ones where A's are not;
+- not loaded: values unrelated to A's (a constant, or uncorrelated: a fresh initialisation);
+- dtype narrowed: a narrower dtype than A's, or A's values rounded to f16 / bf16;
+- only in A / only in B: a tensor one side's model does not hold;
+- shape: another shape (a layer built with other sizes); altered: close to A's, not equal.
+
+The diagnosis rule D014 reports them; the table lists them in place of the generic start lines.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from burnside.compare.rounding import CHUNK
+from burnside.trace import parse_name
+
+#: Fault kinds, in the order the report explains them.
+KINDS = ("only_in_a", "only_in_b", "shape", "transposed", "gate_order", "fresh_stats", "dtype_narrowed",
+         "not_loaded", "altered")
+
+#: Gate blocks of PyTorch's stacked recurrent weights, by the module's class (and by the block count).
+GATES = {"GRU": ("r", "z", "n"), "GRUCell": ("r", "z", "n"), "LSTM": ("i", "f", "g", "o"),
+         "LSTMCell": ("i", "f", "g", "o")}
+_GATES_BY_COUNT = {3: ("r", "z", "n"), 4: ("i", "f", "g", "o")}
+
+#: Width in bytes of each float dtype: a narrower one on B rounds A's values.
+_WIDTH = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2}
+
+#: Beyond this relative difference and below this |correlation|, B's values are not A's at all.
+UNRELATED_RELATIVE = 0.5
+UNRELATED_CORRELATION = 0.5
+
+_NOT_LOADED_FIX = ("not loaded from the checkpoint: burn-store skips a tensor whose name it cannot match; check the "
+                   "port's name mapping or remapping (PytorchStore::with_key_remapping), and load without "
+                   "allow_partial(true) so a tensor it cannot match is an error, not a fresh initialisation")
+
+
+@dataclass(frozen=True)
+class LoadingFault:
+    """One start tensor (parameter or buffer) the port does not hold as the checkpoint has it."""
+
+    name: str  # the trace name, `step0.params_before.fc.weight`
+    kind: str  # one of KINDS
+    evidence: str  # what the two tensors show, with numbers
+    fix: str
+
+    @property
+    def tensor(self) -> str:
+        """The parameter or buffer path (`fc.weight`)."""
+        parsed = parse_name(self.name)
+        return parsed.rest if parsed is not None else self.name
+
+    def to_dict(self) -> dict:
+        """For `--json`."""
+        return {"name": self.name, "tensor": self.tensor, "kind": self.kind, "evidence": self.evidence,
+                "fix": self.fix}
+
+
+def is_loaded_start(name: str) -> bool:
+    """Whether ``name`` is a tensor a forward trace's model holds as loaded: step 0's parameters and buffers."""
+    parsed = parse_name(name)
+    return parsed is not None and parsed.step == 0 and parsed.stage in ("params_before", "buffers")
+
+
+def _bits(x: np.ndarray) -> np.ndarray:
+    """The raw bits, so NaNs and -0.0 compare as stored."""
+    x = np.ascontiguousarray(x)
+    return x.view({8: np.uint64, 4: np.uint32, 2: np.uint16, 1: np.uint8}[x.dtype.itemsize])
+
+
+def _values(x: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "BF16":
+        return (np.ascontiguousarray(x).view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+    return x
+
+
+def _shape(shape: tuple[int, ...]) -> str:
+    return str(list(shape))
+
+
+def shape_fault(name: str, a: np.ndarray, b: np.ndarray) -> LoadingFault:
+    """B's tensor has another shape: its axes permuted with A's values (transposed), or another layer size."""
+    if a.ndim == b.ndim and a.ndim >= 2 and a.dtype == b.dtype:
+        for perm in itertools.permutations(range(a.ndim)):
+            if perm == tuple(range(a.ndim)) or tuple(a.shape[i] for i in perm) != b.shape:
+                continue
+            if np.array_equal(_bits(np.transpose(a, perm)), _bits(b)):
+                return _transposed(name, a.shape, b.shape, perm)
+    return LoadingFault(
+        name, "shape", f"B holds shape {_shape(b.shape)}, A {_shape(a.shape)}",
+        "build the port's layer with the checkpoint's sizes (features, channels, kernel, hidden size): a tensor of "
+        "another shape cannot be the checkpoint's")
+
+
+def _transposed(name: str, shape_a, shape_b, perm) -> LoadingFault:
+    axes = "transposed" if len(perm) == 2 else f"its axes permuted {list(perm)}"
+    return LoadingFault(
+        name, "transposed", f"B holds A's values {axes} (A {_shape(shape_a)}, B {_shape(shape_b)})",
+        "load through burn-store's PytorchStore (its PyTorchToBurnAdapter transposes a Linear weight from PyTorch's "
+        "[out, in] to burn's [in, out]) instead of copying the array as stored, and record the weight in PyTorch's "
+        "layout (the burnside-trace recorder does)")
+
+
+def dtype_fault(name: str, dtype_a: str, dtype_b: str) -> LoadingFault:
+    """B's tensor has another dtype than A's."""
+    narrower = dtype_a in _WIDTH and dtype_b in _WIDTH and _WIDTH[dtype_b] < _WIDTH[dtype_a]
+    if narrower or (dtype_a == "F32" and dtype_b == "BF16"):
+        return _narrowed(name, f"B holds it as {dtype_b}, A as {dtype_a}", dtype_b)
+    return LoadingFault(name, "altered", f"B holds it as {dtype_b}, A as {dtype_a}",
+                        f"load it as the checkpoint stores it ({dtype_a})")
+
+
+def _narrowed(name: str, evidence: str, dtype: str) -> LoadingFault:
+    return LoadingFault(
+        name, "dtype_narrowed", evidence,
+        f"load and run the weights in the checkpoint's dtype: a {dtype} load (a FloatCastAdapter, a half-precision "
+        "device or a cast after loading) rounds every weight; judge a half-precision port against a PyTorch run in "
+        "the same dtype")
+
+
+def value_fault(name: str, a: np.ndarray, b: np.ndarray, dtype: str, modules: object) -> LoadingFault:
+    """Same shape and dtype, some bits differ: say what B holds instead of A's values."""
+    parsed = parse_name(name)
+    leaf = parsed.rest.rsplit(".", 1)[-1] if parsed is not None else name
+    av, bv = _values(a, dtype), _values(b, dtype)
+    if parsed is not None and parsed.stage == "buffers" and leaf in ("running_mean", "running_var"):
+        fresh = 0.0 if leaf == "running_mean" else 1.0
+        if _all_equal(bv, fresh) and not _all_equal(av, fresh):
+            module = parsed.rest.rsplit(".", 1)[0]
+            return LoadingFault(
+                name, "fresh_stats",
+                f"B's {leaf} is all {fresh:g}, a fresh BatchNorm's, where A's is not (A's ranges "
+                f"{_range(av)})",
+                f"load {module}'s running_mean and running_var from the checkpoint: burn's BatchNorm keeps them as "
+                "state the PytorchStore loads when the port's module is named as PyTorch's; a port that loads only "
+                "the parameters (or that names the layer otherwise) runs on the fresh 0/1 statistics")
+    if a.ndim == 2 and a.shape[0] == a.shape[1] and a.shape[0] > 1 and np.array_equal(_bits(a.T), _bits(b)):
+        return _transposed(name, a.shape, b.shape, (1, 0))
+    gates = _gate_order(parsed, a, b, modules)
+    if gates is not None:
+        found, names, kind = gates
+        return LoadingFault(
+            name, "gate_order",
+            f"B holds A's {len(names)} row blocks of {a.shape[0] // len(names)} in the gate order "
+            f"{','.join(found)} where PyTorch's {kind} stacks {','.join(names)}",
+            f"split PyTorch's stacked [{len(names)}H, ...] tensor into burn's gates in PyTorch's order, "
+            f"{_GATE_WORDS[len(names)]} (rows 0..H are {names[0]}, H..2H {names[1]}, and so on), and record them "
+            "stacked back in that order")
+    if dtype in ("F32", "F64"):
+        for narrow in ("F16", "BF16"):
+            if np.array_equal(_bits(_round_to(av, narrow)), _bits(bv)):
+                return _narrowed(name, f"B holds A's values rounded to {narrow.lower()} (stored as {dtype})", narrow)
+    if av.dtype.kind != "f":
+        return LoadingFault(name, "not_loaded", f"{int(np.count_nonzero(a != b))} of {a.size} elements differ",
+                            _NOT_LOADED_FIX)
+    relative, correlation, constant = _relation(av, bv)
+    if constant is not None and not _all_equal(av, constant):
+        return LoadingFault(name, "not_loaded", f"B holds {constant:g} everywhere (an initialiser's value); A's "
+                            f"values range {_range(av)}", _NOT_LOADED_FIX)
+    if relative > UNRELATED_RELATIVE and (correlation is None or abs(correlation) < UNRELATED_CORRELATION):
+        corr = "undefined" if correlation is None else f"{correlation:.2f}"
+        return LoadingFault(
+            name, "not_loaded", f"B's values are unrelated to A's (relative difference {relative:.3g}, correlation "
+            f"{corr}): B looks freshly initialised", _NOT_LOADED_FIX)
+    differing = int(np.count_nonzero(_bits(a) != _bits(b)))
+    return LoadingFault(
+        name, "altered", f"{differing} of {a.size} elements differ (relative difference {relative:.3g}"
+        + (f", correlation {correlation:.4f}" if correlation is not None else "") + ")",
+        "load the tensor as the checkpoint stores it and leave it as loaded: a conversion through another dtype, a "
+        "recomputed or fused weight, or an in-place update before the forward changes it")
+
+
+_GATE_WORDS = {3: "GRU: reset r, update z, new n", 4: "LSTM: input i, forget f, cell g, output o"}
+
+
+def _gate_order(parsed, a: np.ndarray, b: np.ndarray, modules: object) -> tuple[tuple, tuple, str] | None:
+    """B's row blocks as a permutation of A's gate blocks: (the order found, PyTorch's order, the class)."""
+    if parsed is None or a.ndim < 1 or a.shape[0] < 3:
+        return None
+    leaf = parsed.rest.rsplit(".", 1)[-1]
+    module = parsed.rest.rsplit(".", 1)[0] if "." in parsed.rest else ""
+    kind = modules.get(module) if isinstance(modules, dict) else None
+    if kind in GATES:
+        candidates = [(GATES[kind], kind)]
+    elif leaf.startswith(("weight_ih", "weight_hh", "bias_ih", "bias_hh")):
+        candidates = [(names, "GRU" if len(names) == 3 else "LSTM") for names in _GATES_BY_COUNT.values()]
+    else:
+        return None
+    for names, cls in candidates:
+        g = len(names)
+        if a.shape[0] % g:
+            continue
+        blocks_a = [_bits(x).tobytes() for x in np.split(np.asarray(a), g, axis=0)]
+        blocks_b = [_bits(x).tobytes() for x in np.split(np.asarray(b), g, axis=0)]
+        if len(set(blocks_a)) < g or sorted(blocks_a) != sorted(blocks_b):
+            continue
+        order = tuple(names[blocks_a.index(block)] for block in blocks_b)
+        if order != names:
+            return order, names, cls
+    return None
+
+
+def _round_to(x: np.ndarray, dtype: str) -> np.ndarray:
+    """``x`` rounded to f16 or bf16 (to nearest, ties to even) and widened back to its own dtype."""
+    if dtype == "F16":
+        return x.astype(np.float16).astype(x.dtype)
+    f = np.ascontiguousarray(x, dtype=np.float32)
+    u = f.view(np.uint32).astype(np.uint64)
+    rounded = ((u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
+    return rounded.view(np.float32).astype(x.dtype)
+
+
+def _all_equal(x: np.ndarray, value: float) -> bool:
+    flat = x.reshape(-1)
+    return all(bool(np.all(flat[s:s + CHUNK] == value)) for s in range(0, flat.size, CHUNK))
+
+
+def _range(x: np.ndarray) -> str:
+    flat = x.reshape(-1)
+    with np.errstate(all="ignore"):
+        return f"{float(np.min(flat)):.3g} to {float(np.max(flat)):.3g}" if flat.size else "empty"
+
+
+def _relation(a: np.ndarray, b: np.ndarray) -> tuple[float, float | None, float | None]:
+    """||b - a|| / ||a||, the correlation of the two (None when either is constant), and B's value
+    when B is one constant. In float64, chunk by chunk."""
+    fa, fb = a.reshape(-1), b.reshape(-1)
+    n = fa.size
+    sa = sb = saa = sbb = sab = sdd = 0.0
+    first = float(fb[0]) if n else 0.0
+    constant = True
+    with np.errstate(all="ignore"):
+        for s in range(0, n, CHUNK):
+            x = fa[s:s + CHUNK].astype(np.float64)
+            y = fb[s:s + CHUNK].astype(np.float64)
+            sa += float(x.sum())
+            sb += float(y.sum())
+            saa += float(x @ x)
+            sbb += float(y @ y)
+            sab += float(x @ y)
+            d = y - x
+            sdd += float(d @ d)
+            constant = constant and bool(np.all(y == first))
+        relative = math.sqrt(sdd) / math.sqrt(saa) if saa > 0 else math.inf
+        var_a, var_b = saa - sa * sa / n if n else 0.0, sbb - sb * sb / n if n else 0.0
+        cov = sab - sa * sb / n if n else 0.0
+        correlation = cov / math.sqrt(var_a * var_b) if var_a > 0 and var_b > 0 else None
+    if correlation is not None and not math.isfinite(correlation):
+        correlation = None
+    return relative, correlation, first if constant and n > 1 else None
+
+
+def only_fault(name: str, side: str, renamed: str | None = None) -> LoadingFault:
+    """A start tensor only one side's model holds."""
+    parsed = parse_name(name)
+    what = "buffer" if parsed is not None and parsed.stage == "buffers" else "parameter"
+    tensor = parsed.rest if parsed is not None else name
+    if side == "a":
+        evidence = f"nothing in the port holds the {what} {tensor}"
+        if renamed is not None:
+            evidence += f"; B holds the same values as {renamed}"
+            fix = (f"name it {tensor} as PyTorch does (B calls it {renamed}): the port's module field or burn-store's "
+                   "remapping (PytorchStore::with_key_remapping), and the recorder writes PyTorch's names")
+        else:
+            fix = (f"give the port's model PyTorch's {what} {tensor} (the layer it belongs to, with PyTorch's name), "
+                   "so burn-store loads it from the checkpoint")
+        return LoadingFault(name, "only_in_a", evidence, fix)
+    evidence = f"the port holds a {what} {tensor} that PyTorch's model has not"
+    if renamed is not None:
+        evidence += f"; it holds the values of A's {renamed}"
+        fix = f"name it {renamed} as PyTorch does (burn-store's remapping, and the recorder's name)"
+    else:
+        fix = "build the port's model as PyTorch's (no extra layer), or record the tensor under PyTorch's name"
+    return LoadingFault(name, "only_in_b", evidence, fix)
