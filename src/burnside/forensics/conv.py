@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from burnside.forensics.layer_fit import VALID, Fit, read, relative
+from burnside.forensics.layer_fit import VALID, Fit, params_step, read, relative
 from burnside.trace import Trace
 
 KINDS = ("Conv1d", "Conv2d")
@@ -73,7 +73,8 @@ def _conv(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, groups: int, ch
     return np.stack(result, axis=1)
 
 
-def measure_conv(trace: Trace, kind: str, module: str, k: int, source: str, fit: Fit, inputs: Trace | None = None) -> None:
+def measure_conv(trace: Trace, kind: str, module: str, k: int, source: str, fit: Fit,
+                 inputs: Trace | None = None) -> None:
     """Measure one convolution of ``trace`` at step ``k`` from its input ``source`` (read from ``inputs``)."""
     inputs = trace if inputs is None else inputs
     output = f"step{k}.activations.{module}"
@@ -81,8 +82,8 @@ def measure_conv(trace: Trace, kind: str, module: str, k: int, source: str, fit:
     if source not in inputs or output not in trace:
         return
     x_shape, y_shape = inputs.info(source).shape, trace.info(output).shape
-    w = read(trace, f"step{k}.params_before.{module}.weight")
-    bias = read(trace, f"step{k}.params_before.{module}.bias")
+    w = read(trace, f"step{params_step(trace, k)}.params_before.{module}.weight")
+    bias = read(trace, f"step{params_step(trace, k)}.params_before.{module}.bias")
     if w is None or w.ndim != spatial + 2 or len(x_shape) != spatial + 2 or len(y_shape) != spatial + 2:
         return
     if x_shape[0] != y_shape[0] or y_shape[1] != w.shape[0] or x_shape[1] % w.shape[1] or x_shape[0] == 0:

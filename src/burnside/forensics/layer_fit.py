@@ -38,6 +38,12 @@ def read(trace: Trace, name: str, part=None) -> np.ndarray | None:
     return values
 
 
+def params_step(trace: Trace, k: int) -> int:
+    """The step whose `params_before` hold step ``k``'s parameters: ``k`` in a training trace, 0 in a
+    forward trace (the parameters are recorded once, as loaded)."""
+    return 0 if trace.kind == "forward" else k
+
+
 def relative(actual: np.ndarray, expected: np.ndarray) -> float:
     """max|actual - expected| over max|actual|."""
     size = float(np.max(np.abs(actual))) if actual.size else 0.0

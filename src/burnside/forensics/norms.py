@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from burnside.forensics.layer_fit import VALID, Fit, choose, read, relative
+from burnside.forensics.layer_fit import VALID, Fit, choose, params_step, read, relative
 from burnside.trace import Trace
 
 #: The running mean's move is reproduced within this (relative to the move) by a measured momentum.
@@ -60,8 +60,8 @@ def measure_norm_or_activation(trace: Trace, kind: str, module: str, k: int, sou
             _gelu(x, y, fit.measured, fit.residuals)
         return
     owner = module.split("#", 1)[0]
-    w = read(trace, f"step{k}.params_before.{owner}.weight")
-    bias = read(trace, f"step{k}.params_before.{owner}.bias")
+    w = read(trace, f"step{params_step(trace, k)}.params_before.{owner}.weight")
+    bias = read(trace, f"step{params_step(trace, k)}.params_before.{owner}.bias")
     if kind in BATCHNORM:
         if len(shape) < 2:
             return

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from burnside.forensics.layer_fit import Fit, choose, read, relative
+from burnside.forensics.layer_fit import Fit, choose, params_step, read, relative
 from burnside.trace import Trace
 
 KINDS = ("LSTM", "GRU")
@@ -61,7 +61,7 @@ def measure_recurrent(trace: Trace, kind: str, module: str, k: int, source: str,
     x_shape, y_shape = inputs.info(source).shape, trace.info(output).shape
     if len(x_shape) != 3 or len(y_shape) != 3 or x_shape[:2] != y_shape[:2] or math.prod(x_shape) > RECURRENT_ELEMENTS:
         return
-    prefix = f"step{k}.params_before.{module}."
+    prefix = f"step{params_step(trace, k)}.params_before.{module}."
     names = [n[len(prefix):] for n in trace.names if n.startswith(prefix)]
     if any("_l0" not in n for n in names):
         return  # a stacked layer (`_l1`, ...): its input is not the first layer's, no single formula
