@@ -122,6 +122,8 @@ def make_plots(comparison: Comparison) -> list[Plot]:
         Plot("drift-ulps", "The same drift in units in the last place (float32 rounding is a few ulps).",
              figure_png(lambda ax: drift_axis(ax, comparison, ulps=True), (6.4, 3.6))),
     ]
+    if comparison.forward:  # forward passes have no loss
+        plots = [p for p in plots if p.key != "loss"]
     if any(r.ref is not None and r.ref.scale > 0 for r in comparison.rows):
         plots.append(Plot("reference", "Each side's distance to the float64 reference per step: the side that moves "
                           "away from it is the one that computes something else.",
@@ -151,7 +153,7 @@ def make_plots(comparison: Comparison) -> list[Plot]:
         plots.append(Plot("activations", "Layer outputs", None, "no layer outputs were recorded on both sides; name "
                           "a burn layer's output with tap.activation(\"layer\", &x) to see where a step diverges"))
     else:
-        plots.append(Plot("activations", f"Every layer's output at step {step} in execution order: the first red bar "
+        plots.append(Plot("activations", f"Every layer's output at {comparison.unit} {step} in execution order: the first red bar "
                           "is the first layer that computes something else.", activations))
     return plots
 
@@ -161,7 +163,8 @@ def _verdict(comparison: Comparison) -> str:
     rows = comparison.rows
     failed = len(comparison.failed_rows)
     first = comparison.first_divergence
-    facts = [f"<div><b>{len(rows)}</b> tensors compared over <b>{comparison.steps}</b> step(s); "
+    facts = [f"<div><b>{len(rows)}</b> tensors compared over <b>{comparison.steps}</b> {comparison.unit}"
+             f"{'es' if comparison.forward else 's'}; "
              f"<b>{failed}</b> out of tolerance</div>",
              f"<div>worst |A − B| = <span class=mono>{_fmt(comparison.worst)}</span>; tolerance "
              f"<span class=mono>{escape(tolerances_text(comparison))}</span></div>"]
@@ -170,9 +173,24 @@ def _verdict(comparison: Comparison) -> str:
                      f"{escape(comparison.reference.name)}</span></div>")
     if first is not None:
         facts.append(f"<div>first divergence: <a href=\"#first-divergence\" class=mono>{escape(first.name)}</a></div>")
+    elif (shape := comparison.first_shape_divergence) is not None:
+        facts.append(f"<div>first divergence: <span class=mono>{escape(shape.name)}</span> (shape {escape(shape.a)} "
+                     f"in A, {escape(shape.b)} in B)</div>")
+    for row in rows:
+        if row.metrics is not None:
+            facts.append(f"<div><span class=mono>{escape(comparison.display_name(row.name))}</span>: "
+                         f"{escape(_metrics_text(row))}</div>")
     word = "OK" if ok else "FAIL"
     return (f"<section id=\"verdict\" class=\"{'ok' if ok else 'fail'}\"><div class=\"word\">{word}</div>"
             f"<div class=\"facts\">{''.join(facts)}</div></section>")
+
+
+def _metrics_text(row: TensorRow) -> str:
+    m = row.metrics
+    text = f"relative error {m.relative_error:.2e}, cosine {m.cosine:.7f}"
+    if m.top1 is not None:
+        text += f", top-1 agreement {m.top1:.1%} ({m.top1_agree} of {m.rows})"
+    return text
 
 
 def _findings(comparison: Comparison, diagnoses: list[Diagnosis]) -> str:
@@ -268,6 +286,8 @@ def _row(comparison: Comparison, row: TensorRow, first: TensorRow | None) -> str
             judged = "noise" if row.ref.noise else f"{row.ref.verdict.upper()} off ({times(row.ref.ratio)})"
             cells += [f"<td>{_fmt(row.ref.dist_a)}</td>", f"<td>{_fmt(row.ref.dist_b)}</td>",
                       f"<td>{escape(judged)}</td>"]
+    if comparison.forward:
+        cells.append(f"<td>{escape(_metrics_text(row)) if row.metrics is not None else ''}</td>")
     cells.append(f"<td>{'ok' if row.passed else 'FAIL'}</td>")
     anchor = " id=\"first-divergence\"" if row is first else ""
     return f"<tr class=\"{classes}\"{anchor}>{''.join(cells)}</tr>"
@@ -279,16 +299,20 @@ def _tensors(comparison: Comparison) -> str:
               "<th>at</th>", "<th>out</th>"]
     if comparison.reference is not None:
         header += ["<th>|A−R|</th>", "<th>|B−R|</th>", "<th>judged</th>"]
+    if comparison.forward:
+        header.append("<th>output metrics</th>")
     header.append("<th></th>")
     head = "<tr>" + "".join(header) + "</tr>"
     groups: dict[str, dict[str, list[TensorRow]]] = {}
     for row in comparison.rows:
         parsed = parse_name(row.name)
-        step, stage = (f"step {parsed.step}", parsed.stage) if parsed else ("other", "other")
+        step, stage = (f"{comparison.unit} {parsed.step}", parsed.stage) if parsed else ("other", "other")
         groups.setdefault(step, {}).setdefault(stage, []).append(row)
     everything_open = len(comparison.rows) <= OPEN_ROWS
-    parts = [f"<h2>Tensors</h2><p class=note>Pipeline order: inputs, parameters, layer outputs, logits, loss, gradients, "
-             f"parameters after the step, buffers, optimizer state. Highlighted: out of tolerance"
+    order = ("inputs, parameters and buffers as loaded, layer inputs, layer outputs, outputs" if comparison.forward
+             else "inputs, parameters, layer outputs, logits, loss, gradients, parameters after the step, buffers, "
+                  "optimizer state")
+    parts = [f"<h2>Tensors</h2><p class=note>Pipeline order: {order}. Highlighted: out of tolerance"
              f"{'; the first divergence in deep red' if first else ''}"
              f"{'; yellow: beyond the tolerance but rounding noise by the reference' if comparison.reference else ''}."
              "</p><div id=\"tensors\">"]

@@ -20,7 +20,13 @@ def comparison_json(comparison: Comparison, diagnoses: list[Diagnosis]) -> str:
         "passed": comparison.passed,
         "worst": comparison.worst,
         "tolerances": [{"glob": glob, **vars(tol)} for glob, tol in comparison.tolerances_used()],
-        "first_divergence": first.name if first else None,
+        "kind": comparison.kind,
+        "first_divergence": comparison.first_divergence_name,
+        "first_divergence_shape": ({"name": shape.name, "a": shape.a, "b": shape.b}
+                                   if (shape := comparison.first_shape_divergence) is not None else None),
+        #: step (batch, in a forward trace) -> the first layer output or output that diverges there
+        "first_divergence_by_step": {str(k): v for k, v in comparison.first_divergence_by_step().items()},
+        "loading": [f.to_dict() for f in comparison.loading],
         "first_divergence_layer": comparison.layer_of(first)[0] if first else None,
         "first_divergence_layer_settings": layer.to_dict() if (layer := evidence_of(comparison).layer) is not None else None,
         "first_divergence_side": first.ref.verdict if first is not None and first.ref is not None else None,
@@ -62,6 +68,7 @@ def _row(row: TensorRow) -> dict:
         "ulps": row.tol.ulps,
         "passed": row.passed,
         "reference": row.ref.to_dict() if row.ref is not None else None,
+        "metrics": row.metrics.to_dict() if row.metrics is not None else None,
     }
 
 
