@@ -193,6 +193,31 @@ def test_a_dropout_inside_a_block_is_measured_at_the_block_s_output(tmp_path):
     assert "(block.drop)" in found["D013"].evidence
 
 
+def test_a_port_s_dropout_on_in_a_training_trace_is_measured_too(tmp_path):
+    """A training step, PyTorch recorded with dropout off (record's default), the port's dropout on: D013's
+    training-trace text, with p measured."""
+    from burnside.torch import record
+
+    paths = []
+    for side in ("a", "b"):
+        torch.manual_seed(0)
+        model = DropNet(0.25)
+        if side == "b":
+            model.drop = BurnDropout(0.25)
+        batch = {"x": torch.randn(64, 6), "y": torch.randint(0, 3, (64,))}
+        paths.append(record(model, torch.optim.SGD(model.parameters(), lr=0.1), batch, tmp_path / f"{side}.json"))
+    port = open_trace(paths[1])
+    tensors = {n: np.array(port.array(n)) for n in port.names}
+    metadata = {k: v for k, v in port.metadata.items() if k != "dropout"} | {"framework": "burn"}
+    paths[1].unlink()
+    write_trace(paths[1], tensors, metadata)
+    comparison = compare_with_evidence(open_trace(paths[0]), open_trace(paths[1]))
+    assert comparison.evidence.dropout.p == pytest.approx(0.25, rel=1e-4)
+    (found,) = [d for d in diagnose(comparison) if d.rule == "D013"]
+    assert "so the other side's dropout is on; measured: B (burn)'s values are A (pytorch)'s" in found.evidence
+    assert "p = 0.25" in found.evidence and "DropoutConfig::new(0.0)" in found.fix
+
+
 def test_dropout_on_on_both_sides_stays_the_random_mask():
     """D013's training-trace pair, both sides' dropouts on: two masks, no side's values are the other's
     zeroed and scaled, nothing is measured."""

@@ -132,7 +132,8 @@ def check(comparison: Comparison) -> list[Diagnosis]:
         return []
     found = []
     a, b = comparison.side_name("a"), comparison.side_name("b")
-    where = f"{layer.module} ({layer.kind}) at step {layer.step}"
+    forward = any(side.metadata.get("kind") == "forward" for side in (comparison.a, comparison.b))
+    where = f"{layer.module} ({layer.kind}) at {'batch' if forward else 'step'} {layer.step}"
     output = f"step{layer.step}.activations.{layer.module}"
     if layer.input_from_a:
         own = (f"{layer.input} (the layer's input as A recorded it, which B's layer receives since everything "

@@ -81,8 +81,10 @@ def check(comparison: Comparison) -> list[Diagnosis]:
         return []
     first = comparison.first_divergence
     measured = evidence_of(comparison).dropout
-    if measured is not None:
+    forward = any(side.metadata.get("kind") == "forward" for side in (comparison.a, comparison.b))
+    if measured is not None and forward:
         return [_measured(comparison, measured)]
+    shown = f"; measured: {_shown(comparison, measured)}" if measured is not None else ""
     on = recorded_with_dropout(comparison)
     if on:
         side, dropouts = on[0]
@@ -90,7 +92,7 @@ def check(comparison: Comparison) -> list[Diagnosis]:
             ID, TITLE,
             f"{comparison.side_name(side)} was recorded with its dropout on ({dropouts}), and the forward parts at "
             f"{first.name}: a dropout in training mode zeroes a random subset drawn from each framework's own random "
-            "numbers, which never match",
+            f"numbers, which never match{shown}",
             "record with dropout off, `burnside.torch.record(...)` and `record_reference(...)`'s default (drop "
             "`dropout=True`), and build the burn model's dropouts with probability 0 (`DropoutConfig::new(0.0)`, "
             "`MultiHeadAttentionConfig::with_dropout(0.0)`)")]
@@ -104,7 +106,7 @@ def check(comparison: Comparison) -> list[Diagnosis]:
                 + ": a dropout in training mode zeroes a random subset drawn from each framework's own random "
                   "numbers, which never match"
                 + ("; the PyTorch side was recorded with dropout off, so the other side's dropout is on"
-                   if torch_off else ""))
+                   if torch_off else "") + shown)
     fix = (f"compare with dropout off on both sides: build the burn model's {module} with probability 0 "
            "(`DropoutConfig::new(0.0)`, and `MultiHeadAttentionConfig::with_dropout(0.0)`, whose default is 0.1) "
            "and record the PyTorch side with dropout off (`burnside.torch.record`'s and `record_reference`'s "
@@ -112,29 +114,28 @@ def check(comparison: Comparison) -> list[Diagnosis]:
     return [Diagnosis(ID, TITLE, evidence, fix)]
 
 
-def _measured(comparison: Comparison, found) -> Diagnosis:
-    """One side's values are the other's with a dropout applied: that side's dropout is on, with p measured."""
-    forward = any(side.metadata.get("kind") == "forward" for side in (comparison.a, comparison.b))
+def _shown(comparison: Comparison, found) -> str:
+    """What the measurement shows: `B (burn)'s values are A (pytorch)'s with 267 of 949 elements zeroed ...`."""
     on, off = comparison.side_name(found.side), comparison.side_name("b" if found.side == "a" else "a")
+    return (f"{on}'s values are {off}'s with {found.zeroed} of {found.n} elements zeroed "
+            f"({found.zeroed / found.n:.1%}) and every other one multiplied by {found.scale:.6g} (within "
+            f"{found.residual:.2g}, relative), 1/(1 - p) for p = {found.p:.3g}")
+
+
+def _measured(comparison: Comparison, found) -> Diagnosis:
+    """A forward trace where one side's values are the other's with a dropout applied: that side's dropout
+    is active at inference, with p measured."""
+    on = comparison.side_name(found.side)
     summary = comparison.a if found.side == "a" else comparison.b
     mode = summary.metadata.get("mode")
     where = f"at {found.tensor}" + (f" ({found.module})" if not found.tensor.endswith(f".{found.module}") else "")
-    evidence = (f"{where}: {on}'s values are {off}'s with {found.zeroed} of {found.n} elements zeroed "
-                f"({found.zeroed / found.n:.1%}) and every other one multiplied by {found.scale:.6g} (within "
-                f"{found.residual:.2g}, relative), 1/(1 - p) for p = {found.p:.3g}: a dropout with probability "
-                f"{found.p:.2g} is on for {on}" + (f" (its trace says mode {mode})" if isinstance(mode, str) else ""))
-    burn = summary.framework != "pytorch"
-    if forward:
-        evidence = evidence.replace(f"is on for {on}", f"is active at inference on {on}")
+    evidence = (f"{where}: {_shown(comparison, found)}: a dropout with probability {found.p:.2g} is active at "
+                f"inference on {on}" + (f" (its trace says mode {mode})" if isinstance(mode, str) else ""))
+    if summary.framework != "pytorch":
         fix = ("on an autodiff device burn's Dropout is on: run inference on `Device::default()` (not `.autodiff()`), "
                "or call `model.valid()` before the forward, or build the dropouts with probability 0 "
-               "(`DropoutConfig::new(0.0)`; `MultiHeadAttentionConfig::with_dropout(0.0)`, whose default is 0.1)"
-               if burn else
-               "put the PyTorch model in eval mode for inference, `model.eval()` (`burnside.torch.record_forward`'s "
-               "default, eval=True)")
+               "(`DropoutConfig::new(0.0)`; `MultiHeadAttentionConfig::with_dropout(0.0)`, whose default is 0.1)")
     else:
-        fix = ("compare with dropout off on both sides: build the burn model's dropouts with probability 0 "
-               "(`DropoutConfig::new(0.0)`, and `MultiHeadAttentionConfig::with_dropout(0.0)`, whose default is 0.1)"
-               if burn else
-               "record the PyTorch side with dropout off (`burnside.torch.record`'s default: drop `dropout=True`)")
+        fix = ("put the PyTorch model in eval mode for inference, `model.eval()` (`burnside.torch.record_forward`'s "
+               "default, eval=True)")
     return Diagnosis(ID, TITLE, evidence, fix)
