@@ -34,6 +34,32 @@
 //! }
 //! ```
 //!
+//! A port of a pretrained model is checked on its forward passes alone, on any device
+//! ([`Inference`]: a forward trace, `kind = forward`), with the weights loaded the way
+//! production loads them (burn-store, [`load_pytorch_checkpoint`] for PyTorch's packed GRU, LSTM
+//! and attention tensors, or [`InitFile::load_module`]):
+//!
+//! ```no_run
+//! # use burn::nn::{Gru, GruConfig};
+//! # use burn::tensor::Device;
+//! use burnside_trace::{Inference, InitFile, PortArgs};
+//!
+//! fn port(args: PortArgs) -> Result<(), Box<dyn std::error::Error>> {
+//!     args.finish()?;
+//!     let device = Device::default(); // no autodiff: the trace's mode is `inference`
+//!     let init = InitFile::read(&args.init)?;
+//!     let gru: Gru =
+//!         burnside_trace::load_pytorch_checkpoint(GruConfig::new(6, 5, true).init(&device), "gru.pt")?;
+//!     Inference::new().run(&args, &init, &device, &gru, |gru, batch| {
+//!         let x = batch.float_input::<3>("x")?;
+//!         let out = gru.forward(x, None);
+//!         batch.tap().activation("gru", &out)?;
+//!         Ok(out) // `args.steps` batches (`--batches N`), written to `-o`
+//!     })?;
+//!     Ok(())
+//! }
+//! ```
+//!
 //! [`TraceRecorder`] is the same recording call by call, for a loop that does not fit
 //! [`Training`] (its `write` refuses a trace with a stage missing).
 //!

@@ -369,7 +369,8 @@ fn a_checkpoint_that_is_missing_not_a_checkpoint_or_of_another_model_is_one_clea
     );
     assert!(other.contains("`params.fc.weight`"), "{other}");
     assert!(
-        other.contains("load_pytorch_checkpoint_with") || other.contains("fix: build"),
+        other.contains("`fc.weight` <- `params.fc.weight`?")
+            && other.contains("then `load_pytorch_checkpoint_with(module, path, &names)`"),
         "{other}"
     );
     let text = load(&fixture("make_fixtures.py"));
