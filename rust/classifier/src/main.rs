@@ -106,7 +106,8 @@ impl Classifier {
 /// `model` with the PyTorch checkpoint at `path` loaded by burn-store (`PytorchStore` applies
 /// burn-store's PyTorch adapter: Linear weights transposed, BatchNorm's `weight`/`bias` as
 /// `gamma`/`beta`, `running_mean`/`running_var` into burn's running state). A tensor the module
-/// has and the file lacks fails; `num_batches_tracked`, which burn does not keep, is left unused.
+/// has and the file lacks fails; `num_batches_tracked`, which burn does not keep, is left unused
+/// (burn-store does not fail on a tensor of the file nothing uses).
 fn load_checkpoint(
     mut model: Classifier,
     path: &str,
@@ -118,9 +119,26 @@ fn load_checkpoint(
         // running statistics; filtered tensors are skipped, not missing, so nothing fails
         store = store.with_regex(r"\.(weight|bias|gamma|beta)$");
     }
-    model
-        .load_from(&mut store)
+    // `allow_partial` to list what is missing in one line here, rather than burn-store's table
+    let result = model
+        .load_from(&mut store.allow_partial(true))
         .map_err(|e| one_line(format!("{path}: cannot load the checkpoint: {e}")))?;
+    if !result.missing.is_empty() {
+        let missing: Vec<&str> = result.missing.iter().map(|(p, _)| p.as_str()).collect();
+        let shown = missing
+            .iter()
+            .take(4)
+            .copied()
+            .collect::<Vec<_>>()
+            .join(", ");
+        let more = missing.len().saturating_sub(4);
+        return Err(format!(
+            "{path}: not this model's checkpoint: {} of the model's tensors are not in it ({shown}{})",
+            missing.len(),
+            if more > 0 { format!(" and {more} more") } else { String::new() }
+        )
+        .into());
+    }
     Ok(model)
 }
 

@@ -30,7 +30,7 @@ use burn::nn::{
     BatchNorm, BatchNormConfig, Gelu, Gru, GruConfig, LayerNorm, LayerNormConfig, Linear,
     LinearConfig, PaddingConfig1d,
 };
-use burn::store::{ModuleSnapshot, ModuleStore, PytorchStore, bridge};
+use burn::store::{ModuleStore, PytorchStore, bridge};
 use burn::tensor::{Device, Tensor};
 use burnside_trace::{Inference, InitFile, PortArgs, Tap, TraceError, UsageError};
 
@@ -108,70 +108,30 @@ impl Encoder {
     }
 }
 
-/// `model` with the PyTorch checkpoint at `path` loaded through burn-store. `PytorchStore`
-/// (with burn-store's PyTorch adapter) loads the conv, the norms (running statistics included)
-/// and the head; the GRU's gates, which PyTorch packs into one tensor per kind, are cut from the
-/// checkpoint's packed tensors by [`load_gru`]. A tensor the module has and the file lacks fails.
+/// `model` with the PyTorch checkpoint at `path` loaded: read by burn-store's `PytorchStore` and
+/// loaded by `burnside_trace::load_pytorch_checkpoint`, which adds to burn-store's PyTorch rules
+/// (Linear weights transposed, norms' `weight`/`bias` as `gamma`/`beta`, running statistics) the
+/// cutting of the GRU's packed `weight_ih_l0` / `weight_hh_l0` / `bias_ih_l0` / `bias_hh_l0`
+/// (reset, update, new) into burn's per-gate `Linear`s, which burn-store alone does not load.
+/// A tensor the module has and the file lacks, or one of the file's tensors nothing uses, fails.
 fn load_checkpoint(
-    mut model: Encoder,
+    model: Encoder,
     path: &str,
     bug: Option<&str>,
     device: &Device,
 ) -> Result<Encoder, Box<dyn Error>> {
-    let fail =
-        |e: &dyn std::fmt::Display| one_line(format!("{path}: cannot load the checkpoint: {e}"));
-    let mut store = PytorchStore::from_file(path).allow_partial(true);
-    let result = model.load_from(&mut store).map_err(|e| fail(&e))?;
-    let missing: Vec<&str> = result
-        .missing
-        .iter()
-        .map(|(p, _)| p.as_str())
-        .filter(|p| !p.starts_with("gru."))
-        .collect();
-    if !missing.is_empty() {
-        return Err(fail(&format!("no tensor for {}", missing.join(", "))).into());
-    }
-    load_gru(&mut model.gru, &mut store, "gru", device).map_err(|e| fail(&e))?;
+    let mut model = burnside_trace::load_pytorch_checkpoint(model, path)?;
     if bug == Some("gates") {
         // the bug: the first slice taken as the update gate, the second as the reset gate
         std::mem::swap(&mut model.gru.reset_gate, &mut model.gru.update_gate);
     }
     if bug == Some("transposed") {
         // the bug: the head's `[out, in]` values read in file order into burn's `[in, out]`
+        let mut store = PytorchStore::from_file(path);
         let weight = checkpoint_tensor::<2>(&mut store, "head.weight", device)?;
         model.head.weight = Param::from_tensor(weight.reshape([CHANNELS, CLASSES]));
     }
     Ok(model)
-}
-
-/// `gru` loaded from PyTorch's packed `{prefix}.weight_ih_l0` `[3 * hidden, input]`,
-/// `weight_hh_l0`, `bias_ih_l0` and `bias_hh_l0`, whose three slices along dimension 0 are the
-/// reset, update and new gates; each slice goes into the gate's input or hidden `Linear`,
-/// transposed to burn's `[in, out]`.
-fn load_gru(
-    gru: &mut Gru,
-    store: &mut PytorchStore,
-    prefix: &str,
-    device: &Device,
-) -> Result<(), Box<dyn Error>> {
-    for which in ["ih", "hh"] {
-        let weights =
-            checkpoint_tensor::<2>(store, &format!("{prefix}.weight_{which}_l0"), device)?;
-        let biases = checkpoint_tensor::<1>(store, &format!("{prefix}.bias_{which}_l0"), device)?;
-        let weights = weights.chunk(3, 0);
-        let biases = biases.chunk(3, 0);
-        let gates = [&mut gru.reset_gate, &mut gru.update_gate, &mut gru.new_gate];
-        for ((gate, weight), bias) in gates.into_iter().zip(weights).zip(biases) {
-            let linear = if which == "ih" {
-                &mut gate.input_transform
-            } else {
-                &mut gate.hidden_transform
-            };
-            linear.weight = Param::from_tensor(weight.transpose());
-            linear.bias = Some(Param::from_tensor(bias));
-        }
-    }
-    Ok(())
 }
 
 /// The checkpoint's tensor `name`, as a float tensor of rank `D` on `device`.
@@ -188,11 +148,6 @@ fn checkpoint_tensor<const D: usize>(
     }
     let data = bridge::to_data(tensor).map_err(|e| format!("{name}: {e}"))?;
     Ok(Tensor::from_data(data, device))
-}
-
-/// A message as one line, for the last line of stderr that `burnside check` reports.
-fn one_line(message: String) -> String {
-    message.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 fn main() {
