@@ -164,12 +164,14 @@ def _failure(result: CargoRun, cwd: Path, what: str) -> BuildError:
 
 
 def build(manifest_dir: Path, *, bins: list[str] | None = None, what: str | None = None,
-          extra: list[str] | None = None, console: Console | None = None) -> CargoRun:
+          extra: list[str] | None = None, console: Console | None = None, reuse: bool = False) -> CargoRun:
     """Build a crate or workspace in release mode; raise BuildError with rustc's first error.
 
     The executables returned are always the ones built from the sources in ``manifest_dir``,
     whatever other copies of the same packages were built into the shared target directory
-    (see `freshness`), and stay so while they run.
+    (see `freshness`), and stay so while they run. With ``reuse``, a pinned build of exactly these
+    inputs (`freshness.build_inputs`) is returned without running cargo (no diagnostics then, and
+    ``rebuilt`` empty): what a port's check wants, not a caller that reads rustc's warnings.
     """
     args = [*(extra or []), "--release"]
     for name in bins or []:
@@ -177,7 +179,13 @@ def build(manifest_dir: Path, *, bins: list[str] | None = None, what: str | None
     what = what or manifest_dir.name
     target = target_dir()
     with freshness.locked(target):
-        sources = _forget_other_sources(manifest_dir, target, what)
+        packages = freshness.path_packages(manifest_dir)
+        key = freshness.build_inputs(manifest_dir, packages, args) if reuse and bins else None
+        pinned = freshness.reused(target, key, bins or [])
+        if pinned is not None:
+            return CargoRun(command=[find_cargo(), "build", *args], returncode=0, executables=pinned, diagnostics=[],
+                            stderr="", artifacts=0, rebuilt=[], seconds=0.0)
+        sources = _forget_other_sources(manifest_dir, target, what, packages)
         result = run_cargo("build", args, manifest_dir, what=what, console=console, target=target,
                            expected=freshness.expected_artifacts(target, manifest_dir))
         if result.returncode != 0:
@@ -185,14 +193,19 @@ def build(manifest_dir: Path, *, bins: list[str] | None = None, what: str | None
         missing = [b for b in bins or [] if b not in result.executables]
         if missing:
             raise BuildError(f"building {what} produced no binary named {', '.join(missing)}")
+        if key is not None:
+            # cargo may have written the lock file (a port's first build adds the port to it): pin the
+            # build under the inputs as they are now, which the next build of these sources will see
+            sources = freshness.path_packages(manifest_dir)
+            key = freshness.build_inputs(manifest_dir, sources, args)
         freshness.record(target, sources, manifest_dir, result.artifacts)
-        result.executables = freshness.pin(target, sources, result.executables, args)
+        result.executables = freshness.pin(target, sources, result.executables, args, key)
     return result
 
 
-def _forget_other_sources(manifest_dir: Path, target: Path, what: str) -> list[freshness.PathPackage]:
-    """Clean the path packages last built in ``target`` from other sources, so cargo rebuilds them."""
-    sources = freshness.path_packages(manifest_dir)
+def _forget_other_sources(manifest_dir: Path, target: Path, what: str,
+                          sources: list[freshness.PathPackage]) -> list[freshness.PathPackage]:
+    """Clean the path packages (``sources``) last built in ``target`` from other sources, so cargo rebuilds them."""
     for name in freshness.stale_packages(target, sources):
         clean = subprocess.run([find_cargo(), "clean", "--release", "-p", name], cwd=manifest_dir,
                                env={**os.environ, "CARGO_TARGET_DIR": str(target)}, capture_output=True, text=True)
@@ -247,7 +260,7 @@ def expect_compile_error(package: str, feature: str, bin_name: str,
     """
     workspace = rust_workspace()
     with freshness.locked(target_dir()):
-        _forget_other_sources(workspace, target_dir(), package)
+        _forget_other_sources(workspace, target_dir(), package, freshness.path_packages(workspace))
         result = run_cargo("build", ["--release", "--workspace", "--features", f"{package}/{feature}"], workspace,
                            what=f"{package} {bin_name} (expected to fail)", console=console)
     errors = [d for d in result.errors() if d.target == bin_name]

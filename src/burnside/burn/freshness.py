@@ -14,16 +14,25 @@ After the build, each executable is pinned: hard-linked under a name derived fro
 of every path package's sources, and that path is what burnside runs. A later build of other
 sources replaces cargo's file, not the pinned one. A lock file serialises burnside's builds
 in one target directory, so the clean, the build and the pin happen together.
+
+A port's build (`build(..., reuse=True)`) first looks for a pinned build of exactly its inputs
+(`build_inputs`: every path package's sources, the workspace manifest and lock file, the cargo
+arguments, the toolchain, the build-affecting environment and cargo config files) and runs it
+without calling cargo: two checkouts (or ports) taking turns in one target directory rebuild
+each one once, not at every turn. A package with a build script is never reused (what it reads
+is its own business), nor is a build whose inputs cannot all be read.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import os
 import shutil
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +55,7 @@ class PathPackage:
     name: str
     root: Path
     digest: str  # sha256 of its sources (see `_digest`)
+    build_script: bool = False  # a `build.rs` (custom-build target): its inputs are its own
 
 
 @contextlib.contextmanager
@@ -71,7 +81,8 @@ def path_packages(manifest_dir: Path) -> list[PathPackage]:
             root = Path(package["manifest_path"]).parent.resolve()
             if root in found:
                 continue
-            found[root] = PathPackage(package["name"], root, _digest(root))
+            build_script = any("custom-build" in t.get("kind", []) for t in package.get("targets", []))
+            found[root] = PathPackage(package["name"], root, _digest(root), build_script)
             pending.extend(Path(d["path"]) for d in package.get("dependencies", []) if d.get("path"))
     # Only the packages' own files: cargo's own fingerprint already covers what the workspace
     # root decides (profiles, the lock file's versions, features, edition); what it misses is
@@ -99,10 +110,83 @@ def record(target: Path, packages: list[PathPackage], manifest_dir: Path, artifa
     write_atomic(target / _STATE / "state.json", json.dumps(state, indent=1))
 
 
-def pin(target: Path, packages: list[PathPackage], executables: dict[str, Path], args: list[str]) -> dict[str, Path]:
-    """Hard-link each executable under a directory named by the sources' hash and the cargo
-    arguments (profile, features); return those paths."""
-    key = hashlib.sha256("\0".join([*(p.digest for p in packages), *args]).encode()).hexdigest()[:20]
+#: Environment variables that change what cargo builds (besides the cargo arguments).
+_BUILD_ENV = ("RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "RUSTC", "RUSTC_WRAPPER", "RUSTC_WORKSPACE_WRAPPER",
+              "RUSTUP_TOOLCHAIN", "CARGO_HOME")
+_BUILD_ENV_PREFIXES = ("CARGO_PROFILE_", "CARGO_BUILD_", "CARGO_TARGET_", "CARGO_UNSTABLE_")
+
+
+def build_inputs(manifest_dir: Path, packages: list[PathPackage], args: list[str]) -> str | None:
+    """A hash of everything a build of ``manifest_dir`` with cargo ``args`` depends on, or None when
+    that cannot be told (a path package with a build script, a file that cannot be read, a toolchain
+    that does not answer): then the build is not reused."""
+    if any(p.build_script for p in packages):
+        return None
+    h = hashlib.sha256()
+    for part in [*(f"{p.name}={p.digest}" for p in packages), *args]:
+        h.update(part.encode() + b"\0")
+    try:
+        workspace = locate.workspace_manifest_of(manifest_dir) or manifest_dir / "Cargo.toml"
+        for file in (workspace, workspace.with_name("Cargo.lock")):
+            h.update(str(file.resolve()).encode() + b"\0" + file.read_bytes() + b"\0")
+        for config in _cargo_configs(manifest_dir):
+            h.update(str(config).encode() + b"\0" + config.read_bytes() + b"\0")
+        h.update(_toolchain(manifest_dir.resolve()).encode())
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for name in sorted(os.environ):
+        if name in _BUILD_ENV or name.startswith(_BUILD_ENV_PREFIXES):
+            h.update(f"{name}={os.environ[name]}\0".encode())
+    return h.hexdigest()[:20]
+
+
+def _cargo_configs(manifest_dir: Path) -> list[Path]:
+    """cargo's config files that apply to a build in ``manifest_dir``: `.cargo/config{,.toml}` there and in
+    every parent folder, and in CARGO_HOME."""
+    folders = [manifest_dir.resolve(), *manifest_dir.resolve().parents]
+    home = Path(os.environ.get("CARGO_HOME") or Path.home() / ".cargo")
+    found = [folder / ".cargo" / name for folder in folders for name in ("config", "config.toml")]
+    found += [home / name for name in ("config", "config.toml")]
+    return [f for f in found if f.is_file()]
+
+
+@functools.cache
+def _toolchain(directory: Path) -> str:
+    """`cargo -V` and `rustc -vV` as run in ``directory`` (a `rust-toolchain.toml` there picks another
+    toolchain); asked once per folder and process."""
+    out = []
+    for command in ([locate.find_cargo(), "-V"], [shutil.which("rustc") or "rustc", "-vV"]):
+        out.append(subprocess.run(command, cwd=directory, capture_output=True, text=True, timeout=60,
+                                  check=True).stdout)
+    return "\0".join(out)
+
+
+def reused(target: Path, key: str | None, bins: list[str]) -> dict[str, Path] | None:
+    """The pinned executables of a build with inputs ``key``, if one pinned all of ``bins``."""
+    if key is None or not bins:
+        return None
+    directory = target / _STATE / "bin" / key
+    try:
+        complete = set(json.loads((directory / _COMPLETE).read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+    found = {name: directory / name for name in bins}
+    if not set(bins) <= complete or not all(path.is_file() for path in found.values()):
+        return None
+    os.utime(directory)  # used: kept longest by `_prune`
+    return found
+
+
+_COMPLETE = ".complete"  # the binaries a pinned directory holds, written once they are all in place
+
+
+def pin(target: Path, packages: list[PathPackage], executables: dict[str, Path], args: list[str],
+        key: str | None = None) -> dict[str, Path]:
+    """Hard-link each executable under a directory named by the build's inputs (``key``,
+    `build_inputs`) or else by the sources' hash and the cargo arguments (profile, features);
+    return those paths."""
+    if key is None:
+        key = hashlib.sha256("\0".join([*(p.digest for p in packages), *args]).encode()).hexdigest()[:20]
     pinned_root = target / _STATE / "bin"
     directory = pinned_root / key
     directory.mkdir(parents=True, exist_ok=True)
@@ -117,6 +201,11 @@ def pin(target: Path, packages: list[PathPackage], executables: dict[str, Path],
             shutil.copy2(path, tmp)
         os.replace(tmp, destination)
         pinned[name] = destination
+    try:
+        held = set(json.loads((directory / _COMPLETE).read_text()))
+    except (OSError, ValueError, TypeError):
+        held = set()
+    write_atomic(directory / _COMPLETE, json.dumps(sorted(held | {p.name for p in pinned.values()})))
     os.utime(directory)
     _prune(pinned_root)
     return pinned

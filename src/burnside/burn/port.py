@@ -92,7 +92,7 @@ def record_port(torch_trace: Path, burn_crate: Path, bin_name: str, args: list[s
     cargo_args = ["--no-default-features"] if no_default_features else []
     if features:
         cargo_args += ["--features", ",".join(features)]
-    binary = build(burn_crate, bins=[bin_name], extra=cargo_args, console=console).executables[bin_name]
+    binary = build(burn_crate, bins=[bin_name], extra=cargo_args, console=console, reuse=True).executables[bin_name]
     out = out or out_dir / f"{bin_name}.burn.safetensors"
     out.unlink(missing_ok=True)
     run_binary(binary, ["--init", str(init), "-o", str(out), *args], expect_file=out, progress=progress)
