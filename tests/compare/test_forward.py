@@ -299,3 +299,16 @@ def test_the_cli_reports_batches_the_loading_faults_and_the_metrics(tmp_path, to
     assert run.returncode == 1, run.stderr
     page = report.read_text()
     assert "top-1 agreement" in page and "batch 1" in page and "D014" in page
+
+
+def test_junit_names_each_loading_fault_as_a_failing_case(tmp_path, torch_trace):
+    from burnside.report.junit import comparison_junit
+
+    def edit(tensors):
+        del tensors["step0.params_before.head.bias"]
+
+    b = port_trace(tmp_path, lambda port: port.bn.reset_running_stats(), edit=edit)
+    comparison, found = judged(torch_trace, b)
+    xml = comparison_junit(comparison, found)
+    assert xml.count('type="loading"') == 3
+    assert 'name="step0.params_before.head.bias"' in xml and "fresh_stats" in xml

@@ -18,12 +18,19 @@ def comparison_junit(comparison: Comparison, diagnoses: list[Diagnosis]) -> str:
     suite = ET.Element("testsuite", name=f"burnside compare {comparison.a.path.name} {comparison.b.path.name}")
     failures = 0
     start = {r.name for r in comparison.start_mismatch}
+    loading = {f.name: f for f in comparison.loading}  # a forward trace's start tensors, each with its fault
+    before = "at the start" if comparison.forward else "before the step"
     for row in comparison.rows:
         case = ET.SubElement(suite, "testcase", classname=_stage(row.name), name=row.name)
         s = row.stats
-        if row.name in start:
+        if row.name in loading:
             failures += 1
-            ET.SubElement(case, "failure", message="not bit-identical before the step", type="start").text = (
+            fault = loading.pop(row.name)
+            ET.SubElement(case, "failure", message=f"not loaded as in the checkpoint: {fault.kind}",
+                          type="loading").text = f"{fault.evidence}; fix: {fault.fix}"
+        elif row.name in start:
+            failures += 1
+            ET.SubElement(case, "failure", message=f"not bit-identical {before}", type="start").text = (
                 f"{s.differing} of {s.n} elements differ, up to {s.max_ulps} ulps (max|diff|={s.max_abs:.3e})")
         elif not row.passed:
             failures += 1
@@ -31,6 +38,11 @@ def comparison_junit(comparison: Comparison, diagnoses: list[Diagnosis]) -> str:
                 f"max|diff|={s.max_abs:.3e} ulps={s.max_ulps} at {list(row.worst_index or ())} ({row.tol.describe()})")
     problems = [(n, "only in A") for n in comparison.only_in_a] + [(n, "only in B") for n in comparison.only_in_b]
     problems += [(p.name, f"{p.what} mismatch: A {p.a}, B {p.b}") for p in comparison.structure]
+    for fault in loading.values():  # the faults of tensors not compared (another shape or dtype, one side only)
+        failures += 1
+        case = ET.SubElement(suite, "testcase", classname="loading", name=fault.name)
+        ET.SubElement(case, "failure", message=f"not loaded as in the checkpoint: {fault.kind}",
+                      type="loading").text = f"{fault.evidence}; fix: {fault.fix}"
     for name, what in problems:
         failures += 1
         case = ET.SubElement(suite, "testcase", classname="structure", name=name)
@@ -39,9 +51,9 @@ def comparison_junit(comparison: Comparison, diagnoses: list[Diagnosis]) -> str:
     suite.set("failures", str(failures))
     suite.set("errors", "0")
     out = [f"{d.rule} {d.title}: {d.evidence}\n  fix: {d.fix}" for d in diagnoses]
-    first = comparison.first_divergence
+    first = comparison.first_divergence_name
     if first is not None:
-        out.insert(0, f"first divergence: {first.name}")
+        out.insert(0, f"first divergence: {first}")
     ET.SubElement(suite, "system-out").text = "\n".join(out)
     root = ET.Element("testsuites")
     root.append(suite)
