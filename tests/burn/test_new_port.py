@@ -97,3 +97,61 @@ def test_check_builds_the_port_with_the_cargo_features_it_is_given(recorded_port
     assert "D005" in with_feature.stdout, with_feature.stdout  # the learning rate the port declares differs
     without = burnside(*base, "--no-default-features", cwd=featured)
     assert without.returncode == 0, without.stdout + without.stderr
+
+
+@pytest.fixture(scope="module")
+def inference_port(programs, tmp_path_factory) -> Path:
+    """A new inference port with its checkpoint saved and its PyTorch side recorded."""
+    parent = tmp_path_factory.mktemp("inference")
+    made = burnside("new", "myinfer", "--inference", cwd=parent)
+    assert made.returncode == 0, made.stdout + made.stderr
+    assert "-- --checkpoint checkpoint/model.pt" in made.stdout
+    port = parent / "myinfer"
+    recorded = subprocess.run([sys.executable, "record.py"], cwd=port, capture_output=True, text=True, timeout=600)
+    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    assert (port / "checkpoint" / "model.pt").is_file()
+    return port
+
+
+def check_inference(port: Path, *extra: str) -> subprocess.CompletedProcess:
+    return burnside("check", "--burn-crate", ".", "--bin", port.name, "--torch-trace", "traces/torch.safetensors",
+                    "--reference", "traces/reference.safetensors", "--", "--checkpoint", "checkpoint/model.pt",
+                    *extra, cwd=port)
+
+
+def _variant(port: Path, tmp_path: Path, name: str, old: str, new: str) -> Path:
+    copy = tmp_path / name
+    subprocess.run(["cp", "-r", str(port), str(copy)], check=True)
+    main = copy / "src" / "main.rs"
+    assert old in main.read_text()
+    main.write_text(main.read_text().replace(old, new))
+    (copy / "Cargo.toml").write_text((copy / "Cargo.toml").read_text().replace(f'"{port.name}"', f'"{name}"'))
+    return copy
+
+
+def test_a_new_inference_port_loads_the_checkpoint_and_is_ok_as_written(inference_port):
+    proc = check_inference(inference_port)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    verdict = [line for line in proc.stdout.splitlines() if line.startswith("worst=")]
+    assert len(verdict) == 1 and verdict[0].endswith(" OK"), proc.stdout
+    assert "step0.buffers.bn.running_var" in proc.stdout and "step1.outputs.output" in proc.stdout
+    assert "top-1 agreement 100.0%" in proc.stdout
+    assert not [line for line in proc.stdout.splitlines() if line.startswith("D0")], proc.stdout
+
+
+def test_an_inference_port_on_an_autodiff_device_is_named_batchnorm_in_training_mode(inference_port, tmp_path):
+    port = _variant(inference_port, tmp_path, "onautodiff", "let device = Device::default();",
+                    "let device = Device::default().autodiff();")
+    proc = check_inference(port)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "first diverging layer per batch: batch 0 bn, batch 1 bn" in proc.stdout, proc.stdout
+    causes = [line for line in proc.stdout.splitlines() if line.startswith("D0")]
+    assert causes and causes[0].startswith("D015 ") and "B (burn)'s with the batch statistics" in causes[0], causes
+    assert "run inference on `Device::default()` (not `.autodiff()`)" in proc.stdout
+
+
+def test_an_inference_port_without_its_checkpoint_is_one_line_exit_2(inference_port):
+    proc = burnside("check", "--burn-crate", ".", "--bin", "myinfer", "--torch-trace", "traces/torch.safetensors",
+                    "--", "--checkpoint", "missing.pt", cwd=inference_port)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stdout + proc.stderr
+    assert "myinfer: missing.pt: PyTorch reader error" in proc.stderr, proc.stderr

@@ -56,8 +56,12 @@ fn main() {
         let init = InitFile::read(&args.init)?; // the batches PyTorch ran
         // Loaded as production loads it: burn-store reads the PyTorch checkpoint (Linear weights
         // transposed, names matched); burnside then compares what was loaded with PyTorch's, bit for bit.
+        // A model with nn.GRU, nn.LSTM or nn.MultiheadAttention (PyTorch packs their gates or q/k/v in
+        // one tensor): `burnside_trace::load_pytorch_checkpoint(Model::new(&device), &checkpoint)?`.
         let mut model = Model::new(&device);
-        model.load_from(&mut PytorchStore::from_file(checkpoint))?;
+        model
+            .load_from(&mut PytorchStore::from_file(&checkpoint))
+            .map_err(|e| format!("{checkpoint}: {e}"))?;
         Inference::new().run(&args, &init, &device, &model, |model, batch| {
             let x = batch.float_input::<2>("x")?; // the batch PyTorch ran, bit for bit
             Ok(model.forward(x, batch.tap())?)
