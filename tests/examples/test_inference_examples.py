@@ -154,12 +154,12 @@ def test_burnside_run_is_ok_and_a_bug_fails(tmp_path, name):
     command = [sys.executable, "-c", "from burnside.cli import main; main()", "run", name, "--out-dir", str(tmp_path)]
     ok = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    assert "OK" in ok.stdout.splitlines()[-1] or any(line.startswith("worst=") and line.endswith("OK")
-                                                      for line in ok.stdout.splitlines()), ok.stdout
+    assert any(line.startswith("worst=") and line.endswith(" OK") for line in ok.stdout.splitlines()), ok.stdout
     assert (tmp_path / name / f"{name}.pt").is_file()
     bug = get_target(name).bugs[0]
     failed = subprocess.run([*command, "--bug", bug], capture_output=True, text=True, timeout=600)
     assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert any(line.startswith("worst=") and line.endswith(" FAIL") for line in failed.stdout.splitlines())
 
 
 def test_the_port_refuses_a_missing_or_unreadable_checkpoint_in_one_line(run_case, tmp_path):
