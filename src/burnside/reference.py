@@ -3,7 +3,9 @@
 A float32 run of either framework differs from exact arithmetic by its rounding; the float64
 run is close to exact arithmetic (2^-53 against 2^-24), so each side's distance to it measures
 that side's own error. `burnside compare --reference` judges the two sides by those distances
-(docs/compare.md).
+(docs/compare.md). The float64 copy keeps the constants the float32 loop reads from its dtype
+(`Float32Constants`: an RMSNorm's `eps=None`, `torch.finfo(x.dtype)` in the model's code), so it computes
+the loop's own arithmetic in float64 and not another model's with a smaller epsilon.
 
 burn's Adam and AdamW form their scalar constants in float32 (`1 - beta_2`, `1 - beta_2^t`)
 where PyTorch uses double, and burn's BatchNorm updates `running_var` with the biased batch
@@ -19,6 +21,7 @@ and no running statistics carried into an output, burn's known arithmetic differ
 from __future__ import annotations
 
 import copy
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,6 +33,7 @@ from torch import nn
 from burnside._torch_forward import Forward, batch_list, check_forward_model, record_forward_trace
 from burnside.errors import BurnsideError
 from burnside._torch_loop import active_dropouts, check_model, optimizer_kind, record_trace, same_step
+from torch.overrides import TorchFunctionMode
 
 if TYPE_CHECKING:
     from burnside.progress import StepProgress
@@ -73,6 +77,125 @@ class _BiasedRunningVar:
         biased = x.var(dim=dims, unbiased=False)
         # a new tensor, not an in-place update: autograd saved the old one for the backward pass
         module.running_var = previous * (1 - module.momentum) + biased * module.momentum
+
+
+#: `torch.finfo` itself, kept while `Float32Constants` answers for it.
+_FINFO = torch.finfo
+#: The float32 epsilon a float32 run's `eps=None` norms use (`torch.finfo(torch.float32).eps`, 2^-23).
+F32_EPS = float(_FINFO(torch.float32).eps)
+#: The dtypes a float64 re-run holds, each with the one the float32 run held in its place.
+_NARROWED = {torch.float64: torch.float32, torch.complex128: torch.complex64}
+#: Calls whose default tolerance is read from the dtype inside PyTorch's C++ code, out of reach of a pin:
+#: a float64 re-run that makes one with its default tolerance computes with float64's (named as unpinned).
+_DTYPE_TOLERANCES = {"linalg_pinv": "rtol", "linalg_matrix_rank": "rtol", "linalg_lstsq": "rcond"}
+
+
+class Float32Constants(TorchFunctionMode):
+    """While entered, a float64 re-run of a float32 model takes the float32 run's dtype-dependent constants.
+
+    A float64 copy of a model computes the float32 loop's arithmetic in float64 only if every constant the
+    loop reads from its dtype keeps its float32 value. PyTorch reads three kinds:
+
+    - a module built with ``eps=None`` (`nn.RMSNorm`, the only `torch.nn` module with that default):
+      `torch.finfo(input.dtype).eps`, 1.19e-7 in float32, 2.2e-16 in float64. Pinned on the copy at
+      construction: its ``eps`` is set to float32's.
+    - `F.rms_norm` / `torch.rms_norm` called with ``eps=None`` in the model's own code: given float32's
+      epsilon when its input is float64 (this mode sees every torch call).
+    - `torch.finfo(t.dtype)` in the model's or the loss's code (a clamp, an epsilon, a mask fill with
+      `finfo.min`): `torch.finfo` is replaced while entered, and answers a float64 (complex128) dtype with
+      float32's (complex64's) values; every other dtype as before. The call site is recorded. A float32 run
+      asking for `torch.finfo(torch.float64)` by name would be answered otherwise in the reference: the
+      recorded sites say where to look. A name bound before the run (`from torch import finfo`) is not
+      replaced.
+
+    Out of reach, and named as *unpinned* instead: the default tolerances of `torch.linalg.pinv`,
+    `matrix_rank` and `lstsq`, read from the dtype in C++.
+    `metadata()` gives the reference's metadata: ``pinned`` and ``unpinned``, each a ``; ``-separated list
+    of what was pinned and what could not be (absent when empty). Entering replaces `torch.finfo` for the
+    whole process: a float64 re-run is not to be made in a thread beside other float work.
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.pinned: list[str] = []
+        self.unpinned: list[str] = []
+        for name, module in model.named_modules():
+            if isinstance(module, nn.RMSNorm) and module.eps is None:
+                module.eps = F32_EPS
+                self.pinned.append(f"{name or type(module).__name__}.eps (RMSNorm eps=None) = {F32_EPS:.8g}")
+
+    def _note(self, found: list[str], what: str) -> None:
+        if what not in found:
+            found.append(what)
+
+    def _finfo(self, type: object = None) -> object:  # noqa: A002 (torch.finfo's own argument name)
+        if type is None:
+            return _FINFO()
+        narrowed = _NARROWED.get(type)
+        if narrowed is None:
+            return _FINFO(type)
+        caller = sys._getframe(1)
+        where = f"{Path(caller.f_code.co_filename).name}:{caller.f_lineno}"
+        self._note(self.pinned, f"torch.finfo({str(type).removeprefix('torch.')}) at {where} answered as "
+                                f"{str(narrowed).removeprefix('torch.')}")
+        return _FINFO(narrowed)
+
+    def __enter__(self) -> Float32Constants:
+        torch.finfo = self._finfo
+        try:
+            return super().__enter__()
+        except BaseException:
+            torch.finfo = _FINFO
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            super().__exit__(*exc)
+        finally:
+            torch.finfo = _FINFO
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.nn.functional.rms_norm or func is torch.rms_norm:
+            eps = args[3] if len(args) > 3 else kwargs.get("eps")
+            x = args[0] if args else kwargs.get("input")
+            if eps is None and isinstance(x, torch.Tensor) and x.dtype in _NARROWED:
+                if len(args) > 3:
+                    args = (*args[:3], F32_EPS, *args[4:])
+                else:
+                    kwargs = {**kwargs, "eps": F32_EPS}
+                self._note(self.pinned, f"rms_norm(eps=None) = {F32_EPS:.8g}")
+        else:
+            name = getattr(func, "__name__", "")
+            tolerance = _DTYPE_TOLERANCES.get(name)
+            if tolerance is not None and not any(kwargs.get(k) is not None for k in (tolerance, "atol", "rtol", "tol")):
+                self._note(self.unpinned, f"torch.linalg.{name.removeprefix('linalg_')} (its default tolerance is "
+                                          "float64's, a float32 run's is float32's)")
+        return func(*args, **kwargs)
+
+    def metadata(self) -> dict[str, str]:
+        """``pinned`` and ``unpinned`` for the reference's metadata, each present when not empty."""
+        return {k: "; ".join(v) for k, v in (("pinned", self.pinned), ("unpinned", self.unpinned)) if v}
+
+
+class _WithPins(Mapping):
+    """The reference's metadata with its `Float32Constants`' ``pinned``/``unpinned``, read when the trace is written
+    (after the run: a `torch.finfo` call site is known only once the model has run)."""
+
+    def __init__(self, base: Mapping[str, object], pins: Float32Constants) -> None:
+        self.base, self.pins = base, pins
+
+    def _now(self) -> dict[str, object]:
+        return {**self.base, **self.pins.metadata()}
+
+    def __getitem__(self, key: str) -> object:
+        return self._now()[key]
+
+    def __iter__(self):
+        return iter(self._now())
+
+    def __len__(self) -> int:
+        return len(self._now())
 
 
 def has_batchnorm(model: nn.Module) -> bool:
@@ -253,6 +376,10 @@ def record_reference(
 
     ``model`` and ``optimizer`` are deep-copied to float64 (the originals are untouched), the
     batches' float tensors converted; the arguments mean what they mean for `burnside.torch.record`.
+    The copy keeps the float32 loop's dtype-dependent constants (`Float32Constants`: an `nn.RMSNorm`'s
+    ``eps=None``, `F.rms_norm(eps=None)`, `torch.finfo` read in the model's or the loss's code), so it computes
+    the float32 loop's arithmetic in float64; the metadata's ``pinned`` lists what was pinned, ``unpinned``
+    what could not be (a `torch.linalg` call with its dtype's default tolerance).
     With ``variants``, also records the variant of burn's arithmetic the loop meets (`variant_name`:
     `burn-adam` for Adam and AdamW, `burn-batchnorm` for a BatchNorm in training, both joined by ``+``) at
     ``{stem}.{variant}.safetensors`` next to ``path`` (`reference_files` lists the files written), and names
@@ -286,17 +413,20 @@ def record_reference(
             progress(done, total, f"{name} variant")
 
         try:
-            record_trace(double, opt, _double_batches(batches), variant, steps=steps, loss_fn=loss_fn,
-                         target=target, metadata={**(metadata or {}), "reference": "float64", "variant": name},
-                         progress=variant_progress if progress is not None else None, **extra)
+            with Float32Constants(double) as pins:
+                record_trace(double, opt, _double_batches(batches), variant, steps=steps, loss_fn=loss_fn,
+                             target=target, metadata=_WithPins({**(metadata or {}), "reference": "float64",
+                                                                "variant": name}, pins),
+                             progress=variant_progress if progress is not None else None, **extra)
         finally:
             for handle in hooks.handles if hooks else ():
                 handle.remove()
         found[name] = variant.name
     double, opt = _double_copy(model, optimizer, burn_adam=False)
     meta = {**(metadata or {}), "reference": "float64", **{f"variant.{k}": v for k, v in found.items()}}
-    return record_trace(double, opt, _double_batches(batches), path, steps=steps, loss_fn=loss_fn, target=target,
-                        metadata=meta, progress=progress, **extra)
+    with Float32Constants(double) as pins:
+        return record_trace(double, opt, _double_batches(batches), path, steps=steps, loss_fn=loss_fn,
+                            target=target, metadata=_WithPins(meta, pins), progress=progress, **extra)
 
 
 def record_forward_reference(
@@ -316,7 +446,8 @@ def record_forward_reference(
 
     ``model`` is deep-copied to float64 (the original is untouched), the batches' float tensors converted
     (integer ones, token ids and labels, kept as they are); the arguments mean what they mean for
-    `record_forward`. The file is a forward trace of dtype float64, marked ``reference: float64`` as a
+    `record_forward`. The copy keeps the float32 model's dtype-dependent constants, as `record_reference`'s
+    does (`Float32Constants`; metadata ``pinned``, ``unpinned``). The file is a forward trace of dtype float64, marked ``reference: float64`` as a
     training reference is, so `burnside compare A B --reference` takes it as the referee and refuses it as
     a side. No variant is recorded: a forward pass meets none of burn's known arithmetic differences
     (Adam's constants are an optimizer's, BatchNorm's biased variance a running statistic no output reads).
@@ -324,10 +455,12 @@ def record_forward_reference(
     per_batch = batch_list(batches)
     check_forward_model(model)
     double = copy.deepcopy(model).double()
-    return record_forward_trace(double, _double_batches(per_batch), path, forward=forward, eval=eval,
-                                activations=activations, layer_inputs=layer_inputs,
-                                metadata={**(metadata or {}), "reference": "float64"}, progress=progress)
+    with Float32Constants(double) as pins:
+        return record_forward_trace(double, _double_batches(per_batch), path, forward=forward, eval=eval,
+                                    activations=activations, layer_inputs=layer_inputs,
+                                    metadata=_WithPins({**(metadata or {}), "reference": "float64"}, pins),
+                                    progress=progress)
 
 
-__all__ = ["BURN_ADAM", "BURN_BATCHNORM", "has_batchnorm", "has_burn_adam_variant", "record_forward_reference",
+__all__ = ["BURN_ADAM", "BURN_BATCHNORM", "F32_EPS", "Float32Constants", "has_batchnorm", "has_burn_adam_variant", "record_forward_reference",
            "record_reference", "reference_files", "variant_name", "variant_path"]
