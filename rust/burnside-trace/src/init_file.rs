@@ -6,6 +6,7 @@ use burn::store::{ApplyError, ModuleSnapshot, PyTorchToBurnAdapter, bridge};
 use burn::tensor::{Device, Int, IntDType, Tensor};
 
 use crate::packed::cut_parts;
+use crate::torch_names::torch_leaf_of;
 use crate::{
     FORMAT_VERSION, HostDType, HostTensor, ParamEntry, SafetensorsFile, TorchNames, TraceError,
     param_paths_with,
@@ -470,7 +471,25 @@ fn misfit(
 /// The name in `candidates` most like `name` and how alike (Jaro-Winkler, 0..1): among those
 /// with the same last segment (`weight`, `bias`, `running_var`) if there are any, since a rename
 /// keeps it; otherwise only one alike enough to be a likely rename.
+///
+/// A burn leaf that PyTorch names otherwise (`gamma` -> `weight`, `beta` -> `bias`, `alpha` ->
+/// `weight`), or the reverse, under the same parent is the match before any likeness: the
+/// rename the file's name most likely needs (`blk.gamma` <- `blk.weight`, not `blk.bias`).
 fn closest(name: &str, candidates: &[String]) -> Option<(f64, String)> {
+    let split = |s: &str| match s.rsplit_once('.') {
+        Some((parent, leaf)) => (parent.to_string(), leaf.to_string()),
+        None => (String::new(), s.to_string()),
+    };
+    let (parent, own) = split(name);
+    let paired = candidates.iter().find(|c| {
+        let (their_parent, theirs) = split(c);
+        their_parent == parent
+            && (torch_leaf_of(&own) == Some(theirs.as_str())
+                || torch_leaf_of(&theirs) == Some(own.as_str()))
+    });
+    if let Some(c) = paired {
+        return Some((1.0, c.clone()));
+    }
     let leaf = |s: &str| s.rsplit('.').next().map(str::to_string);
     let best = |pool: &mut dyn Iterator<Item = &String>| {
         pool.map(|c| (textdistance::nstr::jaro_winkler(name, c), c))
