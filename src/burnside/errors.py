@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 
 class BurnsideError(Exception):
     """A problem the user can act on; the message says what to do.
@@ -28,7 +30,7 @@ class RunError(BurnsideError):
 class Interrupted(BaseException):
     """A signal (Ctrl-C's SIGINT, SIGTERM, SIGHUP) asking the `burnside` command to stop.
 
-    Raised by the console script's signal handlers (`burnside.cli.app.main`), never by the
+    Raised by the console script's signal handlers (`burnside.cli.root.main`), never by the
     library; a BaseException, so `except Exception` does not swallow it and every `finally` and
     context manager on the way out runs: a half-written output's temporary file is removed, a
     running burn program is killed. `main` then prints one line and exits 128 + the signal's number.
@@ -37,3 +39,12 @@ class Interrupted(BaseException):
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
         self.signum = signum
+
+
+#: The signals that stop a `burnside` command (`Interrupted`).
+STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def stopped_line(signum: int) -> str:
+    """What a command stopped by ``signum`` prints: `interrupted` for Ctrl-C, else `stopped by SIGTERM`."""
+    return "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"

@@ -117,7 +117,7 @@ def test_an_interrupted_run_leaves_only_complete_traces(tmp_path, after):
 
 _STOP_IN_A_FINALIZER = """
 import importlib, os, signal, sys, threading, time, weakref
-app = importlib.import_module("burnside.cli.app")
+app = importlib.import_module("burnside.cli.root")
 for each in app._STOPPING:
     signal.signal(each, app._stop)
 sys.unraisablehook = app._unraisable
@@ -141,3 +141,16 @@ def test_a_stop_that_lands_in_a_finalizer_still_stops_the_run():
     # SIGINT came while matplotlib's weakref callbacks ran and `compare` went on to write everything.
     done = subprocess.run([sys.executable, "-c", _STOP_IN_A_FINALIZER], capture_output=True, text=True, timeout=60)
     assert done.stdout == f"stopped {int(signal.SIGTERM)}\n" and done.stderr == "", (done.stdout, done.stderr)
+
+
+@pytest.mark.parametrize("after", [0.03, 0.06, 0.1, 0.15, 0.25])
+def test_a_stop_while_the_command_line_loads_is_one_line(large_traces, tmp_path, after):
+    # The console script handles a stop from its first line, before click, rich and the commands are
+    # imported (a tenth of a second): no KeyboardInterrupt traceback, no silent SIGTERM.
+    a, b = large_traces
+    proc = start("compare", str(a), str(b), cwd=tmp_path)
+    time.sleep(after)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err) == (130, "interrupted\n"), (proc.returncode, err)
+    assert leftovers(tmp_path) == []

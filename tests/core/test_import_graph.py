@@ -278,7 +278,7 @@ def test_the_graph_sees_the_package() -> None:
     assert {"burnside.a1_torch", "burnside.burn.a1"} <= set(MODULES["burnside.targets"].imports)
     # imports by name: the examples `targets` runs, the commands the CLI imports on first use
     assert "burnside.examples.cnn" in MODULES["burnside.targets"].imports
-    assert {"burnside.cli.lint", "burnside.cli.explain"} <= set(MODULES["burnside.cli.app"].imports)
+    assert {"burnside.cli.lint", "burnside.cli.explain"} <= set(MODULES["burnside.cli.root"].imports)
 
 
 def test_every_kind_of_import_resolves_to_a_module() -> None:

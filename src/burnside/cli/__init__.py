@@ -1,8 +1,41 @@
 """The `burnside` command line: parses arguments, calls the library, renders, picks the exit code.
 
-Nothing outside this package imports it; every command lives in one module here.
+Nothing outside this package imports it; every command lives in one module here. This module is
+the console script's first code and stays light: `main` handles a stop signal from its first
+moment, then imports the command line (click, rich, the commands: a tenth of a second), whose own
+handlers take over (`burnside.cli.root.main`). A Ctrl-C in that tenth would otherwise end in
+Python's KeyboardInterrupt traceback, and a SIGTERM in silence; until then nothing has been
+written, so the process says what stopped it and leaves at once.
 """
 
-from burnside.cli.app import app, main
+from __future__ import annotations
+
+import os
+import signal
+
+from burnside.errors import STOPPING, stopped_line
+
+
+def _before_the_cli(signum: int, frame) -> None:
+    os.write(2, f"{stopped_line(signum)}\n".encode())
+    os._exit(128 + signum)
+
+
+def main() -> None:
+    """The `burnside` console script."""
+    for each in STOPPING:
+        signal.signal(each, _before_the_cli)
+    from burnside.cli.root import main as cli_main
+
+    cli_main()
+
+
+def __getattr__(name: str):
+    if name == "app":  # the click group, imported when asked for (`from burnside.cli import app`)
+        from burnside.cli.root import app
+
+        return app
+    raise AttributeError(f"module 'burnside.cli' has no attribute {name!r}")
+
 
 __all__ = ["app", "main"]

@@ -12,7 +12,7 @@ import click
 
 from burnside import __version__
 from burnside.cli.command import BurnsideGroup
-from burnside.errors import Interrupted
+from burnside.errors import STOPPING, Interrupted, stopped_line
 
 # Where each command lives, in pipeline order. A command's module is imported
 # when that command runs (or `--help` lists them all): `burnside lint` and
@@ -51,7 +51,7 @@ def app() -> None:
 
 
 #: The signals that stop a run: each unwinds it (no partial output, no burn program left running).
-_STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_STOPPING = STOPPING
 
 
 def _stop(signum: int, frame) -> None:
@@ -77,10 +77,6 @@ def _unraisable(hook_args) -> None:
         again.start()
         return
     sys.__unraisablehook__(hook_args)
-
-
-def _stopped_line(signum: int) -> str:
-    return "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
 
 
 def main() -> None:
@@ -113,7 +109,7 @@ def _exit_stopped(signum: int) -> None:
             stream.flush()
         except (OSError, ValueError):
             pass
-    os.write(2, f"{_stopped_line(signum)}\n".encode())
+    os.write(2, f"{stopped_line(signum)}\n".encode())
     # os._exit: the run has unwound; what is left at exit (worker threads of a comparison still on
     # their queued chunks) must not keep a stopped command alive, nor print anything more.
     os._exit(128 + signum)
