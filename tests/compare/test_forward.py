@@ -312,3 +312,16 @@ def test_junit_names_each_loading_fault_as_a_failing_case(tmp_path, torch_trace)
     xml = comparison_junit(comparison, found)
     assert xml.count('type="loading"') == 3
     assert 'name="step0.params_before.head.bias"' in xml and "fresh_stats" in xml
+
+
+def test_a_linear_weight_reshaped_where_it_needed_a_transpose_is_named(tmp_path, torch_trace):
+    # A port that copies a [out, in] Linear weight into burn's [in, out] by reshaping it, in file order:
+    # the shapes fit, so nothing fails to load; recorded back in PyTorch's layout it is the reshape's transpose.
+    def edit(tensors):
+        w = tensors["step0.params_before.head.weight"]  # [4, 5]
+        tensors["step0.params_before.head.weight"] = w.reshape(w.shape[::-1]).T.copy()
+
+    comparison, found = judged(torch_trace, port_trace(tmp_path, edit=edit))
+    assert faults(comparison) == {"head.weight": "transposed"}
+    assert "reshaped to [5, 4] (burn's [in, out]) where they needed a transpose" in comparison.loading[0].evidence
+    assert [d.rule for d in found][:1] == ["D014"]

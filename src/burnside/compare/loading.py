@@ -150,6 +150,16 @@ def value_fault(name: str, a: np.ndarray, b: np.ndarray, dtype: str, modules: ob
                 "the parameters (or that names the layer otherwise) runs on the fresh 0/1 statistics")
     if a.ndim == 2 and a.shape[0] == a.shape[1] and a.shape[0] > 1 and np.array_equal(_bits(a.T), _bits(b)):
         return _transposed(name, a.shape, b.shape, (1, 0))
+    if a.ndim == 2 and a.shape[0] != a.shape[1] and min(a.shape) > 1 \
+            and np.array_equal(_bits(a.reshape(a.shape[::-1]).T), _bits(b)):
+        # A Linear weight [out, in] read in file order into burn's [in, out]: the shape fits, the values do not
+        return LoadingFault(
+            name, "transposed",
+            f"B holds A's values in their stored order reshaped to {_shape(a.shape[::-1])} (burn's [in, out]) where "
+            f"they needed a transpose (A {_shape(a.shape)})",
+            "transpose a PyTorch Linear weight from [out, in] into burn's [in, out] (`.transpose()`, or load it with "
+            "burn-store's PytorchStore, whose PyTorchToBurnAdapter does), not reshape it: a reshape keeps the shape "
+            "valid and scrambles the weight")
     gates = _gate_order(parsed, a, b, modules)
     if gates is not None:
         found, names, kind = gates
