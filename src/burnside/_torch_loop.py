@@ -255,6 +255,27 @@ def _dropout_off(model: nn.Module) -> list[Callable[[], None]]:
     return undo
 
 
+def loss_name(loss_fn: Callable) -> str:
+    """The trace's ``loss_fn``: the function's ``__name__`` (``cross_entropy``), a loss module's class name
+    (``SmoothL1Loss``), a `functools.partial`'s function's name; ``<lambda>`` for a lambda (name it with
+    ``metadata={"loss_fn": ...}``)."""
+    inner = getattr(loss_fn, "func", loss_fn)  # functools.partial
+    return getattr(inner, "__name__", type(inner).__name__)
+
+
+def _loss(loss_fn: Callable, output: torch.Tensor, batch: Batch, target: str | None, k: int,
+          refuse: Callable[[str, int], BurnsideError]) -> torch.Tensor:
+    """``loss_fn(output, batch[target])``, or ``loss_fn(output, batch)`` with ``target=None``; a target the batch
+    does not have is refused in one line."""
+    if target is None:
+        return loss_fn(output, batch)
+    if target not in batch:
+        raise refuse(f"the batch has no {target!r} (target={target!r}; its keys: {', '.join(map(repr, batch))}): "
+                     f"pass target= the key of the loss's target, or target=None for a loss of the model's output "
+                     f"and the whole batch, loss_fn(output, batch)", k)
+    return loss_fn(output, batch[target])
+
+
 def default_forward(model: nn.Module, batch: Batch) -> torch.Tensor:
     """``model(batch["x"])``: the logits when a loop gives no ``forward`` of its own."""
     return model(batch["x"])
@@ -267,9 +288,10 @@ def record_trace(
     path: str | Path,
     *,
     steps: int | None = None,
-    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = nn.functional.cross_entropy,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | Callable[[torch.Tensor, Batch], torch.Tensor]
+    = nn.functional.cross_entropy,
     forward: Callable[[nn.Module, Batch], torch.Tensor] = default_forward,
-    target: str = "y",
+    target: str | None = "y",
     metadata: Mapping[str, object] | None = None,
     activations: bool = True,
     clip_grad_norm: float | None = None,
@@ -340,7 +362,7 @@ def record_trace(
                     tensors[tensor_name(k, "activations", name)] = value
             if not isinstance(logits, torch.Tensor):
                 raise refuse(_not_logits(logits, forward), k)
-            loss = loss_fn(logits, batch[target])
+            loss = _loss(loss_fn, logits, batch, target, k, refuse)
             wrong = _not_scalar(loss, loss_fn)
             if wrong is not None:
                 raise refuse(wrong, k)
@@ -378,7 +400,7 @@ def record_trace(
                 progress(k + 1, steps)
         with torch.no_grad():
             last = per_step[(steps - 1) % len(per_step)]
-            loss_after = loss_fn(forward(model, last), last[target])
+            loss_after = _loss(loss_fn, forward(model, last), last, target, steps, refuse)
             tensors[tensor_name(steps - 1, "loss_after")] = to_numpy(loss_after).reshape(())
     finally:
         if hooks is not None:
@@ -398,7 +420,8 @@ def record_trace(
                       **({"lr_per_step": lrs} if scheduler is not None else {})},
         "params": [name for name, _ in named],
         "grads_len": grads_len,
-        "loss_fn": getattr(loss_fn, "__name__", type(loss_fn).__name__),
+        "loss_fn": loss_name(loss_fn),
+        **({"target": target} if target is not None else {"loss_input": "batch"}),
         "recorder": f"burnside {__version__}",
     }
     if active:
@@ -416,5 +439,5 @@ def record_trace(
     return write_trace(Path(path), tensors, meta)
 
 
-__all__ = ["Batch", "active_dropouts", "check_model", "default_forward", "optimizer_config", "optimizer_kind",
-           "record_trace", "same_step", "tied_names", "to_numpy"]
+__all__ = ["Batch", "active_dropouts", "check_model", "default_forward", "loss_name", "optimizer_config",
+           "optimizer_kind", "record_trace", "same_step", "tied_names", "to_numpy"]

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import copy
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -115,14 +116,17 @@ class Float32Constants(TorchFunctionMode):
     whole process: a float64 re-run is not to be made in a thread beside other float work.
     """
 
-    def __init__(self, model: nn.Module) -> None:
+    def __init__(self, *models: object) -> None:
         super().__init__()
         self.pinned: list[str] = []
         self.unpinned: list[str] = []
-        for name, module in model.named_modules():
-            if isinstance(module, nn.RMSNorm) and module.eps is None:
-                module.eps = F32_EPS
-                self.pinned.append(f"{name or type(module).__name__}.eps (RMSNorm eps=None) = {F32_EPS:.8g}")
+        for i, model in enumerate(m for m in models if isinstance(m, nn.Module)):
+            prefix = "" if i == 0 else "loss_fn."
+            for name, module in model.named_modules():
+                if isinstance(module, nn.RMSNorm) and module.eps is None:
+                    module.eps = F32_EPS
+                    self.pinned.append(f"{prefix}{name or type(module).__name__}.eps (RMSNorm eps=None) = "
+                                       f"{F32_EPS:.8g}")
 
     def _note(self, found: list[str], what: str) -> None:
         if what not in found:
@@ -196,6 +200,28 @@ class _WithPins(Mapping):
 
     def __len__(self) -> int:
         return len(self._now())
+
+
+def _double_loss(loss_fn: Callable) -> Callable:
+    """The reference's loss: a float64 deep copy of a loss that is an `nn.Module` (its class weights, a frozen
+    target network it holds), the function itself otherwise."""
+    return copy.deepcopy(loss_fn).double() if isinstance(loss_fn, nn.Module) else loss_fn
+
+
+@contextmanager
+def _float64_loss_errors() -> Iterator[None]:
+    """A float32 tensor the loss holds meeting the reference's float64 ones, said in one line with its fix."""
+    try:
+        yield
+    except RuntimeError as exc:
+        text = str(exc)
+        if ("Double" in text and "Float" in text) or ("double" in text and "float" in text):
+            raise BurnsideError(
+                f"the float64 reference met a float32 tensor ({text.splitlines()[0]}): a loss or forward that holds "
+                "modules or tensors of its own (a frozen target network, class weights) must give them to the "
+                "reference: make the loss an nn.Module holding them (loss_fn=TDLoss(target_net)), which the "
+                "reference copies to float64 as it does the model") from None
+        raise
 
 
 def has_batchnorm(model: nn.Module) -> bool:
@@ -361,9 +387,10 @@ def record_reference(
     path: str | Path,
     *,
     steps: int | None = None,
-    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = nn.functional.cross_entropy,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | Callable[[torch.Tensor, Batch], torch.Tensor]
+    = nn.functional.cross_entropy,
     forward: Callable | None = None,
-    target: str = "y",
+    target: str | None = "y",
     metadata: Mapping[str, object] | None = None,
     variants: bool = True,
     clip_grad_norm: float | None = None,
@@ -385,6 +412,9 @@ def record_reference(
     ``{stem}.{variant}.safetensors`` next to ``path`` (`reference_files` lists the files written), and names
     it in the reference's metadata (`variant.burn-adam`: the file name).
     ``progress`` is told the steps of each run, the variant's with its name as ``part``.
+
+    A loss that is an `nn.Module` (``nn.CrossEntropyLoss(weight=w)``, a loss holding a frozen target network) is
+    deep-copied to float64 with the model; a loss function is called as it is, on float64 tensors.
 
     Anything the loop does besides the optimizer's step must be an argument (``clip_grad_norm``,
     ``dropout``, ``lr_schedule``, as for `record`): a float64 re-run is made from the optimizer's
@@ -413,8 +443,9 @@ def record_reference(
             progress(done, total, f"{name} variant")
 
         try:
-            with Float32Constants(double) as pins:
-                record_trace(double, opt, _double_batches(batches), variant, steps=steps, loss_fn=loss_fn,
+            double_loss = _double_loss(loss_fn)
+            with _float64_loss_errors(), Float32Constants(double, double_loss) as pins:
+                record_trace(double, opt, _double_batches(batches), variant, steps=steps, loss_fn=double_loss,
                              target=target, metadata=_WithPins({**(metadata or {}), "reference": "float64",
                                                                 "variant": name}, pins),
                              progress=variant_progress if progress is not None else None, **extra)
@@ -424,8 +455,9 @@ def record_reference(
         found[name] = variant.name
     double, opt = _double_copy(model, optimizer, burn_adam=False)
     meta = {**(metadata or {}), "reference": "float64", **{f"variant.{k}": v for k, v in found.items()}}
-    with Float32Constants(double) as pins:
-        return record_trace(double, opt, _double_batches(batches), path, steps=steps, loss_fn=loss_fn,
+    double_loss = _double_loss(loss_fn)
+    with _float64_loss_errors(), Float32Constants(double, double_loss) as pins:
+        return record_trace(double, opt, _double_batches(batches), path, steps=steps, loss_fn=double_loss,
                             target=target, metadata=_WithPins(meta, pins), progress=progress, **extra)
 
 
@@ -455,7 +487,7 @@ def record_forward_reference(
     per_batch = batch_list(batches)
     check_forward_model(model)
     double = copy.deepcopy(model).double()
-    with Float32Constants(double) as pins:
+    with _float64_loss_errors(), Float32Constants(double) as pins:
         return record_forward_trace(double, _double_batches(per_batch), path, forward=forward, eval=eval,
                                     activations=activations, layer_inputs=layer_inputs,
                                     metadata=_WithPins({**(metadata or {}), "reference": "float64"}, pins),

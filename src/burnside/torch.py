@@ -87,9 +87,10 @@ def record(
     path: str | Path,
     *,
     steps: int | None = None,
-    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = nn.functional.cross_entropy,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | Callable[[torch.Tensor, Batch], torch.Tensor]
+    = nn.functional.cross_entropy,
     forward: Callable[[nn.Module, Batch], torch.Tensor] = default_forward,
-    target: str = "y",
+    target: str | None = "y",
     metadata: Mapping[str, object] | None = None,
     activations: bool = True,
     clip_grad_norm: float | None = None,
@@ -103,7 +104,14 @@ def record(
 
     ``batches`` is one batch (reused every step, as in the seed) or one batch per step.
     ``forward(model, batch)`` gives the logits (default ``model(batch["x"])``);
-    ``loss_fn(logits, batch[target])`` the scalar loss. Buffers are recorded after each
+    ``loss_fn(logits, batch[target])`` the scalar loss. With ``target=None`` the loss is one of the model's
+    output and the whole batch, ``loss_fn(output, batch)``: a loss that needs more than one target (a TD target
+    from a frozen target network, ``with torch.no_grad(): target_net(batch["next_obs"])``, a mask, a contrastive
+    pair), the float64 reference calling it the same way on its float64 batches. The metadata's ``loss_fn``
+    names the loss (the function's ``__name__``, a loss module's class: ``SmoothL1Loss``); name a lambda with
+    ``metadata={"loss_fn": "td_loss"}``. It says ``target`` (the batch key), or ``loss_input: batch`` with
+    ``target=None``. A module the loss calls (a target network) is not the recorded model: its parameters are
+    not recorded and not stepped. Buffers are recorded after each
     step as ``step{k}.buffers.{name}``; with ``activations`` (the default) every submodule's
     forward output is recorded as ``step{k}.activations.{module path}``, and the metadata
     lists them in execution order (``activations``) with their classes (``modules``).
@@ -124,8 +132,8 @@ def record(
     name `named_parameters()` gives it, and the metadata's ``tied`` maps each other name to it. Refused in one
     line before anything runs: a model without parameters (or none that requires grad), one on the meta device
     or a device the recorder cannot read, a bfloat16 one; at step 0, before the optimizer steps (a BatchNorm's
-    statistics put back): a forward that gives a dict or a tuple rather than the logits, a loss that is not a
-    scalar.
+    statistics put back): a forward that gives a dict or a tuple rather than the logits, a batch without the
+    ``target`` key, a loss that is not a scalar.
 
     With ``reference`` (a path), the float64 reference of the same loop is recorded first, from the
     untrained model, exactly as `burnside.reference.record_reference(model, optimizer, batches, reference,
