@@ -122,26 +122,31 @@ def test_the_pretrained_running_statistics_are_neither_fresh_nor_the_batches_own
     assert int(model.bn1.num_batches_tracked) == 500
 
 
-@pytest.mark.parametrize(("name", "bug", "layer", "loaded_wrong"), [
-    ("classifier", "bn-train", "bn1", set()),
-    ("classifier", "stride", "conv2", set()),
-    ("classifier", "padding", "conv1", set()),
+@pytest.mark.parametrize(("name", "bug", "layer", "loaded_wrong", "cause"), [
+    ("classifier", "bn-train", "bn1", set(), ("D015", "B (burn)'s with the batch statistics")),
+    ("classifier", "stride", "conv2", set(), ("D011", "stride")),
+    ("classifier", "padding", "conv1", set(), ("D011", "padding")),
     ("classifier", "no-running-stats", "bn1", {"buffers.bn1.running_mean", "buffers.bn1.running_var",
-                                               "buffers.bn2.running_mean", "buffers.bn2.running_var"}),
-    ("classifier", "dropout-on", "dropout", set()),
-    ("encoder", "ln-eps", "ln", set()),
-    ("encoder", "gelu-tanh", "gelu", set()),
+                                               "buffers.bn2.running_mean", "buffers.bn2.running_var"},
+     ("D014", "a fresh BatchNorm's")),
+    ("classifier", "dropout-on", "dropout", set(), ("D013", "active at inference")),
+    ("encoder", "ln-eps", "ln", set(), ("D011", "epsilon")),
+    ("encoder", "gelu-tanh", "gelu", set(), ("D011", "tanh")),
     ("encoder", "gates", "gru", {"params_before.gru.weight_ih_l0", "params_before.gru.weight_hh_l0",
-                                 "params_before.gru.bias_ih_l0", "params_before.gru.bias_hh_l0"}),
-    ("encoder", "transposed", "head", {"params_before.head.weight"}),
-    ("encoder", "time-axis", "gru", set()),
+                                 "params_before.gru.bias_ih_l0", "params_before.gru.bias_hh_l0"},
+     ("D014", "gate order")),
+    ("encoder", "transposed", "head", {"params_before.head.weight"}, ("D014", "where they needed a transpose")),
+    ("encoder", "time-axis", "gru", set(), ("D011", "B (burn) reads [seq, batch, features]")),
 ])
-def test_each_bug_fails_first_at_its_layer(run_case, name, bug, layer, loaded_wrong):
+def test_each_bug_fails_first_at_its_layer_with_its_cause_named(run_case, name, bug, layer, loaded_wrong, cause):
     parity = run_case(name, bug)
     assert not parity.passed, f"--bug {bug} passed"
     assert first_diverging_layer(parity) == layer, table(parity)
     assert loading_faults(parity) == loaded_wrong, table(parity)
     assert parity.diagnoses, f"--bug {bug}: nothing named\n{table(parity)}"
+    first = parity.diagnoses[0]
+    rule, words = cause
+    assert first.rule == rule and words in f"{first.title}: {first.evidence}", table(parity)
 
 
 def test_bn_train_runs_on_an_autodiff_device_and_says_so(run_case):
