@@ -11,8 +11,8 @@ first validated on side A: the layer's formula with A's measured setting must re
 output to near rounding (`layer_fit.VALID`), otherwise nothing is measured (a residual connection
 feeds the layer and its input is not recorded).
 
-The formulas: BatchNorm, LayerNorm, GroupNorm and GELU in `norms`, LSTM and GRU re-run in
-`recurrent`, Conv1d and Conv2d in `conv`.
+The formulas: BatchNorm, LayerNorm, GroupNorm, RMSNorm, InstanceNorm, GELU and PReLU in `norms`,
+LSTM and GRU re-run in `recurrent`, Conv1d and Conv2d in `conv`.
 """
 
 from __future__ import annotations
@@ -41,7 +41,9 @@ class LayerForensics:
     input: str  # the tensor read as the layer's input: its `layer_inputs`, or the activation before it
     #: side ("a", "b") -> setting -> value: `epsilon`, `momentum` (floats), `gelu` ("erf" or "tanh"),
     #: `layout` ("seq-first" or "batch-first"), `statistics` ("batch" or "running", BatchNorm),
-    #: `groups` (GroupNorm), `stride`, `padding`, `dilation` (convolutions: "2" or "(2, 1)")
+    #: `groups` (GroupNorm), `stride`, `padding`, `dilation` (convolutions: "2" or "(2, 1)"), `affine`
+    #: (a norm's parameters: "weight and bias", "weight only", "none"), `normalised_by` (InstanceNorm:
+    #: "each sample" or "running statistics"), `slopes` (PReLU: "one" or "per channel (C)"), `slope`
     measured: dict[str, dict[str, float | str]] = field(default_factory=dict)
     #: side -> what -> relative residual of the formula: `epsilon`/`momentum` with the side's measured
     #: value, `erf`/`tanh` for each GELU form, `seq-first`/`batch-first` for each reading; on B also `epsilon_at_a`/`momentum_at_a`, B's own
@@ -49,6 +51,11 @@ class LayerForensics:
     residuals: dict[str, dict[str, float]] = field(default_factory=dict)
     #: B's layer was measured from A's recorded input (B's trace records none)
     input_from_a: bool = False
+    #: the activation recorded before the layer in A's execution order (`wpe`), when its input is a
+    #: recorded `layer_inputs`, and whether that input is that activation's output, bit for bit (False: the
+    #: layer reads something computed after it, a sum of embeddings, a residual)
+    before: str | None = None
+    input_is_before: bool | None = None
 
     def differing(self) -> list[tuple[str, float | str, float | str]]:
         """(setting, A's value, B's value) for each setting measured on both sides that differs: the
@@ -66,7 +73,8 @@ class LayerForensics:
     def to_dict(self) -> dict:
         """For `--json`."""
         return {"module": self.module, "kind": self.kind, "step": self.step, "input": self.input,
-                "input_from_a": self.input_from_a, "measured": self.measured, "residuals": self.residuals,
+                "input_from_a": self.input_from_a, "before": self.before, "input_is_before": self.input_is_before,
+                "measured": self.measured, "residuals": self.residuals,
                 "differing": [list(d) for d in self.differing()]}
 
 
@@ -94,11 +102,29 @@ def _input_name(a: Trace, step: int, module: str) -> str | None:
     return inputs[0] if len(inputs) == 1 else None
 
 
+def _reads_before(a: Trace, k: int, module: str, source: str) -> tuple[str | None, bool | None]:
+    """The activation before ``module`` in A's execution order, and whether A's recorded input of the
+    layer (``source``) is exactly its output."""
+    order = a.metadata.get("activations")
+    if not isinstance(order, list) or module not in order or order.index(module) == 0:
+        return None, None
+    before = order[order.index(module) - 1]
+    name = f"step{k}.activations.{before}"
+    if name not in a:
+        return before, None
+    if a.info(name).shape != a.info(source).shape or a.info(name).dtype != a.info(source).dtype:
+        return before, False
+    same = bool(np.array_equal(np.asarray(a.values(name)), np.asarray(a.values(source)), equal_nan=True))
+    a.release(name)
+    a.release(source)
+    return before, same
+
+
 def measure_layer(a: Trace, b: Trace, first: str) -> LayerForensics | None:
     """Measure the layer at the first divergence ``first`` on both sides, or None.
 
-    None when that row is not a BatchNorm's, LayerNorm's, GroupNorm's, GELU's, LSTM's, GRU's, Conv1d's or
-    Conv2d's output (or a BatchNorm's running statistic), when its input is not recorded on A, or when
+    None when that row is not a BatchNorm's, LayerNorm's, GroupNorm's, RMSNorm's, InstanceNorm's, GELU's,
+    PReLU's, LSTM's, GRU's, Conv1d's or Conv2d's output (or a BatchNorm's running statistic), when its input is not recorded on A, or when
     A's own output is not reproduced from that input by the layer's formula with any setting.
     """
     parsed = parse_name(first)
@@ -120,6 +146,8 @@ def measure_layer(a: Trace, b: Trace, first: str) -> LayerForensics | None:
         return None
     result = LayerForensics(module, kind, k, source)
     result.input_from_a = source not in b and parse_name(source).stage == "layer_inputs"
+    if parse_name(source).stage == "layer_inputs":
+        result.before, result.input_is_before = _reads_before(a, k, module, source)
     for side, trace in (("a", a), ("b", b)):
         inputs = a if side == "b" and result.input_from_a else trace
         measured: dict[str, float | str] = {}

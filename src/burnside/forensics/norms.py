@@ -1,5 +1,6 @@
 """Normalization and activation layers measured from one side's tensors: BatchNorm's statistics,
-epsilon and momentum, LayerNorm's and GroupNorm's epsilon (and GroupNorm's groups), GELU's form.
+epsilon and momentum, the epsilon of LayerNorm, GroupNorm (and its groups), RMSNorm and InstanceNorm
+(and what InstanceNorm normalises by), whether a norm has a weight and bias, GELU's form, PReLU's slope.
 
 - BatchNorm, per channel c of the input x and output y: ``y = (x - m_c) / sqrt(v_c + eps) * w_c + b_c``
   with either the batch statistics (training mode: batch mean m_c, biased variance v_c over the
@@ -12,7 +13,18 @@ epsilon and momentum, LayerNorm's and GroupNorm's epsilon (and GroupNorm's group
 - LayerNorm: the same over the weight's trailing dimensions, one group per row.
 - GroupNorm: the same per sample and group of channels, for each number of groups that divides the
   channels; the one that reproduces the output is measured as `groups`.
+- RMSNorm: ``y = x / sqrt(mean(x^2) + eps) * w`` over the weight's trailing dimensions, fitted as
+  LayerNorm's without the mean.
+- InstanceNorm, per sample and channel: GroupNorm with one channel per group, or, when the side holds
+  running statistics (PyTorch's `track_running_stats=True` in eval mode), BatchNorm's running form:
+  `normalised_by` is the one that reproduces the output (``each sample`` or ``running statistics``).
+- A norm's `affine`: which of a weight and a bias the side's parameters hold for it (``weight and
+  bias``, ``weight only``, ``none``: PyTorch's `elementwise_affine=False`, `affine=False`, `bias=False`).
+- An epsilon no sharper than rounding allows is reported as the nearest usual value that fits as well
+  (PyTorch's default for the layer first: 1e-5, RMSNorm's ``torch.finfo(float32).eps``).
 - GELU: which of the exact erf form and the tanh approximation reproduces the output.
+- PReLU, per channel (axis 1; one for a 1-d input): ``y = x`` where ``x >= 0``, ``slope_c * x`` below;
+  `slopes` says ``one`` (all channels alike) or ``per channel (C)``, `slope` the shared one's value.
 
 The layer's input may be read from another trace than its output (``inputs``): a burn port's trace
 has no `layer_inputs`, and its layer is measured from what PyTorch recorded feeding it.
@@ -38,7 +50,15 @@ ROWS = 64
 SAMPLE = 1 << 16
 
 BATCHNORM = ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d")
-KINDS = (*BATCHNORM, "LayerNorm", "GroupNorm", "GELU")
+INSTANCENORM = ("InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d")
+RMSNORM = "RMSNorm"
+KINDS = (*BATCHNORM, "LayerNorm", "GroupNorm", RMSNORM, *INSTANCENORM, "GELU", "PReLU")
+#: ``torch.finfo(torch.float32).eps``: `nn.RMSNorm(eps=None)`'s epsilon in a float32 model.
+F32_EPS = float(np.finfo(np.float32).eps)
+#: Usual epsilons a measurement is reported as when one fits as well as the least-squares value.
+EPSILONS = (1e-3, 1e-4, 1e-5, 1e-6, F32_EPS, 1e-8, 1e-12)
+#: Two channels' PReLU slopes are one slope within this (relative to the largest).
+SLOPES_ALIKE = 1e-5
 #: GroupNorm group counts tried at most (the divisors of the channels, smallest first).
 GROUP_COUNTS = 16
 _erf = np.vectorize(math.erf, otypes=[np.float64])
@@ -60,8 +80,42 @@ def measure_norm_or_activation(trace: Trace, kind: str, module: str, k: int, sou
             _gelu(x, y, fit.measured, fit.residuals)
         return
     owner = module.split("#", 1)[0]
-    w = read(trace, f"step{params_step(trace, k)}.params_before.{owner}.weight")
-    bias = read(trace, f"step{params_step(trace, k)}.params_before.{owner}.bias")
+    if kind == "PReLU":
+        x, y = read(inputs, source, _per_channel), read(trace, output, _per_channel)
+        if x is not None and y is not None and x.shape == y.shape:
+            _prelu(x, y, fit)
+        return
+    w, bias = _weights(trace, k, owner)
+    _norm(trace, kind, module, k, shape, inputs, source, output, w, bias, fit)
+    if "epsilon" in fit.measured:
+        fit.measured["affine"] = ("weight and bias" if w is not None and bias is not None else
+                                  "weight only" if w is not None else "bias only" if bias is not None else "none")
+
+
+def _weights(trace: Trace, k: int, owner: str) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """A norm's weight and bias as the side recorded them: PyTorch's `weight`/`bias`, or burn's
+    `gamma`/`beta` where a port's trace kept burn's names (InstanceNorm before burnside mapped them)."""
+    found = []
+    for names in (("weight", "gamma"), ("bias", "beta")):
+        values = None
+        for name in names:
+            values = read(trace, f"step{params_step(trace, k)}.params_before.{owner}.{name}")
+            if values is not None:
+                break
+        found.append(values)
+    return found[0], found[1]
+
+
+def _per_channel(v: np.ndarray) -> np.ndarray:
+    """[channels, elements] (axis 1 of a batched input; one channel for a 1-d one), SAMPLE elements at most."""
+    if v.ndim < 2:
+        return v.reshape(1, -1)[:, :SAMPLE]
+    channels = v.shape[1]
+    return np.moveaxis(v, 1, 0).reshape(channels, -1)[:, :max(1, SAMPLE // max(channels, 1))]
+
+
+def _norm(trace: Trace, kind: str, module: str, k: int, shape, inputs: Trace, source: str, output: str,
+          w, bias, fit: Fit) -> None:
     if kind in BATCHNORM:
         if len(shape) < 2:
             return
@@ -70,13 +124,17 @@ def measure_norm_or_activation(trace: Trace, kind: str, module: str, k: int, sou
         if x is not None and y is not None:
             _batchnorm(trace, module, k, shape[1], x, y, w, bias, fit)
         return
-    if kind == "GroupNorm":
+    if kind == "GroupNorm" or kind in INSTANCENORM:
         if len(shape) < 2 or shape[0] == 0:
             return
         samples = lambda v: v[:max(1, ROWS // 8)]
         x, y = read(inputs, source, samples), read(trace, output, samples)
-        if x is not None and y is not None:
+        if x is None or y is None:
+            return
+        if kind == "GroupNorm":
             _groupnorm(x, y, w, bias, fit)
+        else:
+            _instancenorm(trace, module, k, x, y, w, bias, fit)
         return
     normalized = w.shape if w is not None else shape[-1:]
     if tuple(shape[len(shape) - len(normalized):]) != normalized:
@@ -85,7 +143,7 @@ def measure_norm_or_activation(trace: Trace, kind: str, module: str, k: int, sou
     rows = lambda v: v.reshape(-1, size)[:ROWS]
     x, y = read(inputs, source, rows), read(trace, output, rows)
     if x is not None and y is not None:
-        _layernorm(x, y, normalized, w, bias, fit)
+        _layernorm(x, y, normalized, w, bias, fit, rms=kind == RMSNORM)
 
 
 def _gelu(x: np.ndarray, y: np.ndarray, measured: dict, residuals: dict) -> None:
@@ -105,11 +163,13 @@ def _affine(w: np.ndarray | None, bias: np.ndarray | None, shape: tuple[int, ...
 
 
 def _fit_epsilon(centered: np.ndarray, y: np.ndarray, w: np.ndarray, bias: np.ndarray, fit: Fit,
-                 var: np.ndarray | None = None) -> None:
+                 var: np.ndarray | None = None, default: float = 1e-5) -> None:
     """Per group (row of ``centered`` and ``y``): ``centered = sqrt(var + eps) * (y - bias) / w``.
 
     ``w`` and ``bias`` broadcast to ``y``; elements whose weight is (near) zero say nothing of eps.
-    ``var``: the variance each row is normalised by (default: its own biased variance).
+    ``var``: the variance each row is normalised by (default: its own biased variance). The epsilon
+    is reported as ``default`` (PyTorch's for the layer) or the nearest of `EPSILONS` when that
+    reproduces the output as well as the least-squares value (within twice its residual).
     """
     if var is None:
         var = np.mean(centered * centered, axis=1)
@@ -125,7 +185,15 @@ def _fit_epsilon(centered: np.ndarray, y: np.ndarray, w: np.ndarray, bias: np.nd
     eps = max(float(np.median(scale * scale - var[rows])), 0.0)
     if not math.isfinite(eps):
         return
-    residual = relative(y, centered / np.sqrt(var[:, None] + eps) * w + bias)
+    formula = lambda e: centered / np.sqrt(var[:, None] + e) * w + bias
+    residual = relative(y, formula(eps))
+    distance = lambda e: abs(math.log10(e) - math.log10(max(eps, 1e-30)))
+    for usual in (default, *sorted(EPSILONS, key=distance)):
+        if distance(usual) <= 1 or usual == default:
+            at = relative(y, formula(usual))
+            if at <= 2 * residual:
+                eps, residual = usual, at
+                break
     fit.residuals["epsilon"] = residual
     if residual <= VALID:
         fit.measured["epsilon"] = eps
@@ -226,8 +294,63 @@ def _groupnorm(x: np.ndarray, y: np.ndarray, w: np.ndarray | None, bias: np.ndar
 
 
 def _layernorm(x: np.ndarray, y: np.ndarray, shape: tuple[int, ...], w: np.ndarray | None,
-               bias: np.ndarray | None, fit: Fit) -> None:
-    """x, y: [rows, features] (the first ROWS rows)."""
+               bias: np.ndarray | None, fit: Fit, rms: bool = False) -> None:
+    """x, y: [rows, features] (the first ROWS rows); ``rms``: RMSNorm's formula (no mean, no bias)."""
     size = x.shape[1]
-    w, bias = _affine(w, bias, shape)
-    _fit_epsilon(x - x.mean(axis=1, keepdims=True), y, w.reshape(1, size), bias.reshape(1, size), fit)
+    w, bias = _affine(w, None if rms else bias, shape)
+    centered = x if rms else x - x.mean(axis=1, keepdims=True)
+    _fit_epsilon(centered, y, w.reshape(1, size), bias.reshape(1, size), fit,
+                 default=F32_EPS if rms else 1e-5)
+
+
+def _instancenorm(trace: Trace, module: str, k: int, x: np.ndarray, y: np.ndarray, w, bias, fit: Fit) -> None:
+    """x, y: [samples, channels, ...]: each sample's channel normalised by its own statistics, or (a
+    side holding running statistics) by those, whichever reproduces y; then its epsilon."""
+    samples, channels = x.shape[0], x.shape[1]
+    w, bias = _affine(w, bias, (channels,))
+    rows = lambda v: v.reshape(samples * channels, -1)
+    xs, ys = rows(x), rows(y)
+    per = lambda v: np.tile(v, samples)[:, None]
+    fits = {"each sample": Fit({}, {}, fit.against)}
+    _fit_epsilon(xs - xs.mean(axis=1, keepdims=True), ys, per(w), per(bias), fits["each sample"])
+    running = _running_statistics(trace, module, k, channels)
+    if running is not None:
+        fits["running statistics"] = Fit({}, {}, fit.against)
+        _fit_epsilon(xs - per(running[0]), ys, per(w), per(bias), fits["running statistics"],
+                     var=np.tile(running[1], samples))
+        residuals = {name: one.residuals.get("epsilon", math.inf) for name, one in fits.items()}
+        fit.residuals.update(residuals)
+        by = choose(residuals)
+    else:
+        by = "each sample"
+    chosen = fits.get(by) if by is not None else None
+    if chosen is None or "epsilon" not in chosen.measured:
+        return
+    fit.measured["normalised_by"] = by
+    if fit.against.get("normalised_by", by) != by:
+        chosen.residuals.pop("epsilon_at_a", None)  # an epsilon under other statistics than A's
+    fit.measured.update(chosen.measured)
+    fit.residuals.update(chosen.residuals)
+
+
+def _prelu(x: np.ndarray, y: np.ndarray, fit: Fit) -> None:
+    """x, y: [channels, elements]: the slope of each channel's negative part, the positive part passed."""
+    negative = x < 0
+    weight = np.sum(np.where(negative, x * x, 0.0), axis=1)
+    seen = weight > 0
+    if not np.any(seen):
+        return  # no negative input: no slope shows
+    slopes = np.sum(np.where(negative, x * y, 0.0), axis=1)[seen] / weight[seen]
+    x, y, negative = x[seen], y[seen], negative[seen]
+    expected = lambda s: np.where(negative, np.asarray(s).reshape(-1, 1) * x, x)
+    residual = relative(y, expected(slopes))
+    fit.residuals["slope"] = residual
+    if residual > VALID:
+        return  # not a PReLU of this input
+    shared = float(np.max(np.abs(slopes - slopes.mean()))) <= SLOPES_ALIKE * max(float(np.max(np.abs(slopes))), 1e-30)
+    fit.measured["slopes"] = "one" if shared or slopes.size == 1 else f"per channel ({slopes.size})"
+    if fit.measured["slopes"] == "one":
+        fit.measured["slope"] = float(slopes.mean())
+    theirs = fit.against.get("slope")
+    if isinstance(theirs, float):
+        fit.residuals["slope_at_a"] = relative(y, expected(theirs))

@@ -4,9 +4,13 @@
 Finds the first divergence at a step's logits or loss, or at a layer's recorded output
 whose input (the layer recorded before it) agrees, where both sides started that step
 from the same inputs and parameters (within tolerance) and got gradients for the same
-parameters: the forward differs there. Logits that differ mean the forward computes something else; a loss
+parameters: the forward differs there. Logits that differ while every recorded layer
+output agrees mean the code after the last recorded layer does; a loss
 that differs while the logits agree means the loss function does, and a loss ratio equal
-to the batch size names a sum where the other side takes the mean.
+to the batch size names a sum where the other side takes the mean. A layer whose recorded
+input (`layer_inputs`) is not the previous layer's output (a sum of embeddings, a residual)
+and whose output on B is not its formula of A's input with any setting is named as fed
+another input: the code before it.
 
 ## Why is this bad?
 A GELU where the PyTorch model has a ReLU, a missing layer or a different op, or
@@ -46,7 +50,8 @@ def check(comparison: Comparison) -> list[Diagnosis]:
     input agrees, from an identical start."""
     first = comparison.first_divergence
     parsed = parse_name(first.name) if first is not None else None
-    if parsed is None or parsed.stage not in ("activations", "logits", "loss") or comparison.start_mismatch:
+    if parsed is None or parsed.stage not in ("layer_inputs", "activations", "logits", "outputs", "loss") or \
+            comparison.start_mismatch:
         return []
     k = parsed.step
     if comparison.a.grads_len.get(k) != comparison.b.grads_len.get(k):
@@ -58,7 +63,29 @@ def check(comparison: Comparison) -> list[Diagnosis]:
     side = first.ref.verdict if first.ref is not None and first.ref.verdict in ("a", "b") else "b"
     if parsed.stage == "activations":
         return _layer(comparison, first, side)
-    if parsed.stage == "logits":
+    if parsed.stage == "layer_inputs":
+        return _layer_input(comparison, first, side)
+    if parsed.stage in ("logits", "outputs"):  # a forward trace's model outputs are its logits
+        what = ("the logits" if parsed.stage == "logits" else "the model's output" if parsed.rest == "output"
+                else f"the model's output `{parsed.rest}`")
+        taps = [r for r in comparison.rows
+                if (p := parse_name(r.name)) is not None and p.stage == "activations" and p.step == k]
+        if taps and all(r.passed for r in taps):
+            order = comparison.a.metadata.get("activations")
+            recorded = [parse_name(r.name).rest for r in taps]
+            if isinstance(order, list):  # A's execution order, where the trace's order may be another
+                recorded = [m for m in order if m in recorded] or recorded
+            last = recorded[-1]
+            return [Diagnosis(
+                ID, TITLE,
+                f"{first.name} differs (max|diff|={first.stats.max_abs:.3g}) while every layer output recorded at "
+                f"step {k} agrees ({len(taps)} of them, the last {last}) and the step's inputs and parameters agree: "
+                f"{comparison.side_name(side)}'s forward computes something else after {last}",
+                f"compare the code after {last} and before {what} with the PyTorch model's forward: what makes "
+                f"{what} from {last}'s output (a reduction over another dimension, `max` where `max(1)` is "
+                "meant, a reshape, slice or transpose, a softmax, a scale, a residual added or left out, a head "
+                "applied to the wrong tensor); the layers up to it compute the same",
+            )]
         return [Diagnosis(
             ID, TITLE,
             f"{first.name} differs (max|diff|={first.stats.max_abs:.3g}) although step {k}'s inputs and parameters "
@@ -101,6 +128,25 @@ def _layer(comparison: Comparison, first, side: str) -> list[Diagnosis]:
         "it is the first layer recorded, and the step's inputs and parameters agree"
     between = (f"between {parse_name(before.name).rest} and {module}" if before is not None
                else f"from the inputs up to {module}")
+    if layer is not None and layer.input_is_before is False and before is not None:
+        # the layer reads what A recorded feeding it, computed after the tap before it (a sum, a residual)
+        previous = parse_name(before.name).rest
+        reads = (f"{module} does not read {previous}'s output: A recorded its input ({layer.input}) as something "
+                 f"computed after it (a sum of embeddings, a residual)")
+        if not layer.measured.get("b") and layer.input_from_a:
+            return [Diagnosis(
+                ID, TITLE,
+                f"{first.name} differs (max|diff|={first.stats.max_abs:.3g}) while {after}; {reads}, and "
+                f"{comparison.side_name('b')}'s output is not its {kind} of that input with any setting, as A's is "
+                f"within {min(layer.residuals['a'].values(), default=0.0):.2g}: "
+                f"the layer's input already differs on {comparison.side_name('b')}",
+                f"compare the code that computes {module}'s input (after {previous}, before {module}) with the PyTorch "
+                f"model's forward: the sum or concatenation that makes it (e.g. token plus position embeddings, a "
+                "residual), its operands and their order; the layer itself computes as PyTorch's does on the input "
+                "it gets",
+            )]
+        between = f"after {previous} and up to {module}, including the code that computes {module}'s input"
+        after += f"; {reads}"
     return [Diagnosis(
         ID, TITLE,
         f"{first.name} differs (max|diff|={first.stats.max_abs:.3g}) while {after}: {comparison.side_name(side)}'s "
@@ -108,6 +154,18 @@ def _layer(comparison: Comparison, first, side: str) -> list[Diagnosis]:
         f"compare the code {between} with the PyTorch model's forward: the layer's own settings, the op between "
         "them (a sum where PyTorch takes the mean, a reduction or softmax over another dimension, a reshape or "
         "transpose), an activation of another form" + _KNOWN_DEFAULTS.get(kind or "", ""),
+    )]
+
+
+def _layer_input(comparison: Comparison, first, side: str) -> list[Diagnosis]:
+    """What one side fed a layer (both record `layer_inputs`) differs first: the code before the layer."""
+    module = parse_name(first.name).rest
+    return [Diagnosis(
+        ID, TITLE,
+        f"{first.name} differs (max|diff|={first.stats.max_abs:.3g}) from identical inputs and parameters: the input "
+        f"{comparison.side_name(side)} feeds {module} already differs, before the layer runs",
+        f"compare the code that computes {module}'s input with the PyTorch model's forward (a sum of embeddings, a "
+        "residual, a reshape or transpose before the layer), not the layer itself",
     )]
 
 

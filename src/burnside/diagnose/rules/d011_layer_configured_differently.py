@@ -57,6 +57,7 @@ from burnside.compare import Comparison
 from burnside.forensics import evidence_of
 from burnside.forensics.conv import parse_setting
 from burnside.forensics.layers import OWN_RULE
+from burnside.forensics.norms import F32_EPS, INSTANCENORM, RMSNORM
 from burnside.diagnose.diagnosis import Diagnosis
 from burnside.rule import Severity
 
@@ -71,7 +72,10 @@ _FORMS = {"erf": "the exact erf form", "tanh": "the tanh approximation",
 
 
 def _literal(value: float) -> str:
-    """A measured setting as a short literal: 9.9899e-06 -> `1e-5`, 0.0999999 -> `0.1`."""
+    """A measured setting as a short literal: 9.9899e-06 -> `1e-5`, 0.0999999 -> `0.1`;
+    float32's machine epsilon (`nn.RMSNorm(eps=None)`'s) in full, `1.1920929e-7`."""
+    if abs(value - F32_EPS) < 1e-3 * F32_EPS:
+        return "1.1920929e-7"
     text = f"{value:.2g}"
     if "e" in text:
         mantissa, exponent = text.split("e")
@@ -96,6 +100,30 @@ def _fix(kind: str, setting: str, wanted: float | str) -> str:
                 "`swap_dims(0, 1)` around the layer")
     if setting == "groups":
         return f"build the GroupNorm with {wanted} groups, as side A: `GroupNormConfig::new({wanted}, channels)`"
+    if setting == "affine":
+        return _affine_fix(kind, str(wanted))
+    if setting == "normalised_by":
+        if wanted == "running statistics":
+            return (f"normalise by the loaded running statistics, as side A's {kind}(track_running_stats=True) "
+                    "does in eval mode: burn's InstanceNorm has none and always uses each sample's own; compute "
+                    "`(x - running_mean) / (running_var + eps).sqrt() * weight + bias` in forward, the buffers and "
+                    "parameters shaped [1, channels, 1, ..] (loaded from the checkpoint's `running_mean`/"
+                    "`running_var`), in place of the layer at inference")
+        return (f"normalise each sample by its own statistics, as side A's {kind} does: "
+                "`InstanceNormConfig::new(channels)` (burn's InstanceNorm keeps no running statistics), not the "
+                "running statistics")
+    if setting == "slopes":
+        if wanted == "one":
+            return ("give the PReLU one shared slope, as side A's `nn.PReLU()` (num_parameters=1): "
+                    "`PReluConfig::new()` (burn's default, num_parameters 1, alpha 0.25)")
+        channels = str(wanted).split("(")[-1].rstrip(")")
+        return (f"give the PReLU a slope per channel, as side A's `nn.PReLU({channels})`: "
+                f"`PReluConfig::new().with_num_parameters({channels})`, its `alpha` loaded from PyTorch's `weight`")
+    if setting == "slope":
+        value = _literal(float(wanted))
+        return (f"use side A's PReLU slope {value}: `PReluConfig::new().with_alpha({value})` and its `alpha` loaded "
+                "from PyTorch's `weight` (burn's and PyTorch's initial slope are both 0.25; a `leaky_relu` is a fixed "
+                "slope, not a PReLU)")
     value = _literal(float(wanted))
     if kind.startswith("BatchNorm") and setting == "momentum":
         return (f"build the {kind} with momentum {value}: `BatchNormConfig::new(channels).with_momentum({value})`; "
@@ -103,8 +131,45 @@ def _fix(kind: str, setting: str, wanted: float | str) -> str:
                 "(running = (1 - momentum) * running + momentum * batch), while TensorFlow's and Keras' momentum "
                 "(0.99) is the weight of the old running value: convert it as 1 - that")
     config = ("BatchNormConfig::new(channels)" if kind.startswith("BatchNorm") else
-              "GroupNormConfig::new(groups, channels)" if kind == "GroupNorm" else "LayerNormConfig::new(d_model)")
-    return f"build the {kind} with epsilon {value}, as side A: `{config}.with_epsilon({value})`"
+              "GroupNormConfig::new(groups, channels)" if kind == "GroupNorm" else
+              "RmsNormConfig::new(d_model)" if kind == RMSNORM else
+              "InstanceNormConfig::new(channels)" if kind in INSTANCENORM else "LayerNormConfig::new(d_model)")
+    note = ""
+    if kind == RMSNORM and value == "1.1920929e-7":
+        note = (" (PyTorch's `nn.RMSNorm(eps=None)` uses `torch.finfo(float32).eps`, 1.1920929e-7 in a float32 "
+                "model; burn's RmsNorm defaults to 1e-5)")
+    return f"build the {kind} with epsilon {value}, as side A: `{config}.with_epsilon({value})`{note}"
+
+
+def _affine_fix(kind: str, wanted: str) -> str:
+    """burn's way to give a norm side A's weight and bias (or none)."""
+    if kind in INSTANCENORM or kind == "GroupNorm":
+        config = "InstanceNormConfig::new(channels)" if kind in INSTANCENORM else "GroupNormConfig::new(groups, channels)"
+        if wanted == "none":
+            default = (" (burn's InstanceNorm defaults to affine true, PyTorch's InstanceNorm to affine=False)"
+                       if kind in INSTANCENORM else "")
+            return f"build the {kind} without weight and bias, as side A: `{config}.with_affine(false)`{default}"
+        return (f"build the {kind} with a weight and bias, as side A's affine=True: `{config}.with_affine(true)`, "
+                "loaded from the checkpoint")
+    if kind == "LayerNorm":
+        if wanted == "none":
+            return ("side A's LayerNorm has no weight or bias (`elementwise_affine=False`); burn's LayerNorm always "
+                    "trains a gamma: normalise with `burn::tensor::module::layer_norm(x, Tensor::ones([d_model], "
+                    "&device), None, 1e-5)` in forward in place of the layer")
+        if wanted == "weight only":
+            return ("build the LayerNorm without bias, as side A's `nn.LayerNorm(d, bias=False)`: "
+                    "`LayerNormConfig::new(d_model).with_bias(false)`")
+        return "build the LayerNorm with a bias, as side A: `LayerNormConfig::new(d_model)` (with_bias true)"
+    if kind == RMSNORM and wanted == "none":
+        return ("side A's RMSNorm has no weight (`elementwise_affine=False`); burn's RmsNorm always trains a gamma: "
+                "normalise with `x.clone() / (x.square().mean_dim(D - 1) + eps).sqrt()` in forward in place of the "
+                "layer")
+    return f"give the {kind} side A's parameters ({wanted}), loaded from the checkpoint"
+
+
+def _slopes(measured: float | str) -> str:
+    """`one` -> `one shared slope`, `per channel (4)` -> `a slope per channel (4)`."""
+    return "one shared slope" if measured == "one" else f"a slope {measured}"
 
 
 _CONV = ("stride", "padding", "dilation")
@@ -180,8 +245,31 @@ def check(comparison: Comparison) -> list[Diagnosis]:
                 f"{layer.residuals['b']['epsilon']:.2g}, relative, measured {sources[setting]})",
                 _fix(layer.kind, setting, on_a)))
             continue
-        if setting == "epsilon" and "groups" in [d[0] for d in differing]:
-            continue  # an epsilon under other groups says nothing of A's
+        if setting == "epsilon" and {"groups", "normalised_by"} & {d[0] for d in differing}:
+            continue  # an epsilon under other groups or statistics says nothing of A's
+        if setting in ("affine", "normalised_by", "slopes"):
+            what = {"affine": f"has {on_a} on {a} and {on_b} on {b} (the parameters each side's trace holds for "
+                              f"it; the formula with them reproduces each side's output within "
+                              f"{layer.residuals['a'].get('epsilon', 0.0):.2g} and "
+                              f"{layer.residuals['b'].get('epsilon', 0.0):.2g}, relative)",
+                    "normalised_by": f"is normalised by {on_a} on {a} and by {on_b} on {b} (the statistics whose "
+                                     f"formula reproduces each side's output, measured {sources['epsilon']})",
+                    "slopes": f"has {_slopes(on_a)} on {a} and {_slopes(on_b)} on {b} (the slope of each channel's "
+                              f"negative part, measured {sources['gelu']}; within "
+                              f"{layer.residuals['a'].get('slope', 0.0):.2g} and "
+                              f"{layer.residuals['b'].get('slope', 0.0):.2g}, relative)"}[setting]
+            found.append(Diagnosis(ID, TITLE, f"{where} {what}", _fix(layer.kind, setting, on_a)))
+            continue
+        if setting == "slope":
+            res_b = layer.residuals["b"]
+            found.append(Diagnosis(
+                ID, TITLE,
+                f"{where}: PReLU slope {_literal(float(on_a))} on {a}, {_literal(float(on_b))} on {b} (least-squares "
+                f"{float(on_a):.6g} and {float(on_b):.6g} from the negative part of {own} against {output}; each "
+                f"reproduces its side within {max(layer.residuals['a']['slope'], res_b['slope']):.2g}, relative; "
+                f"B's output with A's slope misses by {res_b.get('slope_at_a', float('inf')):.2g})",
+                _fix(layer.kind, setting, on_a)))
+            continue
         if setting in ("gelu", "layout"):
             res_a, res_b = layer.residuals["a"], layer.residuals["b"]
             evidence = (f"{where}: {a} computes {_FORMS[str(on_a)]} (relative residual {res_a[str(on_a)]:.2g}; "
