@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from burnside.forensics.dropout import measure_dropout
 from burnside.forensics.evidence import Evidence
 from burnside.forensics.layers import measure_layer
+from burnside.forensics.loss_fit import measure_loss
 from burnside.forensics.optimizer import measure_optimizer
 from burnside.forensics.repeated_batch import find_repeated_batch
 from burnside.trace import Trace, parse_name
@@ -33,12 +34,13 @@ class Forensics:
 
     def finish(self, a: Trace, b: Trace, comparison: Comparison) -> None:
         """After the last tensor: a repeated batch, the layer at the first divergence (one layer at one step),
-        and a dropout on for one side there."""
+        a dropout on for one side there, and each side's loss when the loss is the first to differ."""
         self.evidence.repeated_batch = find_repeated_batch(a, b, [r.name for r in comparison.start_mismatch])
         first = first_layer_divergence(a, comparison)
         if first is not None:
             self.evidence.layer = measure_layer(a, b, first)
             self.evidence.dropout = measure_dropout(a, b, first)
+        self.evidence.loss = measure_loss(a, b, comparison)
         comparison.evidence = self.evidence
 
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from burnside.forensics.dropout import DropoutForensics
 from burnside.forensics.layers import LayerForensics
+from burnside.forensics.loss_fit import LossFit
 from burnside.forensics.optimizer import OptimizerForensics
 from burnside.forensics.repeated_batch import RepeatedBatch
 
@@ -30,6 +31,8 @@ class Evidence:
     repeated_batch: RepeatedBatch | None = None
     #: a dropout on for one side only, at the first divergence (one side's values the other's zeroed or scaled)
     dropout: DropoutForensics | None = None
+    #: the loss each side computed, from its own logits and targets, when the loss is the first to differ (D017)
+    loss: LossFit | None = None
 
     def optimizer(self, side: str) -> OptimizerForensics | None:
         """Side "a"'s or "b"'s optimizer forensics."""

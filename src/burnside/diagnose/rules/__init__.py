@@ -16,6 +16,7 @@ from burnside.diagnose.rules import (
     d013_dropout_mask,
     d014_weights_not_loaded,
     d015_batchnorm_mode,
+    d017_loss_differs,
 )
 
 RULES = (
@@ -25,6 +26,7 @@ RULES = (
     d013_dropout_mask,
     d008_parameter_unused,
     d015_batchnorm_mode,
+    d017_loss_differs,
     d010_forward_differs,
     d011_layer_configured_differently,
     d002_grads_from_other_module,

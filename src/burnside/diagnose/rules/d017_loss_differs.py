@@ -1,0 +1,69 @@
+"""D017 loss computed differently.
+
+## What it does
+When a step's loss is the first tensor to differ and the step's logits agree, recomputes each side's loss at
+every step from that side's own recorded logits and targets (`step{k}.logits`, `step{k}.inputs.{target}`) under
+the losses a port may use: cross-entropy (mean; label smoothing, solved for; an ignored target -100 or 0 left out
+of the mean; a class weighting), MSE and L1 (mean, sum), SmoothL1 with its beta and Huber with its delta (solved
+for), BCE-with-logits. It names the loss each side's numbers reproduce, and the burn code of the PyTorch side's
+loss. A sum where the other side averages over the batch (a loss ratio equal to the batch size) is D010's.
+
+## Why is this bad?
+A loss of another form or setting gives other gradients from the first step: burn's `CrossEntropyLoss` without
+`with_smoothing` where PyTorch smooths, `pad_tokens` not set where PyTorch ignores padding (burn then averages
+over the pad rows too), a `HuberLoss` delta that is not PyTorch's SmoothL1 beta, `MseLoss` summed.
+
+## Example
+```rust
+let loss = CrossEntropyLossConfig::new().init(&device).forward(logits, y); // PyTorch: label_smoothing=0.1
+```
+
+## Use instead
+```rust
+let loss = CrossEntropyLossConfig::new().with_smoothing(Some(0.1)).init(&device).forward(logits, y);
+```
+"""
+
+from __future__ import annotations
+
+from burnside.compare import Comparison
+from burnside.diagnose.diagnosis import Diagnosis
+from burnside.forensics import evidence_of
+from burnside.rule import Severity
+
+ID = "D017"
+NAME = "loss-differs"
+TITLE = "loss computed differently"
+SEVERITY = Severity.ERROR
+#: D010 says only that the loss differs; this rule measures which loss each side computed.
+SUPERSEDES = ("D010",)
+
+
+def check(comparison: Comparison) -> list[Diagnosis]:
+    """A diagnosis when each side's loss is reproduced by another loss, measured from its own outputs."""
+    fit = evidence_of(comparison).loss
+    if fit is None or not fit.named:
+        return []
+    a, b = comparison.side_name("a"), comparison.side_name("b")
+    port, model = ("a", "b") if comparison.a.framework == "burn" and comparison.b.framework != "burn" else ("b", "a")
+    steps = f"step {fit.step}" if fit.steps == 1 else f"steps {fit.step}-{fit.step + fit.steps - 1}"
+
+    def said(side: str) -> str:
+        kind = fit.a if side == "a" else fit.b
+        name = a if side == "a" else b
+        return (f"{name}'s is {kind.name} (reproduced to {kind.residual:.1g})" if kind is not None
+                else f"{name}'s is no loss measured")
+
+    evidence = (f"step{fit.step}.loss differs while step {fit.step}'s logits agree; recomputed from each side's own "
+                f"logits and targets at {steps}: {said('a')}, {said('b')}")
+    if fit.weighting is not None:
+        evidence += f"; {fit.weighting}: class weights differ"
+    wanted = fit.a if model == "a" else fit.b
+    if wanted is not None:
+        fix = f"compute {comparison.side_name(port)}'s loss as {comparison.side_name(model)}'s ({wanted.name}): {wanted.burn}"
+    else:
+        fix = (f"compute {comparison.side_name(port)}'s loss as {comparison.side_name(model)}'s: the class weights "
+               "of nn.CrossEntropyLoss(weight=w) are CrossEntropyLossConfig::new().with_weights(Some(w)) in burn")
+    if fit.weighting is not None and wanted is not None:
+        fix += "; and the class weights as the other side's (CrossEntropyLossConfig::with_weights)"
+    return [Diagnosis(ID, TITLE, evidence, fix)]
