@@ -1,17 +1,20 @@
 """D011 layer configured differently.
 
 ## What it does
-When the first divergence is a BatchNorm's, LayerNorm's, GroupNorm's, GELU's, LSTM's, GRU's,
-Conv1d's or Conv2d's output (or a BatchNorm's running statistics), or a convolution's output
+When the first divergence is a BatchNorm's, LayerNorm's, GroupNorm's, RMSNorm's, InstanceNorm's,
+GELU's, PReLU's, LSTM's, GRU's, Conv1d's or Conv2d's output (or a BatchNorm's running statistics), or a convolution's output
 shape differs, measures that layer's settings on each side from the recorded tensors at that step:
 its input, its output, its weight and bias, its running statistics. The input is what the PyTorch
 side recorded feeding the layer (`layer_inputs`, a forward trace from
 `burnside.torch.record_forward`), wherever the layer sits; B's layer is measured from that same
 input when B's trace records none (the layers before agree, so B's layer received it); without
 `layer_inputs`, the activation recorded before the layer. BatchNorm (with the statistics it
-normalises by), LayerNorm and GroupNorm: the epsilon that reproduces the output (GroupNorm's
-number of groups too), BatchNorm's momentum from the running mean; GELU: whether the exact erf form
-or the tanh approximation reproduces it; LSTM and GRU (one layer, one or both directions): which
+normalises by), LayerNorm, GroupNorm, RMSNorm and InstanceNorm: the epsilon that reproduces the
+output (GroupNorm's number of groups too; InstanceNorm's statistics, each sample's own or the
+running ones of `track_running_stats=True`), whether the side has a weight and bias for it
+(`elementwise_affine=False`, `affine=False`), BatchNorm's momentum from the running mean; GELU:
+whether the exact erf form or the tanh approximation reproduces it; PReLU: its slope, one shared
+or one per channel; LSTM and GRU (one layer, one or both directions): which
 axis the layer reads as time, from re-running it with its own weights both ways; Conv1d and
 Conv2d: the stride, padding and dilation that give the output's shape, confirmed by re-running the
 convolution with its own weights. It names the settings that differ, with both measured values.
@@ -20,7 +23,10 @@ input; a layer fed by a residual connection whose input is not recorded is not m
 rule says nothing.
 
 ## Why is this bad?
-burn's and PyTorch's layer defaults agree (epsilon 1e-5, momentum 0.1, exact GELU), but
+burn's and PyTorch's layer defaults mostly agree (epsilon 1e-5, momentum 0.1, exact GELU, PReLU's
+0.25), but not everywhere: `nn.RMSNorm(eps=None)` uses float32's machine epsilon (1.19e-7) where
+burn's RmsNorm uses 1e-5, and PyTorch's InstanceNorm has no weight or bias unless `affine=True`
+where burn's has them by default. And
 ports copied from TensorFlow or Keras code carry their conventions: BatchNorm epsilon 1e-3,
 a momentum of 0.9 or 0.99 that weighs the old running value where PyTorch's (and burn's)
 weighs the batch, GELU's tanh approximation. PyTorch's `nn.LSTM` and `nn.GRU` read
@@ -37,6 +43,9 @@ let ln = LayerNormConfig::new(512).with_epsilon(1e-6).init(&device);
 let h = gelu_approximate(self.fc1.forward(x)); // PyTorch: nn.GELU()
 let lstm = LstmConfig::new(32, 64, true).init(&device); // PyTorch: nn.LSTM(32, 64), [seq, batch, 32]
 let conv = Conv2dConfig::new([3, 16], [3, 3]).init(&device); // PyTorch: nn.Conv2d(3, 16, 3, padding=1)
+let rms = RmsNormConfig::new(512).init(&device); // PyTorch: nn.RMSNorm(512)
+let norm = InstanceNormConfig::new(64).init(&device); // PyTorch: nn.InstanceNorm2d(64)
+let act = PReluConfig::new().init(&device); // PyTorch: nn.PReLU(64)
 ```
 
 ## Use instead
@@ -48,6 +57,9 @@ let lstm = LstmConfig::new(32, 64, true).with_batch_first(false).init(&device);
 let conv = Conv2dConfig::new([3, 16], [3, 3])
     .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
     .init(&device);
+let rms = RmsNormConfig::new(512).with_epsilon(1.1920929e-7).init(&device);
+let norm = InstanceNormConfig::new(64).with_affine(false).init(&device);
+let act = PReluConfig::new().with_num_parameters(64).init(&device);
 ```
 """
 
