@@ -155,3 +155,30 @@ def test_an_inference_port_without_its_checkpoint_is_one_line_exit_2(inference_p
                     "--", "--checkpoint", "missing.pt", cwd=inference_port)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stdout + proc.stderr
     assert "myinfer: missing.pt: PyTorch reader error" in proc.stderr, proc.stderr
+
+
+def test_a_port_of_the_other_kind_than_the_pytorch_trace_is_one_line_exit_2(recorded_port, inference_port):
+    # The training port against a forward trace of its own model, and the inference port against a training trace.
+    forward = subprocess.run(
+        [sys.executable, "-c", "import torch; from model import Model; from burnside.torch import record_forward; "
+         "torch.manual_seed(0); record_forward(Model(), {'x': torch.randn(16, 4)}, 'traces/forward.safetensors')"],
+        cwd=recorded_port, capture_output=True, text=True, timeout=600)
+    assert forward.returncode == 0, forward.stderr
+    proc = burnside("check", "--burn-crate", ".", "--bin", "myport", "--torch-trace", "traces/forward.safetensors",
+                    cwd=recorded_port)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stdout + proc.stderr
+    assert "this init file comes from a forward trace (burnside.torch.record_forward), which a port checks with " \
+           "burnside_trace::Inference, not Training" in proc.stderr
+
+    training = subprocess.run(
+        [sys.executable, "-c", "import torch; from model import Model; from burnside.torch import record; "
+         "torch.manual_seed(0); m = Model(); m.load_state_dict(torch.load('checkpoint/model.pt')); "
+         "record(m, torch.optim.SGD(m.parameters(), lr=0.1), {'x': torch.randn(8, 6), 'y': torch.randint(0, 4, (8,))}, "
+         "'traces/training.safetensors')"],
+        cwd=inference_port, capture_output=True, text=True, timeout=600)
+    assert training.returncode == 0, training.stderr
+    proc = burnside("check", "--burn-crate", ".", "--bin", "myinfer", "--torch-trace", "traces/training.safetensors",
+                    "--", "--checkpoint", "checkpoint/model.pt", cwd=inference_port)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stdout + proc.stderr
+    assert "comes from a training trace (burnside.torch.record), which a port checks with " \
+           "burnside_trace::Training, not Inference" in proc.stderr

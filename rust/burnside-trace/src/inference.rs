@@ -82,6 +82,7 @@ impl Inference {
         mut forward: impl FnMut(&M, &mut Batch<'_>) -> Result<Tensor<D>, Box<dyn Error>>,
     ) -> Result<(), Box<dyn Error>> {
         let batches = args.steps;
+        init.check_kind("forward")?;
         init.check_batches(batches, "--batches")?;
         let mode = if device.is_autodiff() {
             "autodiff"

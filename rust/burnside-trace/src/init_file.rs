@@ -88,6 +88,29 @@ impl InitFile {
 
     /// Refuse `count` forward passes or steps where the file holds fewer batches than that, one
     /// per pass (a file with one batch feeds it to every pass, as it feeds every training step).
+    /// Refuse an init file `burnside check` made from the other kind of PyTorch trace: `kind` is
+    /// `training` (for [`Training`](crate::Training)) or `forward` (for [`Inference`](crate::Inference)).
+    /// A file without the key (`burnside.torch.export_init`) serves both.
+    pub(crate) fn check_kind(&self, kind: &str) -> Result<(), TraceError> {
+        let made_from = match self.file.metadata.get("kind") {
+            Some(made_from) if made_from != kind => made_from.as_str(),
+            _ => return Ok(()),
+        };
+        let (theirs, recorder, other) = if made_from == "forward" {
+            ("a forward trace (burnside.torch.record_forward)", "Inference", "Training")
+        } else {
+            ("a training trace (burnside.torch.record)", "Training", "Inference")
+        };
+        Err(TraceError::Format {
+            path: self.file.path.clone(),
+            message: format!(
+                "this init file comes from {theirs}, which a port checks with burnside_trace::{recorder}, \
+                 not {other}: record the PyTorch side the way the port runs (record_forward for a forward \
+                 pass, record for training steps)"
+            ),
+        })
+    }
+
     pub(crate) fn check_batches(&self, count: usize, flag: &str) -> Result<(), TraceError> {
         let batches = self.batches();
         if count > batches && batches > 1 {

@@ -144,6 +144,7 @@ impl Training {
             &mut Step<'_>,
         ) -> Result<(Tensor<D>, Tensor<1>), Box<dyn Error>>,
     ) -> Result<Trained<M>, Box<dyn Error>> {
+        init.check_kind("training")?;
         let group_of = self.group_of(&model)?;
         let mut optims: Vec<ModuleOptimizer> = std::iter::once(&self.optimizer)
             .chain(self.groups.iter().map(|(spec, _)| spec))

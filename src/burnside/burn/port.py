@@ -55,7 +55,8 @@ def init_from_trace(trace: Trace, path: Path) -> Path:
     batches = [{n: np.array(trace.array(f"step{k}.inputs.{n}")) for n in inputs if f"step{k}.inputs.{n}" in present}
                for k in range(trace.steps)]
     tensors |= batch_tensors(batches)
-    metadata: dict = {"params": params, "inputs": inputs}
+    # what it was made from, so that a port recording the other kind says so (burnside_trace checks it)
+    metadata: dict = {"params": params, "inputs": inputs, "kind": trace.kind}
     if trace.kind == "forward":
         buffers = _under(trace, "step0.buffers.")
         tensors |= {f"buffers.{b}": np.array(trace.array(f"step0.buffers.{b}")) for b in buffers}
