@@ -220,6 +220,22 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else "no output"
 
 
+def test_workspace(workspace: Path, args: list[str]) -> subprocess.CompletedProcess:
+    """`cargo test ARGS` in ``workspace``, as burnside's builds run: under the target directory's lock, its path
+    packages built from these sources (another checkout's artifacts cleaned first, and the state noted after),
+    so a test run and a burnside build of another checkout never replace each other's binaries mid-run."""
+    target = target_dir()
+    with freshness.locked(target):
+        packages = freshness.path_packages(workspace)
+        _forget_other_sources(workspace, target, "the workspace's tests", packages)
+        proc = subprocess.Popen([find_cargo(), "test", *args], cwd=workspace, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env={**os.environ, "CARGO_TARGET_DIR": str(target)})
+        with _reaped(proc):
+            out, err = proc.communicate()
+        freshness.record(target, packages, workspace, None)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
 def build_workspace(console: Console | None = None) -> CargoRun:
     """Build all of burnside's Rust programs (one feature set for all, so nothing rebuilds twice)."""
     return build(rust_workspace(), what="burnside's burn programs", extra=["--workspace"], console=console)

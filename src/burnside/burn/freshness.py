@@ -102,11 +102,13 @@ def expected_artifacts(target: Path, manifest_dir: Path) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def record(target: Path, packages: list[PathPackage], manifest_dir: Path, artifacts: int) -> None:
-    """Note that ``packages`` are now built in ``target`` from these sources."""
+def record(target: Path, packages: list[PathPackage], manifest_dir: Path, artifacts: int | None) -> None:
+    """Note that ``packages`` are now built in ``target`` from these sources (and, unless None, how many
+    artifacts the build of ``manifest_dir`` reported)."""
     state = _read_state(target)
     state.setdefault("packages", {}).update({p.name: p.digest for p in packages})
-    state.setdefault("artifacts", {})[str(manifest_dir.resolve())] = artifacts
+    if artifacts is not None:
+        state.setdefault("artifacts", {})[str(manifest_dir.resolve())] = artifacts
     write_atomic(target / _STATE / "state.json", json.dumps(state, indent=1))
 
 
