@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from burnside.burn.binary import run_binary
-from burnside.burn.cargo import build, test_workspace
+from burnside.burn.cargo import build, run_workspace_tests
 from burnside.burn.locate import DEFAULT_TARGET_DIR, find_cargo, rust_workspace, target_dir
 from burnside.errors import BuildError, RunError
 
@@ -15,7 +15,7 @@ from burnside.errors import BuildError, RunError
 def test_rust_unit_tests_pass(programs):
     # under burnside's lock, from this checkout's sources: a burnside build of another checkout running at the
     # same time in the shared target directory cannot replace a test binary mid-run
-    proc = test_workspace(rust_workspace(), ["--workspace", "--release"])
+    proc = run_workspace_tests(rust_workspace(), ["--workspace", "--release"])
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "test result: ok" in proc.stdout and "FAILED" not in proc.stdout
 

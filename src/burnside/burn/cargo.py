@@ -220,7 +220,7 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else "no output"
 
 
-def test_workspace(workspace: Path, args: list[str]) -> subprocess.CompletedProcess:
+def run_workspace_tests(workspace: Path, args: list[str]) -> subprocess.CompletedProcess:
     """`cargo test ARGS` in ``workspace``, as burnside's builds run: under the target directory's lock, its path
     packages built from these sources (another checkout's artifacts cleaned first, and the state noted after),
     so a test run and a burnside build of another checkout never replace each other's binaries mid-run."""
