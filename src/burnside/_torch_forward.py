@@ -20,7 +20,8 @@ import torch
 from torch import nn
 
 from burnside import __version__
-from burnside._torch_loop import Batch, _dropout_off, _first_tensor, active_dropouts, check_model, tied_names, to_numpy
+from burnside._torch_loop import (Batch, _dropout_off, _first_tensor, active_dropouts, check_model, nonpersistent_buffers,
+                                  tied_names, to_numpy)
 from burnside.errors import BurnsideError
 from burnside.trace import tensor_name, write_trace
 
@@ -286,6 +287,8 @@ def record_forward_trace(
     buffers = [name for name, _ in model.named_buffers()]
     if buffers:
         meta["buffers"] = buffers
+    if nonpersistent_buffers(model):
+        meta["buffers_nonpersistent"] = nonpersistent_buffers(model)
     if active:
         meta["dropout"] = "off"
     tied = tied_names(model)

@@ -140,6 +140,15 @@ def tied_names(model: nn.Module) -> dict[str, str]:
     return tied
 
 
+def nonpersistent_buffers(model: nn.Module) -> list[str]:
+    """The buffers registered with ``persistent=False`` (nanoGPT's causal mask ``attn.bias``), in
+    `named_buffers()` order: constants of the module, outside its ``state_dict``, which a port may compute
+    inline rather than hold."""
+    constant = {f"{prefix}.{name}" if prefix else name
+                for prefix, module in model.named_modules() for name in module._non_persistent_buffers_set}
+    return [name for name, _ in model.named_buffers() if name in constant]
+
+
 def _not_logits(output: object, forward: Callable) -> str:
     """Why ``output``, what ``forward`` gave, is not the logits tensor, and the ``forward=`` that gives them."""
     def shown(value: object) -> str:
@@ -432,6 +441,9 @@ def record_trace(
     buffers = [name for name, _ in model.named_buffers()]
     if buffers:
         meta["buffers"] = buffers
+    constants = nonpersistent_buffers(model)
+    if constants:
+        meta["buffers_nonpersistent"] = constants
     if hooks is not None and hooks.order:
         meta["activations"] = hooks.order
         meta["modules"] = hooks.modules
@@ -439,5 +451,5 @@ def record_trace(
     return write_trace(Path(path), tensors, meta)
 
 
-__all__ = ["Batch", "active_dropouts", "check_model", "default_forward", "loss_name", "optimizer_config",
-           "optimizer_kind", "record_trace", "same_step", "tied_names", "to_numpy"]
+__all__ = ["Batch", "active_dropouts", "check_model", "default_forward", "loss_name", "nonpersistent_buffers",
+           "optimizer_config", "optimizer_kind", "record_trace", "same_step", "tied_names", "to_numpy"]

@@ -108,6 +108,20 @@ class Comparison:
     loading: list[LoadingFault] = field(default_factory=list)
     #: each compared name's place in compare's pipeline order (rows and structure problems alike)
     order: dict[str, int] = field(default_factory=dict)
+    #: buffers one side records that a trace's metadata lists as registered with ``persistent=False``
+    #: (`buffers_nonpersistent`: constants of the module, outside its state_dict, such as nanoGPT's causal mask
+    #: `attn.bias`), which the other side computes inline: listed, never a failure
+    #: the optimizer settings the two traces declare otherwise (`burnside.compare.config`; D005 names them): a
+    #: failure even where the recorded steps do not show them yet
+    optimizer_differences: list[str] = field(default_factory=list)
+    constants_only_in_a: list[str] = field(default_factory=list)
+    constants_only_in_b: list[str] = field(default_factory=list)
+
+    def missing_buffers(self, side: str) -> list[str]:
+        """The persistent buffers (`step{k}.buffers.*`, not `num_batches_tracked`) only ``side`` records: state
+        of PyTorch's state_dict the other side does not hold, a failure named with its fix."""
+        names = self.only_in_a if side == "a" else self.only_in_b
+        return [n for n in names if (p := parse_name(n)) is not None and p.stage == "buffers"]
 
     @property
     def forward(self) -> bool:
@@ -200,10 +214,20 @@ class Comparison:
         return max((r.stats.max_abs for r in self.rows), default=0.0)
 
     @property
+    def diverged(self) -> list[str]:
+        """The sides ("a", "b") of a training trace whose run holds a NaN or an infinity (logits, loss,
+        gradients, parameters, optimizer state): from there on it proves nothing, even where both sides agree
+        bit for bit (NaN where the other side has NaN)."""
+        if self.forward:
+            return []
+        return [s for s, summary in (("a", self.a), ("b", self.b)) if summary.first_nonfinite is not None]
+
+    @property
     def passed(self) -> bool:
-        """Same structure, bit-identical start, every element within tolerance."""
+        """Same structure, bit-identical start, every element within tolerance, no run diverged, the same
+        optimizer declared."""
         return not (self.failed_rows or self.only_in_a or self.only_in_b or self.structure or self.start_mismatch
-                    or self.loading)
+                    or self.loading or self.diverged or self.optimizer_differences)
 
     def tolerances_used(self) -> list[tuple[str | None, Tolerance]]:
         """The default tolerance, then each override that applied to a compared row (glob, tolerance)."""

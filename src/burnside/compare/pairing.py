@@ -30,7 +30,9 @@ def _canonical(name: str) -> str:
 
 
 def _prefix(name: str) -> str:
-    match = re.match(r"^(step\d+\.[a-z_]+)\.", name)
+    """`step3.grads`, or for optimizer state `step3.optim.exp_avg`: names pair only within one step, stage and
+    slot (Adam's `step` counter of a parameter is not its `exp_avg` under another name)."""
+    match = re.match(r"^(step\d+\.optim\.[a-z_]+|step\d+\.[a-z_]+)\.", name)
     return match.group(1) if match else ""
 
 
@@ -47,7 +49,7 @@ def pair_renamed(only_a: list[str], only_b: list[str]) -> tuple[list[RenamedPair
     unpaired_a = []
     for name in only_a:
         match = by_canonical.get(_canonical(name))
-        if match is not None and match in left_b:
+        if match is not None and match in left_b and _prefix(match) == _prefix(name):
             pairs.append(RenamedPair(name, match, True))
             left_b.remove(match)
             continue

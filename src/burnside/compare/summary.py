@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from burnside.trace import TensorName, Trace, parse_name
+from burnside.trace.dtypes import FLOATS
 
 
 @dataclass
@@ -36,6 +37,15 @@ class TraceSummary:
     optim_step_count: dict[int, float] = field(default_factory=dict)
     #: step -> the loss before the step
     losses: dict[int, float] = field(default_factory=dict)
+    #: the first tensor in pipeline order (of the logits, outputs, loss, gradients, parameters after a step,
+    #: optimizer state and loss after) holding a NaN or an infinity: where this side's run diverged
+    first_nonfinite: str | None = None
+
+    @property
+    def diverged_at(self) -> int | None:
+        """The step at which this side's run holds its first non-finite value, or None when it never does."""
+        parsed = parse_name(self.first_nonfinite) if self.first_nonfinite else None
+        return parsed.step if parsed is not None else None
 
     @property
     def name(self) -> str:
@@ -66,19 +76,29 @@ def summarize(trace: Trace) -> TraceSummary:
     )
     recorded_len = metadata.get("grads_len")
     counted: dict[int, int] = {}
+    nonfinite_steps: set[int] = set()
     for name in trace.names:
         parsed = parse_name(name)
         if parsed is None:
             continue
         k = parsed.step
         counted.setdefault(k, 0)
+        finite = True
+        if trace.info(name).dtype in FLOATS and (
+                parsed.stage == "params_after" or (summary.first_nonfinite is None and parsed.stage in _DIVERGING)):
+            finite = _finite(trace, name)
+            if not finite and summary.first_nonfinite is None:
+                summary.first_nonfinite = name
         if parsed.stage == "grads":
             counted[k] += 1
             nonzero = bool(np.any(trace.values(name) != 0))
             summary.grads_nonzero[k] = summary.grads_nonzero.get(k, False) or nonzero
             trace.release(name)
         elif parsed.stage == "params_after":
-            _note_unchanged(trace, parsed, name, summary)
+            if finite:
+                _note_unchanged(trace, parsed, name, summary)
+            else:  # a NaN's bits staying put says nothing of an update
+                nonfinite_steps.add(k)
         elif parsed.stage == "optim" and parsed.slot == "step":
             values = trace.values(name)
             if values.size:
@@ -88,6 +108,8 @@ def summarize(trace: Trace) -> TraceSummary:
             values = trace.values(name)
             if values.size == 1:
                 summary.losses[k] = float(values.reshape(-1)[0])
+    for k in nonfinite_steps:  # NaN parameters are not "unchanged" because their bits are: unknown
+        summary.params_unchanged.pop(k, None)
     for k, n in counted.items():
         summary.grads_len[k] = n
         if recorded_len is not None and k < len(recorded_len):
@@ -95,7 +117,23 @@ def summarize(trace: Trace) -> TraceSummary:
     return summary
 
 
+#: The stages whose values show a run diverging (read here anyway, or small).
+_DIVERGING = frozenset({"logits", "outputs", "loss", "grads", "params_after", "optim", "loss_after"})
+
+
+def _finite(trace: Trace, name: str) -> bool:
+    """Whether every value of tensor ``name`` is finite (read in chunks)."""
+    flat = trace.values(name).reshape(-1)
+    finite = all(bool(np.isfinite(flat[s:s + _CHUNK]).all()) for s in range(0, flat.size, _CHUNK))
+    trace.release(name)
+    return finite
+
+
+_CHUNK = 1 << 20
+
+
 def _note_unchanged(trace: Trace, parsed: TensorName, name: str, summary: TraceSummary) -> None:
+    """Whether a parameter's (finite) values after the step are its values before, bit for bit."""
     before = f"step{parsed.step}.params_before.{parsed.rest}"
     if before not in trace or trace.info(before) != trace.info(name):
         return

@@ -43,6 +43,8 @@ class ElementStats:
     out_of_tol: int
     nonfinite_a_only: int
     nonfinite_b_only: int
+    #: elements NaN on one side and not the other (a NaN against a number or an infinity): no distance at all
+    nan_one_side: int = 0
 
     @property
     def identical(self) -> bool:
@@ -59,8 +61,10 @@ class _Partial:
     out: int = 0
     nf_a: int = 0
     nf_b: int = 0
+    nan: int = 0
 
     def merge(self, other: _Partial) -> None:
+        self.nan += other.nan
         self.differing += other.differing
         self.out += other.out
         self.nf_a += other.nf_a
@@ -93,6 +97,7 @@ def diff_arrays(a: np.ndarray, b: np.ndarray, dtype: str, tol: Tolerance) -> Ele
         out_of_tol=total.out,
         nonfinite_a_only=total.nf_a,
         nonfinite_b_only=total.nf_b,
+        nan_one_side=total.nan,
     )
 
 
@@ -230,6 +235,7 @@ def _nonfinite_chunk(af, bf, ia, ib, idx, tol: Tolerance, offset: int) -> _Parti
     part.differing = int(np.count_nonzero((ia != ib) & ~both_nan))
     part.out += nf_a + nf_b + clash
     part.nf_a, part.nf_b = nf_a, nf_b
+    part.nan = int(np.count_nonzero(nan_a ^ nan_b))
     if nf_a + nf_b + clash:  # a value finite on one side only is infinitely far off
         bad = np.flatnonzero(~(fin_a & fin_b) & ~both_nan & (ia != ib))
         part.max_abs, part.worst = float("inf"), position(bad[0])

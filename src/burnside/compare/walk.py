@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from burnside.compare.collector import Collector
+from burnside.compare.config import optimizer_differences
 from burnside.compare.comparison import Comparison, StructureProblem, TensorRow, is_optional
 from burnside.compare.loading import dtype_fault, is_loaded_start, only_fault, shape_fault, value_fault
 from burnside.compare.output_metrics import output_metrics
@@ -121,6 +122,18 @@ def _loading_only(a: Trace, b: Trace, only_a: list[str], only_b: list[str]):
     return faults
 
 
+def _nonpersistent(trace: Trace) -> set[str]:
+    """The buffers a trace's metadata lists as registered with ``persistent=False``."""
+    listed = trace.metadata.get("buffers_nonpersistent")
+    return {n for n in listed if isinstance(n, str)} if isinstance(listed, list) else set()
+
+
+def _buffer_of(name: str) -> str | None:
+    """`h.0.attn.bias` for `step3.buffers.h.0.attn.bias`; None for a tensor of another stage."""
+    parsed = parse_name(name)
+    return parsed.rest if parsed is not None and parsed.stage == "buffers" else None
+
+
 def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, only: str | None = None,
                    reference: Reference | None = None, progress: TensorProgress | None = None,
                    collector: Collector | None = None) -> Comparison:
@@ -163,6 +176,13 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
     _check_steps(a, b, [n for n in (names_a ^ names_b) if selected(n)])
     missing_in_b = [n for n in a.names if n not in names_b and selected(n)]
     missing_in_a = [n for n in b.names if n not in names_a and selected(n)]
+    # a buffer registered with persistent=False is a constant of the module (a causal mask), compared where both
+    # sides hold it; one side only is no failure: the other computes it inline
+    constant = _nonpersistent(a) | _nonpersistent(b)
+    constants_a = [n for n in missing_in_b if _buffer_of(n) in constant]
+    constants_b = [n for n in missing_in_a if _buffer_of(n) in constant]
+    missing_in_b = [n for n in missing_in_b if n not in constants_a]
+    missing_in_a = [n for n in missing_in_a if n not in constants_b]
     comparison = Comparison(
         a=summarize(a),
         b=summarize(b),
@@ -174,6 +194,9 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
         unrecorded_in_b=[n for n in missing_in_b if is_optional(n)],
         kind=a.kind,
         order={name: i for i, name in enumerate(common)},
+        constants_only_in_a=constants_a,
+        constants_only_in_b=constants_b,
+        optimizer_differences=[] if forward else optimizer_differences(a.optimizer, b.optimizer, a.params, b.params),
     )
     if forward:  # the model as loaded: a start tensor one side lacks is a loading fault
         start_a = [n for n in comparison.only_in_a if is_loaded_start(n)]

@@ -21,11 +21,12 @@ from burnside.forensics.replay import (
     REPLAY_TOLERANCE,
     Rows,
     betas,
+    beyond_rounding,
     decoupled,
     explains,
     finite,
+    half_ulp,
     number,
-    relative,
     sampled,
 )
 from burnside.trace import Trace
@@ -136,12 +137,21 @@ def replay_adam(trace: Trace, config: dict, name: str, k: int, p: str, before: n
         fits.eps_y.add(np.abs(d.ravel()[keep] / delta[keep]))
     expected_m = (1 - b1) * d if pm is None else b1 * pm + (1 - b1) * d
     expected_v = (1 - b2) * d * d if pv is None else b2 * pv + (1 - b2) * d * d
-    for slot, actual, expected in (("exp_avg", m, expected_m), ("exp_avg_sq", v, expected_v)):
-        residual = relative(actual, expected, expected)
+    decayed = half_ulp(d) + (0.0 if is_decoupled else half_ulp(wd * before))  # g + wd * p, rounded in float32
+    rounding_m = half_ulp(m) + half_ulp(expected_m) + (1 - b1) * decayed
+    rounding_v = half_ulp(v) + 2 * half_ulp(expected_v) + 2 * (1 - b2) * np.abs(d) * decayed
+    for slot, actual, expected, rounding in (("exp_avg", m, expected_m, rounding_m),
+                                             ("exp_avg_sq", v, expected_v, rounding_v)):
+        residual = beyond_rounding(actual, expected, expected, rounding)
         if residual > REPLAY_TOLERANCE:
             return f"optim.{slot}.{p}", residual
     t = k + 1
     m_hat, v_hat = m / (1 - b1**t), v / (1 - b2**t)
-    expected = before * (1 - lr * wd if is_decoupled else 1.0) - lr * m_hat / (np.sqrt(v_hat) + eps)
-    residual = relative(after, expected, after - before)
+    step = lr * m_hat / (np.sqrt(v_hat) + eps)
+    expected = before * (1 - lr * wd if is_decoupled else 1.0) - step
+    # float32 rounding of the parameter before and after, of the decoupled decay, and of the step's own
+    # arithmetic (bias corrections, square root, epsilon, division, lr: a few roundings of the step's size)
+    rounding = half_ulp(before) + half_ulp(after) + (half_ulp(lr * wd * before) if is_decoupled else 0.0) \
+        + 4 * half_ulp(step)
+    residual = beyond_rounding(after, expected, after - before, rounding)
     return (f"params_after.{p}", residual) if residual > REPLAY_TOLERANCE else None

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from burnside.compare.config import group_settings
 from burnside.forensics.adam import AdamFits, replay_adam, scale_pairs
 from burnside.forensics.replay import number, sampled
 from burnside.forensics.sgd import SgdFits, replay_sgd
@@ -118,19 +119,6 @@ def _measure(trace: Trace) -> OptimizerForensics:
             result.measured.pop("beta_2", None)
             result.measured["clip_grad_norm"] = clipped
     return result
-
-
-def group_settings(config: dict) -> dict[str, dict]:
-    """Parameter name -> the settings its group declares otherwise than the first group (`groups`)."""
-    found: dict[str, dict] = {}
-    groups = config.get("groups")
-    for group in groups if isinstance(groups, list) else []:
-        if not isinstance(group, dict) or not isinstance(group.get("params"), list):
-            continue
-        own = {k: v for k, v in group.items() if k != "params"}
-        if own:
-            found.update({p: own for p in group["params"] if isinstance(p, str)})
-    return found
 
 
 #: Elements per read when a step's gradient norm is taken over whole tensors.

@@ -13,8 +13,8 @@ from burnside.trace import Trace
 #: Elements of each tensor the replay reads (the first ones, flat): an optimizer setting shows in
 #: every element, and this keeps forensics memory-bounded and fast on multi-GB traces.
 SAMPLE = 1 << 16
-#: A replayed update (or state) further than this, relative to the tensor's update (state), is not
-#: the declared optimizer. Correct A1 ports stay below 2e-4 (burn's f32 Adam constants: 1.3e-5 in
+#: A replayed update (or state) further than this beyond float32 rounding (`beyond_rounding`), relative
+#: to the tensor's update (state), is not the declared optimizer. Correct A1 ports stay below 2e-4 (burn's f32 Adam constants: 1.3e-5 in
 #: exp_avg_sq; an SGD update's f32 rounding 6e-5); the smallest bug measured is 3e-2.
 REPLAY_TOLERANCE = 1e-3
 #: A least-squares fit whose residual exceeds this (relative to the data) explains nothing: its
@@ -71,6 +71,27 @@ def relative(actual: np.ndarray, expected: np.ndarray, scale: np.ndarray) -> flo
     """max|actual - expected| relative to max|scale| (0 when both are 0, infinity when only the error is not)."""
     size = float(np.max(np.abs(scale))) if scale.size else 0.0
     err = float(np.max(np.abs(actual - expected))) if actual.size else 0.0
+    if size == 0.0:
+        return 0.0 if err == 0.0 else math.inf
+    return err / size
+
+
+def half_ulp(x: np.ndarray) -> np.ndarray:
+    """Half a float32 ulp of each element of ``x`` (in float64): the most float32 rounding moves a value that size."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        magnitude = np.abs(np.asarray(x, dtype=np.float64)).astype(np.float32)
+    return np.spacing(magnitude).astype(np.float64) / 2
+
+
+def beyond_rounding(actual: np.ndarray, expected: np.ndarray, scale: np.ndarray, rounding: np.ndarray) -> float:
+    """Like `relative`, but each element's error counts only beyond ``rounding``, the float32 rounding of that
+    element (of the recorded tensors and of the update's own arithmetic): a replay in float64 of float32 values
+    is that far off a correct run wherever the update is as small as the tensor's rounding (a bias moved only by
+    weight decay, a gradient of 1e-9), which relative to the tensor's update can be any size."""
+    if not actual.size:
+        return 0.0
+    err = float(np.max(np.maximum(np.abs(actual - expected) - rounding, 0.0)))
+    size = float(np.max(np.abs(scale))) if scale.size else 0.0
     if size == 0.0:
         return 0.0 if err == 0.0 else math.inf
     return err / size

@@ -10,7 +10,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from burnside.forensics.replay import REPLAY_TOLERANCE, Rows, explains, finite, number, relative, sampled
+from burnside.forensics.replay import (
+    REPLAY_TOLERANCE,
+    Rows,
+    beyond_rounding,
+    explains,
+    finite,
+    half_ulp,
+    number,
+    sampled,
+)
 from burnside.trace import Trace
 
 
@@ -82,7 +91,10 @@ def replay_sgd(trace: Trace, config: dict, k: int, p: str, before: np.ndarray, a
         fits.lr_x.add(step_dir.ravel())
         fits.lr_y.add((after - before).ravel())
         expected_buf = d if prev is None else momentum * prev + (1 - dampening) * d
-        residual = relative(buf, expected_buf, expected_buf)
+        # the buffer's own rounding, its terms', and the decayed gradient's (scaled into the buffer)
+        buf_rounding = half_ulp(buf) + (0.0 if prev is None else half_ulp(momentum * prev)) \
+            + half_ulp((1 - dampening) * d) + 2 * (half_ulp(d) + half_ulp(wd * before))
+        residual = beyond_rounding(buf, expected_buf, expected_buf, buf_rounding)
         if residual > REPLAY_TOLERANCE:
             return f"optim.momentum_buffer.{p}", residual
     else:
@@ -91,5 +103,11 @@ def replay_sgd(trace: Trace, config: dict, k: int, p: str, before: np.ndarray, a
             fits.plain_x.add(np.stack([grad.ravel(), before.ravel()], axis=1))
             fits.plain_y.add((after - before).ravel())
     expected = before - lr * step_dir
-    residual = relative(after, expected, after - before if np.any(after != before) else lr * step_dir)
+    # float32 rounding of the parameter before and after, of the step (lr times its direction) and of the terms
+    # the direction is made of (the gradient plus weight decay, a Nesterov look-ahead): an update only as large
+    # as that (weight decay alone on a bias whose gradient is ~1e-9) is rounding, not another optimizer
+    rounding = half_ulp(before) + half_ulp(after) + half_ulp(lr * step_dir) \
+        + abs(lr) * (2 * half_ulp(step_dir) + half_ulp(d) + half_ulp(wd * before))
+    residual = beyond_rounding(after, expected, after - before if np.any(after != before) else lr * step_dir,
+                               rounding)
     return (f"params_after.{p}", residual) if residual > REPLAY_TOLERANCE else None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from rich.console import Console
 from rich.text import Text
 
@@ -17,24 +19,44 @@ from burnside.trace import parse_name
 def times(ratio: float) -> str:
     """A distance ratio as the table prints it: `230x`, or `infinitely` when the other side is exactly on its
     reference."""
+    if math.isnan(ratio):
+        return "NaN"
     if ratio == float("inf"):
         return "infinitely"
     return f"{ratio:,.0f}x" if ratio >= 1000 else f"{ratio:.3g}x"
 
 def _ulps(row: TensorRow) -> str:
-    return "-" if row.stats.max_ulps is None else str(row.stats.max_ulps)
+    """The largest ULP distance; `NaN` (`inf`) where an element is NaN (infinite) on one side only: no number
+    of representable values lies between a NaN and a number, and the finite elements' count would read as
+    the row's."""
+    if row.stats.max_ulps is None:
+        return "-"
+    if row.stats.nan_one_side:
+        return "NaN"
+    if row.stats.nonfinite_a_only or row.stats.nonfinite_b_only:
+        return "inf"
+    return str(row.stats.max_ulps)
+
+
+def _max_abs(row: TensorRow) -> str:
+    """max|diff|, `NaN` where an element is NaN on one side only."""
+    return "NaN" if row.stats.nan_one_side else f"{row.stats.max_abs:.2e}"
+
+
+def _distance(d: float) -> str:
+    return "NaN" if math.isnan(d) else f"{d:.2e}"
 
 
 def row_line(comparison: Comparison, row: TensorRow, width: int) -> Text:
     """One row: name, n, max|diff|, max ulps, worst index, out-of-tolerance count."""
     s = row.stats
     at = "-" if row.worst_index is None else "[" + ",".join(map(str, row.worst_index)) + "]"
-    text = Text(f"{comparison.display_name(row.name):<{width}} n={s.n:>3}  max|diff|={s.max_abs:.2e}"
+    text = Text(f"{comparison.display_name(row.name):<{width}} n={s.n:>3}  max|diff|={_max_abs(row)}"
                 f"  ulps={_ulps(row):>3}  at={at:<7} out={s.out_of_tol}")
     if row.metrics is not None:
         text.append(f"  {row.metrics.describe()}")
     if row.ref is not None:
-        text.append(f"  |A-R|={row.ref.dist_a:.2e} |B-R|={row.ref.dist_b:.2e}")
+        text.append(f"  |A-R|={_distance(row.ref.dist_a)} |B-R|={_distance(row.ref.dist_b)}")
         if row.ref.noise:
             text.append("  noise" if s.out_of_tol else "", style="green")
         else:
@@ -79,7 +101,7 @@ def divergence_text(comparison: Comparison, first: TensorRow) -> str:
             parts.append(f"the layer before it, {before.name}, agrees")
         where += f" ({', '.join(parts)})" if parts else ""
     where += _batch_of(comparison, first.name)
-    text = (f"first divergence: {where} (max|diff|={first.stats.max_abs:.2e}, "
+    text = (f"first divergence: {where} (max|diff|={_max_abs(first)}, "
             f"{first.stats.out_of_tol} of {first.stats.n} out of tolerance); later rows usually follow from it")
     parsed = parse_name(first.name)
     drift = comparison.drift_before(parsed.step) if parsed is not None and parsed.stage != "params_before" else 0.0
@@ -177,9 +199,13 @@ def structure_lines(comparison: Comparison) -> list[Line]:
         if row.name in loaded:
             continue
         lines.append((f"not bit-identical {before}: {comparison.display_name(row.name)}: {row.stats.differing} "
-                      f"of {row.stats.n} elements differ, up to {_ulps(row)} ulps (max|diff|={row.stats.max_abs:.2e}); "
+                      f"of {row.stats.n} elements differ, up to {_ulps(row)} ulps (max|diff|={_max_abs(row)}); "
                       "every output below measures this input difference too", "bold yellow"))
     pairs, only_a, only_b = pair_renamed(comparison.only_in_a, comparison.only_in_b)
+    lines += buffer_lines(comparison, only_a, only_b)
+    missing = set(comparison.missing_buffers("a")) | set(comparison.missing_buffers("b"))
+    only_a = [n for n in only_a if n not in missing]
+    only_b = [n for n in only_b if n not in missing]
     for a_name, b_name, count in rename_rules(pairs):
         lines.append((f"named differently: A {a_name} ↔ B {b_name}? ({count} tensors); record B's tensors "
                       "under A's names (a name mapping in the burn recorder)", "red"))
@@ -195,6 +221,42 @@ def structure_lines(comparison: Comparison) -> list[Line]:
     return lines
 
 
+def _by_buffer(names: list[str]) -> dict[str, int]:
+    """Buffer name (without step and stage) -> how many steps record it, in first-seen order."""
+    found: dict[str, int] = {}
+    for name in names:
+        parsed = parse_name(name)
+        if parsed is not None:
+            found[parsed.rest] = found.get(parsed.rest, 0) + 1
+    return found
+
+
+def buffer_lines(comparison: Comparison, only_a: list[str], only_b: list[str]) -> list[Line]:
+    """A persistent buffer one side records and the other does not, named for what it is with its fix."""
+    lines: list[Line] = []
+    for side, other, names in (("A", "B", only_a), ("B", "A", only_b)):
+        held = [n for n in names if n in comparison.missing_buffers(side.lower())]
+        for buffer, count in _by_buffer(held).items():
+            lines.append((
+                f"buffer only in {side}: {buffer} ({count} {comparison.unit}(s)) is a persistent buffer, state the "
+                f"model's state_dict holds (not a constant registered with persistent=False), and {other} does not "
+                "record it: hold it in the port as the matching burn module's state (BatchNorm's running statistics "
+                f"are recorded as buffers), loaded from the init file (`init.buffer(\"{buffer}\")`); a constant the "
+                "port computes inline is registered in PyTorch with `register_buffer(..., persistent=False)`", "red"))
+    return lines
+
+
+def constant_lines(comparison: Comparison) -> list[Line]:
+    """The non-persistent buffers (constants) one side records and the other computes inline: one line a side."""
+    lines: list[Line] = []
+    for side, other, names in (("A", "B", comparison.constants_only_in_a), ("B", "A", comparison.constants_only_in_b)):
+        found = _by_buffer(names)
+        if found:
+            lines.append((f"constant buffers only in {side} (registered with persistent=False, outside the state_dict; "
+                          f"{other} computes them inline), not compared: {listed(list(found), 4)}", "dim"))
+    return lines
+
+
 def finding_lines(comparison: Comparison) -> list[Line]:
     """What the verdict rests on: framework differences, zero gradients, the first divergence (or that
     the differences are noise), and the optional tensors one side did not record."""
@@ -203,6 +265,12 @@ def finding_lines(comparison: Comparison) -> list[Line]:
     shape = comparison.first_shape_divergence
     if shape is not None:
         lines.append((shape_divergence_text(comparison, shape), "yellow"))
+    elif first is not None and first.ref is not None and math.isnan(first.ref.dist_a if first.ref.verdict == "a"
+                                                                     else first.ref.dist_b):
+        kind = comparison.layer_of(first)[0]
+        lines.append((
+            f"real difference: {comparison.side_name(first.ref.verdict)} holds NaN where the float64 reference is "
+            f"finite, from {first.name}{f' ({kind})' if kind else ''} on; later rows follow from it", "yellow"))
     elif first is not None and first.ref is not None:
         kind = comparison.layer_of(first)[0]
         lines.append((
@@ -218,6 +286,10 @@ def finding_lines(comparison: Comparison) -> list[Line]:
         if beyond:
             lines.append((f"{beyond} tensor(s) beyond the tolerance are rounding noise: both sides are within "
                           "it of the float64 reference", "green"))
+    if comparison.optimizer_differences and not comparison.failed_rows:
+        lines.append((f"the optimizers are declared otherwise ({', '.join(comparison.optimizer_differences)}; D005 below): "
+                      f"a port configured so trains another optimizer, even where the {comparison.steps} recorded "
+                      f"{comparison.unit}(s) do not show it yet", "yellow"))
     per_batch = by_batch_line(comparison)
     if per_batch is not None:
         lines.append(per_batch)
@@ -228,6 +300,7 @@ def finding_lines(comparison: Comparison) -> list[Line]:
         lines.append((f"tapped under another name? A records the layer {a_name}, B {b_name} ({count} {comparison.unit}(s)), so "
                       f"it is not compared: name the tap by the PyTorch module's path, "
                       f"tap.activation(\"{a_name}\", &x)", "yellow"))
+    lines += constant_lines(comparison)
     for side, names in (("B", comparison.unrecorded_in_b), ("A", comparison.unrecorded_in_a)):
         if names:
             shown = listed([comparison.display_name(n) for n in names], 3)

@@ -21,7 +21,8 @@ FORMAT_KEY = "burnside.format"
 VERSION_KEY = "burnside.version"
 FORMAT_VERSION = 1
 #: Keys whose safetensors value is JSON text (native JSON in the JSON form).
-JSON_KEYS = frozenset({"steps", "optimizer", "params", "grads_len", "inputs", "buffers", "activations", "modules",
+JSON_KEYS = frozenset({"steps", "optimizer", "params", "grads_len", "inputs", "buffers", "buffers_nonpersistent",
+                       "activations", "modules",
                        "tied", "layer_inputs", "outputs"})
 #: Keys a file of each kind must carry (besides the format and version). A forward trace (a trace
 #: whose metadata says `kind: forward`) has no optimizer and no gradients.
@@ -90,7 +91,7 @@ def check(path: Path, kind: str, metadata: Mapping, names: Iterable[str]) -> Non
             raise TraceError(f"{path}: metadata {key!r} is the writer's to set, not a metadata entry")
         if key == "steps":
             pass
-        elif key in ("params", "inputs", "buffers", "activations", "layer_inputs", "outputs"):
+        elif key in ("params", "inputs", "buffers", "buffers_nonpersistent", "activations", "layer_inputs", "outputs"):
             _check_names(path, key, value)
         elif key == "modules":
             _check_modules(path, value)

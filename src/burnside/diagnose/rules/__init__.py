@@ -16,12 +16,14 @@ from burnside.diagnose.rules import (
     d013_dropout_mask,
     d014_weights_not_loaded,
     d015_batchnorm_mode,
+    d016_run_diverged,
     d017_loss_differs,
 )
 
 RULES = (
     d006_inputs_not_identical,
     d014_weights_not_loaded,
+    d016_run_diverged,
     d007_layout_transposed,
     d013_dropout_mask,
     d008_parameter_unused,

@@ -3,7 +3,8 @@
 ## What it does
 Finds steps after which one side's parameters are bit-identical to what they were
 before the step, although that side computed non-zero gradients and the other side's
-parameters moved.
+parameters moved. A step at which either run holds NaN or infinity is left to D016 (run
+diverged): a NaN keeps its bits through any update.
 
 ## Why is this bad?
 burn's `optim.step(lr, model, grads)` takes the module by value and returns the
@@ -40,8 +41,10 @@ def check(comparison: Comparison) -> list[Diagnosis]:
     """One diagnosis per side whose updates never landed."""
     found = []
     for side, other in ((comparison.a, comparison.b), (comparison.b, comparison.a)):
+        # a step with NaN or infinity on either side (a diverged run: D016) is no evidence: NaN keeps its bits
         stuck = [k for k, unchanged in sorted(side.params_unchanged.items())
-                 if unchanged and side.grads_nonzero.get(k) and other.params_unchanged.get(k) is False]
+                 if unchanged and side.grads_nonzero.get(k) and other.params_unchanged.get(k) is False
+                 and not _diverged_by(side, k) and not _diverged_by(other, k)]
         if not stuck:
             continue
         steps = ", ".join(map(str, stuck))
@@ -54,3 +57,7 @@ def check(comparison: Comparison) -> list[Diagnosis]:
             "`burnside lint` finds the line (BS001)",
         ))
     return found
+
+
+def _diverged_by(summary, k: int) -> bool:
+    return summary.diverged_at is not None and summary.diverged_at <= k

@@ -26,8 +26,8 @@ let optim = SgdConfig::new().with_momentum(Some(momentum)).init();
 
 from __future__ import annotations
 
-from burnside.compare import Comparison, same_setting
-from burnside.forensics import group_settings
+from burnside.compare import Comparison
+from burnside.compare.config import differing_keys, group_differences, same
 from burnside.diagnose.diagnosis import Diagnosis, listed
 from burnside.rule import Severity
 
@@ -35,8 +35,6 @@ ID = "D005"
 NAME = "optimizer-config"
 TITLE = "optimizer configuration differs"
 SEVERITY = Severity.ERROR
-_KEYS = ("name", "lr", "betas", "momentum", "dampening", "nesterov", "weight_decay", "weight_decay_kind", "amsgrad",
-         "clip_grad_norm", "lr_per_step")
 #: Each fix names the `Training` form first (what `burnside new` and the README teach), then the
 #: same for a loop written call by call with `TraceRecorder`.
 _FIXES = {
@@ -60,18 +58,21 @@ _FIXES = {
 
 
 def check(comparison: Comparison) -> list[Diagnosis]:
-    """A diagnosis listing every differing key, when the traces describe their optimizers."""
+    """A diagnosis listing every differing key, when the traces describe their optimizers.
+
+    The comparison fails on the same differences (`Comparison.optimizer_differences`), even where the recorded
+    steps do not show them yet: a correct port declares the optimizer PyTorch's loop has."""
     a, b = comparison.a.optimizer, comparison.b.optimizer
     if not a or not b:
         return []
-    # a trace says clip_grad_norm (lr_per_step) only when its loop clips (has a schedule): absent is "none"
-    optional = ("clip_grad_norm", "lr_per_step")
-    differing = [k for k in _KEYS if ((k in a and k in b) or k in optional) and not _same(a.get(k), b.get(k))]
+    differing = differing_keys(a, b)
     parts = [_differs(k, a.get(k), b.get(k), comparison.a.framework, comparison.b.framework) for k in differing]
     fixes = [_FIXES[k] for k in differing if k in _FIXES]
-    grouped = _group_differences(comparison)
+    grouped = group_differences(a, b, comparison.a.metadata.get("params") or [], comparison.b.metadata.get("params") or [])
     if grouped:
-        parts += grouped
+        parts += [f"{key} of {len(params)} parameter(s) by their group ({listed(params, 4)}): "
+                  f"{comparison.a.framework} {x!r}, {comparison.b.framework} {y!r}"
+                  for key, (params, x, y) in grouped.items()]
         fixes.append("declare each PyTorch parameter group with its settings: "
                      "`Training::with_group(OptimizerSpec::...(...), &[\"name\", ...])`; call by call, step each "
                      "group with its own burn optimizer configured like it on its part of the gradients "
@@ -83,38 +84,8 @@ def check(comparison: Comparison) -> list[Diagnosis]:
                       "; ".join(fixes) or "configure the burn optimizer like the PyTorch one")]
 
 
-#: The settings a parameter group can hold.
-_GROUP_KEYS = ("lr", "betas", "eps", "weight_decay", "momentum", "dampening", "nesterov", "amsgrad")
-
-
-def _group_differences(comparison: Comparison) -> list[str]:
-    """Per setting, the parameters whose group gives it another value on each side (where a side has groups)."""
-    a, b = comparison.a.optimizer, comparison.b.optimizer
-    if "groups" not in a and "groups" not in b:
-        return []
-    params_a = comparison.a.metadata.get("params") or []
-    params_b = set(comparison.b.metadata.get("params") or [])
-    own_a, own_b = group_settings(a), group_settings(b)
-    found: dict[str, list[str]] = {}
-    values: dict[str, tuple[object, object]] = {}
-    for param in (p for p in params_a if p in params_b):
-        for key in _GROUP_KEYS:
-            x, y = own_a.get(param, {}).get(key, a.get(key)), own_b.get(param, {}).get(key, b.get(key))
-            if (key in own_a.get(param, {}) or key in own_b.get(param, {})) and not _same(x, y):
-                found.setdefault(key, []).append(param)
-                values.setdefault(key, (x, y))
-    out = []
-    for key, params in found.items():
-        x, y = values[key]
-        out.append(f"{key} of {len(params)} parameter(s) by their group ({listed(params, 4)}): "
-                   f"{comparison.a.framework} {x!r}, {comparison.b.framework} {y!r}")
-    return out
-
-
-
 def _same(a: object, b: object) -> bool:
-    # a schedule computed in another order may part near 0 by more than 1e-6 relative
-    return same_setting(a, b, abs_tol=1e-12)
+    return same(a, b)
 
 
 def _differs(key: str, a: object, b: object, name_a: str, name_b: str) -> str:

@@ -1,0 +1,70 @@
+"""The optimizer settings two traces declare otherwise: part of the verdict, named by D005.
+
+A port whose optimizer is configured otherwise than PyTorch's (a dampening of 0.1, a clipping norm, a
+schedule, a parameter group's weight decay) trains another optimizer even where the recorded steps do not
+show it yet (momentum's dampening from the second step on, clipping only once a gradient is large, a
+schedule's later rates): the comparison fails on it, and D005 says which setting and how to fix it.
+"""
+
+from __future__ import annotations
+
+from burnside.compare.start_checks import same_setting
+
+#: The declared settings compared, apart from Adam's epsilon (D004's, measured from the numbers).
+KEYS = ("name", "lr", "betas", "momentum", "dampening", "nesterov", "weight_decay", "weight_decay_kind", "amsgrad",
+        "clip_grad_norm", "lr_per_step")
+#: A trace says these only when its loop has them (clipping, a schedule): absent is "none".
+OPTIONAL = ("clip_grad_norm", "lr_per_step")
+#: The settings a parameter group can hold.
+GROUP_KEYS = ("lr", "betas", "eps", "weight_decay", "momentum", "dampening", "nesterov", "amsgrad")
+
+
+def same(a: object, b: object) -> bool:
+    """One setting on both sides (a schedule computed in another order may part near 0 by more than 1e-6
+    relative, so an absolute 1e-12 is the same too)."""
+    return same_setting(a, b, abs_tol=1e-12)
+
+
+def group_settings(config: dict) -> dict[str, dict]:
+    """Parameter name -> the settings its group declares otherwise than the first group (`groups`)."""
+    found: dict[str, dict] = {}
+    groups = config.get("groups")
+    for group in groups if isinstance(groups, list) else []:
+        if not isinstance(group, dict) or not isinstance(group.get("params"), list):
+            continue
+        own = {k: v for k, v in group.items() if k != "params"}
+        if own:
+            found.update({p: own for p in group["params"] if isinstance(p, str)})
+    return found
+
+
+def differing_keys(a: dict, b: dict) -> list[str]:
+    """The declared settings (`KEYS`) the two optimizer configurations give other values."""
+    if not a or not b:
+        return []
+    return [k for k in KEYS if ((k in a and k in b) or k in OPTIONAL) and not same(a.get(k), b.get(k))]
+
+
+def group_differences(a: dict, b: dict, params_a: list, params_b: list) -> dict[str, tuple[list[str], object, object]]:
+    """Per group setting, the parameters whose group gives it another value on each side (where a side has groups),
+    with the first such pair of values."""
+    if not a or not b or ("groups" not in a and "groups" not in b):
+        return {}
+    shared = set(params_b)
+    own_a, own_b = group_settings(a), group_settings(b)
+    found: dict[str, tuple[list[str], object, object]] = {}
+    for param in (p for p in params_a if p in shared):
+        for key in GROUP_KEYS:
+            x, y = own_a.get(param, {}).get(key, a.get(key)), own_b.get(param, {}).get(key, b.get(key))
+            if (key in own_a.get(param, {}) or key in own_b.get(param, {})) and not same(x, y):
+                params, _, _ = found.setdefault(key, ([], x, y))
+                params.append(param)
+    return found
+
+
+def optimizer_differences(a: dict, b: dict, params_a: list, params_b: list) -> list[str]:
+    """Every setting the two traces' optimizers declare otherwise: a key, or `groups.{key}` for a parameter
+    group's; empty when either trace does not describe its optimizer."""
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return []
+    return differing_keys(a, b) + [f"groups.{k}" for k in group_differences(a, b, params_a or [], params_b or [])]

@@ -1,0 +1,233 @@
+"""Verdicts and diagnoses that agree, on real PyTorch runs: constant buffers, tied weights, diverged runs,
+updates as small as their rounding, optimizer settings the recorded steps do not show, optimizer-state names."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import numpy as np
+import torch
+from rich.console import Console
+from torch import nn
+
+from burnside.compare.pairing import pair_renamed, rename_rules
+from burnside.diagnose import diagnose
+from burnside.diagnose.rules.d012_trains_frozen_parameters import UNTIED_TITLE
+from burnside.parity import compare_with_evidence
+from burnside.report.table import render
+from burnside.torch import record
+from burnside.trace import open_trace, write_trace
+
+
+def _as_port(tmp_path, path, name="port.safetensors", drop=lambda n: False, **meta):
+    """The trace of a PyTorch run rewritten as a burn port's (its tensors less ``drop``'s, metadata overridden)."""
+    trace = open_trace(path)
+    tensors = {n: np.asarray(trace.array(n)) for n in trace.names if not drop(n)}
+    metadata = {k: v for k, v in trace.metadata.items() if k not in ("buffers", "buffers_nonpersistent", "tied",
+                                                                     "modules", "activations")}
+    return write_trace(tmp_path / name, tensors, {**metadata, "framework": "burn", "framework_version": "0.22.1",
+                                                  **meta})
+
+
+def _judge(a, b):
+    comparison = compare_with_evidence(open_trace(a), open_trace(b))
+    found = diagnose(comparison)
+    out = StringIO()
+    render(comparison, found, Console(file=out, width=400))
+    return comparison, {d.rule: d for d in found}, out.getvalue()
+
+
+class _Block(nn.Module):
+    """A nanoGPT-style attention block: a causal mask registered as a buffer (``persistent`` or not)."""
+
+    def __init__(self, persistent: bool) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.c_attn = nn.Linear(8, 24)
+        self.c_proj = nn.Linear(8, 8)
+        self.head = nn.Linear(8, 5)
+        self.register_buffer("bias", torch.tril(torch.ones(6, 6)).view(1, 6, 6), persistent=persistent)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.c_attn(x).split(8, dim=2)
+        att = (q @ k.transpose(-2, -1)) / 8 ** 0.5
+        att = att.masked_fill(self.bias[:, :x.shape[1], :x.shape[1]] == 0, float("-inf")).softmax(-1)
+        return self.head(self.c_proj(att @ v)).mean(1)
+
+
+def _block_run(tmp_path, persistent: bool):
+    torch.manual_seed(1)
+    batch = {"x": torch.randn(3, 6, 8), "y": torch.randint(0, 5, (3,))}
+    model = _Block(persistent)
+    return record(model, torch.optim.SGD(model.parameters(), lr=0.1), batch, tmp_path / f"block{persistent}.safetensors",
+                  steps=2)
+
+
+def test_a_causal_mask_registered_non_persistent_is_a_constant_the_port_may_compute_inline(tmp_path):
+    a = _block_run(tmp_path, persistent=False)
+    assert open_trace(a).metadata["buffers_nonpersistent"] == ["bias"]
+    b = _as_port(tmp_path, a, drop=lambda n: ".buffers." in n)
+    comparison, found, text = _judge(a, b)
+    assert comparison.passed and not found, (sorted(found), text)
+    assert comparison.constants_only_in_a == ["step0.buffers.bias", "step1.buffers.bias"]
+    assert "constant buffers only in A (registered with persistent=False" in text and "only in A: step" not in text
+    # a port that records the mask too has it compared
+    kept = _as_port(tmp_path, a, name="kept.safetensors")
+    assert any(r.name == "step1.buffers.bias" for r in compare_with_evidence(open_trace(a), open_trace(kept)).rows)
+
+
+def test_a_persistent_buffer_missing_on_the_port_is_named_with_its_fix(tmp_path):
+    a = _block_run(tmp_path, persistent=True)
+    assert "buffers_nonpersistent" not in open_trace(a).metadata
+    b = _as_port(tmp_path, a, drop=lambda n: ".buffers." in n)
+    comparison, _, text = _judge(a, b)
+    assert not comparison.passed
+    assert "buffer only in A: bias (2 step(s)) is a persistent buffer" in text
+    assert 'init.buffer(\\"bias\\")' in text or 'init.buffer("bias")' in text
+    assert "only in A: step0.buffers.bias" not in text
+
+
+class _Gpt(nn.Module):
+    """Token embedding, one Linear, and a head tied to the embedding (``lm_head.weight = wte.weight``) or, as an
+    untied port, a separate head initialised from it."""
+
+    def __init__(self, tied: bool) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.wte = nn.Embedding(11, 6)
+        self.fc = nn.Linear(6, 6)
+        self.lm_head = nn.Linear(6, 11, bias=False)
+        if tied:
+            self.lm_head.weight = self.wte.weight
+        else:
+            self.lm_head.weight = nn.Parameter(self.wte.weight.detach().clone())
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.lm_head(torch.tanh(self.fc(self.wte(idx)))).mean(1)
+
+
+def test_an_untied_head_is_named_as_untied_with_burns_tying_never_as_frozen(tmp_path):
+    torch.manual_seed(3)
+    batch = {"x": torch.randint(0, 11, (4, 5)), "y": torch.randint(0, 11, (4,))}
+    paths = {}
+    for tied in (True, False):
+        model = _Gpt(tied)
+        paths[tied] = record(model, torch.optim.SGD(model.parameters(), lr=0.5), batch,
+                             tmp_path / f"gpt{tied}.safetensors", steps=2)
+    assert open_trace(paths[True]).metadata["tied"] == {"lm_head.weight": "wte.weight"}
+    comparison, found, text = _judge(paths[True], _as_port(tmp_path, paths[False]))
+    assert not comparison.passed
+    assert "D012" in found and found["D012"].title == UNTIED_TITLE, sorted(found)
+    assert "keeps lm_head.weight as its own parameter where PyTorch ties it to wte.weight" in found["D012"].evidence
+    assert "x.matmul(self.wte.weight.val().transpose().unsqueeze())" in found["D012"].fix
+    assert "freeze them" not in text
+    # the tied port itself: no diagnosis
+    comparison, found, _ = _judge(paths[True], _as_port(tmp_path, paths[True], name="tied.safetensors"))
+    assert comparison.passed and not found
+
+
+def _sgd_run(path, lr, weight_decay=0.01, steps=4):
+    from burnside.a1_torch import a1_data, a1_model
+
+    x, y = a1_data()
+    model = a1_model()
+    return record(model, torch.optim.SGD(model.parameters(), lr=lr, weight_decay=weight_decay), {"x": x, "y": y},
+                  path, steps=steps)
+
+
+def test_a_port_that_diverges_to_nan_is_named_as_diverged_never_as_a_discarded_step(tmp_path):
+    a = _sgd_run(tmp_path / "a.safetensors", 0.1)
+    # the port's lr blows up (its metadata says PyTorch's): infinity at step 1, NaN from then on
+    b = _as_port(tmp_path, _sgd_run(tmp_path / "b0.safetensors", 1e19), optimizer=open_trace(a).optimizer)
+    comparison, found, text = _judge(a, b)
+    assert not comparison.passed and comparison.diverged == ["b"]
+    assert "D016" in found and "D001" not in found, sorted(found)
+    first = comparison.b.first_nonfinite
+    assert f"B (burn) diverged at step {comparison.b.diverged_at}: {first} is its first tensor" in found["D016"].evidence
+    assert "the port diverges where pytorch trains" in found["D016"].fix
+    nan_rows = [line for line in text.splitlines() if line.startswith("step3.loss ")]
+    assert nan_rows and "max|diff|=NaN" in nan_rows[0] and "ulps=NaN" in nan_rows[0], nan_rows
+    assert "ulps=  0" not in " ".join(line for line in text.splitlines() if "non-finite" in line)
+    assert "(nanx)" not in text
+
+
+def test_both_runs_diverging_bit_for_bit_is_no_proof_of_parity(tmp_path):
+    a = _sgd_run(tmp_path / "a.safetensors", 1e19)
+    comparison, found, _ = _judge(a, _as_port(tmp_path, a))
+    assert not comparison.passed and comparison.diverged == ["a", "b"]
+    assert set(found) == {"D016"}, sorted(found)
+    assert "both runs diverge" in found["D016"].fix
+
+
+class _Shifted(nn.Module):
+    """fc1 over 6 tokens, a shift per token added to every feature, LayerNorm, fc2: the shift's gradient is zero
+    in exact arithmetic (LayerNorm takes each token's mean out), ~1e-9 of rounding in float32, so only weight
+    decay moves it, by less than a few ulps of its values."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc1 = nn.Linear(4, 8)
+        self.shift = nn.Parameter(torch.linspace(0.3, 3.1, 6).view(6, 1))
+        self.norm = nn.LayerNorm(8, elementwise_affine=False)
+        self.fc2 = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.norm(self.fc1(x) + self.shift)).mean(1)
+
+
+def test_a_parameter_moved_only_by_weight_decay_replays_within_its_rounding(tmp_path):
+    torch.manual_seed(4)
+    batch = {"x": torch.randn(16, 6, 4), "y": torch.randint(0, 3, (16,))}
+    runs = {}
+    for momentum in (0.0, 0.9):
+        model = _Shifted()
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, weight_decay=1e-4, momentum=momentum)
+        runs[momentum] = record(model, opt, batch, tmp_path / f"shift{momentum}.safetensors", steps=3)
+    trace = open_trace(runs[0.0])
+    grad = np.abs(np.asarray(trace.array("step0.grads.shift"))).max()
+    moved = np.abs(np.asarray(trace.array("step0.params_after.shift")) - np.asarray(trace.array("step0.params_before.shift")))
+    assert grad < 1e-6 and moved.max() < 128 * np.spacing(np.float32(3.1)), (grad, moved)  # decay-sized, rounding-sized
+    for momentum, path in runs.items():
+        comparison, found, _ = _judge(path, _as_port(tmp_path, path, name=f"port{momentum}.safetensors"))
+        assert comparison.passed and not found, (momentum, sorted(found))
+        for side in (comparison.evidence.optimizer_a, comparison.evidence.optimizer_b):  # each replays its own steps
+            assert side.mismatch_step is None, (momentum, side.mismatch_what, side.mismatch_residual)
+
+
+def test_an_optimizer_setting_the_recorded_steps_do_not_show_still_fails_the_verdict(tmp_path):
+    """Momentum's dampening shows from the second step on: over one step the numbers agree, the declared
+    optimizers do not, and the verdict says FAIL with D005 rather than OK beside a diagnosis."""
+    from burnside.a1_torch import a1_data, a1_model
+
+    x, y = a1_data()
+    model = a1_model()
+    a = record(model, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), {"x": x, "y": y},
+               tmp_path / "a.safetensors", steps=1)
+    b = _as_port(tmp_path, a, optimizer={**open_trace(a).optimizer, "dampening": 0.1})
+    comparison, found, text = _judge(a, b)
+    assert not comparison.failed_rows
+    assert not comparison.passed and comparison.optimizer_differences == ["dampening"]
+    assert "D005" in found and "dampening: pytorch 0.0, burn 0.1" in found["D005"].evidence
+    assert "the optimizers are declared otherwise (dampening; D005 below)" in text
+    # declared alike: OK, no diagnosis
+    comparison, found, _ = _judge(a, _as_port(tmp_path, a, name="same.safetensors"))
+    assert comparison.passed and not found
+
+
+def test_optimizer_state_pairs_only_within_its_slot(tmp_path):
+    """A port that records Adam's state under other slot names: `optim.step.X` is never paired with
+    `optim.avg.X` and printed as the same name on both sides."""
+    from burnside.a1_torch import a1_data, a1_model
+
+    x, y = a1_data()
+    model = a1_model()
+    trace = open_trace(record(model, torch.optim.Adam(model.parameters(), lr=0.01), {"x": x, "y": y},
+                              tmp_path / "adam.safetensors", steps=1))
+    only_a = [n for n in trace.names if ".optim." in n]
+    only_b = [n.replace(".optim.exp_avg.", ".optim.avg.").replace(".optim.exp_avg_sq.", ".optim.avg_sq.")
+              for n in only_a if ".optim.step." not in n]
+    pairs, _, _ = pair_renamed(only_a, only_b)
+    assert all(p.a.split(".")[2] == "step" or p.a.split(".")[2] != p.b.split(".")[2] or p.a == p.b for p in pairs)
+    assert not any(p.a.split(".")[2] == "step" for p in pairs), pairs
+    assert all(a != b for a, b, _ in rename_rules(pairs))
