@@ -231,3 +231,15 @@ def test_optimizer_state_pairs_only_within_its_slot(tmp_path):
     assert all(p.a.split(".")[2] == "step" or p.a.split(".")[2] != p.b.split(".")[2] or p.a == p.b for p in pairs)
     assert not any(p.a.split(".")[2] == "step" for p in pairs), pairs
     assert all(a != b for a, b, _ in rename_rules(pairs))
+
+
+def test_a_forward_trace_names_no_loading_fault_for_a_constant_buffer_the_port_computes(tmp_path):
+    """An inference port of the same block: the mask is outside the state_dict, so not loading it is no D014."""
+    from burnside.torch import record_forward
+
+    torch.manual_seed(5)
+    a = record_forward(_Block(False), [{"x": torch.randn(2, 6, 8)}], tmp_path / "forward.safetensors")
+    assert open_trace(a).metadata["buffers_nonpersistent"] == ["bias"]
+    comparison, found, _ = _judge(a, _as_port(tmp_path, a, drop=lambda n: ".buffers." in n, kind="forward"))
+    assert comparison.passed and not comparison.loading and not found
+    assert comparison.constants_only_in_a == ["step0.buffers.bias"]
