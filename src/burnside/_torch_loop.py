@@ -30,13 +30,16 @@ if TYPE_CHECKING:
 Batch = Mapping[str, torch.Tensor]
 
 # PyTorch state names are the trace's slot names already (docs/trace-format.md).
-_SLOTS = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer", "step")
+_SLOTS = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer", "square_avg", "grad_avg", "sum", "step")
+#: Slots an optimizer keeps that do not enter its update and burn does not keep, so a port cannot record
+#: them: RMSprop's step counter (burn's `RmsProp` counts no steps).
+_UNUSED_SLOTS = {"RMSprop": ("step",)}
 
 
 def optimizer_kind(optimizer: torch.optim.Optimizer) -> str:
     """The optimizer's class name, or the torch.optim class it subclasses without changing its step
     (a subclass that only adds a constructor or a name computes what its base computes)."""
-    for base in (torch.optim.AdamW, torch.optim.Adam, torch.optim.SGD):
+    for base in (torch.optim.AdamW, torch.optim.Adam, torch.optim.SGD, torch.optim.RMSprop, torch.optim.Adagrad):
         if isinstance(optimizer, base) and same_step(type(optimizer), base):
             return base.__name__
     return type(optimizer).__name__
@@ -75,10 +78,25 @@ def _group_config(kind: str, group: Mapping) -> dict:
                   "eps": float(group["eps"]), "weight_decay": float(group["weight_decay"]),
                   "weight_decay_kind": "decoupled" if kind == "AdamW" or group.get("decoupled_weight_decay") else "l2",
                   "amsgrad": bool(group["amsgrad"])}
+    elif kind == "RMSprop":
+        config = {"name": "rmsprop", **config, "alpha": float(group["alpha"]), "eps": float(group["eps"]),
+                  "weight_decay": float(group["weight_decay"]), "weight_decay_kind": "l2",
+                  "momentum": float(group["momentum"]), "centered": bool(group["centered"])}
+    elif kind == "Adagrad":
+        config = {"name": "adagrad", **config, "lr_decay": float(group["lr_decay"]),
+                  "weight_decay": float(group["weight_decay"]), "weight_decay_kind": "l2",
+                  "initial_accumulator_value": float(group["initial_accumulator_value"]), "eps": float(group["eps"])}
     else:
         plain = {k: v for k, v in group.items() if k != "params" and isinstance(v, (int, float, bool, str))}
         config = {"name": kind.lower(), **plain}
     return config
+
+
+def _never_stepped(state: Mapping) -> bool:
+    """Whether ``state`` is what Adagrad's constructor made (``step`` 0): burn keeps no state for a parameter
+    before its first update, and neither does any other torch.optim optimizer."""
+    step = state.get("step")
+    return step is not None and float(step) == 0.0
 
 
 def to_numpy(t: torch.Tensor) -> np.ndarray:
@@ -393,11 +411,14 @@ def record_trace(
                 tensors[tensor_name(k, "params_after", name)] = to_numpy(p)
             for name, b in model.named_buffers():
                 tensors[tensor_name(k, "buffers", name)] = to_numpy(b)
+            unused = _UNUSED_SLOTS.get(optimizer_kind(optimizer), ())
             for p, state in optimizer.state.items():
                 pname = names_by_param.get(id(p))
                 if pname is None:
                     continue  # a parameter of another module: the recorded model never sees it
-                for slot in _SLOTS:
+                if _never_stepped(state):
+                    continue  # Adagrad's state from its constructor, of a parameter no step updated yet
+                for slot in (s for s in _SLOTS if s not in unused):
                     value = state.get(slot)
                     if isinstance(value, torch.Tensor):
                         # a float64 reference keeps its state in float64

@@ -21,8 +21,11 @@ ADAM_LR = 0.01
 ADAM_EPS = 1e-8
 MOMENTUM = 0.9
 ADAMW_WEIGHT_DECAY = 0.01
+#: RMSprop's and Adagrad's learning rate (PyTorch's default for both); their other settings are PyTorch's defaults.
+RMSPROP_LR = 0.01
+ADAGRAD_LR = 0.01
 #: The optimizers A1 trains with on both sides (`burnside run a1 --optim`).
-OPTIMS = ("sgd", "momentum", "adam", "adamw")
+OPTIMS = ("sgd", "momentum", "adam", "adamw", "rmsprop", "adagrad")
 LABELS = (0, 2, 1, 2)
 
 
@@ -87,7 +90,8 @@ def a1_data():
 
 
 def a1_optimizer(model, optim: str):
-    """A1's optimizers: SGD lr 0.1 (plain or momentum 0.9), Adam or AdamW lr 0.01 (eps 1e-8, AdamW decay 0.01)."""
+    """A1's optimizers: SGD lr 0.1 (plain or momentum 0.9), Adam or AdamW lr 0.01 (eps 1e-8, AdamW decay 0.01),
+    RMSprop or Adagrad lr 0.01 with PyTorch's defaults (RMSprop momentum 0, eps 1e-8; Adagrad eps 1e-10)."""
     import torch
 
     if optim == "sgd":
@@ -98,6 +102,10 @@ def a1_optimizer(model, optim: str):
         return torch.optim.Adam(model.parameters(), lr=ADAM_LR, eps=ADAM_EPS)
     if optim == "adamw":
         return torch.optim.AdamW(model.parameters(), lr=ADAM_LR, eps=ADAM_EPS, weight_decay=ADAMW_WEIGHT_DECAY)
+    if optim == "rmsprop":
+        return torch.optim.RMSprop(model.parameters(), lr=RMSPROP_LR)
+    if optim == "adagrad":
+        return torch.optim.Adagrad(model.parameters(), lr=ADAGRAD_LR)
     raise ValueError(f"unknown optimizer {optim!r}; use one of {', '.join(OPTIMS)}")
 
 

@@ -302,7 +302,7 @@ def _double_batches(batches: Batch | Sequence[Batch]) -> Batch | list[Batch]:
 def _double_copy(model: nn.Module, optimizer: torch.optim.Optimizer, burn_adam: bool
                  ) -> tuple[nn.Module, torch.optim.Optimizer]:
     """A float64 deep copy of ``model`` and a fresh optimizer of the same kind and settings on it."""
-    if optimizer.state:
+    if not _fresh(optimizer):
         raise BurnsideError("record the reference from a fresh optimizer (its state is not empty)")
     double = copy.deepcopy(model).double()
     by_id = {id(p): name for name, p in model.named_parameters()}
@@ -320,6 +320,18 @@ def _double_copy(model: nn.Module, optimizer: torch.optim.Optimizer, burn_adam: 
                              betas=tuple(groups[0]["betas"]), eps=groups[0]["eps"],
                              weight_decay=groups[0]["weight_decay"],
                              decoupled=kind == "AdamW" or bool(groups[0].get("decoupled_weight_decay")))
+
+
+def _fresh(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether no step has changed the optimizer's state: none at all, or only what Adagrad's constructor
+    makes (``step`` 0 and ``sum`` at ``initial_accumulator_value``), which the float64 copy makes anew."""
+    for p, state in optimizer.state.items():
+        if optimizer_kind(optimizer) != "Adagrad" or float(state.get("step", 1)) != 0.0:
+            return False
+        init = next(g["initial_accumulator_value"] for g in optimizer.param_groups if any(q is p for q in g["params"]))
+        if not bool((state["sum"] == init).all()):
+            return False
+    return True
 
 
 def _check_rerunnable(optimizer: torch.optim.Optimizer) -> None:

@@ -18,11 +18,16 @@ pub const SGD_LR: f64 = 0.1;
 pub const ADAM_LR: f64 = 0.01;
 /// Adam's epsilon in the seed (PyTorch's default; burn's default is 1e-5).
 pub const ADAM_EPS: f32 = 1e-8;
+/// Learning rate of A1's RMSprop runs (PyTorch's default).
+pub const RMSPROP_LR: f64 = 0.01;
+/// Learning rate of A1's Adagrad runs (PyTorch's default).
+pub const ADAGRAD_LR: f64 = 0.01;
 /// PyTorch's `SGD(momentum=0.9)`: dampening 0 and no Nesterov, which burn does not default to.
 pub const MOMENTUM: f64 = 0.9;
 
 /// A1's optimizers by name, with PyTorch's defaults (what `burnside.a1_torch.a1_optimizer` builds):
-/// `sgd`, `momentum`, `adam`, `adamw`.
+/// `sgd`, `momentum`, `adam`, `adamw`, `rmsprop` (`torch.optim.RMSprop(params, lr=0.01)`: momentum 0,
+/// eps 1e-8), `adagrad` (`torch.optim.Adagrad(params, lr=0.01)`: eps 1e-10).
 pub fn optimizer_named(name: &str) -> Result<burnside_trace::OptimizerSpec, String> {
     use burnside_trace::OptimizerSpec;
 
@@ -37,9 +42,11 @@ pub fn optimizer_named(name: &str) -> Result<burnside_trace::OptimizerSpec, Stri
         },
         "adam" => OptimizerSpec::adam(ADAM_LR),
         "adamw" => OptimizerSpec::adamw(ADAM_LR),
+        "rmsprop" => OptimizerSpec::rmsprop(RMSPROP_LR),
+        "adagrad" => OptimizerSpec::adagrad(ADAGRAD_LR),
         other => {
             return Err(format!(
-                "--optim {other}: expected sgd, momentum, adam or adamw"
+                "--optim {other}: expected sgd, momentum, adam, adamw, rmsprop or adagrad"
             ));
         }
     })

@@ -1,13 +1,18 @@
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::momentum::MomentumConfig;
-use burn::optim::{AdamConfig, AdamWConfig, ModuleOptimizer, SgdConfig};
+use burn::optim::{
+    AdaGradConfig, AdamConfig, AdamWConfig, ModuleOptimizer, RmsPropConfig, SgdConfig,
+};
 use serde_json::{Map, Value, json};
+
+use crate::TraceError;
 
 /// An optimizer's full configuration: what the trace's `optimizer` metadata says, and the
 /// burn optimizer built from it, so the two cannot disagree.
 ///
-/// The constructors take PyTorch's defaults (Adam `eps = 1e-8`, SGD dampening 0), not burn's
-/// (Adam `epsilon = 1e-5`, momentum dampening 0.1).
+/// The constructors take PyTorch's defaults (Adam `eps = 1e-8`, SGD dampening 0, RMSprop momentum 0
+/// and `eps = 1e-8`, Adagrad `eps = 1e-10`), not burn's (Adam `epsilon = 1e-5`, momentum dampening
+/// 0.1, `RmsPropConfig::new()`'s momentum 0.9 and epsilon 1e-5, `AdaGradConfig::new()`'s epsilon 1e-5).
 #[derive(Debug, Clone, PartialEq)]
 pub enum OptimizerSpec {
     /// Stochastic gradient descent, L2 weight decay on the gradient.
@@ -49,6 +54,37 @@ pub enum OptimizerSpec {
         /// AMSGrad.
         amsgrad: bool,
     },
+    /// RMSprop (`torch.optim.RMSprop`), L2 weight decay on the gradient. burn's `RmsProp` computes
+    /// PyTorch's update: `square_avg = alpha * square_avg + (1 - alpha) * g²`, the gradient divided
+    /// by `sqrt(square_avg - grad_avg²) + eps` (epsilon outside the root; `grad_avg` only when
+    /// centered), then `buf = momentum * buf + that` when momentum is above 0.
+    RmsProp {
+        /// Learning rate.
+        lr: f64,
+        /// Smoothing constant of the squared average.
+        alpha: f32,
+        /// Epsilon, added to the root.
+        eps: f32,
+        /// L2 penalty.
+        weight_decay: f32,
+        /// Momentum factor (0: no momentum buffer).
+        momentum: f32,
+        /// Centered RMSprop: the squared average minus the squared gradient average.
+        centered: bool,
+    },
+    /// Adagrad (`torch.optim.Adagrad`), L2 weight decay on the gradient: `sum += g²`, the update
+    /// `lr / (1 + (step - 1) * lr_decay) * g / (sqrt(sum) + eps)`, as burn's `AdaGrad` computes it.
+    /// PyTorch's `initial_accumulator_value` has no burn counterpart (burn's sum starts at 0).
+    AdaGrad {
+        /// Learning rate.
+        lr: f64,
+        /// Learning-rate decay per step.
+        lr_decay: f64,
+        /// L2 penalty.
+        weight_decay: f32,
+        /// Epsilon, added to the root.
+        eps: f32,
+    },
 }
 
 impl OptimizerSpec {
@@ -85,6 +121,32 @@ impl OptimizerSpec {
         }
     }
 
+    /// RMSprop with learning rate `lr` and PyTorch's defaults (`torch.optim.RMSprop(params, lr)`:
+    /// alpha 0.99, eps 1e-8, momentum 0, not centered, no weight decay). burn's
+    /// `RmsPropConfig::new()` has momentum 0.9 and epsilon 1e-5.
+    pub fn rmsprop(lr: f64) -> Self {
+        OptimizerSpec::RmsProp {
+            lr,
+            alpha: 0.99,
+            eps: 1e-8,
+            weight_decay: 0.0,
+            momentum: 0.0,
+            centered: false,
+        }
+    }
+
+    /// Adagrad with learning rate `lr` and PyTorch's defaults (`torch.optim.Adagrad(params, lr)`:
+    /// lr_decay 0, eps 1e-10, no weight decay, initial accumulator 0). burn's `AdaGradConfig::new()`
+    /// has epsilon 1e-5.
+    pub fn adagrad(lr: f64) -> Self {
+        OptimizerSpec::AdaGrad {
+            lr,
+            lr_decay: 0.0,
+            weight_decay: 0.0,
+            eps: 1e-10,
+        }
+    }
+
     /// SGD with momentum, as `torch.optim.SGD(lr=lr, momentum=momentum)`: dampening 0 and no
     /// Nesterov, PyTorch's defaults (burn's `MomentumConfig::new()` has dampening 0.1).
     pub fn sgd_momentum(lr: f64, momentum: f64) -> Self {
@@ -98,12 +160,14 @@ impl OptimizerSpec {
     }
 
     /// The same optimizer with weight decay `weight_decay`: PyTorch's `weight_decay=` argument
-    /// (an L2 penalty on the gradient for SGD and Adam, decoupled decay for AdamW).
+    /// (an L2 penalty on the gradient for SGD, Adam, RMSprop and Adagrad, decoupled decay for AdamW).
     pub fn with_weight_decay(mut self, decay: f32) -> Self {
         match &mut self {
             OptimizerSpec::Sgd { weight_decay, .. }
             | OptimizerSpec::Adam { weight_decay, .. }
-            | OptimizerSpec::AdamW { weight_decay, .. } => *weight_decay = decay,
+            | OptimizerSpec::AdamW { weight_decay, .. }
+            | OptimizerSpec::RmsProp { weight_decay, .. }
+            | OptimizerSpec::AdaGrad { weight_decay, .. } => *weight_decay = decay,
         }
         self
     }
@@ -113,7 +177,9 @@ impl OptimizerSpec {
         match &mut self {
             OptimizerSpec::Sgd { lr, .. }
             | OptimizerSpec::Adam { lr, .. }
-            | OptimizerSpec::AdamW { lr, .. } => *lr = new,
+            | OptimizerSpec::AdamW { lr, .. }
+            | OptimizerSpec::RmsProp { lr, .. }
+            | OptimizerSpec::AdaGrad { lr, .. } => *lr = new,
         }
         self
     }
@@ -127,18 +193,22 @@ impl OptimizerSpec {
             OptimizerSpec::Adam { betas, .. } | OptimizerSpec::AdamW { betas, .. } => {
                 *betas = (beta_1, beta_2)
             }
-            OptimizerSpec::Sgd { .. } => panic!("with_betas: SGD has no betas"),
+            other => panic!("with_betas: {} has no betas", other.torch_name()),
         }
         self
     }
 
-    /// Adam's or AdamW's `eps=` (PyTorch's default 1e-8, which the constructors already set).
+    /// The `eps=` of Adam, AdamW, RMSprop or Adagrad (the constructors set PyTorch's defaults: 1e-8,
+    /// Adagrad's 1e-10).
     ///
     /// # Panics
     /// On SGD, which has no epsilon.
     pub fn with_eps(mut self, value: f32) -> Self {
         match &mut self {
-            OptimizerSpec::Adam { eps, .. } | OptimizerSpec::AdamW { eps, .. } => *eps = value,
+            OptimizerSpec::Adam { eps, .. }
+            | OptimizerSpec::AdamW { eps, .. }
+            | OptimizerSpec::RmsProp { eps, .. }
+            | OptimizerSpec::AdaGrad { eps, .. } => *eps = value,
             OptimizerSpec::Sgd { .. } => panic!("with_eps: SGD has no epsilon"),
         }
         self
@@ -153,21 +223,100 @@ impl OptimizerSpec {
             OptimizerSpec::Adam { amsgrad, .. } | OptimizerSpec::AdamW { amsgrad, .. } => {
                 *amsgrad = value
             }
-            OptimizerSpec::Sgd { .. } => panic!("with_amsgrad: SGD has no AMSGrad"),
+            other => panic!("with_amsgrad: {} has no AMSGrad", other.torch_name()),
         }
         self
     }
 
-    /// SGD's `momentum=` (0 is plain SGD, no state).
+    /// SGD's or RMSprop's `momentum=` (0 is plain SGD, no state; RMSprop without a momentum buffer).
     ///
     /// # Panics
-    /// On Adam and AdamW, whose momentum is `betas.0` ([`with_betas`](Self::with_betas)).
+    /// On Adam and AdamW, whose momentum is `betas.0` ([`with_betas`](Self::with_betas)), and on Adagrad.
     pub fn with_momentum(mut self, value: f64) -> Self {
         match &mut self {
             OptimizerSpec::Sgd { momentum, .. } => *momentum = (value != 0.0).then_some(value),
+            OptimizerSpec::RmsProp { momentum, .. } => *momentum = value as f32,
+            OptimizerSpec::AdaGrad { .. } => panic!("with_momentum: Adagrad has no momentum"),
             _ => panic!("with_momentum: Adam's momentum is betas.0 (with_betas)"),
         }
         self
+    }
+
+    /// RMSprop's `alpha=` (the smoothing constant; PyTorch's and burn's default 0.99).
+    ///
+    /// # Panics
+    /// On any other optimizer.
+    pub fn with_alpha(mut self, value: f32) -> Self {
+        match &mut self {
+            OptimizerSpec::RmsProp { alpha, .. } => *alpha = value,
+            other => panic!(
+                "with_alpha: only RMSprop has alpha, not {}",
+                other.torch_name()
+            ),
+        }
+        self
+    }
+
+    /// RMSprop's `centered=`.
+    ///
+    /// # Panics
+    /// On any other optimizer.
+    pub fn with_centered(mut self, value: bool) -> Self {
+        match &mut self {
+            OptimizerSpec::RmsProp { centered, .. } => *centered = value,
+            other => panic!(
+                "with_centered: only RMSprop is centered, not {}",
+                other.torch_name()
+            ),
+        }
+        self
+    }
+
+    /// Adagrad's `lr_decay=`.
+    ///
+    /// # Panics
+    /// On any other optimizer.
+    pub fn with_lr_decay(mut self, value: f64) -> Self {
+        match &mut self {
+            OptimizerSpec::AdaGrad { lr_decay, .. } => *lr_decay = value,
+            other => panic!(
+                "with_lr_decay: only Adagrad has lr_decay, not {}",
+                other.torch_name()
+            ),
+        }
+        self
+    }
+
+    /// Adagrad's `initial_accumulator_value=`: burn's `AdaGrad` starts its sum of squared gradients at
+    /// 0 and has no setting for another start, so only PyTorch's default 0 is accepted; any other
+    /// value is a [`TraceError::Setup`] naming it (a port cannot build that optimizer with burn).
+    ///
+    /// # Panics
+    /// On any other optimizer.
+    pub fn with_initial_accumulator_value(self, value: f64) -> Result<Self, TraceError> {
+        match &self {
+            OptimizerSpec::AdaGrad { .. } if value == 0.0 => Ok(self),
+            OptimizerSpec::AdaGrad { .. } => Err(TraceError::Setup(format!(
+                "Adagrad initial_accumulator_value={value}: burn's AdaGrad has no counterpart (its sum \
+                 of squared gradients starts at 0), so no burn optimizer computes this one; train the \
+                 PyTorch side with initial_accumulator_value=0"
+            ))),
+            other => panic!(
+                "with_initial_accumulator_value: only Adagrad has it, not {}",
+                other.torch_name()
+            ),
+        }
+    }
+
+    /// PyTorch's class name of this optimizer (`SGD`, `Adam`, `RMSprop`, ...).
+    pub fn torch_name(&self) -> &'static str {
+        match self {
+            OptimizerSpec::Sgd { .. } => "SGD",
+            OptimizerSpec::Adam { .. } => "Adam",
+            OptimizerSpec::AdamW { .. } => "AdamW",
+            OptimizerSpec::RmsProp { .. } => "RMSprop",
+            OptimizerSpec::AdaGrad { .. } => "Adagrad",
+        }
     }
 
     /// SGD's `dampening=` (PyTorch's default 0; burn's `MomentumConfig` 0.1).
@@ -194,8 +343,8 @@ impl OptimizerSpec {
         self
     }
 
-    /// Whether the optimizer keeps per-parameter state (momentum, Adam's moments) that the
-    /// trace records as `optim.*`.
+    /// Whether the optimizer keeps per-parameter state (momentum, Adam's moments, RMSprop's and
+    /// Adagrad's averages) that the trace records as `optim.*`.
     pub fn has_state(&self) -> bool {
         !matches!(self, OptimizerSpec::Sgd { momentum: None, .. })
     }
@@ -205,7 +354,9 @@ impl OptimizerSpec {
         match self {
             OptimizerSpec::Sgd { lr, .. }
             | OptimizerSpec::Adam { lr, .. }
-            | OptimizerSpec::AdamW { lr, .. } => *lr,
+            | OptimizerSpec::AdamW { lr, .. }
+            | OptimizerSpec::RmsProp { lr, .. }
+            | OptimizerSpec::AdaGrad { lr, .. } => *lr,
         }
     }
 
@@ -260,6 +411,34 @@ impl OptimizerSpec {
                 .with_weight_decay(weight_decay)
                 .with_amsgrad(amsgrad)
                 .init(),
+            OptimizerSpec::RmsProp {
+                alpha,
+                eps,
+                weight_decay,
+                momentum,
+                centered,
+                ..
+            } => RmsPropConfig::new()
+                .with_alpha(alpha)
+                .with_epsilon(eps)
+                .with_momentum(momentum)
+                .with_centered(centered)
+                .with_weight_decay(
+                    (weight_decay != 0.0).then(|| WeightDecayConfig::new(weight_decay)),
+                )
+                .init(),
+            OptimizerSpec::AdaGrad {
+                lr_decay,
+                weight_decay,
+                eps,
+                ..
+            } => AdaGradConfig::new()
+                .with_lr_decay(lr_decay)
+                .with_epsilon(eps)
+                .with_weight_decay(
+                    (weight_decay != 0.0).then(|| WeightDecayConfig::new(weight_decay)),
+                )
+                .init(),
         }
     }
 
@@ -313,6 +492,37 @@ impl OptimizerSpec {
                 object.insert("weight_decay".into(), f32_json(weight_decay));
                 object.insert("weight_decay_kind".into(), json!(kind));
                 object.insert("amsgrad".into(), json!(amsgrad));
+            }
+            OptimizerSpec::RmsProp {
+                lr,
+                alpha,
+                eps,
+                weight_decay,
+                momentum,
+                centered,
+            } => {
+                object.insert("name".into(), json!("rmsprop"));
+                object.insert("lr".into(), json!(lr));
+                object.insert("alpha".into(), f32_json(alpha));
+                object.insert("eps".into(), f32_json(eps));
+                object.insert("weight_decay".into(), f32_json(weight_decay));
+                object.insert("weight_decay_kind".into(), json!("l2"));
+                object.insert("momentum".into(), f32_json(momentum));
+                object.insert("centered".into(), json!(centered));
+            }
+            OptimizerSpec::AdaGrad {
+                lr,
+                lr_decay,
+                weight_decay,
+                eps,
+            } => {
+                object.insert("name".into(), json!("adagrad"));
+                object.insert("lr".into(), json!(lr));
+                object.insert("lr_decay".into(), json!(lr_decay));
+                object.insert("weight_decay".into(), f32_json(weight_decay));
+                object.insert("weight_decay_kind".into(), json!("l2"));
+                object.insert("initial_accumulator_value".into(), json!(0.0));
+                object.insert("eps".into(), f32_json(eps));
             }
         }
         Value::Object(object)
@@ -400,6 +610,73 @@ mod tests {
     #[should_panic(expected = "SGD has no betas")]
     fn a_setting_the_optimizer_does_not_have_is_refused() {
         let _ = OptimizerSpec::sgd(0.1).with_betas(0.9, 0.99);
+    }
+
+    #[test]
+    fn rmsprop_and_adagrad_take_pytorchs_defaults_and_read_like_torch_optim() {
+        assert_eq!(
+            OptimizerSpec::rmsprop(0.01).to_json(),
+            json!({"name": "rmsprop", "lr": 0.01, "alpha": 0.99, "eps": 1e-8, "weight_decay": 0.0,
+            "weight_decay_kind": "l2", "momentum": 0.0, "centered": false})
+        );
+        assert_eq!(
+            OptimizerSpec::adagrad(0.01).to_json(),
+            json!({"name": "adagrad", "lr": 0.01, "lr_decay": 0.0, "weight_decay": 0.0,
+            "weight_decay_kind": "l2", "initial_accumulator_value": 0.0, "eps": 1e-10})
+        );
+        let rmsprop = OptimizerSpec::rmsprop(0.01)
+            .with_alpha(0.9)
+            .with_eps(1e-6)
+            .with_momentum(0.5)
+            .with_centered(true)
+            .with_weight_decay(0.1);
+        assert_eq!(
+            rmsprop,
+            OptimizerSpec::RmsProp {
+                lr: 0.01,
+                alpha: 0.9,
+                eps: 1e-6,
+                weight_decay: 0.1,
+                momentum: 0.5,
+                centered: true
+            }
+        );
+        let adagrad = OptimizerSpec::adagrad(0.01)
+            .with_lr_decay(0.1)
+            .with_eps(1e-8)
+            .with_initial_accumulator_value(0.0)
+            .unwrap();
+        assert_eq!(
+            adagrad,
+            OptimizerSpec::AdaGrad {
+                lr: 0.01,
+                lr_decay: 0.1,
+                weight_decay: 0.0,
+                eps: 1e-8
+            }
+        );
+        assert!(rmsprop.has_state() && adagrad.has_state());
+    }
+
+    #[test]
+    fn an_adagrad_initial_accumulator_burn_cannot_start_from_is_one_error_naming_it() {
+        let error = OptimizerSpec::adagrad(0.01)
+            .with_initial_accumulator_value(0.1)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with(
+                "Adagrad initial_accumulator_value=0.1: burn's AdaGrad has no counterpart"
+            ),
+            "{error}"
+        );
+        assert!(!error.contains('\n'));
+    }
+
+    #[test]
+    #[should_panic(expected = "only RMSprop has alpha, not Adagrad")]
+    fn rmsprops_alpha_on_adagrad_is_refused() {
+        let _ = OptimizerSpec::adagrad(0.01).with_alpha(0.9);
     }
 
     #[test]

@@ -13,8 +13,11 @@ use crate::{HostTensor, ParamEntry, TorchNames, TraceError, pack_parts};
 /// (`ModuleOptimizer::into_bytes`, a burnpack buffer whose tensors are named
 /// `{param_id}.{field}`, e.g. `{id}.momentum.moment_1`, and whose scalars hold `{id}.momentum.time`).
 /// Slots are renamed (`moment_1` → `exp_avg`, `moment_2` → `exp_avg_sq`, `max_moment_2` →
-/// `max_exp_avg_sq`, `velocity` → `momentum_buffer`, `time` → `step` as an f32 scalar); a field
-/// without a PyTorch counterpart keeps its burn name. Parameters get their PyTorch names from `names`
+/// `max_exp_avg_sq`, `velocity` → `momentum_buffer`, RMSprop's `buf` → `momentum_buffer`, `time` →
+/// `step` as an f32 scalar; RMSprop's `square_avg` and `grad_avg`, Adagrad's `sum` keep their names,
+/// PyTorch's too); a field without a PyTorch counterpart keeps its burn name. RMSprop's
+/// `centered.avg` is not recorded: it is a copy of `square_avg` (minus `grad_avg²` when centered) that
+/// burn keeps between steps and PyTorch recomputes each step, no state of its own. Parameters get their PyTorch names from `names`
 /// and moments their PyTorch layout (`Linear` weight moments are transposed, an RNN's gates
 /// stacked into PyTorch's packed tensors).
 /// State of a parameter that is not in `params` (another module's) is an error.
@@ -76,6 +79,9 @@ pub(crate) fn optimizer_state(
         let (name, dtype, shape, _param_id, bytes) = tensor
             .into_parts()
             .map_err(|e| bad(format!("cannot read a record tensor: {e:?}")))?;
+        if name.ends_with(DERIVED) {
+            continue;
+        }
         let (entry, leaf) = param_of(&name)?;
         let data = burn::tensor::TensorData::from_bytes_vec(bytes.to_vec(), shape, dtype);
         let host = HostTensor::from_data(if dtype == DType::F32 {
@@ -98,13 +104,16 @@ pub(crate) fn optimizer_state(
     Ok(state)
 }
 
+/// The record field burn's `RmsProp` derives from the others (`CenteredState::avg`).
+const DERIVED: &str = ".centered.avg";
+
 /// PyTorch's name for a burn optimizer state field.
 fn torch_slot(leaf: &str) -> String {
     match leaf {
         "moment_1" => "exp_avg",
         "moment_2" => "exp_avg_sq",
         "max_moment_2" => "max_exp_avg_sq",
-        "velocity" => "momentum_buffer",
+        "velocity" | "buf" => "momentum_buffer",
         "time" => "step",
         other => other,
     }

@@ -17,14 +17,16 @@ if TYPE_CHECKING:
     from burnside.progress import StepProgress
 
 #: The porting bugs that `pitb-opt`'s `bugs` program can build into the A1 loop (see its doc).
-BUGS = ("discard", "othergrads", "epsilon", "skipstep", "literallr", "betas", "weightdecay", "dampening", "clip",
+BUGS = ("discard", "othergrads", "epsilon", "rmsprop-defaults", "adagrad-eps", "skipstep", "literallr", "betas", "weightdecay", "dampening", "clip",
         "double", "sum", "gelu", "nobias", "f32inputs", "init")
 #: The optimizers A1's burn side trains with (train-step's and bugs' `--optim`).
-OPTIMS = ("sgd", "momentum", "adam", "adamw")
+OPTIMS = ("sgd", "momentum", "adam", "adamw", "rmsprop", "adagrad")
 #: Bugs that live in one kind of optimizer: bug -> (the optimizers it needs, what it is).
 BUG_OPTIMS = {
     "epsilon": (("adam",), "Adam's default epsilon"),
     "betas": (("adam",), "an Adam beta_2"),
+    "rmsprop-defaults": (("rmsprop",), "burn's default RMSprop momentum and epsilon"),
+    "adagrad-eps": (("adagrad",), "burn's default Adagrad epsilon"),
     "dampening": (("momentum",), "burn's default momentum dampening"),
     "weightdecay": (("sgd", "momentum"), "an SGD weight decay"),
     "clip": (("sgd", "momentum"), "an SGD gradient clipping"),

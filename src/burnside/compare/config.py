@@ -12,11 +12,14 @@ from burnside.compare.start_checks import same_setting
 
 #: The declared settings compared, apart from Adam's epsilon (D004's, measured from the numbers).
 KEYS = ("name", "lr", "betas", "momentum", "dampening", "nesterov", "weight_decay", "weight_decay_kind", "amsgrad",
-        "clip_grad_norm", "lr_per_step")
+        "alpha", "centered", "lr_decay", "initial_accumulator_value", "clip_grad_norm", "lr_per_step")
+#: The optimizers whose epsilon is compared here (no rule of its own, as Adam's D004).
+OWN_EPS = ("rmsprop", "adagrad")
 #: A trace says these only when its loop has them (clipping, a schedule): absent is "none".
 OPTIONAL = ("clip_grad_norm", "lr_per_step")
 #: The settings a parameter group can hold.
-GROUP_KEYS = ("lr", "betas", "eps", "weight_decay", "momentum", "dampening", "nesterov", "amsgrad")
+GROUP_KEYS = ("lr", "betas", "eps", "weight_decay", "momentum", "dampening", "nesterov", "amsgrad", "alpha", "centered",
+              "lr_decay", "initial_accumulator_value")
 
 
 def same(a: object, b: object) -> bool:
@@ -42,7 +45,8 @@ def differing_keys(a: dict, b: dict) -> list[str]:
     """The declared settings (`KEYS`) the two optimizer configurations give other values."""
     if not a or not b:
         return []
-    return [k for k in KEYS if ((k in a and k in b) or k in OPTIONAL) and not same(a.get(k), b.get(k))]
+    keys = KEYS + (("eps",) if a.get("name") in OWN_EPS or b.get("name") in OWN_EPS else ())
+    return [k for k in keys if ((k in a and k in b) or k in OPTIONAL) and not same(a.get(k), b.get(k))]
 
 
 def group_differences(a: dict, b: dict, params_a: list, params_b: list) -> dict[str, tuple[list[str], object, object]]:

@@ -2,11 +2,13 @@
 //! `burnside compare` can be seen naming each one from what burn actually computed.
 //!
 //! ```text
-//! bugs --bug NAME -o burn.safetensors [--steps N] [--optim sgd|momentum|adam|adamw]
+//! bugs --bug NAME -o burn.safetensors [--steps N] [--optim sgd|momentum|adam|adamw|rmsprop|adagrad]
 //! ```
 //!
-//! Every program but `epsilon` records the optimizer the port *meant* to build (`OptimizerSpec`),
-//! which is what such a port's trace claims; the bug is what it actually does:
+//! Every program but `epsilon`, `rmsprop-defaults` and `adagrad-eps` records the optimizer the port
+//! *meant* to build (`OptimizerSpec`), which is what such a port's trace claims; the bug is what it
+//! actually does (those three record the burn defaults they build, as a port declaring its burn
+//! config would):
 //!
 //! - `discard`: `optim.step(lr, model.clone(), grads);` — the update is dropped (S8, S12);
 //!   with Adam the optimizer's moments and step count still advance (S13).
@@ -14,6 +16,9 @@
 //!   `other` (same values, new ParamIds): `len() == 0`, nothing is updated (S6, S14).
 //! - `epsilon`: Adam from `AdamConfig::new()`, burn's default epsilon 1e-5 instead of
 //!   PyTorch's 1e-8 (this trace's metadata says so).
+//! - `rmsprop-defaults`: RMSprop from `RmsPropConfig::new()`: burn's momentum 0.9 and epsilon 1e-5
+//!   where `torch.optim.RMSprop(params, lr)` has momentum 0 and eps 1e-8.
+//! - `adagrad-eps`: Adagrad from `AdaGradConfig::new()`: burn's epsilon 1e-5, PyTorch's 1e-10.
 //! - `skipstep`: the step is skipped on odd steps (`if step % 2 == 1 { continue }` before it).
 //! - `literallr`: `optim.step(0.01, ...)`: a literal a tenth of the declared learning rate.
 //! - `betas`: `AdamConfig::new().with_beta_2(0.99)`: the same optimizer, other numbers.
@@ -37,7 +42,9 @@ use burn::nn::LinearConfig;
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::grad_clipping::GradientClippingConfig;
 use burn::optim::momentum::MomentumConfig;
-use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer, SgdConfig};
+use burn::optim::{
+    AdaGradConfig, AdamConfig, GradientsParams, ModuleOptimizer, RmsPropConfig, SgdConfig,
+};
 use burn::tensor::activation::{gelu, relu};
 use burn::tensor::{Device, Tensor};
 use burnside_trace::{OptimizerSpec, TraceRecorder};
@@ -46,6 +53,8 @@ const BUGS: &[&str] = &[
     "discard",
     "othergrads",
     "epsilon",
+    "rmsprop-defaults",
+    "adagrad-eps",
     "skipstep",
     "literallr",
     "betas",
@@ -92,6 +101,8 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
     // The bugs that live in one optimizer's configuration bring that optimizer.
     match bug {
         "epsilon" | "betas" => optim = "adam".to_string(),
+        "rmsprop-defaults" => optim = "rmsprop".to_string(),
+        "adagrad-eps" => optim = "adagrad".to_string(),
         "dampening" => optim = "momentum".to_string(),
         "weightdecay" | "clip" if optim != "momentum" => optim = "sgd".to_string(),
         _ => {}
@@ -121,6 +132,31 @@ fn default_adam_spec() -> Result<OptimizerSpec, Box<dyn Error>> {
     })
 }
 
+/// A field of a burn optimizer config's defaults, read from the config itself (`serde`).
+fn default_field(config: &serde_json::Value, name: &str) -> Result<f64, Box<dyn Error>> {
+    Ok(config[name]
+        .as_f64()
+        .ok_or(format!("the burn config has no {name}"))?)
+}
+
+/// What a port built with `RmsPropConfig::new()` declares: burn's defaults at A1's learning rate.
+fn default_rmsprop_spec() -> Result<OptimizerSpec, Box<dyn Error>> {
+    let fields = serde_json::to_value(RmsPropConfig::new())?;
+    Ok(OptimizerSpec::rmsprop(a1::RMSPROP_LR)
+        .with_alpha(default_field(&fields, "alpha")? as f32)
+        .with_momentum(default_field(&fields, "momentum")? as f32 as f64)
+        .with_eps(default_field(&fields, "epsilon")? as f32)
+        .with_centered(fields["centered"].as_bool().unwrap_or(false)))
+}
+
+/// What a port built with `AdaGradConfig::new()` declares: burn's defaults at A1's learning rate.
+fn default_adagrad_spec() -> Result<OptimizerSpec, Box<dyn Error>> {
+    let fields = serde_json::to_value(AdaGradConfig::new())?;
+    Ok(OptimizerSpec::adagrad(a1::ADAGRAD_LR)
+        .with_lr_decay(default_field(&fields, "lr_decay")?)
+        .with_eps(default_field(&fields, "epsilon")? as f32))
+}
+
 /// The optimizer the buggy program actually builds.
 fn built(bug: &str, spec: &OptimizerSpec) -> ModuleOptimizer {
     let momentum_09 = || MomentumConfig::new().with_momentum(0.9).with_dampening(0.0);
@@ -134,6 +170,8 @@ fn built(bug: &str, spec: &OptimizerSpec) -> ModuleOptimizer {
     );
     match bug {
         "epsilon" => AdamConfig::new().init(), // burn's default epsilon 1e-5
+        "rmsprop-defaults" => RmsPropConfig::new().init(), // momentum 0.9, epsilon 1e-5
+        "adagrad-eps" => AdaGradConfig::new().init(), // epsilon 1e-5
         "betas" => AdamConfig::new()
             .with_epsilon(1e-8)
             .with_beta_2(0.99)
@@ -194,10 +232,11 @@ fn run() -> Result<(), Box<dyn Error>> {
     }
     let other = a1_model_with(&device, arithmetic); // same values, new ParamIds (for `othergrads`)
     let ce = ce(&device);
-    let spec = if bug == "epsilon" {
-        default_adam_spec()?
-    } else {
-        a1::optimizer_named(&options.optim)?
+    let spec = match bug {
+        "epsilon" => default_adam_spec()?,
+        "rmsprop-defaults" => default_rmsprop_spec()?,
+        "adagrad-eps" => default_adagrad_spec()?,
+        _ => a1::optimizer_named(&options.optim)?,
     };
     let mut optim = built(bug, &spec);
     let lr = spec.lr();

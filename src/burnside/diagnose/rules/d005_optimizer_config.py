@@ -2,15 +2,17 @@
 
 ## What it does
 Compares the two traces' optimizer configurations key by key (name, lr, betas,
-momentum, dampening, nesterov, weight decay and its kind, gradient clipping by norm, the
-learning rate of each step under a schedule),
+momentum, dampening, nesterov, weight decay and its kind, RMSprop's alpha, eps and centered,
+Adagrad's lr_decay, eps and initial_accumulator_value, gradient clipping by norm, the
+learning rate of each step under a schedule), each parameter group's too,
 apart from Adam's epsilon (D004).
 
 ## Why is this bad?
 Defaults differ between the frameworks: burn's `MomentumConfig` has dampening 0.1
 (PyTorch 0); burn's `Adam` weight decay is L2 on the gradient like `torch.optim.Adam`,
-while `AdamW` decouples it. A port that relies on defaults trains a different
-optimizer and drifts from the first step.
+while `AdamW` decouples it; `RmsPropConfig::new()` has momentum 0.9 and epsilon 1e-5
+(`torch.optim.RMSprop` 0 and 1e-8), `AdaGradConfig::new()` epsilon 1e-5 (`torch.optim.Adagrad`
+1e-10). A port that relies on defaults trains a different optimizer and drifts from the first step.
 
 ## Example
 ```rust
@@ -41,6 +43,14 @@ _FIXES = {
     "dampening": ("build SGD with momentum as PyTorch's: `OptimizerSpec::sgd(lr).with_momentum(m)` (dampening 0); "
                   "a burn optimizer built by hand needs `MomentumConfig::with_dampening(0.0)` explicitly (burn's "
                   "default is 0.1, PyTorch's 0)"),
+    "alpha": "give RMSprop PyTorch's smoothing constant: `OptimizerSpec::rmsprop(lr).with_alpha(alpha)` "
+             "(`RmsPropConfig::with_alpha`)",
+    "centered": "`OptimizerSpec::rmsprop(lr).with_centered(..)` as PyTorch's `centered=` "
+                "(`RmsPropConfig::with_centered`)",
+    "lr_decay": "`OptimizerSpec::adagrad(lr).with_lr_decay(..)` as PyTorch's `lr_decay=` "
+                "(`AdaGradConfig::with_lr_decay`)",
+    "initial_accumulator_value": ("burn's `AdaGrad` starts its sum at 0 and has no setting for another start: "
+                                  "train the PyTorch side with initial_accumulator_value=0"),
     "weight_decay_kind": ("`OptimizerSpec::adamw` (burn's `AdamW`) for `torch.optim.AdamW` (decoupled), "
                           "`OptimizerSpec::adam` (burn's `Adam`) for L2 decay"),
     "lr": ("give the PyTorch loop's rate: `Training::new(OptimizerSpec::...(lr))`; call by call, pass it to "
@@ -67,7 +77,7 @@ def check(comparison: Comparison) -> list[Diagnosis]:
         return []
     differing = differing_keys(a, b)
     parts = [_differs(k, a.get(k), b.get(k), comparison.a.framework, comparison.b.framework) for k in differing]
-    fixes = [_FIXES[k] for k in differing if k in _FIXES]
+    fixes = [fix for k in differing if (fix := _fix(k, b.get("name"))) is not None]
     grouped = group_differences(a, b, comparison.a.metadata.get("params") or [], comparison.b.metadata.get("params") or [])
     if grouped:
         parts += [f"{key} of {len(params)} parameter(s) by their group ({listed(params, 4)}): "
@@ -82,6 +92,22 @@ def check(comparison: Comparison) -> list[Diagnosis]:
         return []
     return [Diagnosis(ID, TITLE, "; ".join(parts),
                       "; ".join(fixes) or "configure the burn optimizer like the PyTorch one")]
+
+
+#: Settings whose fix depends on the optimizer: (key, the burn side's optimizer) -> the fix.
+_OPTIMIZER_FIXES = {
+    ("momentum", "rmsprop"): ("build RMSprop with PyTorch's momentum: `OptimizerSpec::rmsprop(lr)` (momentum 0, "
+                              "eps 1e-8), `.with_momentum(m)` for another; a burn optimizer built by hand needs "
+                              "`RmsPropConfig::new().with_momentum(0.0)` explicitly (burn's default is 0.9)"),
+    ("eps", "rmsprop"): ("give RMSprop PyTorch's epsilon: `OptimizerSpec::rmsprop(lr)` has it (1e-8); by hand, "
+                         "`RmsPropConfig::new().with_epsilon(1e-8)` (burn's default is 1e-5)"),
+    ("eps", "adagrad"): ("give Adagrad PyTorch's epsilon: `OptimizerSpec::adagrad(lr)` has it (1e-10); by hand, "
+                         "`AdaGradConfig::new().with_epsilon(1e-10)` (burn's default is 1e-5)"),
+}
+
+
+def _fix(key: str, optimizer: object) -> str | None:
+    return _OPTIMIZER_FIXES.get((key, optimizer)) or _FIXES.get(key)
 
 
 def _same(a: object, b: object) -> bool:
