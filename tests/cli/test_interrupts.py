@@ -152,5 +152,7 @@ def test_a_stop_while_the_command_line_loads_is_one_line(large_traces, tmp_path,
     time.sleep(after)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
-    assert (proc.returncode, err) == (130, "interrupted\n"), (proc.returncode, err)
+    # On a busy machine the signal may come before the interpreter has started at all: the process then
+    # dies of it, silently, as any program does (-2); once Python runs, burnside's first line handles it.
+    assert (proc.returncode, err) in ((130, "interrupted\n"), (-signal.SIGINT, "")), (proc.returncode, err)
     assert leftovers(tmp_path) == []
