@@ -33,7 +33,9 @@ def test_prefilter_only_parses_candidate_files(tmp_path):
     report = lint_paths([tmp_path], select_rules(), root=tmp_path, jobs=1)
     assert report.files_seen == 44
     assert report.files_parsed == 4
-    assert len(report.findings) == 4 * 5  # bugs.rs: BS001, BS002, BS003, BS004, BS005
+    alone = lint_paths([RUST / BUGS], select_rules(), root=RUST, jobs=1)
+    assert len(alone.findings) >= 5  # bugs.rs: BS001, BS002, BS003, BS004, BS005, and its optimizer defaults
+    assert len(report.findings) == 4 * len(alone.findings)
 
 
 def test_prefilter_tokens():
@@ -49,6 +51,9 @@ def test_prefilter_tokens():
         b"with_momentum",
         b"GradientClippingConfig",
         b"GradientClipping",
+        b"RmsPropConfig",
+        b"AdaGradConfig",
+        b"MuonConfig",
     )
     for token in tokens:
         source = b"fn f() { " + token + b" }"

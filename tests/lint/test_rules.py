@@ -214,7 +214,9 @@ def test_bs005_good():
     ],
 )
 def test_seed_programs(fixture, expected):
-    assert findings_of(fixture, root=RUST) == expected
+    found = findings_of(fixture, root=RUST)
+    # bugs.rs's optimizer-default bugs: test_optimizer_default_bugs_in_the_bugs_program
+    assert [f for f in found if f[0] not in ("BS008", "BS009", "BS010")] == expected
 
 
 def test_seed_helper_fix_writes_through_the_reference():
@@ -276,4 +278,119 @@ def test_comments_strings_and_macro_bodies_are_not_code():
 
 def test_select_and_ignore():
     assert {r for r, _, _ in findings_of(BUGS, select=["BS004"], root=RUST)} == {"BS004"}
-    assert select_rules(ignore=["bs004", "BS005", "bs006", "bs007"]) == ["BS001", "BS002", "BS003"]
+    assert select_rules(ignore=["bs004", "BS005", "bs006", "bs007", "bs008", "BS009", "bs010"]) == ["BS001", "BS002", "BS003"]
+
+
+MOMENTUM_08 = "`RmsPropConfig` momentum left at burn's default 0.9 (PyTorch's RMSprop uses 0)"
+EPSILON_08 = "`RmsPropConfig` epsilon left at burn's default 1e-5 (PyTorch's RMSprop uses 1e-8)"
+
+
+def test_bs008_bad():
+    report = lint_paths([FIXTURES / "bs008_bad.rs"], select_rules(), root=FIXTURES, jobs=1)
+    assert [(f.rule, f.line, f.column, f.message.split(";")[0]) for f in report.findings] == [
+        ("BS008", 5, 17, MOMENTUM_08),  # both defaults: one finding each
+        ("BS008", 5, 17, EPSILON_08),
+        ("BS008", 9, 17, MOMENTUM_08),
+        ("BS008", 13, 15, EPSILON_08),  # through a shadowing `let`
+        ("BS008", 26, 21, MOMENTUM_08),  # a #[derive(Config)] constructor argument, inited in another fn
+        ("BS008", 39, 20, EPSILON_08),  # a struct literal field
+        ("BS008", 47, 5, MOMENTUM_08),  # a helper's return value; its caller sets epsilon
+        ("BS008", 55, 17, MOMENTUM_08),  # `.build()`, the bare optimizer for a parameter group
+    ]
+    by_line = {}
+    for f in report.findings:
+        by_line.setdefault(f.line, []).append(f)
+    assert [f.help for f in by_line[5]] == [
+        "set it explicitly to match PyTorch: `.with_momentum(0.0)`",
+        "set it explicitly to match PyTorch: `.with_epsilon(1e-8)`",
+    ]
+    assert by_line[13][0].message.endswith("; turned into an optimizer at line 15")
+    assert by_line[26][0].message.endswith("; turned into an optimizer at line 31")
+    assert by_line[47][0].message.endswith("; turned into an optimizer at line 51")
+    assert {f.severity for f in report.findings} == {Severity.INFO}
+
+
+def test_bs008_good():
+    assert findings_of("bs008_good.rs") == []
+    # The allowed config is a real BS008 (momentum) without its comment.
+    source = (FIXTURES / "bs008_good.rs").read_bytes().replace(b"// burnside: allow(BS008)", b"")
+    assert [(f.rule, f.line, f.message) for f in lint_source("x.rs", source, ["BS008"])] == [
+        ("BS008", 42, MOMENTUM_08)
+    ]
+
+
+def test_bs008_fix_silences_it():
+    # Writing the fixes the findings give makes the file clean.
+    source = (FIXTURES / "bs008_bad.rs").read_bytes()
+    fixed = source.replace(b"RmsPropConfig::new()", b"RmsPropConfig::new().with_momentum(0.0).with_epsilon(1e-8)")
+    assert lint_source("x.rs", source, ["BS008"]) != []
+    assert lint_source("x.rs", fixed, ["BS008"]) == []
+
+
+def test_bs009_bad():
+    assert findings_of("bs009_bad.rs") == [
+        ("BS009", 5, 17),
+        ("BS009", 16, 15),  # a #[derive(Config)] constructor argument, inited in `run`
+        ("BS009", 25, 5),  # returned by a helper, inited by its caller
+        ("BS009", 34, 23),  # assigned to a field, inited through `self` in a method
+    ]
+    report = lint_paths([FIXTURES / "bs009_bad.rs"], ["BS009"], root=FIXTURES, jobs=1)
+    first = report.findings[0]
+    assert first.message == "`AdaGradConfig` epsilon left at burn's default 1e-5 (PyTorch's Adagrad uses 1e-10)"
+    assert first.help == "set it explicitly to match PyTorch: `.with_epsilon(1e-10)`"
+    assert report.findings[1].message.endswith("; turned into an optimizer at line 21")
+    assert report.findings[3].message.endswith("; turned into an optimizer at line 44")
+
+
+def test_bs009_good():
+    assert findings_of("bs009_good.rs") == []
+
+
+def test_bs010_bad():
+    assert findings_of("bs010_bad.rs") == [
+        ("BS010", 5, 17),
+        ("BS010", 9, 18),  # `.build()` for a parameter group
+        ("BS010", 14, 5),  # returned by a helper, inited by its caller
+        ("BS010", 22, 21),  # a saved state loaded into it (`from_bytes(..).unwrap()`), then stepped
+    ]
+    report = lint_paths([FIXTURES / "bs010_bad.rs"], ["BS010"], root=FIXTURES, jobs=1)
+    assert report.findings[0].message == "`MuonConfig` weight decay left at burn's default none (PyTorch's Muon uses 0.1)"
+    assert report.findings[0].help == (
+        "set it explicitly to match PyTorch: `.with_weight_decay(Some(WeightDecayConfig::new(0.1)))`"
+    )
+
+
+def test_bs010_good():
+    assert findings_of("bs010_good.rs") == []
+
+
+def test_optimizer_defaults_followed_across_files_of_a_crate():
+    crate = FIXTURES / "agent_crate"
+    report = lint_paths([crate], select_rules(), root=crate, jobs=1)
+    assert [(f.rule, f.path, f.line, f.column, f.message) for f in report.findings] == [
+        ("BS008", "src/main.rs", 9, 18, MOMENTUM_08 + "; turned into an optimizer at src/agent.rs:13"),
+        ("BS010", "src/main.rs", 11, 18,
+         "`MuonConfig` weight decay left at burn's default none (PyTorch's Muon uses 0.1); "
+         "turned into an optimizer at src/agent.rs:15"),
+    ]
+    alone = lint_paths([crate / "src" / "main.rs"], select_rules(), root=crate, jobs=1)
+    assert alone.findings == []
+
+
+def test_optimizer_default_bugs_in_the_bugs_program():
+    # Each bug of `bugs --bug NAME` that builds an optimizer from burn's defaults (a port of
+    # `torch.optim.RMSprop(params, lr)` written `RmsPropConfig::new().init()`) is flagged with its
+    # rule, once per differing default, and nothing else in the program is.
+    source = (RUST / BUGS).read_text().splitlines()
+    expected = []
+    for number, line in enumerate(source, 1):
+        code = line.split("//")[0]
+        for call, rules in (
+            ("RmsPropConfig::new().init()", ["BS008", "BS008"]),
+            ("AdaGradConfig::new().init()", ["BS009"]),
+            ("MuonConfig::new().init()", ["BS010"]),
+        ):
+            if call in code:
+                expected += [(rule, number, code.index(call) + 1) for rule in rules]
+    found = findings_of(BUGS, select=["BS008", "BS009", "BS010"], root=RUST)
+    assert found == sorted(expected, key=lambda f: (f[1], f[2], f[0]))

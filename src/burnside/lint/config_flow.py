@@ -162,7 +162,10 @@ def _assigned_setters(uses: list[Node], assignments: frozenset[str] = _ASSIGNMEN
 
 
 # Reading an optimizer's state (`&self`, or the optimizer given up for its record) is not a step.
-_RECORD_READS = frozenset({"to_record", "into_record"})
+_RECORD_READS = frozenset({"to_record", "into_record", "into_bytes"})
+# Loading a saved state into a fresh optimizer gives back the same optimizer (burn's
+# `ModuleOptimizer::load_record` / `from_bytes`, the latter a `Result`).
+_STATE_LOADS = frozenset({"load_record", "from_bytes", "unwrap", "expect"})
 
 
 def _never_steps(init: Node) -> bool:
@@ -170,14 +173,26 @@ def _never_steps(init: Node) -> bool:
 
     That is an optimizer built only for its (empty) record,
     `AdamConfig::new().init().to_record()`, or bound by `let` and then only
-    read for its record. A shared borrow does not count: optimizers are
-    `Clone`, and a callee handed `&optim` can step a clone; nor does a use in a
-    macro, which can expand to anything.
+    read for its record, also after loading a saved state into it
+    (`MuonConfig::new().init().from_bytes(bytes).unwrap()`, then only
+    `to_record()`: a save/load round trip). A shared borrow does not count:
+    optimizers are `Clone`, and a callee handed `&optim` can step a clone; nor
+    does a use in a macro, which can expand to anything.
     """
-    after = method_call_on(init)
+    node = init
+    while True:
+        parent = parent_of(node)
+        if parent is not None and parent.type == "try_expression":
+            node = parent
+            continue
+        after = method_call_on(node)
+        if after is None or method_name(after) not in _STATE_LOADS:
+            break
+        node = after
+    after = method_call_on(node)
     if after is not None:
         return method_name(after) in _RECORD_READS
-    uses = _bound_uses(init)
+    uses = _bound_uses(node)
     # An optimizer bound and never read is taken at its word (minimal examples read like that).
     if not uses:  # not bound by `let` (None), or never read ([])
         return False

@@ -17,14 +17,20 @@ from burnside.lint.syntax import SPLIT_BYTES
 # `step` counts only as a method call (`.step(`, `.step::<M>(`): the rules look
 # at nothing else, and `fn step(`, `time_step(` or `Self::step(` alone made half
 # the parsed bytes of real trees.
-PREFILTER = re.compile(rb"\.\s*step\s*(?:\(|::)|from_grads|AdamW?Config|MomentumConfig|with_momentum|GradientClipping")
+PREFILTER = re.compile(
+    rb"\.\s*step\s*(?:\(|::)|from_grads|AdamW?Config|MomentumConfig|with_momentum|GradientClipping"
+    rb"|RmsPropConfig|AdaGradConfig|MuonConfig"
+)
 # Plain substring tests run at memchr speed; the regex only confirms `step` hits.
-# `Adam` and `omentum` stand for two tokens each, so each file is scanned four times, not six.
+# `Adam` and `omentum` stand for two tokens each, so each file is scanned seven times, not nine.
 _PLAIN_TOKENS = (
     (b"from_grads", ()),
     (b"Adam", (b"AdamConfig", b"AdamWConfig")),
     (b"omentum", (b"MomentumConfig", b"with_momentum")),
     (b"GradientClipping", ()),
+    (b"RmsPropConfig", ()),
+    (b"AdaGradConfig", ()),
+    (b"MuonConfig", ()),
 )
 _STEP_CALL = re.compile(rb"\.\s*step\s*(?:\(|::)")
 

@@ -17,6 +17,9 @@ from burnside.lint.rules import (
     bs005_sgd_default_dampening,
     bs006_adamw_default_weight_decay,
     bs007_per_tensor_clip_norm,
+    bs008_rmsprop_defaults,
+    bs009_adagrad_default_epsilon,
+    bs010_muon_default_weight_decay,
 )
 
 RULES: dict[str, ModuleType] = {
@@ -29,5 +32,8 @@ RULES: dict[str, ModuleType] = {
         bs005_sgd_default_dampening,
         bs006_adamw_default_weight_decay,
         bs007_per_tensor_clip_norm,
+        bs008_rmsprop_defaults,
+        bs009_adagrad_default_epsilon,
+        bs010_muon_default_weight_decay,
     )
 }
