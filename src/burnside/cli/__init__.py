@@ -11,20 +11,30 @@ written, so the process says what stopped it and leaves at once.
 from __future__ import annotations
 
 import os
-import signal
 
-from burnside.errors import STOPPING, stopped_line
+# The C module under `signal`: importing `signal` itself builds its enum classes (10 ms), time in which a
+# stop would still end in a traceback.
+import _signal
+
+#: SIGINT, SIGTERM, SIGHUP (burnside.errors.STOPPING, without importing it first).
+_STOPPING = (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP)
+
+
+#: burnside.errors.stopped_line's words for each, spelled here: the handler may run while that module is
+#: half imported, and must import nothing.
+_LINES = {_signal.SIGINT: b"interrupted\n", _signal.SIGTERM: b"stopped by SIGTERM\n",
+          _signal.SIGHUP: b"stopped by SIGHUP\n"}
 
 
 def _before_the_cli(signum: int, frame) -> None:
-    os.write(2, f"{stopped_line(signum)}\n".encode())
+    os.write(2, _LINES[signum])
     os._exit(128 + signum)
 
 
 def main() -> None:
     """The `burnside` console script."""
-    for each in STOPPING:
-        signal.signal(each, _before_the_cli)
+    for each in _STOPPING:
+        _signal.signal(each, _before_the_cli)
     from burnside.cli.root import main as cli_main
 
     cli_main()
