@@ -89,11 +89,35 @@ def a1_data():
     return torch.from_numpy(arrays["x"]), torch.from_numpy(arrays["y"])
 
 
+#: The PyTorch settings `NAME:key=value,...` may give A1's RMSprop and Adagrad (the same on the burn side).
+SETTINGS = {"rmsprop": ("lr", "alpha", "eps", "weight_decay", "momentum", "centered"),
+            "adagrad": ("lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps")}
+
+
+def optimizer_settings(optim: str) -> tuple[str, dict]:
+    """``"rmsprop:momentum=0.9,centered=true"`` -> ``("rmsprop", {"momentum": 0.9, "centered": True})``: one of
+    OPTIMS and, for RMSprop and Adagrad, PyTorch keyword settings (`SETTINGS`) over A1's, which rust/a1's
+    `optimizer_named` reads the same way."""
+    name, _, rest = optim.partition(":")
+    if name not in OPTIMS:
+        raise ValueError(f"unknown optimizer {name!r}; use one of {', '.join(OPTIMS)}")
+    settings: dict = {}
+    for item in filter(None, rest.split(",")):
+        key, eq, value = item.partition("=")
+        if not eq or key not in SETTINGS.get(name, ()):
+            raise ValueError(f"{optim!r}: {item!r} is no setting of {name} "
+                             f"(expected key=value, key one of {', '.join(SETTINGS.get(name, ())) or 'none'})")
+        settings[key] = value == "true" if value in ("true", "false") else float(value)
+    return name, settings
+
+
 def a1_optimizer(model, optim: str):
     """A1's optimizers: SGD lr 0.1 (plain or momentum 0.9), Adam or AdamW lr 0.01 (eps 1e-8, AdamW decay 0.01),
-    RMSprop or Adagrad lr 0.01 with PyTorch's defaults (RMSprop momentum 0, eps 1e-8; Adagrad eps 1e-10)."""
+    RMSprop or Adagrad lr 0.01 with PyTorch's defaults (RMSprop momentum 0, eps 1e-8; Adagrad eps 1e-10), or the
+    settings an ``optim`` of the form ``NAME:key=value,...`` gives them (`optimizer_settings`)."""
     import torch
 
+    optim, settings = optimizer_settings(optim)
     if optim == "sgd":
         return torch.optim.SGD(model.parameters(), lr=SGD_LR)
     if optim == "momentum":
@@ -103,9 +127,9 @@ def a1_optimizer(model, optim: str):
     if optim == "adamw":
         return torch.optim.AdamW(model.parameters(), lr=ADAM_LR, eps=ADAM_EPS, weight_decay=ADAMW_WEIGHT_DECAY)
     if optim == "rmsprop":
-        return torch.optim.RMSprop(model.parameters(), lr=RMSPROP_LR)
+        return torch.optim.RMSprop(model.parameters(), **{"lr": RMSPROP_LR, **settings})
     if optim == "adagrad":
-        return torch.optim.Adagrad(model.parameters(), lr=ADAGRAD_LR)
+        return torch.optim.Adagrad(model.parameters(), **{"lr": ADAGRAD_LR, **settings})
     raise ValueError(f"unknown optimizer {optim!r}; use one of {', '.join(OPTIMS)}")
 
 

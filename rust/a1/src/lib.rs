@@ -28,10 +28,16 @@ pub const MOMENTUM: f64 = 0.9;
 /// A1's optimizers by name, with PyTorch's defaults (what `burnside.a1_torch.a1_optimizer` builds):
 /// `sgd`, `momentum`, `adam`, `adamw`, `rmsprop` (`torch.optim.RMSprop(params, lr=0.01)`: momentum 0,
 /// eps 1e-8), `adagrad` (`torch.optim.Adagrad(params, lr=0.01)`: eps 1e-10).
+///
+/// RMSprop and Adagrad also take PyTorch's keyword settings as `NAME:key=value,...`
+/// (`rmsprop:momentum=0.9,centered=true`; `burnside.a1_torch.optimizer_settings` reads the same):
+/// RMSprop's `lr`, `alpha`, `eps`, `weight_decay`, `momentum`, `centered`; Adagrad's `lr`, `lr_decay`,
+/// `weight_decay`, `eps`, `initial_accumulator_value` (only 0: burn's `AdaGrad` has no other start).
 pub fn optimizer_named(name: &str) -> Result<burnside_trace::OptimizerSpec, String> {
     use burnside_trace::OptimizerSpec;
 
-    Ok(match name {
+    let (name, settings) = name.split_once(':').unwrap_or((name, ""));
+    let mut spec = match name {
         "sgd" => OptimizerSpec::sgd(SGD_LR),
         "momentum" => OptimizerSpec::Sgd {
             lr: SGD_LR,
@@ -49,5 +55,34 @@ pub fn optimizer_named(name: &str) -> Result<burnside_trace::OptimizerSpec, Stri
                 "--optim {other}: expected sgd, momentum, adam, adamw, rmsprop or adagrad"
             ));
         }
-    })
+    };
+    for item in settings.split(',').filter(|item| !item.is_empty()) {
+        let (key, value) = item
+            .split_once('=')
+            .ok_or_else(|| format!("--optim {name}: `{item}` is not key=value"))?;
+        let number = || {
+            value
+                .parse::<f64>()
+                .map_err(|e| format!("--optim {name}: {key}={value}: {e}"))
+        };
+        let flag = || {
+            value
+                .parse::<bool>()
+                .map_err(|e| format!("--optim {name}: {key}={value}: {e}"))
+        };
+        spec = match (name, key) {
+            ("rmsprop" | "adagrad", "lr") => spec.with_lr(number()?),
+            ("rmsprop" | "adagrad", "eps") => spec.with_eps(number()? as f32),
+            ("rmsprop" | "adagrad", "weight_decay") => spec.with_weight_decay(number()? as f32),
+            ("rmsprop", "alpha") => spec.with_alpha(number()? as f32),
+            ("rmsprop", "momentum") => spec.with_momentum(number()?),
+            ("rmsprop", "centered") => spec.with_centered(flag()?),
+            ("adagrad", "lr_decay") => spec.with_lr_decay(number()?),
+            ("adagrad", "initial_accumulator_value") => spec
+                .with_initial_accumulator_value(number()?)
+                .map_err(|e| e.to_string())?,
+            _ => return Err(format!("--optim {name}: `{key}` is no setting of {name}")),
+        };
+    }
+    Ok(spec)
 }

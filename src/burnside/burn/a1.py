@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from burnside.a1_torch import optimizer_settings
 from burnside.burn.binary import run_binary
 from burnside.burn.cargo import build_workspace
 
@@ -36,15 +37,15 @@ BUG_OPTIMS = {
 def record_a1(out: Path, *, steps: int = 1, optim: str = "sgd", console: Console | None = None,
               f32_inputs: bool = False, init: Path | None = None, bug: str | None = None,
               progress: StepProgress | None = None) -> Path:
-    """Record ``steps`` steps of A1 on burn (one of OPTIMS, as `burnside.a1_torch.a1_optimizer`) into ``out``.
+    """Record ``steps`` steps of A1 on burn (one of OPTIMS, as `burnside.a1_torch.a1_optimizer`; RMSprop and Adagrad
+    also as ``NAME:key=value,...`` with PyTorch's settings) into ``out``.
 
     The model and batch are built in Rust (f64, rounded once); ``f32_inputs`` computes inputs
     and biases in f32 instead (S3); ``init`` loads a `burnside.torch.export_init` file instead.
     ``bug`` (one of BUGS) records the loop with that failure built in (`pitb-opt`'s `bugs`).
     ``progress`` is told the steps the program reports; the build's progress goes to ``console``.
     """
-    if optim not in OPTIMS:
-        raise ValueError(f"unknown optimizer {optim!r}; use one of {', '.join(OPTIMS)}")
+    optimizer_settings(optim)  # one of OPTIMS, with settings the burn side reads the same way
     if bug is not None and (bug not in BUGS or f32_inputs or init is not None):
         raise ValueError(f"bug must be one of {BUGS}, without f32_inputs or init")
     out = Path(out)
