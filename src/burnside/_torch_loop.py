@@ -56,14 +56,18 @@ def optimizer_config(optimizer: torch.optim.Optimizer, names: Mapping[int, str] 
     more groups and ``names`` (id of a parameter -> its name), ``groups``: each group's parameters and the
     settings where it differs from the first (docs/trace-format.md)."""
     kind = optimizer_kind(optimizer)
-    config = _group_config(kind, optimizer.param_groups[0])
+    groups = optimizer.param_groups
+    if kind == "Adagrad":
+        # torch.optim.Adagrad starts each sum at its constructor's initial_accumulator_value, whatever a group says
+        groups = [{**g, "initial_accumulator_value": optimizer.defaults["initial_accumulator_value"]} for g in groups]
+    config = _group_config(kind, groups[0])
     if len(optimizer.param_groups) > 1:
         config["param_groups"] = len(optimizer.param_groups)
         if names is not None:
             config["groups"] = [
                 {"params": [names[id(p)] for p in group["params"] if id(p) in names],
                  **{k: v for k, v in _group_config(kind, group).items() if k != "name" and config.get(k) != v}}
-                for group in optimizer.param_groups]
+                for group in groups]
     return config
 
 

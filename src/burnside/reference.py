@@ -314,6 +314,10 @@ def _double_copy(model: nn.Module, optimizer: torch.optim.Optimizer, burn_adam: 
     groups = [{"params": [params[by_id[id(p)]] for p in group["params"]],
                **{k: v for k, v in group.items() if k != "params"}} for group in optimizer.param_groups]
     if not burn_adam:
+        if optimizer_kind(optimizer) == "Adagrad":
+            # Adagrad starts every group's sum at its constructor's initial_accumulator_value, not the group's
+            init = optimizer.defaults["initial_accumulator_value"]
+            return double, type(optimizer)(groups, initial_accumulator_value=init)
         return double, type(optimizer)(groups)
     kind = optimizer_kind(optimizer)
     return double, _BurnAdam([{"params": g["params"]} for g in groups], lr=groups[0]["lr"],
@@ -325,11 +329,10 @@ def _double_copy(model: nn.Module, optimizer: torch.optim.Optimizer, burn_adam: 
 def _fresh(optimizer: torch.optim.Optimizer) -> bool:
     """Whether no step has changed the optimizer's state: none at all, or only what Adagrad's constructor
     makes (``step`` 0 and ``sum`` at ``initial_accumulator_value``), which the float64 copy makes anew."""
-    for p, state in optimizer.state.items():
+    for state in optimizer.state.values():
         if optimizer_kind(optimizer) != "Adagrad" or float(state.get("step", 1)) != 0.0:
             return False
-        init = next(g["initial_accumulator_value"] for g in optimizer.param_groups if any(q is p for q in g["params"]))
-        if not bool((state["sum"] == init).all()):
+        if not bool((state["sum"] == optimizer.defaults["initial_accumulator_value"]).all()):
             return False
     return True
 

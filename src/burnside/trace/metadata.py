@@ -38,8 +38,8 @@ TRACE_KINDS = ("training", "forward")
 def trace_kind(metadata: Mapping) -> str:
     """`training` or `forward`: what a trace (already checked) records."""
     return metadata.get("kind", "training")
-_NUMBERS = ("lr", "eps", "weight_decay", "momentum", "dampening")
-_BOOLS = ("nesterov", "amsgrad")
+_NUMBERS = ("lr", "eps", "weight_decay", "momentum", "dampening", "alpha", "lr_decay", "initial_accumulator_value")
+_BOOLS = ("nesterov", "amsgrad", "centered")
 _WEIGHT_DECAY_KINDS = ("l2", "decoupled")
 _STEP = re.compile(r"^step(\d+)\.")
 _STEP_DIGITS = len(str(MAX_STEPS))
