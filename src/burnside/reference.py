@@ -43,6 +43,8 @@ Batch = Mapping[str, torch.Tensor]
 
 #: The variant that forms Adam's and AdamW's scalar constants as burn-optim 0.22 does.
 BURN_ADAM = "burn-adam"
+#: The variant that forms RMSprop's `1 - alpha` and holds its settings in float32 as burn-optim 0.22.1 does.
+BURN_RMSPROP = "burn-rmsprop"
 #: The variant whose BatchNorm updates running_var with the biased batch variance, as burn-nn 0.22.1 does.
 BURN_BATCHNORM = "burn-batchnorm"
 
@@ -292,6 +294,48 @@ class _BurnAdam(torch.optim.Optimizer):
                     p.sub_(update * lr)
 
 
+class _BurnRmsProp(torch.optim.Optimizer):
+    """RMSprop on float64 tensors with burn-optim 0.22.1's float32 settings and constant.
+
+    burn's `RmsProp` computes PyTorch's update in the same order (L2 decay on the gradient, the squared
+    average, the centered variance, epsilon added outside the root, the momentum buffer), but holds
+    alpha, epsilon, momentum and the decay as f32 and forms `1 - alpha` in f32: 0.99f32 gives 0.00999999
+    for PyTorch's 0.01 (double), a relative -9.5e-7 in `square_avg` and +4.8e-7 in the update. Only those
+    scalars are rounded here (rmsprop.rs `SquareAvgState`, `CenteredState`, `RmsPropMomentum::transform`).
+    The state is kept under PyTorch's slot names; there is no step counter (burn keeps none).
+    """
+
+    def __init__(self, params, *, lr: float, alpha: float, eps: float, weight_decay: float, momentum: float,
+                 centered: bool) -> None:
+        super().__init__(params, {"lr": lr, "alpha": alpha, "eps": eps, "weight_decay": weight_decay,
+                                  "momentum": momentum, "centered": centered})
+
+    @torch.no_grad()
+    def step(self, closure=None) -> None:
+        """One RMSprop update of every parameter with a gradient (``closure`` is not supported)."""
+        for group in self.param_groups:
+            alpha, eps = np.float32(group["alpha"]), float(np.float32(group["eps"]))
+            wd, momentum = float(np.float32(group["weight_decay"])), float(np.float32(group["momentum"]))
+            rest = float(np.float32(1) - alpha)
+            alpha = float(alpha)
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                grad = p * wd + p.grad if wd else p.grad
+                state = self.state[p]
+                first = "square_avg" not in state
+                state["square_avg"] = grad.square() * rest + (0 if first else state["square_avg"] * alpha)
+                avg = state["square_avg"]
+                if group["centered"]:
+                    state["grad_avg"] = grad * rest + (0 if first else state["grad_avg"] * alpha)
+                    avg = avg - state["grad_avg"].square()
+                update = grad / (avg.sqrt() + eps)
+                if momentum > 0:
+                    update = update if first else state["momentum_buffer"] * momentum + update
+                    state["momentum_buffer"] = update
+                p.sub_(update * group["lr"])
+
+
 def _double_batches(batches: Batch | Sequence[Batch]) -> Batch | list[Batch]:
     def double(batch: Batch) -> dict[str, torch.Tensor]:
         return {k: (v.double() if v.is_floating_point() else v) for k, v in batch.items()}
@@ -301,7 +345,8 @@ def _double_batches(batches: Batch | Sequence[Batch]) -> Batch | list[Batch]:
 
 def _double_copy(model: nn.Module, optimizer: torch.optim.Optimizer, burn_adam: bool
                  ) -> tuple[nn.Module, torch.optim.Optimizer]:
-    """A float64 deep copy of ``model`` and a fresh optimizer of the same kind and settings on it."""
+    """A float64 deep copy of ``model`` and a fresh optimizer of the same kind and settings on it; with
+    ``burn_adam``, the optimizer with burn's float32 constants (`_BurnAdam`, `_BurnRmsProp`)."""
     if not _fresh(optimizer):
         raise BurnsideError("record the reference from a fresh optimizer (its state is not empty)")
     double = copy.deepcopy(model).double()
@@ -320,6 +365,10 @@ def _double_copy(model: nn.Module, optimizer: torch.optim.Optimizer, burn_adam: 
             return double, type(optimizer)(groups, initial_accumulator_value=init)
         return double, type(optimizer)(groups)
     kind = optimizer_kind(optimizer)
+    if kind == "RMSprop":
+        keys = ("lr", "alpha", "eps", "weight_decay", "momentum", "centered")
+        return double, _BurnRmsProp([{"params": g["params"], **{k: g[k] for k in keys}} for g in groups],
+                                    **{k: groups[0][k] for k in keys})
     return double, _BurnAdam([{"params": g["params"]} for g in groups], lr=groups[0]["lr"],
                              betas=tuple(groups[0]["betas"]), eps=groups[0]["eps"],
                              weight_decay=groups[0]["weight_decay"],
@@ -374,10 +423,17 @@ def has_burn_adam_variant(optimizer: torch.optim.Optimizer) -> bool:
             and not optimizer.param_groups[0].get("amsgrad"))
 
 
+def has_burn_rmsprop_variant(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether ``optimizer`` is an RMSprop (burn forms its `1 - alpha` in f32; any groups)."""
+    return optimizer_kind(optimizer) == "RMSprop"
+
+
 def variant_name(model: nn.Module, optimizer: torch.optim.Optimizer) -> str | None:
-    """The variant a reference of this loop records next to it (`burn-adam`, `burn-batchnorm`, or both joined by
-    ``+``: one run with all of burn's known arithmetic the loop meets), None if burn computes it as PyTorch does."""
-    used = ((BURN_ADAM, has_burn_adam_variant(optimizer)), (BURN_BATCHNORM, has_batchnorm(model)))
+    """The variant a reference of this loop records next to it (`burn-adam` or `burn-rmsprop`, `burn-batchnorm`,
+    or both joined by ``+``: one run with all of burn's known arithmetic the loop meets), None if burn computes it
+    as PyTorch does."""
+    used = ((BURN_ADAM, has_burn_adam_variant(optimizer)), (BURN_RMSPROP, has_burn_rmsprop_variant(optimizer)),
+            (BURN_BATCHNORM, has_batchnorm(model)))
     return "+".join(name for name, found in used if found) or None
 
 
@@ -423,7 +479,7 @@ def record_reference(
     the float32 loop's arithmetic in float64; the metadata's ``pinned`` lists what was pinned, ``unpinned``
     what could not be (a `torch.linalg` call with its dtype's default tolerance).
     With ``variants``, also records the variant of burn's arithmetic the loop meets (`variant_name`:
-    `burn-adam` for Adam and AdamW, `burn-batchnorm` for a BatchNorm in training, both joined by ``+``) at
+    `burn-adam` for Adam and AdamW, `burn-rmsprop` for RMSprop, `burn-batchnorm` for a BatchNorm in training, both joined by ``+``) at
     ``{stem}.{variant}.safetensors`` next to ``path`` (`reference_files` lists the files written), and names
     it in the reference's metadata (`variant.burn-adam`: the file name).
     ``progress`` is told the steps of each run, the variant's with its name as ``part``.
@@ -451,7 +507,8 @@ def record_reference(
     name = variant_name(model, optimizer) if variants else None
     if name is not None:
         variant = variant_path(path, name)
-        double, opt = _double_copy(model, optimizer, burn_adam=has_burn_adam_variant(optimizer))
+        double, opt = _double_copy(model, optimizer, burn_adam=has_burn_adam_variant(optimizer)
+                                   or has_burn_rmsprop_variant(optimizer))
         hooks = _BiasedRunningVar(double) if has_batchnorm(model) else None
 
         def variant_progress(done: int, total: int, part: str | None = None) -> None:
@@ -509,5 +566,5 @@ def record_forward_reference(
                                     progress=progress)
 
 
-__all__ = ["BURN_ADAM", "BURN_BATCHNORM", "F32_EPS", "Float32Constants", "has_batchnorm", "has_burn_adam_variant", "record_forward_reference",
+__all__ = ["BURN_ADAM", "BURN_BATCHNORM", "BURN_RMSPROP", "has_burn_rmsprop_variant", "F32_EPS", "Float32Constants", "has_batchnorm", "has_burn_adam_variant", "record_forward_reference",
            "record_reference", "reference_files", "variant_name", "variant_path"]

@@ -80,18 +80,23 @@ def test_each_group_of_either_optimizer_is_described(tmp_path):
     assert "step0.optim.momentum_buffer.fc1.weight" not in trace.names
 
 
-@pytest.mark.parametrize("make", [
-    lambda p: torch.optim.RMSprop(p, lr=0.01, momentum=0.9, centered=True),
-    lambda p: torch.optim.Adagrad(p, lr=0.01, lr_decay=0.1, initial_accumulator_value=0.1),
+@pytest.mark.parametrize(("make", "variant"), [
+    (lambda p: torch.optim.RMSprop(p, lr=0.01, momentum=0.9, centered=True), "burn-rmsprop"),
+    (lambda p: torch.optim.Adagrad(p, lr=0.01, lr_decay=0.1, initial_accumulator_value=0.1), None),
 ], ids=["rmsprop", "adagrad"])
-def test_the_reference_reruns_them_in_float64(tmp_path, make):
+def test_the_reference_reruns_them_in_float64(tmp_path, make, variant):
     trace = open_trace(_record(tmp_path / "t.safetensors", make))
     reference = open_trace(_record(tmp_path / "r.safetensors", make, reference=True))
     assert reference.metadata["reference"] == "float64"
-    assert variant_name(a1_model(), make(a1_model().parameters())) is None  # burn computes PyTorch's update
+    # burn's RMSprop forms `1 - alpha` in f32: a variant; its Adagrad computes PyTorch's update, none
+    assert variant_name(a1_model(), make(a1_model().parameters())) == variant
+    assert (f"variant.{variant}" in reference.metadata) == (variant is not None)
     assert reference.optimizer == trace.optimizer
     assert _slots(reference, STEPS - 1) == _slots(trace, STEPS - 1)
+    variant_trace = open_trace(tmp_path / f"r.{variant}.safetensors") if variant else None
     for name in (n for n in trace.names if ".optim." in n or ".params_after." in n):
+        if variant_trace is not None:  # the variant's slots are the reference's
+            assert variant_trace.array(name).dtype == np.float64, name
         ref = reference.array(name)
         assert ref.dtype == (np.float32 if ".optim.step." in name else np.float64), name  # a step count is exact
         assert np.allclose(trace.array(name), ref, rtol=1e-4, atol=1e-7), name
