@@ -127,7 +127,8 @@ def test_a_malformed_setting_is_one_trace_error_naming_it(tmp_path, key, value, 
 
 
 @pytest.mark.parametrize(("a", "b", "says", "fix"), [
-    (dict(momentum=0.0), dict(momentum=0.9), "momentum: pytorch 0.0, pytorch 0.9", "RmsPropConfig::new().with_momentum(0.0)"),
+    (dict(momentum=0.0), dict(momentum=0.9), "momentum: pytorch 0.0, pytorch 0.9",
+     "RmsPropConfig::new().with_momentum(0.0)"),
     (dict(eps=1e-8), dict(eps=1e-5), "eps: pytorch 1e-08, pytorch 1e-05", "RmsPropConfig::new().with_epsilon(1e-8)"),
     (dict(alpha=0.99), dict(alpha=0.9), "alpha: pytorch 0.99, pytorch 0.9", "with_alpha"),
     (dict(centered=True), dict(centered=False), "centered: pytorch True, pytorch False", "with_centered"),
@@ -183,3 +184,50 @@ def test_adagrads_start_is_its_constructors_in_every_group_as_pytorch_computes(t
     assert np.allclose(trace.array("step0.optim.sum.fc2.bias"), 0.1 + g * g, rtol=1e-6)
     reference = open_trace(_record(tmp_path / "r.safetensors", make, reference=True))
     assert np.allclose(reference.array("step0.optim.sum.fc2.bias"), 0.1 + g * g, rtol=1e-6)
+
+
+def _replay(trace, override=None):
+    """Every step of every parameter replayed with the declared (or ``override``) settings: (misses, fits)."""
+    from burnside.forensics.adagrad import AdagradFits, replay_adagrad
+    from burnside.forensics.rmsprop import RmsPropFits, replay_rmsprop
+    from burnside.forensics.replay import sampled
+
+    config = {**trace.optimizer, **(override or {})}
+    rmsprop = config["name"] == "rmsprop"
+    fits, replay = (RmsPropFits(), replay_rmsprop) if rmsprop else (AdagradFits(), replay_adagrad)
+    misses = []
+    for k in range(trace.metadata["steps"]):
+        for p in trace.metadata["params"]:
+            before, after, grad = (sampled(trace, f"step{k}.{stage}.{p}")
+                                   for stage in ("params_before", "params_after", "grads"))
+            missed = replay(trace, config, k, p, before, after, grad, config["lr"], config["weight_decay"], fits)
+            if missed:
+                misses.append((k, missed[0]))
+    return misses, fits.settings() if rmsprop else fits.settings(config["lr"])
+
+
+def test_the_rmsprop_replay_reproduces_pytorch_and_measures_its_settings(tmp_path):
+    make = lambda p: torch.optim.RMSprop(p, lr=0.01, momentum=0.9, alpha=0.95)  # noqa: E731
+    trace = open_trace(_record(tmp_path / "t.safetensors", make))
+    misses, settings = _replay(trace)
+    assert misses == []
+    assert settings["alpha"] == pytest.approx(0.95, rel=1e-6) and settings["momentum"] == pytest.approx(0.9, rel=1e-5)
+    # declared without momentum: the first buffer is the first quotient, so missed from the second step on
+    misses, _ = _replay(trace, {"momentum": 0.0})
+    assert misses[0] == (1, "params_after.fc1.weight")
+    plain = open_trace(_record(tmp_path / "p.safetensors", lambda p: torch.optim.RMSprop(p, lr=0.01, eps=1e-5)))
+    misses, settings = _replay(plain, {"eps": 1e-8})
+    assert misses and misses[0][0] == 0
+    assert settings["eps"] == pytest.approx(1e-5, rel=1e-2)
+
+
+def test_the_adagrad_replay_reproduces_pytorch_and_measures_eps_and_lr_decay(tmp_path):
+    make = lambda p: torch.optim.Adagrad(p, lr=0.01, lr_decay=0.1, eps=1e-5)  # noqa: E731
+    trace = open_trace(_record(tmp_path / "t.safetensors", make))
+    misses, settings = _replay(trace)
+    assert misses == []
+    assert settings["eps"] == pytest.approx(1e-5, rel=1e-2) and settings["lr_decay"] == pytest.approx(0.1, rel=1e-4)
+    misses, _ = _replay(trace, {"eps": 1e-10})
+    assert misses[0] == (0, "params_after.fc1.weight")
+    misses, _ = _replay(trace, {"lr_decay": 0.0})
+    assert misses and {k for k, _ in misses} == {1, 2}  # lr_decay first acts at the second step

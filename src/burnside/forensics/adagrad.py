@@ -1,0 +1,77 @@
+"""The Adagrad replay: each step of one parameter replayed in float64 from its recorded tensors, and the rows
+its settings are fitted on (the same in PyTorch and burn-optim 0.22.1, docs/compare.md):
+
+- `d = g + wd * before`; `sum_k = sum_{k-1} + d²` (`initial_accumulator_value` before step 0);
+- `after - before = -lr / (1 + (step - 1) * lr_decay) * d / (sqrt(sum_k) + eps)` (epsilon outside the root).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from burnside.forensics.replay import REPLAY_TOLERANCE, Rows, beyond_rounding, half_ulp, number, sampled
+from burnside.trace import Trace
+
+
+@dataclass
+class AdagradFits:
+    """The rows Adagrad's settings are fitted on, gathered over parameters and steps."""
+
+    #: the largest updates of each step: (step, sqrt(sum), -d / (after - before)) per element
+    steps: Rows = field(default_factory=Rows)
+    roots: Rows = field(default_factory=Rows)
+    ratios: Rows = field(default_factory=Rows)
+
+    def settings(self, lr: float) -> dict[str, float]:
+        """The settings the rows show for learning rate ``lr``: eps (from step 1's updates) and lr_decay (from the
+        later steps' rates), each where the rows have them."""
+        steps, roots, ratios = self.steps.all(), self.roots.all(), self.ratios.all()
+        if steps is None or roots is None or ratios is None:
+            return {}
+        measured: dict[str, float] = {}
+        # ratio = (sqrt(sum) + eps) * (1 + (step - 1) * lr_decay) / lr
+        first = steps == 1
+        if np.any(first):
+            measured["eps"] = float(np.median(lr * ratios[first] - roots[first]))
+        later = steps > 1
+        if np.any(later):
+            eps = measured.get("eps", 0.0)
+            decay = (lr * ratios[later] / (roots[later] + eps) - 1) / (steps[later] - 1)
+            measured["lr_decay"] = float(np.median(decay))
+        return measured
+
+
+def replay_adagrad(trace: Trace, config: dict, k: int, p: str, before: np.ndarray, after: np.ndarray,
+                   grad: np.ndarray, lr: float, wd: float, fits: AdagradFits) -> tuple[str, float] | None:
+    """Replay step ``k`` of parameter ``p`` with the declared Adagrad; (what the replay misses, its residual)
+    or None when it reproduces the recorded state and update."""
+    eps, lr_decay = number(config, "eps", 1e-10), number(config, "lr_decay", 0.0)
+    d = grad + wd * before
+    total, step = sampled(trace, f"step{k}.optim.sum.{p}"), sampled(trace, f"step{k}.optim.step.{p}")
+    if total is None or step is None:
+        return None
+    prev = sampled(trace, f"step{k - 1}.optim.sum.{p}") if k > 0 else None
+    prev = np.full_like(d, number(config, "initial_accumulator_value", 0.0)) if prev is None else prev
+    expected_sum = prev + d * d
+    residual = beyond_rounding(total, expected_sum, expected_sum, half_ulp(total) + 2 * half_ulp(d * d))
+    if residual > REPLAY_TOLERANCE:
+        return f"optim.sum.{p}", residual
+    t = float(step[0])
+    root = np.sqrt(total)
+    clr = lr / (1 + (t - 1) * lr_decay)
+    step_dir = d / (root + eps)
+    moved = after - before
+    big = np.abs(moved) > 0.5 * np.max(np.abs(moved)) if np.any(moved) else np.zeros_like(moved, dtype=bool)
+    if np.any(big):
+        fits.steps.add(np.full(int(np.count_nonzero(big)), t))
+        fits.roots.add(root[big])
+        fits.ratios.add(-d[big] / moved[big])
+    expected = before - clr * step_dir
+    rounding = half_ulp(before) + half_ulp(after) + half_ulp(clr * step_dir) + abs(clr) * 4 * half_ulp(step_dir)
+    residual = beyond_rounding(after, expected, moved if np.any(moved) else clr * step_dir, rounding)
+    return (f"params_after.{p}", residual) if residual > REPLAY_TOLERANCE else None
+
+
+__all__ = ["AdagradFits", "replay_adagrad"]

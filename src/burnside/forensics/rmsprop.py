@@ -1,0 +1,122 @@
+"""The RMSprop replay: each step of one parameter replayed in float64 from its recorded tensors, and the rows
+its settings are fitted on (the same in PyTorch and burn-optim 0.22.1, docs/compare.md):
+
+- `d = g + wd * before`; `square_avg_k = alpha * square_avg_{k-1} + (1 - alpha) * d²` (0 before step 0);
+- centered: `grad_avg_k = alpha * grad_avg_{k-1} + (1 - alpha) * d`, the variance `square_avg - grad_avg²`;
+- `q = d / (sqrt(variance) + eps)` (epsilon outside the root);
+- momentum: `buf_k = momentum * buf_{k-1} + q` (`buf_0 = q`), `after - before = -lr * buf_k`; else `-lr * q`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from burnside.forensics.replay import (
+    REPLAY_TOLERANCE,
+    Rows,
+    beyond_rounding,
+    explains,
+    finite,
+    half_ulp,
+    number,
+    sampled,
+)
+from burnside.trace import Trace
+
+
+@dataclass
+class RmsPropFits:
+    """The rows RMSprop's settings are fitted on, gathered over parameters and steps."""
+
+    #: (square_avg_{k-1}, d²) -> square_avg_k: alpha and 1 - alpha
+    square_x: Rows = field(default_factory=Rows)
+    square_y: Rows = field(default_factory=Rows)
+    #: (buf_{k-1}, d / sqrt(variance)) -> buf_k: momentum (eps is negligible beside sqrt(variance) here)
+    momentum_x: Rows = field(default_factory=Rows)
+    momentum_y: Rows = field(default_factory=Rows)
+    #: a step without momentum buffer: (sqrt(variance), -lr * d / (after - before)): each element's eps
+    eps_root: Rows = field(default_factory=Rows)
+    eps_ratio: Rows = field(default_factory=Rows)
+
+    def settings(self) -> dict[str, float]:
+        """The settings the rows show: alpha, momentum, eps (each only where a fit explains them)."""
+        measured: dict[str, float] = {}
+        x, y = finite(self.square_x.all(), self.square_y.all())
+        if x is not None and x.shape[0] >= 3 and np.any(x[:, 0]):
+            coef = np.linalg.lstsq(x, y, rcond=None)[0]
+            if explains(x, y, coef):
+                measured["alpha"] = float(coef[0])
+        x, y = finite(self.momentum_x.all(), self.momentum_y.all())
+        if x is not None and x.shape[0] >= 3:
+            coef = np.linalg.lstsq(x, y, rcond=None)[0]
+            if explains(x, y, coef):
+                measured["momentum"] = float(coef[0])
+        root, ratio = self.eps_root.all(), self.eps_ratio.all()
+        if root is not None and ratio is not None:
+            keep = np.isfinite(root) & np.isfinite(ratio)
+            if np.any(keep):
+                # the elements with the largest updates read eps most precisely: their median
+                eps = ratio[keep] - root[keep]
+                measured["eps"] = float(np.median(eps))
+        return measured
+
+
+def replay_rmsprop(trace: Trace, config: dict, k: int, p: str, before: np.ndarray, after: np.ndarray,
+                   grad: np.ndarray, lr: float, wd: float, fits: RmsPropFits) -> tuple[str, float] | None:
+    """Replay step ``k`` of parameter ``p`` with the declared RMSprop; (what the replay misses, its residual)
+    or None when it reproduces the recorded state and update."""
+    alpha, eps, momentum = number(config, "alpha", 0.99), number(config, "eps", 1e-8), number(config, "momentum", 0.0)
+    d = grad + wd * before
+    square = sampled(trace, f"step{k}.optim.square_avg.{p}")
+    if square is None:
+        return None
+    prev_square = sampled(trace, f"step{k - 1}.optim.square_avg.{p}") if k > 0 else None
+    prev_square = np.zeros_like(d) if prev_square is None else prev_square
+    fits.square_x.add(np.stack([prev_square, d * d], axis=1))
+    fits.square_y.add(square)
+    expected_square = alpha * prev_square + (1 - alpha) * d * d
+    rounding = half_ulp(square) + half_ulp(alpha * prev_square) + 3 * half_ulp((1 - alpha) * d * d)
+    residual = beyond_rounding(square, expected_square, expected_square, rounding)
+    if residual > REPLAY_TOLERANCE:
+        return f"optim.square_avg.{p}", residual
+    variance = square
+    if config.get("centered"):
+        grad_avg = sampled(trace, f"step{k}.optim.grad_avg.{p}")
+        if grad_avg is None:
+            return f"optim.grad_avg.{p}", float("inf")
+        prev = sampled(trace, f"step{k - 1}.optim.grad_avg.{p}") if k > 0 else None
+        expected = (0.0 if prev is None else alpha * prev) + (1 - alpha) * d
+        residual = beyond_rounding(grad_avg, expected, expected, half_ulp(grad_avg) + 2 * half_ulp((1 - alpha) * d))
+        if residual > REPLAY_TOLERANCE:
+            return f"optim.grad_avg.{p}", residual
+        variance = np.maximum(square - grad_avg * grad_avg, 0.0)
+    root = np.sqrt(variance)
+    q = d / (root + eps)
+    buf = sampled(trace, f"step{k}.optim.momentum_buffer.{p}")
+    if momentum > 0 and buf is not None:
+        prev_buf = sampled(trace, f"step{k - 1}.optim.momentum_buffer.{p}") if k > 0 else None
+        if prev_buf is not None:
+            fits.momentum_x.add(np.stack([prev_buf, d / np.where(root > 0, root, np.inf)], axis=1))
+            fits.momentum_y.add(buf)
+        expected_buf = q if prev_buf is None else momentum * prev_buf + q
+        rounding = half_ulp(buf) + 4 * half_ulp(q) + (0 if prev_buf is None else half_ulp(momentum * prev_buf))
+        residual = beyond_rounding(buf, expected_buf, expected_buf, rounding)
+        if residual > REPLAY_TOLERANCE:
+            return f"optim.momentum_buffer.{p}", residual
+        step_dir = buf
+    else:
+        step_dir = q
+        moved = after - before
+        big = np.abs(moved) > 0.5 * np.max(np.abs(moved)) if np.any(moved) else np.zeros_like(moved, dtype=bool)
+        if np.any(big) and buf is None:  # a recorded buffer the declaration lacks: the update is not q
+            fits.eps_root.add(root[big])
+            fits.eps_ratio.add(-lr * d[big] / moved[big])
+    expected = before - lr * step_dir
+    rounding = half_ulp(before) + half_ulp(after) + half_ulp(lr * step_dir) + abs(lr) * 4 * half_ulp(step_dir)
+    residual = beyond_rounding(after, expected, after - before if np.any(after != before) else lr * step_dir, rounding)
+    return (f"params_after.{p}", residual) if residual > REPLAY_TOLERANCE else None
+
+
+__all__ = ["RmsPropFits", "replay_rmsprop"]
