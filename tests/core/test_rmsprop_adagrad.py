@@ -14,6 +14,7 @@ from burnside.a1_torch import a1_data, a1_model
 from burnside.compare import compare_traces
 from burnside.diagnose import diagnose
 from burnside.errors import BurnsideError, TraceError
+from burnside.parity import compare_with_evidence
 from burnside.reference import record_reference, variant_name
 from burnside.torch import record
 from burnside.trace import open_trace, write_trace
@@ -231,3 +232,27 @@ def test_the_adagrad_replay_reproduces_pytorch_and_measures_eps_and_lr_decay(tmp
     assert misses[0] == (0, "params_after.fc1.weight")
     misses, _ = _replay(trace, {"lr_decay": 0.0})
     assert misses and {k for k, _ in misses} == {1, 2}  # lr_decay first acts at the second step
+
+
+def _declared_otherwise(path, changes: dict):
+    """The trace at ``path`` as a port that declares ``changes`` but computed what PyTorch computed (burn's)."""
+    trace = open_trace(path)
+    tensors = {n: np.array(trace.array(n)) for n in trace.names}
+    return write_trace(path.with_name("b.safetensors"), tensors,
+                       trace.metadata | {"framework": "burn", "optimizer": trace.optimizer | changes})
+
+
+@pytest.mark.parametrize(("make", "changes", "named"), [
+    (lambda p: torch.optim.RMSprop(p, lr=0.01, momentum=0.9), {"momentum": 0.0}, "momentum"),
+    (lambda p: torch.optim.RMSprop(p, lr=0.01, alpha=0.9), {"alpha": 0.99}, "alpha"),
+    (lambda p: torch.optim.Adagrad(p, lr=0.01, lr_decay=0.1), {"lr_decay": 0.0}, "lr_decay"),
+    (lambda p: torch.optim.Adagrad(p, lr=0.01, eps=1e-5), {"eps": 1e-10}, "eps"),
+])
+def test_d009_measures_each_setting_a_port_computes_otherwise_than_it_declares(tmp_path, make, changes, named):
+    a = _record(tmp_path / "a.safetensors", make)
+    b = _declared_otherwise(a, changes)
+    found = {d.rule: d for d in diagnose(compare_with_evidence(a, b))}
+    assert "D009" in found, sorted(found)
+    assert named in found["D009"].evidence, found["D009"].evidence
+    # the faithful side: its own declaration explains its numbers
+    assert "D009" not in {d.rule for d in diagnose(compare_with_evidence(a, a))}

@@ -26,6 +26,8 @@ import numpy as np
 from burnside.compare.config import group_settings
 from burnside.forensics.adam import AdamFits, replay_adam, scale_pairs
 from burnside.forensics.replay import number, sampled
+from burnside.forensics.adagrad import AdagradFits, replay_adagrad
+from burnside.forensics.rmsprop import RmsPropFits, replay_rmsprop
 from burnside.forensics.sgd import SgdFits, replay_sgd
 from burnside.trace import Trace
 
@@ -64,12 +66,13 @@ def _measure(trace: Trace) -> OptimizerForensics:
     result = OptimizerForensics(declared=config)
     name = config.get("name")
     params = [p for p in (trace.metadata.get("params") or []) if isinstance(p, str)]
-    if name not in ("sgd", "adam", "adamw") or not params:
+    if name not in ("sgd", "adam", "adamw", "rmsprop", "adagrad") or not params:
         return result
     lr = number(config, "lr", 0.0)
     clip = number(config, "clip_grad_norm", 0.0)
     sgd = name == "sgd"
-    fits: SgdFits | AdamFits = SgdFits() if sgd else AdamFits()
+    new_fits = {"sgd": SgdFits, "rmsprop": RmsPropFits, "adagrad": AdagradFits}.get(name, AdamFits)
+    fits: SgdFits | AdamFits | RmsPropFits | AdagradFits = new_fits()
     steps = max(trace.steps, 0)
     norms: dict[int, float] = {}
 
@@ -104,13 +107,19 @@ def _measure(trace: Trace) -> OptimizerForensics:
             if sgd:
                 found = replay_sgd(trace, cfg, k, p, before, after, coef * grad, lr, wd,
                                    fits if not own else SgdFits())
+            elif name == "rmsprop":
+                found = replay_rmsprop(trace, cfg, k, p, before, after, coef * grad, lr, wd,
+                                       fits if not own else RmsPropFits())
+            elif name == "adagrad":
+                found = replay_adagrad(trace, cfg, k, p, before, after, coef * grad, lr, wd,
+                                       fits if not own else AdagradFits())
             else:
                 fit_to = fits if not own else AdamFits()
                 found = replay_adam(trace, cfg, name, k, p, before, after, coef * grad, lr, wd, fit_to)
                 scale_pairs(trace, cfg, name, k, p, grad, fit_to)
             if found is not None and result.mismatch_step is None:
                 result.mismatch_step, result.mismatch_what, result.mismatch_residual = k, found[0], found[1]
-    result.measured = fits.settings()
+    result.measured = fits.settings(number(config, "lr", 0.0)) if isinstance(fits, AdagradFits) else fits.settings()
     if isinstance(fits, AdamFits):
         clipped = fits.clipping(steps, clip, norm)
         if clipped is not None:

@@ -95,11 +95,13 @@ def replay_rmsprop(trace: Trace, config: dict, k: int, p: str, before: np.ndarra
     root = np.sqrt(variance)
     q = d / (root + eps)
     buf = sampled(trace, f"step{k}.optim.momentum_buffer.{p}")
+    prev_buf = sampled(trace, f"step{k - 1}.optim.momentum_buffer.{p}") if k > 0 and buf is not None else None
+    if prev_buf is not None:
+        # fitted whenever the side keeps a buffer, whatever it declares: a port declaring momentum 0 that
+        # steps with burn's default 0.9 shows it here
+        fits.momentum_x.add(np.stack([prev_buf, d / np.where(root > 0, root, np.inf)], axis=1))
+        fits.momentum_y.add(buf)
     if momentum > 0 and buf is not None:
-        prev_buf = sampled(trace, f"step{k - 1}.optim.momentum_buffer.{p}") if k > 0 else None
-        if prev_buf is not None:
-            fits.momentum_x.add(np.stack([prev_buf, d / np.where(root > 0, root, np.inf)], axis=1))
-            fits.momentum_y.add(buf)
         expected_buf = q if prev_buf is None else momentum * prev_buf + q
         rounding = half_ulp(buf) + 4 * half_ulp(q) + (0 if prev_buf is None else half_ulp(momentum * prev_buf))
         residual = beyond_rounding(buf, expected_buf, expected_buf, rounding)

@@ -58,6 +58,8 @@ _SETTINGS = {
     "beta_1": ("betas", 0, 1e-4),
     "beta_2": ("betas", 1, 1e-5),
     "eps": ("eps", None, 1e-6),  # the step-0 fit resolves eps to ~1e-7 on A1 (measured 2.2e-8 for 1e-8)
+    "alpha": ("alpha", None, 1e-4),  # RMSprop; judged by 1 - alpha, as a beta (measured to ~1e-5 on A1)
+    "lr_decay": ("lr_decay", None, 1e-5),  # Adagrad (measured to ~1e-6 on A1)
     "clip_grad_norm": ("clip_grad_norm", None, 0.0),  # infinity measured: no clipping
 }
 _RELATIVE = 0.05
@@ -70,7 +72,8 @@ def _declared(config: dict, key: str, index: int | None) -> float | None:
     value = config.get(key)
     if index is not None:
         value = value[index] if isinstance(value, list) and len(value) > index else None
-    return number(value) if value is not None else (0.0 if key in ("weight_decay", "dampening", "momentum") else None)
+    return number(value) if value is not None else (
+        0.0 if key in ("weight_decay", "dampening", "momentum", "lr_decay") else None)
 
 
 def contradictions(forensics) -> list[tuple[str, float, float]]:
@@ -88,7 +91,7 @@ def contradictions(forensics) -> list[tuple[str, float, float]]:
             continue
         gap = abs(measured - declared)
         # a beta is judged by 1 - beta, the weight the new gradient gets
-        size = 1 - declared if key.startswith("beta") else declared
+        size = 1 - declared if key.startswith("beta") or key == "alpha" else declared
         if gap > floor and gap > _RELATIVE * max(abs(size), floor):
             found.append((key, declared, measured))
     return found
