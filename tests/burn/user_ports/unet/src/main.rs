@@ -1,4 +1,4 @@
-//! The burn port of model.py's denoiser. `--bug gn-groups|prelu-channels|convt-pad|mse-sum|no-nesterov`.
+//! The burn port of model.py's denoiser. `--bug gn-groups|in-eps|prelu-channels|convt-pad|mse-sum|no-nesterov` builds a porting slip in.
 
 use burn::module::Module;
 use burn::nn::conv::{Conv2d, Conv2dConfig, ConvTranspose2d, ConvTranspose2dConfig};
