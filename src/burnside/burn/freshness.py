@@ -33,6 +33,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -213,10 +214,17 @@ def pin(target: Path, packages: list[PathPackage], executables: dict[str, Path],
     return pinned
 
 
+#: A pinned build used (pinned or reused) this recently is kept, however many came after it: another
+#: process, or a test session's fixture, may hold its path and run it later.
+_KEEP_RECENT_SECONDS = 6 * 3600
+
+
 def _prune(pinned_root: Path) -> None:
     dirs = sorted((d for d in pinned_root.iterdir() if d.is_dir()), key=lambda d: d.stat().st_mtime, reverse=True)
+    now = time.time()
     for old in dirs[_KEEP_PINNED:]:
-        shutil.rmtree(old, ignore_errors=True)
+        if now - old.stat().st_mtime > _KEEP_RECENT_SECONDS:
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def _digest(root: Path) -> str:
