@@ -325,3 +325,23 @@ def test_a_linear_weight_reshaped_where_it_needed_a_transpose_is_named(tmp_path,
     assert faults(comparison) == {"head.weight": "transposed"}
     assert "reshaped to [5, 4] (burn's [in, out]) where they needed a transpose" in comparison.loading[0].evidence
     assert [d.rule for d in found][:1] == ["D014"]
+
+
+def test_attention_with_query_and_key_swapped_in_in_proj_is_named_with_the_order_found(tmp_path):
+    torch.manual_seed(4)
+    attn = nn.MultiheadAttention(8, 2, batch_first=True)
+    with torch.no_grad():  # as trained: PyTorch initialises in_proj_bias to zeros, whose blocks all look alike
+        attn.in_proj_bias.uniform_(-0.5, 0.5)
+    batch = [{"x": torch.randn(2, 5, 8)}]
+    forward = lambda m, b: m(b["x"], b["x"], b["x"])[0]  # noqa: E731
+    a = record_forward(attn, batch, tmp_path / "a.safetensors", forward=forward)
+    port = copy.deepcopy(attn)
+    with torch.no_grad():  # a port that cut in_proj as key, query, value
+        for name in ("in_proj_weight", "in_proj_bias"):
+            q, k, v = getattr(port, name).clone().chunk(3)
+            getattr(port, name).copy_(torch.cat([k, q, v]))
+    b = as_burn(record_forward(port, batch, tmp_path / "b.safetensors", forward=forward))
+    comparison, found = judged(a, b)
+    assert faults(comparison) == {"in_proj_weight": "gate_order", "in_proj_bias": "gate_order"}
+    assert "in the order k,q,v where PyTorch's MultiheadAttention stacks q,k,v" in comparison.loading[0].evidence
+    assert [d.rule for d in found][:1] == ["D014"] and "load_pytorch_checkpoint" in found[0].fix

@@ -163,6 +163,14 @@ def value_fault(name: str, a: np.ndarray, b: np.ndarray, dtype: str, modules: ob
     gates = _gate_order(parsed, a, b, modules)
     if gates is not None:
         found, names, kind = gates
+        if kind == "MultiheadAttention":
+            return LoadingFault(
+                name, "gate_order",
+                f"B holds A's 3 row blocks of {a.shape[0] // 3} in the order {','.join(found)} where PyTorch's "
+                "MultiheadAttention stacks q,k,v (query, key, value)",
+                "cut PyTorch's in_proj_weight [3E, E] and in_proj_bias [3E] into burn's MultiHeadAttention query, "
+                "key and value in that order (rows 0..E query, E..2E key, 2E..3E value), or load the checkpoint with "
+                "`burnside_trace::load_pytorch_checkpoint`, which does")
         return LoadingFault(
             name, "gate_order",
             f"B holds A's {len(names)} row blocks of {a.shape[0] // len(names)} in the gate order "
@@ -204,7 +212,10 @@ def _gate_order(parsed, a: np.ndarray, b: np.ndarray, modules: object) -> tuple[
     leaf = parsed.rest.rsplit(".", 1)[-1]
     module = parsed.rest.rsplit(".", 1)[0] if "." in parsed.rest else ""
     kind = modules.get(module) if isinstance(modules, dict) else None
-    if kind in GATES:
+    if leaf in ("in_proj_weight", "in_proj_bias"):
+        # nn.MultiheadAttention stacks query, key and value as three row blocks
+        candidates = [(("q", "k", "v"), "MultiheadAttention")]
+    elif kind in GATES:
         candidates = [(GATES[kind], kind)]
     elif leaf.startswith(("weight_ih", "weight_hh", "bias_ih", "bias_hh")):
         candidates = [(names, "GRU" if len(names) == 3 else "LSTM") for names in _GATES_BY_COUNT.values()]
