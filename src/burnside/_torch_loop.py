@@ -309,6 +309,10 @@ def _loss(loss_fn: Callable, output: torch.Tensor, batch: Batch, target: str | N
 
 def default_forward(model: nn.Module, batch: Batch) -> torch.Tensor:
     """``model(batch["x"])``: the logits when a loop gives no ``forward`` of its own."""
+    if "x" not in batch:
+        raise BurnsideError(f"the batch has no input 'x' (it has {', '.join(map(repr, batch)) or 'nothing'}), which "
+                            "the default forward feeds the model: pass forward=lambda model, batch: ... "
+                            "(e.g. model(batch['input_ids']))")
     return model(batch["x"])
 
 

@@ -317,3 +317,14 @@ def test_tied_survives_the_json_form_and_a_malformed_tied_is_refused(tmp_path):
     with pytest.raises(TraceError, match="metadata 'tied' must map parameter names to the name each shares"):
         write_trace(tmp_path / "bad.safetensors", tensors, {**trace.metadata, "tied": ["lm_head.weight"]})
     assert not (tmp_path / "bad.safetensors").exists()
+
+
+@pytest.mark.parametrize("with_reference", [False, True])
+def test_a_batch_without_x_for_the_default_forward_is_one_line(tmp_path, with_reference):
+    model = torch.nn.Linear(3, 2)
+    batch = {"inp": torch.randn(4, 3), "y": torch.randint(0, 2, (4,))}
+    reference = tmp_path / "r.safetensors" if with_reference else None
+    with pytest.raises(BurnsideError, match=r"^the batch has no input 'x' \(it has 'inp', 'y'\).*pass forward="):
+        record(model, torch.optim.SGD(model.parameters(), lr=0.1), batch, tmp_path / "t.safetensors",
+               reference=reference)
+    assert list(tmp_path.iterdir()) == []
