@@ -20,3 +20,26 @@ def record_example(name: str, model: Any, optimizer: Any, batches: Any, path: Pa
 
     return (record_reference if reference else record)(model, optimizer, batches, path, steps=steps,
                                                        metadata={"model": name}, progress=progress, **loop)
+
+
+def record_pretrained(name: str, model: Any, checkpoint: Path, batches: Any, path: Path, *, reference: bool,
+                      progress: Any = None) -> Path:
+    """An inference example's PyTorch side: ``model`` (pretrained) saved with ``torch.save`` at ``checkpoint``,
+    loaded back into a fresh copy, and its eval-mode forward passes over ``batches`` recorded at ``path`` (with
+    ``reference``, by a float64 copy: the referee of `compare --reference`). The model recorded is the one read
+    back from the file, so the trace holds exactly what the checkpoint does."""
+    import copy
+
+    import torch
+
+    from burnside.reference import record_forward_reference
+    from burnside.torch import record_forward
+
+    checkpoint.parent.mkdir(parents=True, exist_ok=True)
+    partial = checkpoint.with_name(checkpoint.name + ".partial")
+    torch.save(model.state_dict(), partial)
+    partial.replace(checkpoint)  # a port never reads a half-written file
+    loaded = copy.deepcopy(model)
+    loaded.load_state_dict(torch.load(checkpoint, weights_only=True))
+    record = record_forward_reference if reference else record_forward
+    return record(loaded, batches, path, metadata={"model": name}, progress=progress)

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from burnside.examples import record_pretrained
+
 from burnside.examples.classifier import pretrain_batchnorm
 
 if TYPE_CHECKING:
@@ -71,25 +73,8 @@ def batches(count: int) -> list[dict[str, torch.Tensor]]:
     return [{"x": torch.randn(*BATCH_SHAPE, generator=generator)} for _ in range(count)]
 
 
-def save_checkpoint(path: Path) -> Path:
-    """The pretrained encoder's ``state_dict`` saved with ``torch.save`` at ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    torch.save(pretrained().state_dict(), partial)
-    partial.replace(path)  # a port never reads a half-written file
-    return path
-
-
 def record_torch(path: Path, *, steps: int, reference: bool = False, progress: StepProgress | None = None) -> Path:
     """Save the checkpoint next to ``path`` (`CHECKPOINT`) and record eval-mode forward passes over ``steps``
-    batches at ``path``; with ``reference``, the same passes by a float64 copy (the referee of
-    `compare --reference`). The model recorded is the one loaded back from the checkpoint file, so the trace
-    holds exactly what the file does."""
-    checkpoint = save_checkpoint(Path(path).parent / CHECKPOINT)
-    model = Encoder()
-    model.load_state_dict(torch.load(checkpoint, weights_only=True))
-    if reference:
-        from burnside.reference import record_forward_reference as record
-    else:
-        from burnside.torch import record_forward as record
-    return record(model, batches(steps), path, metadata={"model": "encoder"}, progress=progress)
+    batches at ``path``; with ``reference``, the same passes by a float64 copy (`record_pretrained`)."""
+    return record_pretrained("encoder", pretrained(), Path(path).parent / CHECKPOINT, batches(steps), path,
+                             reference=reference, progress=progress)
