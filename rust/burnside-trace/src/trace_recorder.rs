@@ -399,6 +399,28 @@ impl TraceRecorder {
         &self.tensors
     }
 
+    /// The keys every trace this recorder writes carries, training or forward (`kind`): the port's own
+    /// metadata, the format and version, the framework, the device and dtype seen, the step count.
+    fn common_metadata(&self, kind: Option<&str>) -> BTreeMap<String, String> {
+        let mut metadata = self.metadata.clone();
+        let mut set = |key: &str, value: String| {
+            metadata.insert(key.to_string(), value);
+        };
+        set("burnside.format", "trace".to_string());
+        set("burnside.version", FORMAT_VERSION.to_string());
+        if let Some(kind) = kind {
+            set("kind", kind.to_string());
+        }
+        set("framework", "burn".to_string());
+        set("framework_version", BURN_VERSION.to_string());
+        if let (Some(device), Some(dtype)) = (self.on.device(), self.on.dtype()) {
+            set("device", device);
+            set("dtype", dtype);
+        }
+        set("steps", json!(self.steps).to_string());
+        metadata
+    }
+
     /// The metadata the trace will carry.
     pub fn metadata(&self) -> Result<BTreeMap<String, String>, TraceError> {
         let incomplete = TraceError::Incomplete;
@@ -426,20 +448,11 @@ impl TraceRecorder {
                 "the last step ({last}) has no loss_after"
             )));
         }
-        let mut metadata = self.metadata.clone();
+        // logits were recorded (checked above), so something was seen
+        let mut metadata = self.common_metadata(None);
         let mut set = |key: &str, value: String| {
             metadata.insert(key.to_string(), value);
         };
-        set("burnside.format", "trace".to_string());
-        set("burnside.version", FORMAT_VERSION.to_string());
-        set("framework", "burn".to_string());
-        set("framework_version", BURN_VERSION.to_string());
-        // logits were recorded (checked above), so something was seen
-        if let (Some(device), Some(dtype)) = (self.on.device(), self.on.dtype()) {
-            set("device", device);
-            set("dtype", dtype);
-        }
-        set("steps", json!(self.steps).to_string());
         let mut optimizer = self.optimizer.to_json();
         if let (Some(clip), Some(object)) = (self.clip, optimizer.as_object_mut()) {
             object.insert(
@@ -527,20 +540,10 @@ impl TraceRecorder {
         if let Some(k) = (0..self.steps).find(|&k| !self.has_output(k)) {
             return Err(incomplete(format!("batch {k} has no output")));
         }
-        let mut metadata = self.metadata.clone();
+        let mut metadata = self.common_metadata(Some("forward"));
         let mut set = |key: &str, value: String| {
             metadata.insert(key.to_string(), value);
         };
-        set("burnside.format", "trace".to_string());
-        set("burnside.version", FORMAT_VERSION.to_string());
-        set("kind", "forward".to_string());
-        set("framework", "burn".to_string());
-        set("framework_version", BURN_VERSION.to_string());
-        if let (Some(device), Some(dtype)) = (self.on.device(), self.on.dtype()) {
-            set("device", device);
-            set("dtype", dtype);
-        }
-        set("steps", json!(self.steps).to_string());
         set("params", Value::from(self.params.clone()).to_string());
         if !self.buffers.is_empty() {
             set("buffers", Value::from(self.buffers.clone()).to_string());
