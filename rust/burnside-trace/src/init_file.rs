@@ -97,9 +97,17 @@ impl InitFile {
             _ => return Ok(()),
         };
         let (theirs, recorder, other) = if made_from == "forward" {
-            ("a forward trace (burnside.torch.record_forward)", "Inference", "Training")
+            (
+                "a forward trace (burnside.torch.record_forward)",
+                "Inference",
+                "Training",
+            )
         } else {
-            ("a training trace (burnside.torch.record)", "Training", "Inference")
+            (
+                "a training trace (burnside.torch.record)",
+                "Training",
+                "Inference",
+            )
         };
         Err(TraceError::Format {
             path: self.file.path.clone(),
@@ -619,7 +627,6 @@ fn check_rank(name: &str, tensor: &HostTensor, rank: usize) -> Result<(), TraceE
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::write_safetensors;
     use burn::nn::{BatchNorm, BatchNormConfig, LayerNorm, LayerNormConfig};
 
     #[derive(Module, Debug)]
@@ -631,36 +638,27 @@ mod tests {
     #[test]
     fn pytorch_norm_weights_and_running_stats_load_into_burn_names() {
         let f32s = |v: &[f32]| HostTensor::from_f32(v, vec![v.len()]);
-        let tensors: BTreeMap<String, HostTensor> = [
-            ("params.bn.weight", f32s(&[1.5, 2.5])),
-            ("params.bn.bias", f32s(&[0.5, -0.5])),
-            ("buffers.bn.running_mean", f32s(&[0.25, 0.75])),
-            ("buffers.bn.running_var", f32s(&[2.0, 3.0])),
-            (
-                "buffers.bn.num_batches_tracked",
-                HostTensor::from_i64(&[7], vec![]),
-            ),
-            ("params.ln.weight", f32s(&[3.0, 4.0, 5.0])),
-            ("params.ln.bias", f32s(&[0.0, 1.0, 2.0])),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
-        let metadata: BTreeMap<String, String> =
-            [("burnside.format", "init"), ("burnside.version", "1")]
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect();
-        let path =
-            std::env::temp_dir().join(format!("burnside-norms-{}.safetensors", std::process::id()));
-        write_safetensors(&path, &tensors, &metadata).unwrap();
+        let init = init_with(
+            "norms",
+            &[
+                ("params.bn.weight", f32s(&[1.5, 2.5])),
+                ("params.bn.bias", f32s(&[0.5, -0.5])),
+                ("buffers.bn.running_mean", f32s(&[0.25, 0.75])),
+                ("buffers.bn.running_var", f32s(&[2.0, 3.0])),
+                (
+                    "buffers.bn.num_batches_tracked",
+                    HostTensor::from_i64(&[7], vec![]),
+                ),
+                ("params.ln.weight", f32s(&[3.0, 4.0, 5.0])),
+                ("params.ln.bias", f32s(&[0.0, 1.0, 2.0])),
+            ],
+        );
         let device = Device::default().autodiff();
         let norms = Norms {
             bn: BatchNormConfig::new(2).init(&device),
             ln: LayerNormConfig::new(3).init(&device),
         };
-        let norms = InitFile::read(&path).unwrap().load_module(norms).unwrap();
-        std::fs::remove_file(&path).unwrap();
+        let norms = init.load_module(norms).unwrap();
         let values = |t: Tensor<1>| t.into_data().try_to_vec::<f32>().unwrap();
         assert_eq!(values(norms.bn.gamma.val()), vec![1.5, 2.5]);
         assert_eq!(values(norms.bn.running_mean.value()), vec![0.25, 0.75]);
@@ -674,31 +672,32 @@ mod tests {
     }
 }
 
+/// For the crate's unit tests: an init file holding `tensors`, written to a temporary file (named by
+/// `tag`) and read back.
+#[cfg(test)]
+pub(crate) fn init_with(tag: &str, tensors: &[(&str, HostTensor)]) -> InitFile {
+    let tensors: BTreeMap<String, HostTensor> = tensors
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect();
+    let metadata: BTreeMap<String, String> =
+        [("burnside.format", "init"), ("burnside.version", "1")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+    let path = std::env::temp_dir().join(format!(
+        "burnside-init-{tag}-{}.safetensors",
+        std::process::id()
+    ));
+    crate::write_safetensors(&path, &tensors, &metadata).unwrap();
+    let init = InitFile::read(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    init
+}
+
 #[cfg(test)]
 mod batch_tests {
     use super::*;
-    use crate::write_safetensors;
-
-    /// An init file holding `tensors`, read back.
-    fn init_with(tag: &str, tensors: &[(&str, HostTensor)]) -> InitFile {
-        let tensors: BTreeMap<String, HostTensor> = tensors
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect();
-        let metadata: BTreeMap<String, String> =
-            [("burnside.format", "init"), ("burnside.version", "1")]
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect();
-        let path = std::env::temp_dir().join(format!(
-            "burnside-batches-{tag}-{}.safetensors",
-            std::process::id()
-        ));
-        write_safetensors(&path, &tensors, &metadata).unwrap();
-        let init = InitFile::read(&path).unwrap();
-        std::fs::remove_file(&path).unwrap();
-        init
-    }
 
     fn floats(t: Tensor<2>) -> Vec<f32> {
         t.into_data().try_to_vec::<f32>().unwrap()

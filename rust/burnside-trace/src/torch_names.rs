@@ -119,14 +119,13 @@ fn escape(s: &str) -> String {
 mod tests {
     use super::*;
     use crate::param_paths_with;
-    use crate::{HostTensor, InitFile, write_safetensors};
+    use crate::{HostTensor, InitFile};
     use burn::module::{Module, Param};
     use burn::nn::{
         GroupNorm, GroupNormConfig, InstanceNorm, InstanceNormConfig, Linear, LinearConfig, PRelu,
         PReluConfig,
     };
     use burn::tensor::{Device, Tensor};
-    use std::collections::BTreeMap;
 
     #[derive(Module, Debug)]
     struct Net {
@@ -153,22 +152,13 @@ mod tests {
         blk: Scale,
     }
 
-    fn init_file(tag: &str, tensors: &[(&str, Vec<f32>)]) -> std::path::PathBuf {
-        let tensors: BTreeMap<String, HostTensor> = tensors
+    /// An init file of f32 vectors, read back.
+    fn init_file(tag: &str, tensors: &[(&str, Vec<f32>)]) -> InitFile {
+        let tensors: Vec<(&str, HostTensor)> = tensors
             .iter()
-            .map(|(k, v)| (k.to_string(), HostTensor::from_f32(v, vec![v.len()])))
+            .map(|(k, v)| (*k, HostTensor::from_f32(v, vec![v.len()])))
             .collect();
-        let metadata: BTreeMap<String, String> =
-            [("burnside.format", "init"), ("burnside.version", "1")]
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect();
-        let path = std::env::temp_dir().join(format!(
-            "burnside-names-{tag}-{}.safetensors",
-            std::process::id()
-        ));
-        write_safetensors(&path, &tensors, &metadata).unwrap();
-        path
+        crate::init_file::init_with(tag, &tensors)
     }
 
     fn values(t: Tensor<1>) -> Vec<f32> {
@@ -198,7 +188,7 @@ mod tests {
                 ("gn.beta", "gn.bias"),
             ]
         );
-        let path = init_file(
+        let init = init_file(
             "unet",
             &[
                 ("params.up_norm.weight", vec![1.5, 2.5, 3.5]),
@@ -208,8 +198,7 @@ mod tests {
                 ("params.gn.bias", vec![7.0, 8.0, 9.0]),
             ],
         );
-        let unet = InitFile::read(&path).unwrap().load_module(unet).unwrap();
-        std::fs::remove_file(&path).unwrap();
+        let unet = init.load_module(unet).unwrap();
         assert_eq!(
             values(unet.up_norm.gamma.as_ref().unwrap().val()),
             vec![1.5, 2.5, 3.5]
@@ -234,19 +223,14 @@ mod tests {
                 beta: Param::from_tensor(Tensor::zeros([2], &device)),
             },
         };
-        let path = init_file(
+        let init = init_file(
             "scale",
             &[
                 ("params.blk.weight", vec![1.0, 2.0]),
                 ("params.blk.bias", vec![3.0, 4.0]),
             ],
         );
-        let error = InitFile::read(&path)
-            .unwrap()
-            .load_module(block)
-            .unwrap_err()
-            .to_string();
-        std::fs::remove_file(&path).unwrap();
+        let error = init.load_module(block).unwrap_err().to_string();
         assert!(
             error.contains("`blk.gamma` -> `blk.gamma` <- `blk.weight`?"),
             "{error}"
