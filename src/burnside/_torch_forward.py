@@ -21,7 +21,8 @@ from torch import nn
 
 from burnside import __version__
 from burnside._torch_loop import (Batch, _dropout_off, _first_tensor, active_dropouts, check_model, nonpersistent_buffers,
-                                  tied_names, to_numpy)
+                                  tied_names)
+from burnside._torch_optim import to_numpy
 from burnside.errors import BurnsideError
 from burnside.trace import tensor_name, write_trace
 

@@ -1,8 +1,8 @@
 """The PyTorch recording loop behind `burnside.torch.record` and `burnside.reference.record_reference`.
 
-`record_trace` trains a model and writes every tensor of every step to a trace; the optimizer's
-description (`optimizer_kind`, `optimizer_config`) and the dropout switches live here too, since
-both recorders need them. A module of its own so that `burnside.torch` (which records the
+`record_trace` trains a model and writes every tensor of every step to a trace; the dropout
+switches live here too, since both recorders need them (the optimizer's description and state:
+`burnside._torch_optim`). A module of its own so that `burnside.torch` (which records the
 reference first when asked) and `burnside.reference` (which re-runs this loop in float64) both
 import it and not each other. Users call `burnside.torch.record`; nothing here is public (`__all__`
 lists what the two recorders import).
@@ -10,7 +10,6 @@ lists what the two recorders import).
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +20,7 @@ import torch
 from torch import nn
 
 from burnside import __version__
+from burnside._torch_optim import optimizer_config, optimizer_state, to_numpy
 from burnside.errors import BurnsideError
 from burnside.trace import tensor_name, write_trace
 
@@ -28,93 +28,6 @@ if TYPE_CHECKING:
     from burnside.progress import StepProgress
 
 Batch = Mapping[str, torch.Tensor]
-
-# PyTorch state names are the trace's slot names already (docs/trace-format.md).
-_SLOTS = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer", "square_avg", "grad_avg", "sum", "step")
-#: Slots an optimizer keeps that do not enter its update and burn does not keep, so a port cannot record
-#: them: RMSprop's step counter (burn's `RmsProp` counts no steps).
-_UNUSED_SLOTS = {"RMSprop": ("step",)}
-
-
-def optimizer_kind(optimizer: torch.optim.Optimizer) -> str:
-    """The optimizer's class name, or the torch.optim class it subclasses without changing its step
-    (a subclass that only adds a constructor or a name computes what its base computes)."""
-    for base in (torch.optim.AdamW, torch.optim.Adam, torch.optim.SGD, torch.optim.RMSprop, torch.optim.Adagrad):
-        if isinstance(optimizer, base) and same_step(type(optimizer), base):
-            return base.__name__
-    return type(optimizer).__name__
-
-
-def same_step(kind: type, base: type) -> bool:
-    """Whether optimizer class ``kind`` steps with ``base``'s ``step`` (torch wraps each class's step
-    in a profiling hook, so the functions are compared unwrapped)."""
-    return inspect.unwrap(kind.step) is inspect.unwrap(base.step)
-
-
-def optimizer_config(optimizer: torch.optim.Optimizer, names: Mapping[int, str] | None = None) -> dict:
-    """The optimizer's full configuration as trace metadata: the first parameter group's settings and, with
-    more groups and ``names`` (id of a parameter -> its name), ``groups``: each group's parameters and the
-    settings where it differs from the first (docs/trace-format.md)."""
-    kind = optimizer_kind(optimizer)
-    groups = optimizer.param_groups
-    if kind == "Adagrad":
-        # torch.optim.Adagrad starts each sum at its constructor's initial_accumulator_value, whatever a group says
-        groups = [{**g, "initial_accumulator_value": optimizer.defaults["initial_accumulator_value"]} for g in groups]
-    config = _group_config(kind, groups[0])
-    if len(optimizer.param_groups) > 1:
-        config["param_groups"] = len(optimizer.param_groups)
-        if names is not None:
-            config["groups"] = [
-                {"params": [names[id(p)] for p in group["params"] if id(p) in names],
-                 **{k: v for k, v in _group_config(kind, group).items() if k != "name" and config.get(k) != v}}
-                for group in groups]
-    return config
-
-
-def _group_config(kind: str, group: Mapping) -> dict:
-    config: dict = {"lr": float(group["lr"])}
-    if kind == "SGD":
-        config = {"name": "sgd", **config, "momentum": float(group["momentum"]),
-                  "dampening": float(group["dampening"]), "nesterov": bool(group["nesterov"]),
-                  "weight_decay": float(group["weight_decay"]), "weight_decay_kind": "l2"}
-    elif kind in ("Adam", "AdamW"):
-        config = {"name": kind.lower(), **config, "betas": [float(b) for b in group["betas"]],
-                  "eps": float(group["eps"]), "weight_decay": float(group["weight_decay"]),
-                  "weight_decay_kind": "decoupled" if kind == "AdamW" or group.get("decoupled_weight_decay") else "l2",
-                  "amsgrad": bool(group["amsgrad"])}
-    elif kind == "RMSprop":
-        config = {"name": "rmsprop", **config, "alpha": float(group["alpha"]), "eps": float(group["eps"]),
-                  "weight_decay": float(group["weight_decay"]), "weight_decay_kind": "l2",
-                  "momentum": float(group["momentum"]), "centered": bool(group["centered"])}
-    elif kind == "Adagrad":
-        config = {"name": "adagrad", **config, "lr_decay": float(group["lr_decay"]),
-                  "weight_decay": float(group["weight_decay"]), "weight_decay_kind": "l2",
-                  "initial_accumulator_value": float(group["initial_accumulator_value"]), "eps": float(group["eps"])}
-    else:
-        plain = {k: v for k, v in group.items() if k != "params" and isinstance(v, (int, float, bool, str))}
-        config = {"name": kind.lower(), **plain}
-    return config
-
-
-def _never_stepped(state: Mapping) -> bool:
-    """Whether ``state`` is what Adagrad's constructor made (``step`` 0): burn keeps no state for a parameter
-    before its first update, and neither does any other torch.optim optimizer."""
-    step = state.get("step")
-    return step is not None and float(step) == 0.0
-
-
-def to_numpy(t: torch.Tensor) -> np.ndarray:
-    """A detached CPU copy of ``t`` as a numpy array; bfloat16 is refused (numpy has no such type)."""
-    if t.dtype == torch.bfloat16:
-        raise BurnsideError("recording bfloat16 tensors is not supported yet; record in float32")
-    try:
-        t = t.detach().cpu()
-    except (RuntimeError, NotImplementedError) as exc:
-        raise BurnsideError(f"a tensor on device {t.device} cannot be read by the recorder "
-                            f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}): "
-                            "record the model on the CPU, model.cpu()") from None
-    return t.numpy().copy()
-
 
 def check_model(model: nn.Module, *, trainable: bool = True) -> None:
     """Refuse, in one line and before anything is run or written, a model no recorder can record: no
@@ -419,21 +332,8 @@ def record_trace(
                 tensors[tensor_name(k, "params_after", name)] = to_numpy(p)
             for name, b in model.named_buffers():
                 tensors[tensor_name(k, "buffers", name)] = to_numpy(b)
-            unused = _UNUSED_SLOTS.get(optimizer_kind(optimizer), ())
-            for p, state in optimizer.state.items():
-                pname = names_by_param.get(id(p))
-                if pname is None:
-                    continue  # a parameter of another module: the recorded model never sees it
-                if _never_stepped(state):
-                    continue  # Adagrad's state from its constructor, of a parameter no step updated yet
-                for slot in (s for s in _SLOTS if s not in unused):
-                    value = state.get(slot)
-                    if isinstance(value, torch.Tensor):
-                        # a float64 reference keeps its state in float64
-                        state_value = value if value.dtype == torch.float64 else value.float()
-                        tensors[tensor_name(k, "optim", f"{slot}.{pname}")] = to_numpy(state_value)
-                    elif isinstance(value, (int, float)):
-                        tensors[tensor_name(k, "optim", f"{slot}.{pname}")] = np.array(value, dtype=np.float32)
+            for slot_name, value in optimizer_state(optimizer, names_by_param):
+                tensors[tensor_name(k, "optim", slot_name)] = value
             if progress is not None:
                 progress(k + 1, steps)
         with torch.no_grad():
@@ -481,4 +381,4 @@ def record_trace(
 
 
 __all__ = ["Batch", "active_dropouts", "check_model", "default_forward", "loss_name", "nonpersistent_buffers",
-           "optimizer_config", "optimizer_kind", "record_trace", "same_step", "tied_names", "to_numpy"]
+           "record_trace", "tied_names"]

@@ -33,7 +33,8 @@ from torch import nn
 
 from burnside._torch_forward import Forward, batch_list, check_forward_model, record_forward_trace
 from burnside.errors import BurnsideError
-from burnside._torch_loop import active_dropouts, check_model, optimizer_kind, record_trace, same_step
+from burnside._torch_loop import active_dropouts, check_model, record_trace
+from burnside._torch_optim import optimizer_kind, same_step
 from torch.overrides import TorchFunctionMode
 
 if TYPE_CHECKING:

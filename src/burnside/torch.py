@@ -39,7 +39,8 @@ from torch import nn
 
 from burnside import __version__
 from burnside._torch_forward import Forward, batch_list, record_forward_trace
-from burnside._torch_loop import Batch, check_model, default_forward, record_trace, tied_names, to_numpy
+from burnside._torch_loop import Batch, check_model, default_forward, record_trace, tied_names
+from burnside._torch_optim import to_numpy
 from burnside.errors import BurnsideError
 from burnside.reference import record_forward_reference, record_reference, reference_files
 from burnside.trace import write_trace

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from burnside._torch_loop import optimizer_config
+from burnside._torch_optim import optimizer_config
 from burnside.a1_torch import a1_data, a1_model
 from burnside.compare import open_reference
 from burnside.parity import compare_with_evidence
