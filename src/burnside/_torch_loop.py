@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from burnside import __version__
-from burnside._torch_optim import optimizer_config, optimizer_state, to_numpy
+from burnside._torch_optim import optimizer_config, optimizer_state, step_optimizer, to_numpy
 from burnside.errors import BurnsideError
 from burnside.trace import tensor_name, write_trace
 
@@ -220,6 +220,20 @@ def _loss(loss_fn: Callable, output: torch.Tensor, batch: Batch, target: str | N
     return loss_fn(output, batch[target])
 
 
+def _closure(model: nn.Module, optimizer: torch.optim.Optimizer, forward: Callable, loss_fn: Callable, batch: Batch,
+             target: str | None, k: int, refuse: Callable[[str, int], BurnsideError]) -> Callable[[], torch.Tensor]:
+    """The closure an optimizer that re-evaluates the loss calls (``optimizer.step(closure)``, L-BFGS): zero
+    the gradients, forward, loss, backward, return the loss. The recorded step's gradients are those of the
+    forward pass before it; activations are not recorded again."""
+    def closure() -> torch.Tensor:
+        optimizer.zero_grad(set_to_none=True)
+        with torch.enable_grad():
+            loss = _loss(loss_fn, forward(model, batch), batch, target, k, refuse)
+        loss.backward()
+        return loss
+    return closure
+
+
 def default_forward(model: nn.Module, batch: Batch) -> torch.Tensor:
     """``model(batch["x"])``: the logits when a loop gives no ``forward`` of its own."""
     if "x" not in batch:
@@ -325,7 +339,7 @@ def record_trace(
             if clip_grad_norm is not None:
                 nn.utils.clip_grad_norm_([p for _, p in named], clip_grad_norm)
             lrs.append(float(optimizer.param_groups[0]["lr"]))
-            optimizer.step()
+            step_optimizer(optimizer, _closure(model, optimizer, forward, loss_fn, batch, target, k, refuse))
             if scheduler is not None:
                 scheduler.step()
             for name, p in named:

@@ -6,7 +6,7 @@ float64 reference; nothing here is public.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
 import torch
@@ -122,4 +122,14 @@ def optimizer_state(optimizer: torch.optim.Optimizer, names_by_param: Mapping[in
                 yield f"{slot}.{pname}", np.array(value, dtype=np.float32)
 
 
-__all__ = ["optimizer_config", "optimizer_kind", "optimizer_state", "same_step", "to_numpy"]
+def step_optimizer(optimizer: torch.optim.Optimizer, closure: Callable[[], torch.Tensor]) -> None:
+    """Take one optimizer step. ``closure`` re-evaluates the loss (zero grads, forward, loss, backward) for an
+    optimizer whose ``step`` needs it (``torch.optim.LBFGS``); every other optimizer steps on the gradients
+    the loop computed."""
+    if isinstance(optimizer, torch.optim.LBFGS):
+        optimizer.step(closure)
+    else:
+        optimizer.step()
+
+
+__all__ = ["optimizer_config", "optimizer_kind", "optimizer_state", "same_step", "step_optimizer", "to_numpy"]
