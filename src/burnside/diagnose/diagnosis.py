@@ -14,6 +14,8 @@ class Diagnosis:
     title: str  # short name, e.g. "optimizer step result discarded"
     evidence: str  # what in the traces shows it, with numbers
     fix: str  # what to change in the code
+    #: a consequence of a cause other rules name (a port's run that diverges after it parted): listed after them
+    follows: bool = False
 
     def to_dict(self) -> dict:
         """For `--json`."""

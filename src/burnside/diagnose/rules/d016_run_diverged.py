@@ -45,6 +45,7 @@ def check(comparison: Comparison) -> list[Diagnosis]:
     if not sides:
         return []
     parts = []
+    follows = False
     for side, summary in sides:
         parts.append(f"{comparison.side_name(side)} diverged at step {summary.diverged_at}: "
                      f"{summary.first_nonfinite} is its first tensor holding NaN or infinity")
@@ -61,7 +62,8 @@ def check(comparison: Comparison) -> list[Diagnosis]:
                    f"step {summary.diverged_at} (`--steps {max(summary.diverged_at, 1)}`) or with a learning rate "
                    "that trains")
         else:
+            follows = True  # the cause is the earlier divergence another rule names: listed after it
             fix = (f"the port diverges where {other.framework} trains, so it parted earlier: fix the first divergence "
                    f"before step {summary.diverged_at} (the rows above; a learning rate, a loss summed where PyTorch "
                    "averages it, a missing normalisation), and the values that blow up follow from it")
-    return [Diagnosis(ID, TITLE, "; ".join(parts), fix)]
+    return [Diagnosis(ID, TITLE, "; ".join(parts), fix, follows=follows)]
