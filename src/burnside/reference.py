@@ -469,6 +469,7 @@ def record_reference(
     dropout: bool = False,
     lr_schedule: Callable[[torch.optim.Optimizer], object] | None = None,
     progress: StepProgress | None = None,
+    layer_inputs: bool = False,
 ) -> Path:
     """Record the float64 reference of a PyTorch loop at ``path``; call it before training ``model``
     (or pass ``reference=path`` to `burnside.torch.record`, which calls this first, with its arguments).
@@ -504,6 +505,8 @@ def record_reference(
         extra["dropout"] = True
     if lr_schedule is not None:
         extra["lr_schedule"] = lr_schedule
+    if layer_inputs:
+        extra["layer_inputs"] = True
     found: dict[str, str] = {}
     name = variant_name(model, optimizer) if variants else None
     if name is not None:
