@@ -11,20 +11,18 @@ and not each other. Users call `burnside.torch.record_forward`; nothing here is 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
 import torch
 from torch import nn
 
 from burnside import __version__
-from burnside._torch_loop import (Batch, _dropout_off, _first_tensor, active_dropouts, check_model, nonpersistent_buffers,
-                                  tied_names)
-from burnside._torch_optim import to_numpy
+from burnside._torch_loop import (Batch, ModuleHooks, _dropout_off, active_dropouts, check_model, host_array,
+                                  nonpersistent_buffers, tied_names)
 from burnside.errors import BurnsideError
-from burnside.trace import tensor_name, write_trace
+from burnside.trace import tensor_name
+from burnside.trace.stream import open_writer
 
 if TYPE_CHECKING:
     from burnside.progress import StepProgress
@@ -126,81 +124,6 @@ def output_tensors(output: object, forward: Forward | None, k: int) -> dict[str,
     return found
 
 
-class _ForwardHooks:
-    """Hooks on every submodule recording, while switched on, its first tensor input (a pre-hook: the
-    input as the module received it, before an in-place layer overwrites it) and its output.
-
-    Keys are module paths; a module called a second time in one forward pass gets `{module}#2`, and
-    its input and output are that call's, as the training recorder names them."""
-
-    def __init__(self, model: nn.Module, *, activations: bool, layer_inputs: bool) -> None:
-        self.activations, self.layer_inputs = activations, layer_inputs
-        self.output_order: list[str] = []
-        self.input_order: list[str] = []
-        self.modules: dict[str, str] = {}
-        self.outputs: dict[str, np.ndarray] | None = None
-        self.inputs: dict[str, np.ndarray] = {}
-        self._calls: dict[str, int] = {}
-        self._open: dict[str, list[str]] = {}
-        self._types = {name: type(module).__name__ for name, module in model.named_modules() if name}
-        self._handles = []
-        for name, module in model.named_modules():
-            if not name:
-                continue
-            self._handles.append(module.register_forward_pre_hook(self._before(name), with_kwargs=True))
-            self._handles.append(module.register_forward_hook(self._after(name)))
-
-    def _before(self, name: str):
-        def hook(_module: nn.Module, args: tuple, kwargs: dict) -> None:
-            if self.outputs is None:
-                return
-            calls = self._calls[name] = self._calls.get(name, 0) + 1
-            key = name if calls == 1 else f"{name}#{calls}"
-            self._open.setdefault(name, []).append(key)
-            if not self.layer_inputs:
-                return
-            tensor = _first_tensor(args)
-            if tensor is None:
-                tensor = next((v for v in kwargs.values() if isinstance(v, torch.Tensor)), None)
-            if tensor is None:
-                return  # a module fed no tensor (a PackedSequence, only settings) has no layer input
-            if key not in self.input_order:
-                self.input_order.append(key)
-                self.modules[key] = self._types[name]
-            self.inputs[key] = to_numpy(tensor)
-        return hook
-
-    def _after(self, name: str):
-        def hook(_module: nn.Module, _args: tuple, output: object) -> None:
-            if self.outputs is None:
-                return
-            stack = self._open.get(name)
-            if not stack:
-                return
-            key = stack.pop()
-            tensor = _first_tensor(output)
-            if not self.activations or tensor is None:
-                return
-            if key not in self.output_order:
-                self.output_order.append(key)
-                self.modules[key] = self._types[name]
-            self.outputs[key] = to_numpy(tensor)
-        return hook
-
-    @contextmanager
-    def batch(self) -> Iterator[tuple[dict[str, np.ndarray], dict[str, np.ndarray]]]:
-        """Record one forward pass: yields (layer inputs, activations), filled as the pass runs."""
-        self.outputs, self.inputs, self._calls, self._open = {}, {}, {}, {}
-        try:
-            yield self.inputs, self.outputs
-        finally:
-            self.outputs = None
-
-    def remove(self) -> None:
-        for handle in self._handles:
-            handle.remove()
-
-
 def record_forward_trace(
     model: nn.Module,
     batches: Batch | Sequence[Batch],
@@ -215,95 +138,96 @@ def record_forward_trace(
 ) -> Path:
     """Run ``model`` forward on each batch and write the forward trace to ``path``.
 
-    `burnside.torch.record_forward` without its ``reference``: the arguments are documented there.
+    `burnside.torch.record_forward` without its ``reference``: the arguments are documented there. A
+    `.safetensors` trace is streamed (`burnside.trace.stream.TraceWriter`): each tensor is written as it is
+    recorded, and the file appears at ``path`` only once complete (an error or an interrupt leaves none).
     """
     per_batch = batch_list(batches)
     check_forward_model(model)
     named = list(model.named_parameters())
     run = forward if forward is not None else default_forward
     n = len(per_batch)
-    tensors: dict[str, np.ndarray] = {}
-    for name, p in named:
-        tensors[tensor_name(0, "params_before", name)] = to_numpy(p)
-    for name, b in model.named_buffers():
-        tensors[tensor_name(0, "buffers", name)] = to_numpy(b if b.is_floating_point() else b.long())
-    output_names: list[str] = []
+    modules = [name for name, _ in model.named_modules() if name]
+    expected = len(named) + len(list(model.named_buffers())) + n * (len(per_batch[0]) + 2 * len(modules) + 4)
+    names_text = sum(len(name) + 4 for name, _ in named) + sum(len(name) + 24 for name in modules)
+    writer = open_writer(path, expected_tensors=expected,
+                         metadata_estimate=4 * names_text + len(str(dict(metadata or {}))))
+    with writer:
+        for name, p in named:
+            writer.add(tensor_name(0, "params_before", name), host_array(p))
+        for name, b in model.named_buffers():
+            writer.add(tensor_name(0, "buffers", name), host_array(b if b.is_floating_point() else b.long()))
+        output_names: list[str] = []
 
-    flags = [(module, module.training) for module in model.modules()]
-    untouched = {name: b.detach().clone() for name, b in model.named_buffers()}
-    if eval:
-        model.eval()
-    active = active_dropouts(model)
-    restore = _dropout_off(model)
-    mode = "train" if model.training else "eval"
-    hooks = _ForwardHooks(model, activations=activations, layer_inputs=layer_inputs) \
-        if activations or layer_inputs else None
-    if progress is not None:
-        progress(0, n)
-    try:
-        with torch.no_grad():
-            for k, batch in enumerate(per_batch):
-                for name, t in batch.items():
-                    tensors[tensor_name(k, "inputs", name)] = to_numpy(t)
-                if hooks is None:
-                    output = run(model, batch)
-                else:
-                    with hooks.batch() as (inputs, outputs):
+        flags = [(module, module.training) for module in model.modules()]
+        untouched = {name: b.detach().clone() for name, b in model.named_buffers()}
+        if eval:
+            model.eval()
+        active = active_dropouts(model)
+        restore = _dropout_off(model)
+        mode = "train" if model.training else "eval"
+        hooks = ModuleHooks(model, activations=activations, layer_inputs=layer_inputs) \
+            if activations or layer_inputs else None
+        if progress is not None:
+            progress(0, n)
+        try:
+            with torch.no_grad():
+                for k, batch in enumerate(per_batch):
+                    for name, t in batch.items():
+                        writer.add(tensor_name(k, "inputs", name), host_array(t))
+                    if hooks is None:
                         output = run(model, batch)
-                    for name, value in inputs.items():
-                        tensors[tensor_name(k, "layer_inputs", name)] = value
-                    for name, value in outputs.items():
-                        tensors[tensor_name(k, "activations", name)] = value
-                for name, t in output_tensors(output, forward, k).items():
-                    tensors[tensor_name(k, "outputs", name)] = to_numpy(t)
-                    if name not in output_names:
-                        output_names.append(name)
-                if progress is not None:
-                    progress(k + 1, n)
-    finally:
+                    else:
+                        def sink(stage: str, key: str, tensor: torch.Tensor, k: int = k) -> None:
+                            writer.add(tensor_name(k, stage, key), host_array(tensor))
+
+                        with hooks.recording(sink):
+                            output = run(model, batch)
+                    for name, t in output_tensors(output, forward, k).items():
+                        writer.add(tensor_name(k, "outputs", name), host_array(t))
+                        if name not in output_names:
+                            output_names.append(name)
+                    if progress is not None:
+                        progress(k + 1, n)
+        finally:
+            if hooks is not None:
+                hooks.remove()
+            for undo in restore:
+                undo()
+            for module, training in flags:
+                module.training = training
+            with torch.no_grad():  # a training-mode BatchNorm updated its statistics: the model is left as given
+                for name, b in model.named_buffers():
+                    if name in untouched:
+                        b.copy_(untouched[name])
+        # the model's dtype and device: its first float parameter's (an integer parameter's dtype is not the model's)
+        first = next((p for _, p in named if p.is_floating_point()), named[0][1])
+        meta: dict[str, object] = {
+            "kind": "forward",
+            "framework": "pytorch",
+            "framework_version": torch.__version__,
+            "device": str(first.device),
+            "dtype": str(first.dtype).removeprefix("torch."),
+            "steps": n,
+            "params": [name for name, _ in named],
+            "mode": mode,
+            "outputs": output_names,
+            "recorder": f"burnside {__version__}",
+        }
+        buffers = [name for name, _ in model.named_buffers()]
+        if buffers:
+            meta["buffers"] = buffers
+        if nonpersistent_buffers(model):
+            meta["buffers_nonpersistent"] = nonpersistent_buffers(model)
+        if active:
+            meta["dropout"] = "off"
+        tied = tied_names(model)
+        if tied:
+            meta["tied"] = tied
         if hooks is not None:
-            hooks.remove()
-        for undo in restore:
-            undo()
-        for module, training in flags:
-            module.training = training
-        with torch.no_grad():  # a training-mode BatchNorm updated its statistics: the model is left as given
-            for name, b in model.named_buffers():
-                if name in untouched:
-                    b.copy_(untouched[name])
-    # the model's dtype and device: its first float parameter's (an integer parameter's dtype is not the model's)
-    first = next((p for _, p in named if p.is_floating_point()), named[0][1])
-    meta: dict[str, object] = {
-        "kind": "forward",
-        "framework": "pytorch",
-        "framework_version": torch.__version__,
-        "device": str(first.device),
-        "dtype": str(first.dtype).removeprefix("torch."),
-        "steps": n,
-        "params": [name for name, _ in named],
-        "mode": mode,
-        "outputs": output_names,
-        "recorder": f"burnside {__version__}",
-    }
-    buffers = [name for name, _ in model.named_buffers()]
-    if buffers:
-        meta["buffers"] = buffers
-    if nonpersistent_buffers(model):
-        meta["buffers_nonpersistent"] = nonpersistent_buffers(model)
-    if active:
-        meta["dropout"] = "off"
-    tied = tied_names(model)
-    if tied:
-        meta["tied"] = tied
-    if hooks is not None:
-        if hooks.output_order:
-            meta["activations"] = hooks.output_order
-        if hooks.input_order:
-            meta["layer_inputs"] = hooks.input_order
-        if hooks.modules:
-            meta["modules"] = hooks.modules
-    meta.update(metadata or {})
-    return write_trace(Path(path), tensors, meta)
+            hooks.describe(meta)
+        meta.update(metadata or {})
+        return writer.finish(meta)
 
 
 __all__ = ["batch_list", "check_forward_model", "default_forward", "output_tensors", "record_forward_trace"]

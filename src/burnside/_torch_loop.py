@@ -22,7 +22,8 @@ from torch import nn
 from burnside import __version__
 from burnside._torch_optim import optimizer_config, optimizer_state, step_optimizer, to_numpy
 from burnside.errors import BurnsideError
-from burnside.trace import tensor_name, write_trace
+from burnside.trace import tensor_name
+from burnside.trace.stream import open_writer
 
 if TYPE_CHECKING:
     from burnside.progress import StepProgress
@@ -132,40 +133,97 @@ def _first_tensor(output: object) -> torch.Tensor | None:
     return None
 
 
-class _Activations:
-    """Forward hooks on every submodule, recording each output while switched on."""
+def host_array(t: torch.Tensor) -> np.ndarray:
+    """``t``'s values as a numpy array to write at once: a view of a CPU tensor's own memory (no copy; the
+    writer writes or copies it before the loop computes on), a detached CPU copy (`to_numpy`) otherwise."""
+    if t.device.type == "cpu" and t.layout == torch.strided and t.dtype != torch.bfloat16 \
+            and not t.is_conj() and not t.is_neg():
+        try:
+            return t.detach().numpy()
+        except (RuntimeError, TypeError):
+            pass
+    return to_numpy(t)
 
-    def __init__(self, model: nn.Module) -> None:
-        self.order: list[str] = []
+
+class ModuleHooks:
+    """Hooks on every submodule handing, while a pass is recorded, its first tensor input (a pre-hook: the
+    input as the module received it, before an in-place layer overwrites it) and its output to a sink,
+    ``sink(stage, key, tensor)`` with stage `layer_inputs` or `activations`, at once (the sink writes or
+    copies it before the pass goes on).
+
+    Keys are module paths; a module called a second time in one pass gets `{module}#2`, and its input and
+    output are that call's. `burnside.torch.record` (``layer_inputs=``) and `record_forward` both use it."""
+
+    def __init__(self, model: nn.Module, *, activations: bool, layer_inputs: bool) -> None:
+        self.activations, self.layer_inputs = activations, layer_inputs
+        self.output_order: list[str] = []
+        self.input_order: list[str] = []
         self.modules: dict[str, str] = {}
-        self.recording: dict[str, np.ndarray] | None = None
+        self._sink: Callable[[str, str, torch.Tensor], None] | None = None
         self._calls: dict[str, int] = {}
-        self._handles = [module.register_forward_hook(self._hook(name))
-                         for name, module in model.named_modules() if name]
+        self._open: dict[str, list[str]] = {}
         self._types = {name: type(module).__name__ for name, module in model.named_modules() if name}
+        self._handles = []
+        for name, module in model.named_modules():
+            if not name:
+                continue
+            self._handles.append(module.register_forward_pre_hook(self._before(name), with_kwargs=True))
+            self._handles.append(module.register_forward_hook(self._after(name)))
 
-    def _hook(self, name: str):
-        def hook(_module: nn.Module, _inputs: object, output: object) -> None:
-            tensor = _first_tensor(output)
-            if self.recording is None or tensor is None:
+    def _before(self, name: str):
+        def hook(_module: nn.Module, args: tuple, kwargs: dict) -> None:
+            if self._sink is None:
                 return
-            # A module called twice in one forward pass (shared weights) gets `name#2`, ...
             calls = self._calls[name] = self._calls.get(name, 0) + 1
             key = name if calls == 1 else f"{name}#{calls}"
-            if key not in self.modules:
-                self.order.append(key)
+            self._open.setdefault(name, []).append(key)
+            if not self.layer_inputs:
+                return
+            tensor = _first_tensor(args)
+            if tensor is None:
+                tensor = next((v for v in kwargs.values() if isinstance(v, torch.Tensor)), None)
+            if tensor is None:
+                return  # a module fed no tensor (a PackedSequence, only settings) has no layer input
+            if key not in self.input_order:
+                self.input_order.append(key)
                 self.modules[key] = self._types[name]
-            self.recording[key] = to_numpy(tensor)
+            self._sink("layer_inputs", key, tensor)
+        return hook
+
+    def _after(self, name: str):
+        def hook(_module: nn.Module, _args: tuple, output: object) -> None:
+            if self._sink is None:
+                return
+            stack = self._open.get(name)
+            if not stack:
+                return
+            key = stack.pop()
+            tensor = _first_tensor(output)
+            if not self.activations or tensor is None:
+                return
+            if key not in self.output_order:
+                self.output_order.append(key)
+                self.modules[key] = self._types[name]
+            self._sink("activations", key, tensor)
         return hook
 
     @contextmanager
-    def step(self) -> Iterator[dict[str, np.ndarray]]:
-        """Record the outputs of one forward pass into the yielded dict."""
-        self.recording, self._calls = {}, {}
+    def recording(self, sink: Callable[[str, str, torch.Tensor], None]) -> Iterator[None]:
+        """Record one pass: every hooked input and output goes to ``sink`` as the pass runs."""
+        self._sink, self._calls, self._open = sink, {}, {}
         try:
-            yield self.recording
+            yield
         finally:
-            self.recording = None
+            self._sink = None
+
+    def describe(self, meta: dict) -> None:
+        """Add `activations`, `layer_inputs` and `modules` (those recorded) to a trace's metadata."""
+        if self.output_order:
+            meta["activations"] = self.output_order
+        if self.input_order:
+            meta["layer_inputs"] = self.input_order
+        if self.modules:
+            meta["modules"] = self.modules
 
     def remove(self) -> None:
         for handle in self._handles:
@@ -256,6 +314,7 @@ def record_trace(
     target: str | None = "y",
     metadata: Mapping[str, object] | None = None,
     activations: bool = True,
+    layer_inputs: bool = False,
     clip_grad_norm: float | None = None,
     dropout: bool = False,
     lr_schedule: Callable[[torch.optim.Optimizer], object] | None = None,
@@ -263,7 +322,11 @@ def record_trace(
 ) -> Path:
     """Train ``steps`` steps and write every tensor of every step to a trace at ``path``.
 
-    `burnside.torch.record` without its ``reference``: the arguments are documented there.
+    `burnside.torch.record` without its ``reference``: the arguments are documented there. A `.safetensors`
+    trace is streamed (`burnside.trace.stream.TraceWriter`): each tensor is written as it is recorded, and
+    ``step{k}.params_before.{p}`` (k >= 1) is an alias of ``step{k-1}.params_after.{p}`` (nothing touches the
+    parameters between the two), so memory stays the loop's own. The file appears at ``path`` only once
+    complete; an error or an interrupt leaves no file there (and a previous one as it was).
     """
     per_step = [batches] if isinstance(batches, Mapping) else list(batches)
     steps = steps if steps is not None else len(per_step)
@@ -280,7 +343,6 @@ def record_trace(
     check_model(model)
     named = list(model.named_parameters())
     names_by_param = {id(p): name for name, p in named}
-    tensors: dict[str, np.ndarray] = {}
     grads_len: list[int] = []
 
     scheduler = lr_schedule(optimizer) if lr_schedule is not None else None
@@ -292,7 +354,8 @@ def record_trace(
     if base_lrs:
         config["lr"] = float(base_lrs[0])  # the optimizer's own lr, which the schedule scales
     lrs: list[float] = []
-    hooks = _Activations(model) if activations else None
+    hooks = ModuleHooks(model, activations=activations, layer_inputs=layer_inputs) \
+        if activations or layer_inputs else None
     active = active_dropouts(model)
     restore = [] if dropout else _dropout_off(model)
     # the buffers as they were, put back if step 0 is refused (its forward pass updated BatchNorm's statistics)
@@ -306,59 +369,78 @@ def record_trace(
                         b.copy_(untouched[name])
         return BurnsideError(message)
 
-    if progress is not None:
-        progress(0, steps)
-    try:
-        for k in range(steps):
-            batch = per_step[k % len(per_step)]
-            for name, t in batch.items():
-                tensors[tensor_name(k, "inputs", name)] = to_numpy(t)
-            for name, p in named:
-                tensors[tensor_name(k, "params_before", name)] = to_numpy(p)
-            if hooks is None:
-                logits = forward(model, batch)
-            else:
-                with hooks.step() as outputs:
+    modules = sum(1 for name, _ in model.named_modules() if name) if hooks is not None else 0
+    per_step_tensors = (len(per_step[0]) + 6 * len(named) + len(untouched) + 2 * modules + 3)
+    names_text = sum(len(name) + 4 for name, _ in named) + sum(len(name) + 24 for name, _ in model.named_modules())
+    writer = open_writer(path, expected_tensors=steps * per_step_tensors + 1,
+                         metadata_estimate=4 * names_text + 32 * steps + len(str(dict(metadata or {}))))
+    with writer:
+        if progress is not None:
+            progress(0, steps)
+        try:
+            for k in range(steps):
+                batch = per_step[k % len(per_step)]
+                for name, t in batch.items():
+                    writer.add(tensor_name(k, "inputs", name), host_array(t))
+                for name, p in named:
+                    if k == 0:
+                        writer.add(tensor_name(k, "params_before", name), host_array(p))
+                    else:  # bit-identical to the previous step's params_after: nothing ran in between
+                        writer.alias(tensor_name(k, "params_before", name), tensor_name(k - 1, "params_after", name))
+                if hooks is None:
                     logits = forward(model, batch)
-                for name, value in outputs.items():
-                    tensors[tensor_name(k, "activations", name)] = value
-            if not isinstance(logits, torch.Tensor):
-                raise refuse(_not_logits(logits, forward), k)
-            loss = _loss(loss_fn, logits, batch, target, k, refuse)
-            wrong = _not_scalar(loss, loss_fn)
-            if wrong is not None:
-                raise refuse(wrong, k)
-            tensors[tensor_name(k, "logits")] = to_numpy(logits)
-            tensors[tensor_name(k, "loss")] = to_numpy(loss).reshape(())
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            grads_len.append(sum(p.grad is not None for _, p in named))
-            for name, p in named:
-                if p.grad is not None:
-                    tensors[tensor_name(k, "grads", name)] = to_numpy(p.grad)
-            if clip_grad_norm is not None:
-                nn.utils.clip_grad_norm_([p for _, p in named], clip_grad_norm)
-            lrs.append(float(optimizer.param_groups[0]["lr"]))
-            step_optimizer(optimizer, _closure(model, optimizer, forward, loss_fn, batch, target, k, refuse))
-            if scheduler is not None:
-                scheduler.step()
-            for name, p in named:
-                tensors[tensor_name(k, "params_after", name)] = to_numpy(p)
-            for name, b in model.named_buffers():
-                tensors[tensor_name(k, "buffers", name)] = to_numpy(b)
-            for slot_name, value in optimizer_state(optimizer, names_by_param):
-                tensors[tensor_name(k, "optim", slot_name)] = value
-            if progress is not None:
-                progress(k + 1, steps)
-        with torch.no_grad():
-            last = per_step[(steps - 1) % len(per_step)]
-            loss_after = _loss(loss_fn, forward(model, last), last, target, steps, refuse)
-            tensors[tensor_name(steps - 1, "loss_after")] = to_numpy(loss_after).reshape(())
-    finally:
-        if hooks is not None:
-            hooks.remove()
-        for undo in restore:
-            undo()
+                else:
+                    def sink(stage: str, key: str, tensor: torch.Tensor, k: int = k) -> None:
+                        writer.add(tensor_name(k, stage, key), host_array(tensor))
+
+                    with hooks.recording(sink):
+                        logits = forward(model, batch)
+                if not isinstance(logits, torch.Tensor):
+                    raise refuse(_not_logits(logits, forward), k)
+                loss = _loss(loss_fn, logits, batch, target, k, refuse)
+                wrong = _not_scalar(loss, loss_fn)
+                if wrong is not None:
+                    raise refuse(wrong, k)
+                writer.add(tensor_name(k, "logits"), host_array(logits))
+                writer.add(tensor_name(k, "loss"), host_array(loss).reshape(()))
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                grads_len.append(sum(p.grad is not None for _, p in named))
+                for name, p in named:
+                    if p.grad is not None:
+                        writer.add(tensor_name(k, "grads", name), host_array(p.grad))
+                if clip_grad_norm is not None:
+                    nn.utils.clip_grad_norm_([p for _, p in named], clip_grad_norm)
+                lrs.append(float(optimizer.param_groups[0]["lr"]))
+                step_optimizer(optimizer, _closure(model, optimizer, forward, loss_fn, batch, target, k, refuse))
+                if scheduler is not None:
+                    scheduler.step()
+                for name, p in named:
+                    writer.add(tensor_name(k, "params_after", name), host_array(p))
+                for name, b in model.named_buffers():
+                    writer.add(tensor_name(k, "buffers", name), host_array(b))
+                for slot_name, value in optimizer_state(optimizer, names_by_param):
+                    writer.add(tensor_name(k, "optim", slot_name), value)
+                if progress is not None:
+                    progress(k + 1, steps)
+            with torch.no_grad():
+                last = per_step[(steps - 1) % len(per_step)]
+                loss_after = _loss(loss_fn, forward(model, last), last, target, steps, refuse)
+                writer.add(tensor_name(steps - 1, "loss_after"), host_array(loss_after).reshape(()))
+        finally:
+            if hooks is not None:
+                hooks.remove()
+            for undo in restore:
+                undo()
+        return writer.finish(_metadata(model, named, steps, config, clip_grad_norm, scheduler, lrs, grads_len,
+                                       loss_fn, target, active, dropout, hooks, metadata))
+
+
+def _metadata(model: nn.Module, named: list[tuple[str, nn.Parameter]], steps: int, config: dict,
+              clip_grad_norm: float | None, scheduler: object, lrs: list[float], grads_len: list[int],
+              loss_fn: Callable, target: str | None, active: list[str], dropout: bool, hooks: ModuleHooks | None,
+              metadata: Mapping[str, object] | None) -> dict:
+    """A training trace's metadata (docs/trace-format.md), the caller's ``metadata`` last."""
     # the model's dtype and device: its first float parameter's (an integer parameter's dtype is not the model's)
     first = next((p for _, p in named if p.is_floating_point()), named[0][1])
     meta = {
@@ -387,12 +469,11 @@ def record_trace(
     constants = nonpersistent_buffers(model)
     if constants:
         meta["buffers_nonpersistent"] = constants
-    if hooks is not None and hooks.order:
-        meta["activations"] = hooks.order
-        meta["modules"] = hooks.modules
+    if hooks is not None:
+        hooks.describe(meta)
     meta.update(metadata or {})
-    return write_trace(Path(path), tensors, meta)
+    return meta
 
 
-__all__ = ["Batch", "active_dropouts", "check_model", "default_forward", "loss_name", "nonpersistent_buffers",
-           "record_trace", "tied_names"]
+__all__ = ["Batch", "ModuleHooks", "active_dropouts", "check_model", "default_forward", "loss_name", "nonpersistent_buffers",
+           "host_array", "record_trace", "tied_names"]

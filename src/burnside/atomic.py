@@ -78,11 +78,35 @@ def no_room_message(target: Path | str, exc: OSError, needed: int | None, writte
     return f"{target}: {room}; {outcome}"
 
 
-def _create_temporary(target: Path, parent: Path, size: int | None) -> tuple[int, Path]:
+def prepare_target(path: str | os.PathLike[str]) -> tuple[Path, Path, int | None]:
+    """(target, its directory, the permission bits of the regular file there or None): an output path
+    whose directory is missing, or which is a symbolic link, a directory, a FIFO or a device, is refused
+    in one line before anything is written."""
+    target = Path(path)
+    parent = target.parent if str(target.parent) else Path(".")
+    if not parent.is_dir():
+        raise BurnsideError(f"{target}: directory {parent} does not exist; create it or choose another output path")
+    return target, parent, _refuse_special(target)
+
+
+def refuse_special(target: Path) -> None:
+    """Refuse a special file or link at ``target`` (one that appeared there while the output was written)."""
+    _refuse_special(target)
+
+
+def create_temporary(target: Path, parent: Path, size: int | None, suffix: str = "tmp",
+                     tag: str = "") -> tuple[int, Path]:
+    """A new file ``.{target name}.{tag}{random hex}.{suffix}`` in ``parent``, opened for reading and
+    writing (a descriptor), mode 0666 minus the umask; no room for it is the one no-room line."""
+    return _create_temporary(target, parent, size, suffix=suffix, tag=tag, flags=os.O_RDWR)
+
+
+def _create_temporary(target: Path, parent: Path, size: int | None, suffix: str = "tmp", tag: str = "",
+                      flags: int = os.O_WRONLY) -> tuple[int, Path]:
     # Created with mode 0666 like any new file, so the kernel applies the umask for us.
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    flags |= os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     while True:
-        tmp = parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
+        tmp = parent / f".{target.name}.{tag}{secrets.token_hex(6)}.{suffix}"
         try:
             return os.open(tmp, flags, 0o666), tmp
         except FileExistsError:
@@ -113,11 +137,7 @@ def atomic_output(path: str | os.PathLike[str], mode: str = "wb", *, size: int |
     many bytes will be written, for the message when there is no room for them (ENOSPC, EDQUOT, EFBIG);
     without it the message says how many were written before the write failed.
     """
-    target = Path(path)
-    parent = target.parent if str(target.parent) else Path(".")
-    if not parent.is_dir():
-        raise BurnsideError(f"{target}: directory {parent} does not exist; create it or choose another output path")
-    existing_mode = _refuse_special(target)
+    target, parent, existing_mode = prepare_target(path)
     fd, tmp = _create_temporary(target, parent, size)
     try:
         if existing_mode is not None:

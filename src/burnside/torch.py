@@ -94,6 +94,7 @@ def record(
     target: str | None = "y",
     metadata: Mapping[str, object] | None = None,
     activations: bool = True,
+    layer_inputs: bool = False,
     clip_grad_norm: float | None = None,
     dropout: bool = False,
     lr_schedule: Callable[[torch.optim.Optimizer], object] | None = None,
@@ -115,7 +116,10 @@ def record(
     not recorded and not stepped. Buffers are recorded after each
     step as ``step{k}.buffers.{name}``; with ``activations`` (the default) every submodule's
     forward output is recorded as ``step{k}.activations.{module path}``, and the metadata
-    lists them in execution order (``activations``) with their classes (``modules``).
+    lists them in execution order (``activations``) with their classes (``modules``). With ``layer_inputs``
+    every submodule's first tensor input is recorded too, as ``step{k}.layer_inputs.{module path}`` (what the
+    module was fed, for a port that isolates one layer), exactly as `record_forward` records it; the metadata
+    lists them (``layer_inputs``).
     ``clip_grad_norm`` clips as ``torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)``
     between ``backward`` and ``optimizer.step()``; the trace's gradients are what ``backward`` gave
     (before clipping), and its optimizer metadata says ``clip_grad_norm``.
@@ -139,14 +143,15 @@ def record(
     With ``reference`` (a path), the float64 reference of the same loop is recorded first, from the
     untrained model, exactly as `burnside.reference.record_reference(model, optimizer, batches, reference,
     ...)` with these arguments would (``reference_variants`` is its ``variants``; ``activations`` is the
-    trace's alone), and then the trace. ``progress`` is told the reference's runs as parts
+    trace's alone; the reference records ``layer_inputs`` too), and then the trace. ``progress`` is told the reference's runs as parts
     (``float64 reference``, ``float64 reference, burn-adam variant``). If the reference is refused (a step
     hook, an Adam with its own ``step``, dropout on with ``dropout=True``), nothing is trained and nothing
     written; if the trace then fails, the model may be partly trained, as without ``reference``, and the
     reference files this call wrote are deleted, so no reference is left without its trace.
     """
     loop = {"steps": steps, "loss_fn": loss_fn, "forward": forward, "target": target, "metadata": metadata,
-            "clip_grad_norm": clip_grad_norm, "dropout": dropout, "lr_schedule": lr_schedule}
+            "clip_grad_norm": clip_grad_norm, "dropout": dropout, "lr_schedule": lr_schedule,
+            "layer_inputs": layer_inputs}
     if reference is None:
         return record_trace(model, optimizer, batches, path, activations=activations, progress=progress, **loop)
     files = reference_files(model, optimizer, reference, variants=reference_variants)

@@ -19,7 +19,14 @@ from burnside.trace.limits import MAX_STEPS, check_text, short
 
 FORMAT_KEY = "burnside.format"
 VERSION_KEY = "burnside.version"
+#: The version of a file without aliases (every init file, every JSON trace).
 FORMAT_VERSION = 1
+#: The version of a safetensors trace with aliases (metadata `aliases`).
+ALIAS_VERSION = 2
+#: The versions this burnside reads.
+VERSIONS = (FORMAT_VERSION, ALIAS_VERSION)
+#: Metadata key of a version-2 file: JSON object, alias name -> the name of the tensor it is bit-identical to.
+ALIASES_KEY = "aliases"
 #: Keys whose safetensors value is JSON text (native JSON in the JSON form).
 JSON_KEYS = frozenset({"steps", "optimizer", "params", "grads_len", "inputs", "buffers", "buffers_nonpersistent",
                        "activations", "modules",
@@ -87,7 +94,7 @@ def check(path: Path, kind: str, metadata: Mapping, names: Iterable[str]) -> Non
             raise TraceError(f"{path}: metadata 'steps' must be an integer from 1 to {MAX_STEPS}, not {short(value)}")
     for key, value in metadata.items():
         check_text(path, "a metadata key", key)
-        if key in (FORMAT_KEY, VERSION_KEY):
+        if key in (FORMAT_KEY, VERSION_KEY, ALIASES_KEY):
             raise TraceError(f"{path}: metadata {key!r} is the writer's to set, not a metadata entry")
         if key == "steps":
             pass
@@ -110,6 +117,38 @@ def check(path: Path, kind: str, metadata: Mapping, names: Iterable[str]) -> Non
         if steps != metadata["steps"]:
             raise TraceError(f"{path}: metadata 'steps' is {metadata['steps']} but the tensors cover {steps} "
                              f"step{'s' if steps > 1 else ''} (step0 to step{steps - 1})")
+
+
+def check_aliases(path: Path, kind: str, version: int, value: str | None, names: Iterable[str]) -> dict[str, str]:
+    """The aliases of a safetensors file (its raw metadata `aliases`, None if absent), checked against the
+    names of its real tensors: alias name -> target. Anything off is a corrupt file."""
+    if value is None:
+        return {}
+
+    def corrupt(why: str) -> TraceError:
+        return TraceError(f"{path}: corrupt trace ({why}); re-record it")
+
+    if version < ALIAS_VERSION:
+        raise corrupt(f"metadata {ALIASES_KEY!r} in a version-{version} file: aliases are version {ALIAS_VERSION}")
+    if kind != "trace":
+        raise corrupt(f"metadata {ALIASES_KEY!r} in an {kind} file, which has none")
+    try:
+        aliases = strict_json.loads(value)
+    except ValueError as exc:
+        raise corrupt(f"metadata {ALIASES_KEY!r} is not valid JSON: {strict_json.describe(exc)}") from None
+    if not isinstance(aliases, dict) or not all(isinstance(v, str) for v in aliases.values()):
+        raise corrupt(f"metadata {ALIASES_KEY!r} must map tensor names to tensor names, not {short(aliases)}")
+    real = set(names)
+    for alias, target in aliases.items():
+        check_text(path, "an alias name", alias)
+        if not alias:
+            raise corrupt("an alias has an empty name")
+        if alias in real:
+            raise corrupt(f"alias {short(alias)} is also the name of a tensor in the file")
+        if target not in real:
+            what = "another alias, not a tensor" if target in aliases else "which is not in the file"
+            raise corrupt(f"alias {short(alias)} points to {short(target)}, {what}")
+    return aliases
 
 
 def _steps_named(path: Path, names: Iterable[str]) -> int:
@@ -197,6 +236,11 @@ def _check_settings(path: Path, value: dict, prefix: str) -> None:
                 raise TraceError(f"{path}: {where} must be a list of two numbers, not {short(item)}")
             for beta in item:
                 _check_number(path, where, beta)
+        elif key == "ns_coefficients":  # Muon's Newton-Schulz (a, b, c)
+            if not isinstance(item, list) or len(item) != 3:
+                raise TraceError(f"{path}: {where} must be a list of three numbers, not {short(item)}")
+            for c in item:
+                _check_number(path, where, c)
         elif key in _BOOLS:
             if type(item) is not bool:
                 raise TraceError(f"{path}: {where} must be true or false, not {short(item)}")
@@ -232,5 +276,5 @@ def _check_number(path: Path, where: str, value: object) -> None:
         raise TraceError(f"{path}: {where} must be a finite number, not {short(value)}")
 
 
-__all__ = ["FORMAT_KEY", "FORMAT_VERSION", "JSON_KEYS", "REQUIRED", "TRACE_KINDS", "VERSION_KEY", "check", "decode",
+__all__ = ["ALIAS_VERSION", "ALIASES_KEY", "FORMAT_KEY", "FORMAT_VERSION", "VERSIONS", "check_aliases", "JSON_KEYS", "REQUIRED", "TRACE_KINDS", "VERSION_KEY", "check", "decode",
            "encode", "trace_kind"]

@@ -15,7 +15,7 @@ from burnside.input_file import decode_utf8, open_input
 from burnside.trace import json_file, safetensors_file
 from burnside.trace.dtypes import bf16_to_f32, dtype_of
 from burnside.trace.limits import MAX_JSON_BYTES, check_name, check_shape, short
-from burnside.trace.metadata import FORMAT_KEY, FORMAT_VERSION, VERSION_KEY
+from burnside.trace.metadata import ALIASES_KEY, FORMAT_KEY, FORMAT_VERSION, VERSION_KEY, VERSIONS, check_aliases
 from burnside.trace.metadata import check as check_metadata
 from burnside.trace.metadata import decode as decode_metadata
 from burnside.trace.metadata import encode as encode_metadata
@@ -40,15 +40,21 @@ class Trace:
     """A trace or init file. Tensor data is read on demand (memory-mapped for safetensors)."""
 
     def __init__(self, path: Path, metadata: dict, infos: dict[str, TensorInfo], source,
-                 release=None) -> None:
+                 release=None, aliases: Mapping[str, str] | None = None) -> None:
         self.path = path
+        #: Format version 2's aliases: name -> the tensor it is bit-identical to. Every other method presents
+        #: an alias exactly as its target (`info`, `array`, `release`, `names`).
+        self.aliases: dict[str, str] = dict(aliases or {})
         self._release = release
         self.metadata = metadata
+        infos = {**infos, **{alias: infos[target] for alias, target in self.aliases.items()}}
         self._infos = infos
         self._source = source
         params = metadata.get("params") or []
-        # Parameters rank in module order; buffers after them, activations in execution order.
-        order = [*params, *(metadata.get("buffers") or []), *(metadata.get("activations") or [])]
+        # Parameters rank in module order; buffers after them, activations in execution order (then the layer
+        # inputs of modules with no activation recorded).
+        order = [*params, *(metadata.get("buffers") or []), *(metadata.get("activations") or []),
+                 *(metadata.get("layer_inputs") or [])]
         self._param_order = {p: i for i, p in enumerate(dict.fromkeys(order))}
         self.names: tuple[str, ...] = tuple(sorted(infos, key=lambda n: order_key(n, self._param_order)))
 
@@ -61,12 +67,12 @@ class Trace:
 
     def array(self, name: str) -> np.ndarray:
         """The tensor's data in its storage dtype (BF16 as raw uint16 bits); read-only."""
-        return self._source(name)
+        return self._source(self.aliases.get(name, name))
 
     def release(self, name: str) -> None:
         """Done with this tensor for now: let a memory-mapped file drop its pages from RSS."""
         if self._release is not None:
-            self._release(name)
+            self._release(self.aliases.get(name, name))
 
     def values(self, name: str) -> np.ndarray:
         """The tensor's values; BF16 widened to f32."""
@@ -130,15 +136,16 @@ def open_trace(path: str | Path, kind: str = "trace") -> Trace:
 
 def _open_safetensors(path: Path, kind: str, handle: BinaryIO, size: int) -> Trace:
     raw, entries = safetensors_file.read_index(path, handle, size)
-    _check_header(path, kind, raw.get(FORMAT_KEY), raw.get(VERSION_KEY))
+    version = _check_header(path, kind, raw.get(FORMAT_KEY), raw.get(VERSION_KEY))
+    aliases = check_aliases(path, kind, version, raw.pop(ALIASES_KEY, None), entries)
     metadata = decode_metadata(path, raw)
-    check_metadata(path, kind, metadata, entries)
+    check_metadata(path, kind, metadata, [*entries, *aliases])
     mapped = safetensors_file.MappedFile(handle, size)
     for name, entry in entries.items():
         mapped.check_bools(path, name, entry)
     infos = {name: TensorInfo(e.dtype, e.shape) for name, e in entries.items()}
     return Trace(path, metadata, infos, lambda name: mapped.array(entries[name]),
-                 lambda name: mapped.release(entries[name]))
+                 lambda name: mapped.release(entries[name]), aliases)
 
 
 def _open_json(path: Path, kind: str, text: str) -> Trace:
@@ -153,16 +160,20 @@ def _open_json(path: Path, kind: str, text: str) -> Trace:
     return Trace(path, dict(metadata), infos, arrays.__getitem__)
 
 
-def _check_header(path: Path, kind: str, fmt: str | None, version: str | None) -> None:
+def _check_header(path: Path, kind: str, fmt: str | None, version: str | None) -> int:
+    """The file's format version, once its format and version are known ones."""
     if fmt is None:
         raise TraceError(f"{path}: not a burnside {kind} file (no {FORMAT_KEY} in its metadata); "
                          "record it with burnside.torch or the burnside-trace crate")
     if fmt != kind:
         shown = fmt if fmt in ("trace", "init") else short(fmt)
         raise TraceError(f"{path}: is a burnside {shown} file, expected a {kind} file")
-    if version != str(FORMAT_VERSION):
+    known = {str(v): v for v in VERSIONS if kind == "trace" or v == FORMAT_VERSION}
+    if version not in known:
+        readable = " and ".join(map(str, known.values()))
         raise TraceError(f"{path}: trace format version {short(version)} is not supported "
-                         f"(this burnside reads version {FORMAT_VERSION}); upgrade burnside or re-record")
+                         f"(this burnside reads version {readable}); upgrade burnside or re-record")
+    return known[version]
 
 
 def write_trace(path: str | Path, tensors: Mapping[str, np.ndarray], metadata: Mapping, kind: str = "trace") -> Path:
@@ -196,7 +207,10 @@ def write_trace(path: str | Path, tensors: Mapping[str, np.ndarray], metadata: M
 
 
 def convert_trace(src: str | Path, dst: str | Path) -> Path:
-    """Rewrite a trace in the other form (by ``dst``'s suffix), bit for bit, NaN payloads included."""
+    """Rewrite a trace in the other form (by ``dst``'s suffix), bit for bit, NaN payloads included.
+
+    Aliases (format version 2) are expanded: every name gets its own copy of the data, so the result is a
+    version-1 file in either form."""
     trace = open_trace(src)
     if any(trace.info(n).dtype == "BF16" for n in trace.names) and Path(dst).suffix != ".json":
         raise TraceError(f"{src}: writing BF16 tensors to safetensors from JSON is not supported yet; keep the JSON form")

@@ -1,0 +1,129 @@
+"""Benchmark the recorders' memory and time on a 25.2 M-parameter MLP: the plain training loop,
+`burnside.torch.record` and `burnside.reference.record_reference` (with its burn-adam variant).
+
+The model is six 2048x2048 Linears with GELU between them, batch 8, 3 Adam steps, activations on.
+Each case runs in its own process, so its peak RSS (VmHWM, the process's high-water mark) is its
+own; the script prints each case's wall time (the loop alone, without the import of torch), peak
+RSS and the bytes it wrote, then the disk's sequential write speed measured in the same run (a
+~1 GiB file written then fsynced in the output directory) and the two targets:
+
+- recorder peak RSS <= plain peak RSS + 512 MiB (the recorder streams: memory is the loop's own);
+- recorder wall <= (plain wall + bytes written / disk speed) x 1.5.
+
+    python benchmarks/record_memory.py [--dir DIR] [--steps 3] [--disk-mib 1024] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+_CASE = textwrap.dedent("""
+    import json, sys, time
+    from pathlib import Path
+    import torch
+    from torch import nn
+
+    case, out, steps = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
+    torch.manual_seed(0)
+    layers = []
+    for i in range(6):
+        layers += [nn.Linear(2048, 2048)] + ([nn.GELU()] if i < 5 else [])
+    model = nn.Sequential(*layers)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    batches = [{"x": torch.randn(8, 2048), "y": torch.randint(0, 2048, (8,))} for _ in range(steps)]
+    start = time.perf_counter()
+    if case == "plain":
+        for batch in batches:
+            loss = nn.functional.cross_entropy(model(batch["x"]), batch["y"])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        written = 0
+    elif case == "record":
+        from burnside.torch import record
+        record(model, opt, batches, out, steps=steps, activations=True)
+        written = out.stat().st_size
+    else:
+        from burnside.reference import record_reference, reference_files
+        files = reference_files(model, opt, out)  # the trace and its burn-adam variant
+        record_reference(model, opt, batches, out, steps=steps)
+        written = sum(f.stat().st_size for f in files)
+    wall = time.perf_counter() - start
+    hwm = next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+    print(json.dumps({"wall": wall, "peak_rss": hwm, "written": written}))
+""")
+
+
+def run_case(case: str, directory: Path, steps: int) -> dict:
+    out = directory / f"{case}.safetensors"
+    proc = subprocess.run([sys.executable, "-c", _CASE, case, str(out), str(steps)], capture_output=True,
+                          text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"case {case} failed:\n{proc.stderr}")
+    for leftover in directory.glob(f"{case}*.safetensors"):
+        leftover.unlink()
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def disk_speed(directory: Path, mib: int) -> float:
+    """Bytes per second of a sequential write of ``mib`` MiB, fsync included."""
+    block = os.urandom(1 << 20)
+    path = directory / "disk-speed.bin"
+    start = time.perf_counter()
+    with open(path, "wb", buffering=0) as handle:
+        for _ in range(mib):
+            handle.write(block)
+        os.fsync(handle.fileno())
+    seconds = time.perf_counter() - start
+    path.unlink()
+    return mib * (1 << 20) / seconds
+
+
+def gib(n: float) -> str:
+    return f"{n / (1 << 30):.2f} GiB"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", type=Path, default=None, help="where the traces are written (default: a temp dir)")
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--disk-mib", type=int, default=1024)
+    parser.add_argument("--keep", action="store_true", help="keep the directory")
+    args = parser.parse_args()
+    directory = args.dir or Path(tempfile.mkdtemp(prefix="burnside-record-memory-"))
+    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        speed = disk_speed(directory, args.disk_mib)
+        results = {case: run_case(case, directory, args.steps) for case in ("plain", "record", "reference")}
+    finally:
+        if not args.keep and args.dir is None:
+            shutil.rmtree(directory, ignore_errors=True)
+    plain = results["plain"]
+    print(f"model: 6 x Linear(2048, 2048) + GELU, 25.2 M params; batch 8, {args.steps} Adam steps, activations on")
+    print(f"disk sequential write (write + fsync, {args.disk_mib} MiB): {speed / 1e6:.0f} MB/s")
+    print(f"{'case':<10} {'wall':>8} {'peak RSS':>10} {'written':>10} {'RSS target':>11} {'wall target':>12}")
+    ok = True
+    for case, r in results.items():
+        if case == "plain":
+            print(f"{case:<10} {r['wall']:>7.2f}s {gib(r['peak_rss']):>10} {'-':>10}")
+            continue
+        rss_target = plain["peak_rss"] + (512 << 20)
+        wall_target = (plain["wall"] + r["written"] / speed) * 1.5
+        rss_ok, wall_ok = r["peak_rss"] <= rss_target, r["wall"] <= wall_target
+        ok &= rss_ok and wall_ok
+        print(f"{case:<10} {r['wall']:>7.2f}s {gib(r['peak_rss']):>10} {gib(r['written']):>10} "
+              f"{gib(rss_target):>8} {'ok' if rss_ok else 'NO':>2} {wall_target:>8.2f}s {'ok' if wall_ok else 'NO':>2}")
+    print("targets met" if ok else "targets missed")
+
+
+if __name__ == "__main__":
+    main()
