@@ -10,16 +10,21 @@ reference is within float32 rounding of the loop and the same port FAILs at the 
 from __future__ import annotations
 
 import copy
+import json
+from io import StringIO
 
 import numpy as np
 import pytest
 import torch
 from safetensors.numpy import load_file
 from torch import nn
+from rich.console import Console
 from torch.nn import functional as F
 
 from burnside.diagnose import diagnose
 from burnside.parity import compare_with_evidence
+from burnside.report.json_report import comparison_json
+from burnside.report.table import render
 from burnside.trace import open_trace
 from burnside.torch import record, record_forward
 
@@ -115,6 +120,13 @@ def test_port_with_another_epsilon_fails_at_the_norm(kind: str, tmp_path) -> Non
     same = compare_with_evidence(tmp_path / "a.safetensors", tmp_path / "a2.safetensors",
                                  reference=tmp_path / "ref.safetensors")
     assert same.passed and not diagnose(same)
+    # the verdict and the JSON say what the reference pinned
+    assert same.reference_pinned == open_trace(tmp_path / "ref.safetensors").metadata["pinned"]
+    out = StringIO()
+    render(same, [], Console(file=out, width=400))
+    assert f"float64 reference: float32's constants kept, as the loop computes them: {same.reference_pinned}" in \
+        out.getvalue()
+    assert json.loads(comparison_json(same, []))["reference_pinned"] == same.reference_pinned
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -151,6 +151,24 @@ def test_a_port_that_diverges_to_nan_is_named_as_diverged_never_as_a_discarded_s
     assert "(nanx)" not in text
 
 
+def test_every_report_prints_a_nan_row_as_nan(tmp_path):
+    import json
+
+    from burnside.report.html import html_report
+    from burnside.report.json_report import comparison_json
+    from burnside.report.junit import comparison_junit
+
+    a = _sgd_run(tmp_path / "a.safetensors", 0.1)
+    b = _as_port(tmp_path, _sgd_run(tmp_path / "b0.safetensors", 1e19), optimizer=open_trace(a).optimizer)
+    comparison, found, _ = _judge(a, b)
+    junit = comparison_junit(comparison, list(found.values()))
+    assert "max|diff|=NaN ulps=NaN" in junit and "ulps=0 " not in junit
+    page = html_report(comparison, list(found.values()))
+    assert "<td>NaN</td>" in page and "<td>nan</td>" not in page
+    rows = {r["name"]: r for r in json.loads(comparison_json(comparison, list(found.values())))["tensors"]}
+    assert rows["step3.loss"]["nan_one_side"] == 1  # elements NaN on one side only
+
+
 def test_both_runs_diverging_bit_for_bit_is_no_proof_of_parity(tmp_path):
     a = _sgd_run(tmp_path / "a.safetensors", 1e19)
     comparison, found, _ = _judge(a, _as_port(tmp_path, a))

@@ -116,6 +116,10 @@ class Comparison:
     optimizer_differences: list[str] = field(default_factory=list)
     constants_only_in_a: list[str] = field(default_factory=list)
     constants_only_in_b: list[str] = field(default_factory=list)
+    #: the float64 reference's metadata `pinned` (dtype-dependent constants it computed with float32's values,
+    #: as the loop did: RMSNorm eps=None, torch.finfo) and `unpinned` (those it could not pin), "" when none
+    reference_pinned: str = ""
+    reference_unpinned: str = ""
 
     def missing_buffers(self, side: str) -> list[str]:
         """The persistent buffers (`step{k}.buffers.*`, not `num_batches_tracked`) only ``side`` records: state

@@ -210,6 +210,9 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
     judge = Judge(reference, adaptive=adaptive) if reference is not None else None
     if reference is not None:
         comparison.reference = reference.path
+        pins = reference.trace.metadata
+        comparison.reference_pinned = pins["pinned"] if isinstance(pins.get("pinned"), str) else ""
+        comparison.reference_unpinned = pins["unpinned"] if isinstance(pins.get("unpinned"), str) else ""
     if collector is not None:
         collector.start(a, b)
     if progress is not None:

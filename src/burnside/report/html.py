@@ -31,7 +31,7 @@ from burnside.report.plot import (
     loss_axis,
     reference_axis,
 )
-from burnside.report.table import finding_lines, structure_lines, times, tolerances_text
+from burnside.report.table import finding_lines, shown_max_abs, shown_ulps, structure_lines, times, tolerances_text
 from burnside.trace import parse_name
 
 #: A comparison with at most this many rows shows every step and stage open.
@@ -274,10 +274,10 @@ def _row(comparison: Comparison, row: TensorRow, first: TensorRow | None) -> str
     s = row.stats
     classes = "first" if row is first else ("fail" if not row.passed else ("noise" if s.out_of_tol else ""))
     at = "" if row.worst_index is None else "[" + ",".join(map(str, row.worst_index)) + "]"
-    ulps = "" if s.max_ulps is None else str(s.max_ulps)
+    ulps = "" if s.max_ulps is None else shown_ulps(row)
     cells = [f"<td class=name>{escape(comparison.display_name(row.name))}</td>",
              f"<td>{escape('×'.join(map(str, row.shape)) or 'scalar')}</td>", f"<td>{s.n}</td>",
-             f"<td>{_fmt(s.max_abs)}</td>", f"<td>{ulps}</td>", f"<td class=mono>{escape(at)}</td>",
+             f"<td>{shown_max_abs(row)}</td>", f"<td>{ulps}</td>", f"<td class=mono>{escape(at)}</td>",
              f"<td>{s.out_of_tol}</td>"]
     if comparison.reference is not None:
         if row.ref is None:

@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 
 from burnside.compare import Comparison
 from burnside.diagnose import Diagnosis
+from burnside.report.table import shown_max_abs, shown_ulps
 
 
 def comparison_junit(comparison: Comparison, diagnoses: list[Diagnosis]) -> str:
@@ -31,11 +32,11 @@ def comparison_junit(comparison: Comparison, diagnoses: list[Diagnosis]) -> str:
         elif row.name in start:
             failures += 1
             ET.SubElement(case, "failure", message=f"not bit-identical {before}", type="start").text = (
-                f"{s.differing} of {s.n} elements differ, up to {s.max_ulps} ulps (max|diff|={s.max_abs:.3e})")
+                f"{s.differing} of {s.n} elements differ, up to {shown_ulps(row)} ulps (max|diff|={shown_max_abs(row, 3)})")
         elif not row.passed:
             failures += 1
             ET.SubElement(case, "failure", message=f"{s.out_of_tol} of {s.n} out of tolerance", type="tolerance").text = (
-                f"max|diff|={s.max_abs:.3e} ulps={s.max_ulps} at {list(row.worst_index or ())} ({row.tol.describe()})")
+                f"max|diff|={shown_max_abs(row, 3)} ulps={shown_ulps(row)} at {list(row.worst_index or ())} ({row.tol.describe()})")
     problems = [(n, "only in A") for n in comparison.only_in_a] + [(n, "only in B") for n in comparison.only_in_b]
     problems += [(p.name, f"{p.what} mismatch: A {p.a}, B {p.b}") for p in comparison.structure]
     for fault in loading.values():  # the faults of tensors not compared (another shape or dtype, one side only)

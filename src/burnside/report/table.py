@@ -25,7 +25,7 @@ def times(ratio: float) -> str:
         return "infinitely"
     return f"{ratio:,.0f}x" if ratio >= 1000 else f"{ratio:.3g}x"
 
-def _ulps(row: TensorRow) -> str:
+def shown_ulps(row: TensorRow) -> str:
     """The largest ULP distance; `NaN` (`inf`) where an element is NaN (infinite) on one side only: no number
     of representable values lies between a NaN and a number, and the finite elements' count would read as
     the row's."""
@@ -38,9 +38,9 @@ def _ulps(row: TensorRow) -> str:
     return str(row.stats.max_ulps)
 
 
-def _max_abs(row: TensorRow) -> str:
-    """max|diff|, `NaN` where an element is NaN on one side only."""
-    return "NaN" if row.stats.nan_one_side else f"{row.stats.max_abs:.2e}"
+def shown_max_abs(row: TensorRow, digits: int = 2) -> str:
+    """max|diff|, `NaN` where an element is NaN on one side only (every report prints it so)."""
+    return "NaN" if row.stats.nan_one_side else f"{row.stats.max_abs:.{digits}e}"
 
 
 def _distance(d: float) -> str:
@@ -51,8 +51,8 @@ def row_line(comparison: Comparison, row: TensorRow, width: int) -> Text:
     """One row: name, n, max|diff|, max ulps, worst index, out-of-tolerance count."""
     s = row.stats
     at = "-" if row.worst_index is None else "[" + ",".join(map(str, row.worst_index)) + "]"
-    text = Text(f"{comparison.display_name(row.name):<{width}} n={s.n:>3}  max|diff|={_max_abs(row)}"
-                f"  ulps={_ulps(row):>3}  at={at:<7} out={s.out_of_tol}")
+    text = Text(f"{comparison.display_name(row.name):<{width}} n={s.n:>3}  max|diff|={shown_max_abs(row)}"
+                f"  ulps={shown_ulps(row):>3}  at={at:<7} out={s.out_of_tol}")
     if row.metrics is not None:
         text.append(f"  {row.metrics.describe()}")
     if row.ref is not None:
@@ -101,7 +101,7 @@ def divergence_text(comparison: Comparison, first: TensorRow) -> str:
             parts.append(f"the layer before it, {before.name}, agrees")
         where += f" ({', '.join(parts)})" if parts else ""
     where += _batch_of(comparison, first.name)
-    text = (f"first divergence: {where} (max|diff|={_max_abs(first)}, "
+    text = (f"first divergence: {where} (max|diff|={shown_max_abs(first)}, "
             f"{first.stats.out_of_tol} of {first.stats.n} out of tolerance); later rows usually follow from it")
     parsed = parse_name(first.name)
     drift = comparison.drift_before(parsed.step) if parsed is not None and parsed.stage != "params_before" else 0.0
@@ -166,19 +166,21 @@ def framework_lines(comparison: Comparison) -> list[str]:
 
 
 def zero_gradient_lines(comparison: Comparison) -> list[str]:
-    """One line per parameter with elements whose gradient is zero up to rounding."""
+    """The parameters with elements whose gradient is zero up to rounding: one line, however many there are."""
+    found = comparison.zero_gradients
+    if not found:
+        return []
     adam = any(side.optimizer.get("name") in ("adam", "adamw") for side in (comparison.a, comparison.b))
-    lines = []
-    for z in comparison.zero_gradients:
-        line = (f"zero gradient up to rounding: {z.param}, {z.count} of {z.n} elements from step {z.first_step} "
-                "(the float64 reference's gradient there is below float32 rounding of the tensor; each side's is its "
-                "own rounding noise, with its own sign)")
-        if adam:
-            line += ("; Adam divides that noise by its own root mean square and moves those elements by up to lr "
-                     "per step, in directions that differ between the sides, so they are left out of the verdict "
-                     "from then on: they are not the port's error")
-        lines.append(line)
-    return lines
+    each = [f"{z.param}, {z.count} of {z.n} elements from step {z.first_step}" for z in found]
+    line = (f"zero gradient up to rounding: {each[0]}" if len(found) == 1 else
+            f"zero gradient up to rounding in {len(found)} parameters: {listed(each, 4)}")
+    line += (" (the float64 reference's gradient there is below float32 rounding of the tensor; each side's is its "
+             "own rounding noise, with its own sign)")
+    if adam:
+        line += ("; Adam divides that noise by its own root mean square and moves those elements by up to lr "
+                 "per step, in directions that differ between the sides, so they are left out of the verdict "
+                 "from then on: they are not the port's error")
+    return [line]
 
 
 #: A line of the report beside the table: its text and its rich style (the HTML report maps the style to a class).
@@ -199,7 +201,7 @@ def structure_lines(comparison: Comparison) -> list[Line]:
         if row.name in loaded:
             continue
         lines.append((f"not bit-identical {before}: {comparison.display_name(row.name)}: {row.stats.differing} "
-                      f"of {row.stats.n} elements differ, up to {_ulps(row)} ulps (max|diff|={_max_abs(row)}); "
+                      f"of {row.stats.n} elements differ, up to {shown_ulps(row)} ulps (max|diff|={shown_max_abs(row)}); "
                       "every output below measures this input difference too", "bold yellow"))
     pairs, only_a, only_b = pair_renamed(comparison.only_in_a, comparison.only_in_b)
     lines += buffer_lines(comparison, only_a, only_b)
@@ -257,10 +259,24 @@ def constant_lines(comparison: Comparison) -> list[Line]:
     return lines
 
 
+def reference_pin_lines(comparison: Comparison) -> list[Line]:
+    """What the float64 reference computed with float32's constants (as the float32 loop did), and what it could
+    not pin, so a verdict judged by it says so."""
+    lines: list[Line] = []
+    if comparison.reference_pinned:
+        lines.append((f"float64 reference: float32's constants kept, as the loop computes them: "
+                      f"{comparison.reference_pinned}", "dim"))
+    if comparison.reference_unpinned:
+        lines.append((f"float64 reference: could not keep float32's value of {comparison.reference_unpinned}; a "
+                      "difference at those calls may be the reference's own", "yellow"))
+    return lines
+
+
 def finding_lines(comparison: Comparison) -> list[Line]:
     """What the verdict rests on: framework differences, zero gradients, the first divergence (or that
     the differences are noise), and the optional tensors one side did not record."""
     lines: list[Line] = [(line, "cyan") for line in framework_lines(comparison) + zero_gradient_lines(comparison)]
+    lines += reference_pin_lines(comparison)
     first = comparison.first_divergence
     shape = comparison.first_shape_divergence
     if shape is not None:
