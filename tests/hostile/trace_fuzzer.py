@@ -37,6 +37,7 @@ from rich.console import Console
 
 import burnside
 from burnside.compare import Tolerance, Tolerances, load_tolerances
+from burnside.compare.config import optimizer_differences
 from burnside.parity import compare_with_evidence
 from burnside.diagnose import diagnose
 from burnside.errors import BurnsideError
@@ -501,9 +502,30 @@ def _identical(a: np.ndarray, b: np.ndarray, dtype: str) -> bool:
     return bool(np.all((ua == ub) | (np.isnan(va) & np.isnan(vb))))
 
 
+#: The stages whose NaN or infinity means a training run diverged (and proves nothing from there on).
+_RUN_STAGES = ("logits", "loss", "grads", "params_after", "optim", "loss_after")
+
+
+def _diverged(trace: Trace) -> bool:
+    if trace.kind == "forward":
+        return False
+    for name in trace.names:
+        parsed = parse_name(name)
+        if parsed is None or parsed.stage not in _RUN_STAGES or trace.info(name).dtype not in ("F64", "F32", "F16"):
+            continue
+        if not np.all(np.isfinite(np.asarray(trace.array(name)))):
+            return True
+    return False
+
+
 def reference_verdict(a: Trace, b: Trace, tolerances: Tolerances) -> bool:
-    """Should `compare_with_evidence(a, b)` pass? Same names, dtypes and shapes, identical start, every element in tolerance."""
+    """Should `compare_with_evidence(a, b)` pass? Same names, dtypes and shapes, identical start, every element in
+    tolerance, neither training run diverged (a NaN or an infinity), the same optimizer declared."""
     if set(a.names) != set(b.names):
+        return False
+    if _diverged(a) or _diverged(b):
+        return False
+    if optimizer_differences(a.optimizer, b.optimizer, a.params, b.params):
         return False
     for name in a.names:
         ia, ib = a.info(name), b.info(name)

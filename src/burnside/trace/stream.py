@@ -69,7 +69,8 @@ class TraceWriter:
     ``add`` checks each tensor as `write_trace` does (name, dtype, shape, bool bytes; a name given
     twice is a TraceError); ``finish`` checks the metadata against every name, aliases included, before
     anything is renamed. No room (a full disk, a quota, a file-size limit) is one line naming the output
-    and the bytes written so far; the temporary file is removed.
+    and the bytes written so far (or, when it happens at `finish`, the file's whole size); the temporary
+    file is removed.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, kind: str = "trace", expected_tensors: int = 0,
@@ -84,6 +85,7 @@ class TraceWriter:
         self._held_bytes = 0
         self._offset = 0  # bytes of data written so far
         self._done = False
+        self._needed: int | None = None  # the file's size, once known (at finish)
         self._fd: int | None = None
         self._file = None
         self._tmp: Path | None = None
@@ -165,6 +167,7 @@ class TraceWriter:
         try:
             names = [*self._entries, *self._aliases]
             check_metadata(self.path, self.kind, metadata, names)
+            self._needed = 8 + self._reserve + self._offset + self._held_bytes
             encoded = encode_metadata(metadata, self.kind)
             if self._aliases:
                 encoded[VERSION_KEY] = str(ALIAS_VERSION)
@@ -174,6 +177,8 @@ class TraceWriter:
                 self._write(name, dtype, shape, flat)
             self._held, self._held_bytes = [], 0
             header = self._header(encoded)
+            if len(header) > self._reserve:
+                self._needed = 8 + len(header) + self._offset
             self._file.flush()
             if len(header) <= self._reserve:
                 final = self._tmp
@@ -267,11 +272,11 @@ class TraceWriter:
 
     def _fail(self, exc: BaseException) -> None:
         """Abandon the file and raise: no room or another write error as one line, anything else as it was."""
-        written = self.written
+        written, needed = self.written, self._needed
         self.abort()
         if isinstance(exc, OSError) and not isinstance(exc, BurnsideError):
             if exc.errno in NO_ROOM:
-                raise TraceError(no_room_message(self.path, exc, None, written)) from None
+                raise TraceError(no_room_message(self.path, exc, needed, written)) from None
             raise TraceError(f"{self.path}: cannot write ({exc.strerror or exc}); nothing was written") from None
         raise exc
 
