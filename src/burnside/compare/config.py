@@ -41,6 +41,55 @@ def group_settings(config: dict) -> dict[str, dict]:
     return found
 
 
+def group_index(config: dict) -> dict[str, int]:
+    """Parameter name -> the index in `groups` of the group that declares settings of its own for it; the
+    parameters of the first group (and of a group declaring nothing else) are not listed: theirs are the
+    configuration's own."""
+    found: dict[str, int] = {}
+    groups = config.get("groups")
+    for i, group in enumerate(groups if isinstance(groups, list) else []):
+        if isinstance(group, dict) and isinstance(group.get("params"), list) and set(group) - {"params"}:
+            found.update({p: i for p in group["params"] if isinstance(p, str)})
+    return found
+
+
+def group_config(config: dict, index: int) -> tuple[dict, list[str]]:
+    """Group ``index``'s settings (the configuration's, with the group's own over them) and its parameters."""
+    groups = config.get("groups")
+    group = groups[index] if isinstance(groups, list) and 0 <= index < len(groups) else {}
+    group = group if isinstance(group, dict) else {}
+    params = [p for p in group.get("params") or [] if isinstance(p, str)]
+    return {**{k: v for k, v in config.items() if k != "groups"}, **{k: v for k, v in group.items() if k != "params"}}, \
+        params
+
+
+#: The optimizers burnside knows (`burnside._torch_optim` describes each with its settings, burnside-trace's
+#: `OptimizerSpec` builds each): their settings are compared key by key (D005) and replayed from the numbers
+#: where `burnside.forensics` has a replay (D009). Another (a `torch.optim.Optimizer` subclass with its own
+#: `step`, a class burnside does not know) is recorded with what its parameter groups say, and its updates are
+#: only compared as recorded.
+KNOWN = ("sgd", "adam", "adamw", "rmsprop", "adagrad", "adafactor", "muon", "lbfgs")
+
+
+def known_optimizer(config: object) -> bool:
+    """Whether a trace's optimizer is one burnside knows (`KNOWN`); True when the trace names none."""
+    return not isinstance(config, dict) or not config.get("name") or config.get("name") in KNOWN
+
+
+def optimizer_notes(a: object, b: object) -> list[str]:
+    """One line per side whose optimizer burnside cannot replay: what the verdict then rests on."""
+    notes = []
+    for config in (a, b):
+        if known_optimizer(config):
+            continue
+        shown = config.get("class") or config.get("name")
+        note = (f"optimizer `{shown}`: burnside cannot replay it; its updates are compared as recorded, "
+                "no optimizer diagnosis")
+        if note not in notes:
+            notes.append(note)
+    return notes
+
+
 def differing_keys(a: dict, b: dict) -> list[str]:
     """The declared settings (`KEYS`) the two optimizer configurations give other values."""
     if not a or not b:
@@ -69,6 +118,6 @@ def group_differences(a: dict, b: dict, params_a: list, params_b: list) -> dict[
 def optimizer_differences(a: dict, b: dict, params_a: list, params_b: list) -> list[str]:
     """Every setting the two traces' optimizers declare otherwise: a key, or `groups.{key}` for a parameter
     group's; empty when either trace does not describe its optimizer."""
-    if not isinstance(a, dict) or not isinstance(b, dict):
-        return []
+    if not isinstance(a, dict) or not isinstance(b, dict) or not known_optimizer(a) or not known_optimizer(b):
+        return []  # an optimizer burnside does not know is compared by its updates only (`optimizer_notes`)
     return differing_keys(a, b) + [f"groups.{k}" for k in group_differences(a, b, params_a or [], params_b or [])]

@@ -7,6 +7,17 @@ fitted on, and the gradient scale each step actually applied.
 The scale step k applied to its gradients is measured from both moments with the declared betas
 (`exp_avg` moves by `(1 - beta_1) s g`, `exp_avg_sq` by `(1 - beta_2) s^2 g^2`): where the two agree
 on an `s` other than the declared clipping's, the updates show other clipping.
+
+Weight decay is measured both ways, whatever the trace declares: L2 (`torch.optim.Adam(weight_decay=)`,
+burn's `AdamConfig::with_weight_decay`, both `g + wd * p` into the moments) from the first moment,
+`(exp_avg - beta_1 exp_avg_prev) / (1 - beta_1)` fitted on (g, p); decoupled (`torch.optim.AdamW`, burn's
+`AdamW`: `p (1 - lr wd)` before the step) from the update, `(after - before) / lr` fitted on
+(p, m_hat / (sqrt(v_hat) + eps)). Each group's are its own (`measure_optimizer` keeps a fit per group).
+
+AMSGrad (`amsgrad=True`; burn 0.22.1's `AdamConfig::with_amsgrad`, `AdamWConfig::with_amsgrad`) divides
+by the running maximum of `exp_avg_sq` (slot `max_exp_avg_sq`): where that maximum is above the current
+`exp_avg_sq` (a gradient smaller than the average), the two updates part, and the recorded one tells
+which it is.
 """
 
 from __future__ import annotations
@@ -47,9 +58,24 @@ class AdamFits:
     scale_m: dict[int, Rows] = field(default_factory=dict)
     #: step -> ((1 - beta_2) g^2, exp_avg_sq - beta_2 exp_avg_sq_prev) pairs: exp_avg_sq's move per scale^2
     scale_v: dict[int, Rows] = field(default_factory=dict)
+    #: (g, p) -> (exp_avg - beta_1 exp_avg_prev) / (1 - beta_1): L2 weight decay in the moments
+    l2_x: Rows = field(default_factory=Rows)
+    l2_y: Rows = field(default_factory=Rows)
+    #: (p, m_hat / (sqrt(v_hat) + eps)) -> (after - before) / lr: decoupled weight decay in the update
+    decoupled_x: Rows = field(default_factory=Rows)
+    decoupled_y: Rows = field(default_factory=Rows)
+    #: parameter -> the running maximum of its recorded exp_avg_sq (AMSGrad's, where no slot records it)
+    running_max: dict[str, np.ndarray] = field(default_factory=dict)
+    #: where the running maximum is above exp_avg_sq: the largest |after - replay| relative to the update,
+    #: with the maximum and without it, and how far apart the two replays are
+    amsgrad_err: float = 0.0
+    plain_err: float = 0.0
+    amsgrad_gap: float = 0.0
 
     def settings(self) -> dict[str, float]:
-        """The settings the rows show: beta_1, beta_2, lr and eps (each only where a fit explains them)."""
+        """The settings the rows show: beta_1, beta_2, lr and eps, the weight decay of each kind
+        (`weight_decay_l2`, `weight_decay_decoupled`) and `amsgrad` (1.0 or 0.0), each only where a fit explains
+        them."""
         measured: dict[str, float] = {}
         for rows, out in ((self.beta1, "beta_1"), (self.beta2, "beta_2")):
             pairs = rows.all()
@@ -65,6 +91,18 @@ class AdamFits:
             if slope > 0 and explains(np.stack([x, np.ones_like(x)], axis=1), y, np.array([slope, intercept])):
                 measured["lr"] = float(1 / slope)
                 measured["eps"] = float(intercept / slope)
+        x, y = finite(self.l2_x.all(), self.l2_y.all())
+        if x is not None and x.shape[0] >= 3:
+            coef = np.linalg.lstsq(x, y, rcond=None)[0]
+            if coef[0] != 0 and explains(x, y, coef):
+                measured["weight_decay_l2"] = float(coef[1] / coef[0])
+        x, y = finite(self.decoupled_x.all(), self.decoupled_y.all())
+        if x is not None and x.shape[0] >= 3:
+            coef = np.linalg.lstsq(x, y, rcond=None)[0]
+            if coef[1] != 0 and explains(x, y, coef):
+                measured["weight_decay_decoupled"] = float(coef[0] / coef[1])
+        if self.amsgrad_gap > _AMSGRAD_GAP and min(self.amsgrad_err, self.plain_err) < REPLAY_TOLERANCE:
+            measured["amsgrad"] = 1.0 if self.amsgrad_err < self.plain_err else 0.0
         return measured
 
     def clipping(self, steps: int, clip: float, norm: Callable[[int], float]) -> float | None:
@@ -124,8 +162,23 @@ def replay_adam(trace: Trace, config: dict, name: str, k: int, p: str, before: n
     m, v = sampled(trace, f"step{k}.optim.exp_avg.{p}"), sampled(trace, f"step{k}.optim.exp_avg_sq.{p}")
     pm = sampled(trace, f"step{k - 1}.optim.exp_avg.{p}") if k > 0 else None
     pv = sampled(trace, f"step{k - 1}.optim.exp_avg_sq.{p}") if k > 0 else None
-    if m is None or v is None:
+    if m is None or v is None or m.shape != grad.shape or v.shape != grad.shape:
         return None
+    # AMSGrad's running maximum: the recorded slot where the side keeps one, else the maximum of the recorded
+    # exp_avg_sq so far (0 before the first step, as in PyTorch and burn)
+    running = fits.running_max.get(p)
+    running = v if running is None or running.shape != v.shape else np.maximum(running, v)
+    fits.running_max[p] = running
+    amsgrad = bool(config.get("amsgrad"))
+    recorded_max = sampled(trace, f"step{k}.optim.max_exp_avg_sq.{p}")
+    if recorded_max is not None and recorded_max.shape != v.shape:
+        recorded_max = None
+    if pm is not None and pm.shape == m.shape:
+        fits.l2_x.add(np.stack([grad, before], axis=1))
+        fits.l2_y.add((m - b1 * pm) / (1 - b1))
+    elif k == 0:
+        fits.l2_x.add(np.stack([grad, before], axis=1))
+        fits.l2_y.add(m / (1 - b1))
     if k == 0:
         fits.beta1.add(np.stack([d.ravel(), m.ravel()], axis=1))
         fits.beta2.add(np.stack([(d * d).ravel(), v.ravel()], axis=1))
@@ -135,6 +188,20 @@ def replay_adam(trace: Trace, config: dict, name: str, k: int, p: str, before: n
         keep = (delta != 0) & (d.ravel() != 0)
         fits.eps_x.add(np.abs(d.ravel()[keep]))
         fits.eps_y.add(np.abs(d.ravel()[keep] / delta[keep]))
+    t = k + 1
+    m_hat = m / (1 - b1**t)
+    # the second moment the declared optimizer divides by: AMSGrad's maximum (recorded, or the running one)
+    v_max = (recorded_max if recorded_max is not None else running) if amsgrad else v
+    plain = m_hat / (np.sqrt(v / (1 - b2**t)) + eps)
+    with_max = m_hat / (np.sqrt(running / (1 - b2**t)) + eps)
+    direction = m_hat / (np.sqrt(v_max / (1 - b2**t)) + eps)
+    step = lr * direction
+    decay = 1 - lr * wd if is_decoupled else 1.0
+    expected_after = before * decay - step
+    if lr:
+        fits.decoupled_x.add(np.stack([before, direction], axis=1))
+        fits.decoupled_y.add((after - before) / lr)
+        _amsgrad_evidence(fits, before * decay, after, lr * plain, lr * with_max, running > v * (1 + 1e-6))
     expected_m = (1 - b1) * d if pm is None else b1 * pm + (1 - b1) * d
     expected_v = (1 - b2) * d * d if pv is None else b2 * pv + (1 - b2) * d * d
     decayed = half_ulp(d) + (0.0 if is_decoupled else half_ulp(wd * before))  # g + wd * p, rounded in float32
@@ -145,13 +212,33 @@ def replay_adam(trace: Trace, config: dict, name: str, k: int, p: str, before: n
         residual = beyond_rounding(actual, expected, expected, rounding)
         if residual > REPLAY_TOLERANCE:
             return f"optim.{slot}.{p}", residual
-    t = k + 1
-    m_hat, v_hat = m / (1 - b1**t), v / (1 - b2**t)
-    step = lr * m_hat / (np.sqrt(v_hat) + eps)
-    expected = before * (1 - lr * wd if is_decoupled else 1.0) - step
+    if amsgrad and recorded_max is not None:
+        prev_max = sampled(trace, f"step{k - 1}.optim.max_exp_avg_sq.{p}") if k > 0 else None
+        expected_max = v if prev_max is None or prev_max.shape != v.shape else np.maximum(prev_max, v)
+        residual = beyond_rounding(recorded_max, expected_max, expected_max,
+                                   half_ulp(recorded_max) + rounding_v)
+        if residual > REPLAY_TOLERANCE:
+            return f"optim.max_exp_avg_sq.{p}", residual
     # float32 rounding of the parameter before and after, of the decoupled decay, and of the step's own
     # arithmetic (bias corrections, square root, epsilon, division, lr: a few roundings of the step's size)
     rounding = half_ulp(before) + half_ulp(after) + (half_ulp(lr * wd * before) if is_decoupled else 0.0) \
         + 4 * half_ulp(step)
-    residual = beyond_rounding(after, expected, after - before, rounding)
+    residual = beyond_rounding(after, expected_after, after - before, rounding)
     return (f"params_after.{p}", residual) if residual > REPLAY_TOLERANCE else None
+
+
+#: How far apart (relative to the update) the replays with and without AMSGrad's maximum must be for the
+#: recorded update to tell them apart: far beyond the replay's tolerance.
+_AMSGRAD_GAP = 10 * REPLAY_TOLERANCE
+
+
+def _amsgrad_evidence(fits: AdamFits, start: np.ndarray, after: np.ndarray, plain: np.ndarray, with_max: np.ndarray,
+                      apart: np.ndarray) -> None:
+    """Where AMSGrad's maximum is above exp_avg_sq (``apart``), how far the recorded update is from a replay with
+    the maximum and from one without (both relative to the update), and how far apart the two are."""
+    if not np.any(apart):
+        return
+    scale = float(np.max(np.abs(after - start))) or 1.0
+    fits.amsgrad_gap = max(fits.amsgrad_gap, float(np.max(np.abs(plain[apart] - with_max[apart]))) / scale)
+    fits.amsgrad_err = max(fits.amsgrad_err, float(np.max(np.abs(after[apart] - (start[apart] - with_max[apart])))) / scale)
+    fits.plain_err = max(fits.plain_err, float(np.max(np.abs(after[apart] - (start[apart] - plain[apart])))) / scale)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from burnside.compare.config import group_settings
+from burnside.compare.config import group_config, group_index, group_settings
 from burnside.forensics.adam import AdamFits, replay_adam, scale_pairs
 from burnside.forensics.replay import number, sampled
 from burnside.forensics.adagrad import AdagradFits, replay_adagrad
@@ -42,11 +42,15 @@ class OptimizerForensics:
     mismatch_step: int | None = None
     mismatch_what: str = ""  # e.g. "params_after.fc1.weight"
     mismatch_residual: float = 0.0
+    #: index in the declared `groups` -> the settings that group's own updates show, for each group that
+    #: declares settings of its own (`measured` is the first group's)
+    group_measured: dict[int, dict[str, float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """For `--json`."""
         return {"measured": self.measured, "mismatch_step": self.mismatch_step, "mismatch_what": self.mismatch_what,
-                "mismatch_residual": self.mismatch_residual}
+                "mismatch_residual": self.mismatch_residual,
+                "group_measured": {str(i): m for i, m in self.group_measured.items()}}
 
 
 def measure_optimizer(trace: Trace) -> OptimizerForensics:
@@ -85,14 +89,18 @@ def _measure(trace: Trace) -> OptimizerForensics:
     schedule = [float(x) for x in schedule] if isinstance(schedule, list) and len(schedule) >= steps else None
     base_lr = lr
     overrides = group_settings(config)
+    # each group with settings of its own is fitted apart (its weight decay, its lr): index -> its fits
+    group_of = group_index(config)
+    group_fits: dict[int, SgdFits | AdamFits | RmsPropFits | AdagradFits] = {}
     for k in range(steps):
         # the declared clipping's factor for this step; 1 without clipping
         coef = min(1.0, clip / (norm(k) + 1e-6)) if clip > 0 else 1.0
         for p in params:
             # a parameter of another group replays with its group's settings (a schedule scales every group's
-            # lr alike); the fits measure the first group's, so they take its parameters only
+            # lr alike) and is fitted with its group's parameters only
             own = overrides.get(p)
             cfg = {**config, **own} if own else config
+            fit_to = group_fits.setdefault(group_of[p], new_fits()) if own and p in group_of else fits
             group_lr = number(cfg, "lr", base_lr)
             lr = (schedule[k] * (group_lr / base_lr if base_lr else 1.0)) if schedule is not None else group_lr
             wd = number(cfg, "weight_decay", 0.0)
@@ -105,21 +113,21 @@ def _measure(trace: Trace) -> OptimizerForensics:
             if before is None or after is None or grad is None or before.shape != grad.shape:
                 continue
             if sgd:
-                found = replay_sgd(trace, cfg, k, p, before, after, coef * grad, lr, wd,
-                                   fits if not own else SgdFits())
+                found = replay_sgd(trace, cfg, k, p, before, after, coef * grad, lr, wd, fit_to)
             elif name == "rmsprop":
-                found = replay_rmsprop(trace, cfg, k, p, before, after, coef * grad, lr, wd,
-                                       fits if not own else RmsPropFits())
+                found = replay_rmsprop(trace, cfg, k, p, before, after, coef * grad, lr, wd, fit_to)
             elif name == "adagrad":
-                found = replay_adagrad(trace, cfg, k, p, before, after, coef * grad, lr, wd,
-                                       fits if not own else AdagradFits())
+                found = replay_adagrad(trace, cfg, k, p, before, after, coef * grad, lr, wd, fit_to)
             else:
-                fit_to = fits if not own else AdamFits()
                 found = replay_adam(trace, cfg, name, k, p, before, after, coef * grad, lr, wd, fit_to)
                 scale_pairs(trace, cfg, name, k, p, grad, fit_to)
             if found is not None and result.mismatch_step is None:
                 result.mismatch_step, result.mismatch_what, result.mismatch_residual = k, found[0], found[1]
     result.measured = fits.settings(number(config, "lr", 0.0)) if isinstance(fits, AdagradFits) else fits.settings()
+    for i, found_fits in group_fits.items():
+        group_lr = number(group_config(config, i)[0], "lr", 0.0)
+        result.group_measured[i] = (found_fits.settings(group_lr) if isinstance(found_fits, AdagradFits)
+                                    else found_fits.settings())
     if isinstance(fits, AdamFits):
         clipped = fits.clipping(steps, clip, norm)
         if clipped is not None:

@@ -1,7 +1,13 @@
 """The SGD replay: each step of one parameter replayed in float64, and the rows its settings are fitted on.
 
 - `after - before = -lr * (g + wd * before)` (step 0, or any step without momentum);
-- momentum: `buf_k = momentum * buf_{k-1} + (1 - dampening) * g_k`, `after - before = -lr * buf_k`.
+- momentum: `buf_k = momentum * buf_{k-1} + (1 - dampening) * g_k`, `after - before = -lr * buf_k`;
+- Nesterov (`nesterov=True`, burn's `MomentumConfig::with_nesterov(true)`): the same buffer, and
+  `after - before = -lr * (g_k + momentum * buf_k)`.
+
+Whether the updates are Nesterov's is measured from the steps after the first (where the buffer is no longer
+the gradient itself): `(after - before) / lr` fitted on (buf_k, g_k, before) has a gradient coefficient of
+-1 under Nesterov (the buffer's is -momentum) and 0 without (the buffer's is -1).
 """
 
 from __future__ import annotations
@@ -39,9 +45,13 @@ class SgdFits:
     #: the step direction -> after - before, under momentum
     lr_x: Rows = field(default_factory=Rows)
     lr_y: Rows = field(default_factory=Rows)
+    #: steps after the first, under momentum: (buf_k, g, before) -> (after - before) / lr
+    nesterov_x: Rows = field(default_factory=Rows)
+    nesterov_y: Rows = field(default_factory=Rows)
 
     def settings(self) -> dict[str, float]:
-        """The settings the rows show: lr, weight_decay, momentum, dampening (each only where a fit explains them)."""
+        """The settings the rows show: lr, weight_decay, momentum, dampening, nesterov (1.0 or 0.0), each only
+        where a fit explains them."""
         measured: dict[str, float] = {}
         x, y = finite(self.plain_x.all(), self.plain_y.all())
         if x is not None and np.any(x[:, 0]):
@@ -67,6 +77,12 @@ class SgdFits:
             lr = float(np.dot(x, y) / np.dot(x, x))
             if explains(x[:, None], y, np.array([lr])):
                 measured["lr"] = -lr
+        x, y = finite(self.nesterov_x.all(), self.nesterov_y.all())
+        if x is not None and x.shape[0] >= 3:
+            coef = np.linalg.lstsq(x, y, rcond=None)[0]
+            if coef[0] != 0 and explains(x, y, coef):
+                # the gradient's weight beside the buffer's: 1 / momentum under Nesterov (at least 1), 0 without
+                measured["nesterov"] = 1.0 if abs(coef[1]) > 0.5 * abs(coef[0]) else 0.0
         return measured
 
 
@@ -84,6 +100,9 @@ def replay_sgd(trace: Trace, config: dict, k: int, p: str, before: np.ndarray, a
             # weight decay from being read as dampening
             fits.momentum_x.add(np.stack([prev.ravel(), grad.ravel(), before.ravel()], axis=1))
             fits.momentum_y.add(buf.ravel())
+            if lr:
+                fits.nesterov_x.add(np.stack([buf.ravel(), grad.ravel(), before.ravel()], axis=1))
+                fits.nesterov_y.add(((after - before) / lr).ravel())
         else:
             # the first buffer is the decayed gradient itself, in PyTorch and in burn: g + wd * p
             fits.buffer0_x.add(np.stack([grad.ravel(), before.ravel()], axis=1))

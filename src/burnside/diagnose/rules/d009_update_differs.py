@@ -5,8 +5,9 @@ Replays every step of each side in float64 from that side's own recorded tensors
 before, gradients, the previous optimizer state) with the optimizer its trace declares, and
 finds the first step whose update or optimizer state the replay does not reproduce. It then
 measures the effective settings from the numbers (SGD: lr, weight decay, momentum,
-dampening; Adam: lr, betas, epsilon, and the gradient clipping each step applied) and names
-those that contradict the metadata.
+dampening, Nesterov; Adam: lr, betas, epsilon, weight decay of each kind (L2 in the moments,
+decoupled in the update), AMSGrad, and the gradient clipping each step applied) and names
+those that contradict the metadata, each parameter group's by its own updates.
 
 Each element is judged beyond its float32 rounding (half an ulp of the parameter before and after, and
 of the update's own arithmetic), so an update as small as that rounding (weight decay alone moving a
@@ -40,8 +41,10 @@ from __future__ import annotations
 import math
 
 from burnside.compare import Comparison
+from burnside.compare.config import group_config, known_optimizer
 from burnside.forensics import evidence_of
-from burnside.diagnose.diagnosis import Diagnosis, number
+from burnside.forensics.replay import decoupled
+from burnside.diagnose.diagnosis import Diagnosis, listed, number
 from burnside.rule import Severity
 
 ID = "D009"
@@ -76,38 +79,114 @@ def _declared(config: dict, key: str, index: int | None) -> float | None:
         0.0 if key in ("weight_decay", "dampening", "momentum", "lr_decay") else None)
 
 
-def contradictions(forensics) -> list[tuple[str, float, float]]:
-    """(setting, declared, measured) for each measured setting the metadata gets wrong."""
-    found = []
-    for key, measured in forensics.measured.items():
+#: Settings measured as on (1.0) or off (0.0).
+_FLAGS = ("nesterov", "amsgrad")
+#: Adam's weight decay, measured of each kind: (measured key, the kind it is).
+_DECAYS = (("weight_decay_l2", "l2"), ("weight_decay_decoupled", "decoupled"))
+
+
+def _differs(measured: float, declared: float, floor: float, size: float) -> bool:
+    gap = abs(measured - declared)
+    return gap > floor and gap > _RELATIVE * max(abs(size), floor)
+
+
+def contradictions(forensics) -> list[tuple[str, object, object]]:
+    """(setting, declared, measured) for each setting of the first parameter group the metadata gets wrong."""
+    return _contradictions(forensics.measured, forensics.declared)
+
+
+def _contradictions(measured_settings: dict, config: dict) -> list[tuple[str, object, object]]:
+    """(setting, declared, measured) for each measured setting ``config`` (one group's) gets wrong."""
+    found: list[tuple[str, object, object]] = []
+    for key, measured in measured_settings.items():
+        if key in _FLAGS:
+            if bool(measured) != bool(config.get(key)):
+                found.append((key, bool(config.get(key)), bool(measured)))
+            continue
+        if key in dict(_DECAYS):
+            continue
         meta_key, index, floor = _SETTINGS[key]
         if key == "clip_grad_norm":
             # measured only where the updates contradict the declared clipping (none: infinity)
-            declared = forensics.declared.get(meta_key)
+            declared = config.get(meta_key)
             found.append((key, number(declared) if declared is not None else math.inf, measured))
             continue
-        declared = _declared(forensics.declared, meta_key, index)
+        declared = _declared(config, meta_key, index)
         if declared is None:
             continue
-        gap = abs(measured - declared)
         # a beta is judged by 1 - beta, the weight the new gradient gets
         size = 1 - declared if key.startswith("beta") or key == "alpha" else declared
-        if gap > floor and gap > _RELATIVE * max(abs(size), floor):
+        if _differs(measured, declared, floor, size):
             found.append((key, declared, measured))
+    decay = _decay_contradiction(measured_settings, config)
+    if decay is not None:
+        found.append(decay)
     return found
 
 
-def _shown(key: str, measured: float) -> str:
+def _decay_contradiction(measured: dict, config: dict) -> tuple[str, object, object] | None:
+    """Adam's weight decay as declared (its value and kind) against what each kind's fit measured, or None."""
+    if not any(key in measured for key, _ in _DECAYS):
+        return None
+    wd = _declared(config, "weight_decay", None) or 0.0
+    kind = "decoupled" if decoupled(str(config.get("name")), config) else "l2"
+    floor = _SETTINGS["weight_decay"][2]
+    wrong = [key for key, own in _DECAYS if key in measured
+             and _differs(measured[key], wd if own == kind else 0.0, floor, wd if own == kind else 0.0)]
+    if not wrong:
+        return None
+    shown = [(own, measured[key]) for key, own in _DECAYS if key in measured and abs(measured[key]) >= floor]
+    return "weight_decay", (wd, kind), shown
+
+
+_KINDS = {"l2": "L2, added to the gradient", "decoupled": "decoupled, applied to the parameter"}
+
+
+def _shown(key: str, measured) -> str:
     """A measured setting, 0 where the fit cannot tell it from zero (its floor), not -8.6e-19."""
     if key == "clip_grad_norm":
         return "no clipping" if math.isinf(measured) else f"gradients scaled to a joint norm of {measured:.4g}"
+    if key in _FLAGS:
+        return f"{key} {'on' if measured else 'off'}"
+    if key == "weight_decay" and isinstance(measured, list):
+        # two digits: a decay of 1e-4 at lr 0.01 moves a parameter by 1e-6 of itself, near float32 rounding
+        return " and ".join(f"weight decay {value:.2g} ({_KINDS[kind]})" for kind, value in measured) \
+            or "no weight decay"
     return "0" if abs(measured) < _SETTINGS[key][2] else f"{measured:.6g}"
 
 
-def _said(key: str, declared: float) -> str:
+def _said(key: str, declared) -> str:
     if key == "clip_grad_norm":
         return "no clipping" if math.isinf(declared) else f"clip_grad_norm {declared:g}"
+    if key in _FLAGS:
+        return f"{key} {'on' if declared else 'off'}"
+    if key == "weight_decay" and isinstance(declared, tuple):
+        value, kind = declared
+        return f"weight_decay {value:g} ({_KINDS[kind]})" if value else "no weight decay"
     return f"{key} {declared:g}"
+
+
+def _fix(key: str, declared, optimizer: str) -> str | None:
+    """The fix of one contradicted setting, where it is more than "build the optimizer from the spec"."""
+    if key == "nesterov":
+        return (f"build the momentum as declared: `OptimizerSpec::sgd(lr).with_momentum(m).with_nesterov({str(declared).lower()})` "
+                f"and `spec.init()`; a burn optimizer built by hand needs "
+                f"`MomentumConfig::new().with_momentum(m).with_dampening(0.0).with_nesterov({str(declared).lower()})`")
+    if key == "amsgrad":
+        return (f"build {optimizer} with `amsgrad` as declared: `OptimizerSpec::{optimizer}(lr).with_amsgrad("
+                f"{str(declared).lower()})` and `spec.init()` (by hand, `{'AdamW' if optimizer == 'adamw' else 'Adam'}"
+                f"Config::new().with_amsgrad({str(declared).lower()})`)")
+    if key == "weight_decay" and isinstance(declared, tuple):
+        value, kind = declared
+        if kind == "decoupled":
+            return (f"decay as `torch.optim.AdamW` does, decoupled: `OptimizerSpec::adamw(lr).with_weight_decay({value:g})` "
+                    f"and `spec.init()` (by hand, `AdamWConfig::new().with_weight_decay({value:g})`: burn's default is "
+                    "1e-4, PyTorch's 0.01)")
+        return (f"decay as `torch.optim.Adam(weight_decay=)` does, L2 on the gradient: `OptimizerSpec::adam(lr)"
+                f".with_weight_decay({value:g})` and `spec.init()` (by hand, `AdamConfig::new().with_weight_decay("
+                f"Some(WeightDecayConfig::new({value:g})))`; burn's `AdamW` decouples it)" if value else
+                "build the optimizer without weight decay, as declared: `spec.init()` from the spec the trace records")
+    return None
 
 
 _CLIP_FIX = ("clip as the PyTorch loop does, all gradients by their joint norm (`clip_grad_norm_`), and declare it: "
@@ -119,6 +198,8 @@ _CLIP_FIX = ("clip as the PyTorch loop does, all gradients by their joint norm (
 def check(comparison: Comparison) -> list[Diagnosis]:
     """One diagnosis per side whose updates the declared optimizer does not reproduce."""
     found = []
+    if not known_optimizer(comparison.a.optimizer) or not known_optimizer(comparison.b.optimizer):
+        return found  # an optimizer burnside does not know is compared as recorded (`compare.config.optimizer_notes`)
     evidence = evidence_of(comparison)
     sides = ((comparison.a, evidence.optimizer_a, evidence.optimizer_b, comparison.b),
              (comparison.b, evidence.optimizer_b, evidence.optimizer_a, comparison.a))
@@ -138,15 +219,32 @@ def check(comparison: Comparison) -> list[Diagnosis]:
             continue
         name = forensics.declared.get("name", "optimizer")
         wrong = contradictions(forensics)
+        groups = [(i, *group_config(forensics.declared, i)) for i in sorted(forensics.group_measured)]
+        group_wrong = [(i, params, bad) for i, config, params in groups
+                       if (bad := _contradictions(forensics.group_measured[i], config))]
         evidence = (f"{summary.name}: from step {k}, its {forensics.mismatch_what} is "
                     f"{forensics.mismatch_residual:.3g} (relative) from a replay of the declared {name}")
-        if wrong:
-            evidence += "; " + "; ".join(f"the trace says {_said(key, declared)}; its updates show "
-                                         f"{_shown(key, measured)}" for key, declared, measured in wrong)
+        if wrong or group_wrong:
+            lines = [(key, declared, measured, "") for key, declared, measured in wrong]
+            lines += [(key, declared, measured, f" for parameter group {i} ({listed(params, 4)})")
+                      for i, params, bad in group_wrong for key, declared, measured in bad]
+            evidence += "; " + "; ".join(f"the trace says {_said(key, declared)}{where}; its updates show "
+                                         f"{_shown(key, measured)}" for key, declared, measured, where in lines)
             fix = ("configure the burn optimizer with the PyTorch values and record the spec it was built from "
                    "(`let spec = OptimizerSpec::...; let optim = spec.init(); optim.step(spec.lr(), ...)`)")
-            if [key for key, _, _ in wrong] == ["clip_grad_norm"]:
+            if [key for key, _, _, _ in lines] == ["clip_grad_norm"]:
                 fix = _CLIP_FIX
+            own = []
+            for key, declared, _, _ in lines:
+                text = _fix(key, declared, str(name))
+                if text is not None and text not in own:
+                    own.append(text)
+            if own:
+                fix = "; ".join(own)
+            if group_wrong:
+                fix += ("; each parameter group's burn optimizer is built from the spec declared for it: "
+                        "`Training::with_group(spec, &names)`, or call by call `TraceRecorder::with_group(spec.clone(), "
+                        "&names)` with `spec.init()` stepping that group's part of the gradients")
         else:
             evidence += "; no setting of that optimizer explains it (gradient clipping, two updates per step, or a " \
                         "hand-written update)"
