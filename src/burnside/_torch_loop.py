@@ -314,7 +314,7 @@ def record_trace(
     target: str | None = "y",
     metadata: Mapping[str, object] | None = None,
     activations: bool = True,
-    layer_inputs: bool = False,
+    layer_inputs: bool = True,
     clip_grad_norm: float | None = None,
     dropout: bool = False,
     lr_schedule: Callable[[torch.optim.Optimizer], object] | None = None,

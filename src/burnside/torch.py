@@ -94,7 +94,7 @@ def record(
     target: str | None = "y",
     metadata: Mapping[str, object] | None = None,
     activations: bool = True,
-    layer_inputs: bool = False,
+    layer_inputs: bool = True,
     clip_grad_norm: float | None = None,
     dropout: bool = False,
     lr_schedule: Callable[[torch.optim.Optimizer], object] | None = None,
@@ -116,10 +116,11 @@ def record(
     not recorded and not stepped. Buffers are recorded after each
     step as ``step{k}.buffers.{name}``; with ``activations`` (the default) every submodule's
     forward output is recorded as ``step{k}.activations.{module path}``, and the metadata
-    lists them in execution order (``activations``) with their classes (``modules``). With ``layer_inputs``
-    every submodule's first tensor input is recorded too, as ``step{k}.layer_inputs.{module path}`` (what the
-    module was fed, for a port that isolates one layer), exactly as `record_forward` records it; the metadata
-    lists them (``layer_inputs``).
+    lists them in execution order (``activations``) with their classes (``modules``). With ``layer_inputs`` (the
+    default) every submodule's first tensor input is recorded too, as ``step{k}.layer_inputs.{module path}``
+    (what the module was fed: a norm fed a sum of embeddings or a residual has no recorded layer before it, and
+    the diagnosis measures its epsilon from this), exactly as `record_forward` records it; the metadata lists
+    them (``layer_inputs``). A port need not record them.
     ``clip_grad_norm`` clips as ``torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)``
     between ``backward`` and ``optimizer.step()``; the trace's gradients are what ``backward`` gave
     (before clipping), and its optimizer metadata says ``clip_grad_norm``.

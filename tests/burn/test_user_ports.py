@@ -96,6 +96,9 @@ GPT_BUGS = [
     ("no-mask", "D010", ["between h.0.attn.c_attn and h.0.attn.c_proj"]),
     # the no-decay group built from the decay group's spec without .with_weight_decay(0.0)
     ("nodecay-wd", "D005", ["weight_decay", "h.0.ln_1.weight", "pytorch 0.0, burn 0.01"]),
+    # RMSNorm's epsilon 1e-6 where PyTorch's eps=None is float32's: ln_1 is fed wte + wpe, no recorded layer's
+    # output, so it is measured from the input PyTorch recorded feeding it
+    ("rms-eps", "D011", ["h.0.ln_1 (RMSNorm)", "epsilon"]),
 ]
 
 
