@@ -93,6 +93,12 @@ impl Inference {
         for (key, value) in &self.metadata {
             recorder = recorder.with_metadata(key, value);
         }
+        // Each tensor goes to the file as it is recorded; the estimate (the parameters and
+        // buffers once, per batch its inputs, a guess of one tapped layer per parameter and a
+        // few outputs) sizes the header's room.
+        let params = crate::param_paths_with(model, recorder.names()).len();
+        let per_batch = init.input_names().len() + params + 4;
+        recorder.stream_to(&args.out, params + batches.saturating_mul(per_batch))?;
         recorder.params_and_buffers(0, model)?;
         step_done(0, batches);
         for k in 0..batches {
@@ -100,11 +106,11 @@ impl Inference {
                 step: recorder.step(k, init, device),
             };
             let output = forward(model, &mut batch)?;
-            if let Some(name) = init.input_names().into_iter().find(|name| {
-                !recorder
-                    .tensors()
-                    .contains_key(&format!("step{k}.inputs.{name}"))
-            }) {
+            if let Some(name) = init
+                .input_names()
+                .into_iter()
+                .find(|name| !recorder.contains(&format!("step{k}.inputs.{name}")))
+            {
                 return Err(TraceError::Incomplete(format!(
                     "batch {k} did not record input `{name}`: read it with \
                      `batch.float_input(\"{name}\")` or `batch.int_input(\"{name}\")` (or record \

@@ -93,6 +93,7 @@ mod port_args;
 mod recorded_on;
 mod safetensors_file;
 mod step_progress;
+mod stream_writer;
 mod torch_names;
 mod trace_recorder;
 mod training;
@@ -118,7 +119,10 @@ pub(crate) use param_paths::param_paths;
 pub(crate) use param_paths::{ParamEntry, param_paths_with, param_values};
 pub(crate) use safetensors_file::write_safetensors;
 
-/// The trace format version this crate writes and the init format version it reads.
+/// The trace format version of a trace without aliases, and the init format version `InitFile`
+/// reads (init files never hold aliases).
 pub(crate) const FORMAT_VERSION: &str = "1";
+/// The trace format version of a trace holding aliases (metadata `aliases`).
+pub(crate) const ALIASES_VERSION: &str = "2";
 /// The burn version the recorder was built against, written as `framework_version`.
 pub(crate) const BURN_VERSION: &str = "0.22.1";

@@ -426,9 +426,9 @@ fn duplicate_key(json: &str) -> Option<String> {
 /// Write tensors and metadata as a safetensors file, atomically: the bytes go to a temporary
 /// file in the same directory, which is then renamed over `path`, so a reader never sees half a
 /// file and a failed write leaves any previous file in place.
-pub(crate) fn write_safetensors(
+pub(crate) fn write_safetensors<'a>(
     path: impl AsRef<Path>,
-    tensors: &BTreeMap<String, HostTensor>,
+    tensors: impl IntoIterator<Item = (&'a String, &'a HostTensor)>,
     metadata: &BTreeMap<String, String>,
 ) -> Result<(), TraceError> {
     let path = path.as_ref();
@@ -436,7 +436,7 @@ pub(crate) fn write_safetensors(
         path: path.to_path_buf(),
         message,
     };
-    let mut views = Vec::with_capacity(tensors.len());
+    let mut views = Vec::new();
     for (name, tensor) in tensors {
         let dtype = match tensor.dtype {
             HostDType::F32 => Dtype::F32,
@@ -481,6 +481,16 @@ pub(crate) fn write_safetensors(
 /// write past `ulimit -f` gets when SIGXFSZ is ignored) says how many bytes the file needed; any other
 /// error is returned as it is.
 fn no_room(source: std::io::Error, needed: usize) -> std::io::Error {
+    no_room_with(source, &format!("{needed} bytes"))
+}
+
+/// [`no_room`] for a file written as it was recorded, whose size is not known when the room runs
+/// out: it needed more than the `written` bytes that reached the temporary file (now removed).
+pub(crate) fn no_room_after(source: std::io::Error, written: u64) -> std::io::Error {
+    no_room_with(source, &format!("more than {written} bytes"))
+}
+
+fn no_room_with(source: std::io::Error, needed: &str) -> std::io::Error {
     use std::io::ErrorKind;
     let what = match source.kind() {
         ErrorKind::StorageFull => "no space left on the device",
@@ -492,7 +502,7 @@ fn no_room(source: std::io::Error, needed: usize) -> std::io::Error {
     };
     std::io::Error::new(
         source.kind(),
-        format!("{what}: {needed} bytes to write; nothing was written"),
+        format!("{what}: {needed} to write; nothing was written"),
     )
 }
 

@@ -1,5 +1,6 @@
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
 
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::{GradientsParams, ModuleOptimizer};
@@ -7,10 +8,11 @@ use burn::tensor::{Device, Tensor, TensorData};
 use serde_json::{Value, json};
 
 use crate::recorded_on::RecordedOn;
+use crate::stream_writer::StreamWriter;
 use crate::{
-    BURN_VERSION, ClipGradNorm, FORMAT_VERSION, HostTensor, InitFile, OptimizerSpec, ParamEntry,
-    Step, TorchNames, TraceError, optimizer_state, pack_parts, param_paths_with, param_values,
-    write_safetensors,
+    ALIASES_VERSION, BURN_VERSION, ClipGradNorm, FORMAT_VERSION, HostDType, HostTensor, InitFile,
+    OptimizerSpec, ParamEntry, Step, TorchNames, TraceError, optimizer_state, pack_parts,
+    param_paths_with, param_values, write_safetensors,
 };
 
 /// Records what one burn training loop computes, step by step, and writes it as a burnside
@@ -22,7 +24,16 @@ use crate::{
 /// with a stage missing (every step needs its inputs, `params_before`, logits, loss, grads,
 /// `params_after` and `optim`; the last step `loss_after`), naming the call to add.
 /// [`Training`](crate::Training) makes every call itself.
-#[derive(Debug, Clone)]
+///
+/// The tensors are kept in memory until `write`, unless [`stream_to`](Self::stream_to) sends
+/// them to the file as they are recorded (what [`Training`](crate::Training) and
+/// [`Inference`](crate::Inference) do: a large model's steps need not fit in memory).
+///
+/// Step k's `params_before.{p}` is written as an alias of step k-1's `params_after.{p}` (no
+/// second copy of the bytes: format version 2, metadata `aliases`) when the two are the same
+/// tensor bit for bit; a loop that hands the next step another model (the step's result
+/// dropped) records both in full, and the comparison sees the difference.
+#[derive(Debug)]
 pub struct TraceRecorder {
     optimizer: OptimizerSpec,
     clip: Option<ClipGradNorm>,
@@ -45,6 +56,23 @@ pub struct TraceRecorder {
     kind: Kind,
     /// The names of the model's outputs, in the order first recorded (forward traces).
     outputs: Vec<String>,
+    /// Where recorded tensors go: `tensors` (memory), or the file being streamed. A lock only
+    /// so that [`write`](Self::write) (which takes `&self`) can finish the file.
+    sink: Mutex<Sink>,
+    /// Streaming: each parameter's last `params_after` (step, dtype, shape, xxh3-128 of the
+    /// bytes), to tell whether the next step's `params_before` is the same tensor.
+    after: BTreeMap<String, (usize, HostDType, Vec<usize>, u128)>,
+}
+
+/// Where a recorder's tensors go.
+#[derive(Debug)]
+enum Sink {
+    /// Kept in `tensors`, written by `write`.
+    Memory,
+    /// Written to the file as they are recorded.
+    File(StreamWriter),
+    /// The streamed file was finished (renamed to this path).
+    Finished(PathBuf),
 }
 
 /// What a recorder records: a training loop's steps, or forward passes only (a forward trace,
@@ -109,6 +137,90 @@ impl TraceRecorder {
             metadata: BTreeMap::new(),
             kind: Kind::Training,
             outputs: Vec::new(),
+            sink: Mutex::new(Sink::Memory),
+            after: BTreeMap::new(),
+        }
+    }
+
+    /// From now on, write every tensor recorded to the trace file `path` at once (a temporary
+    /// file beside it, `.{name}.{pid}.{hex}.partial`), instead of keeping it in memory;
+    /// [`write`](Self::write) with the same path finishes the file and renames it to `path`.
+    /// A recorder dropped before that (an error, a panic) removes the temporary file: `path`
+    /// never holds half a trace, and a file already there stays.
+    ///
+    /// `expected_tensors` is an estimate of the tensors the trace will hold (steps x tensors
+    /// per step), for the room reserved for the file's header: more wastes a little padding,
+    /// fewer only makes `write` copy the data once into a file with a larger header. Tensors
+    /// recorded before this call go to the file first. A name recorded twice is an error for a
+    /// streaming recorder (in memory the second replaces the first).
+    pub fn stream_to(
+        &mut self,
+        path: impl AsRef<Path>,
+        expected_tensors: usize,
+    ) -> Result<(), TraceError> {
+        let path = path.as_ref();
+        if let Some(error) = self.not_streaming("stream_to") {
+            return Err(error);
+        }
+        let mut writer = StreamWriter::create(path, expected_tensors.max(self.tensors.len()))?;
+        let mut earlier: Vec<(String, HostTensor)> =
+            std::mem::take(&mut self.tensors).into_iter().collect();
+        // step by step, so step k-1's params_after is seen before step k's params_before
+        earlier.sort_by_cached_key(|(name, _)| (split_step(name).map(|(k, _)| k), name.clone()));
+        for (name, tensor) in earlier {
+            stream_put(&mut writer, &mut self.after, name, tensor)?;
+        }
+        *self.sink.get_mut().unwrap_or_else(|e| e.into_inner()) = Sink::File(writer);
+        Ok(())
+    }
+
+    /// `None` if the recorder keeps its tensors in memory, else the error for `call`.
+    fn not_streaming(&mut self, call: &str) -> Option<TraceError> {
+        match &*self.sink.get_mut().unwrap_or_else(|e| e.into_inner()) {
+            Sink::Memory => None,
+            Sink::File(writer) => Some(TraceError::Setup(format!(
+                "{call}: the recorder streams to {} already",
+                writer.path().display()
+            ))),
+            Sink::Finished(path) => Some(TraceError::Setup(format!(
+                "{call}: the trace was written to {} already",
+                path.display()
+            ))),
+        }
+    }
+
+    fn sink(&self) -> MutexGuard<'_, Sink> {
+        self.sink.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether tensor `name` (a full name, `step0.inputs.x`) was recorded, streaming or not.
+    pub fn contains(&self, name: &str) -> bool {
+        match &*self.sink() {
+            Sink::Memory => self.tensors.contains_key(name),
+            Sink::File(writer) => writer.contains(name),
+            Sink::Finished(_) => false,
+        }
+    }
+
+    /// The aliases the trace will hold (alias -> target): step k's `params_before.{p}` that is
+    /// step k-1's `params_after.{p}` bit for bit.
+    fn aliases(&self) -> BTreeMap<String, String> {
+        self.aliases_in(&self.sink())
+    }
+
+    /// [`aliases`](Self::aliases), with the sink's lock held.
+    fn aliases_in(&self, sink: &Sink) -> BTreeMap<String, String> {
+        match sink {
+            Sink::Memory => self
+                .tensors
+                .iter()
+                .filter_map(|(name, tensor)| {
+                    let target = alias_candidate(name)?;
+                    (self.tensors.get(&target) == Some(tensor)).then(|| (name.clone(), target))
+                })
+                .collect(),
+            Sink::File(writer) => writer.aliases().clone(),
+            Sink::Finished(_) => BTreeMap::new(),
         }
     }
 
@@ -182,17 +294,27 @@ impl TraceRecorder {
         self.called.entry(step).or_default().insert(stage);
     }
 
-    fn put(&mut self, step: usize, name: &str, tensor: HostTensor) {
+    fn put(&mut self, step: usize, name: &str, tensor: HostTensor) -> Result<(), TraceError> {
         self.steps = self.steps.max(step + 1);
-        self.tensors.insert(format!("step{step}.{name}"), tensor);
+        let name = format!("step{step}.{name}");
+        match self.sink.get_mut().unwrap_or_else(|e| e.into_inner()) {
+            Sink::Memory => {
+                self.tensors.insert(name, tensor);
+                Ok(())
+            }
+            Sink::File(writer) => stream_put(writer, &mut self.after, name, tensor),
+            Sink::Finished(path) => Err(TraceError::Setup(format!(
+                "tensor `{name}` recorded after the trace was written to {}",
+                path.display()
+            ))),
+        }
     }
 
     /// The batch input `name` fed to step `step` (`x`, `y`, ...), from `tensor.to_data()`.
     pub fn input(&mut self, step: usize, name: &str, data: TensorData) -> Result<(), TraceError> {
         let tensor = HostTensor::from_data(data)?;
         self.mark(step, "input");
-        self.put(step, &format!("inputs.{name}"), tensor);
-        Ok(())
+        self.put(step, &format!("inputs.{name}"), tensor)
     }
 
     /// The parameters before step `step`'s update.
@@ -245,9 +367,9 @@ impl TraceRecorder {
         }
         for (entry, value) in values {
             if !entry.buffer {
-                self.put(step, &format!("{stage}.{}", entry.torch), value);
+                self.put(step, &format!("{stage}.{}", entry.torch), value)?;
             } else if with_buffers {
-                self.put(step, &format!("buffers.{}", entry.torch), value);
+                self.put(step, &format!("buffers.{}", entry.torch), value)?;
             }
         }
         Ok(())
@@ -267,8 +389,7 @@ impl TraceRecorder {
         if !self.activations.iter().any(|a| a == name) {
             self.activations.push(name.to_string());
         }
-        self.put(step, &format!("activations.{name}"), tensor);
-        Ok(())
+        self.put(step, &format!("activations.{name}"), tensor)
     }
 
     /// Where step `step`'s forward pass reports its layers' outputs: pass it to the model's
@@ -297,8 +418,7 @@ impl TraceRecorder {
             self.outputs.push(name.to_string());
         }
         self.mark(step, "output");
-        self.put(step, &format!("outputs.{name}"), tensor);
-        Ok(())
+        self.put(step, &format!("outputs.{name}"), tensor)
     }
 
     /// Whether forward pass `step` recorded an output.
@@ -317,23 +437,20 @@ impl TraceRecorder {
         let tensor = HostTensor::from_data(logits.to_data())?;
         self.on.tensor(logits);
         self.mark(step, "logits");
-        self.put(step, "logits", tensor);
-        Ok(())
+        self.put(step, "logits", tensor)
     }
 
     /// The loss at step `step`; burn's `[1]` becomes the format's 0-d scalar.
     pub fn loss(&mut self, step: usize, loss: &Tensor<1>) -> Result<(), TraceError> {
         let tensor = scalar(loss, "loss")?;
         self.mark(step, "loss");
-        self.put(step, "loss", tensor);
-        Ok(())
+        self.put(step, "loss", tensor)
     }
 
     /// The loss of the final parameters on the last step's inputs.
     pub fn loss_after(&mut self, step: usize, loss: &Tensor<1>) -> Result<(), TraceError> {
         let tensor = scalar(loss, "loss_after")?;
-        self.put(step, "loss_after", tensor);
-        Ok(())
+        self.put(step, "loss_after", tensor)
     }
 
     /// The gradients of step `step`, by parameter path, and `grads.len()` for `grads_len` (in
@@ -371,7 +488,7 @@ impl TraceRecorder {
             .collect();
         let len = grads.len() - slices + packed.len();
         for (entry, tensor) in pack_parts(found)? {
-            self.put(step, &format!("grads.{}", entry.torch), tensor);
+            self.put(step, &format!("grads.{}", entry.torch), tensor)?;
         }
         // a port with parameter groups records each group's part: the counts add up
         *self.grads_len.entry(step).or_insert(0) += len;
@@ -389,12 +506,14 @@ impl TraceRecorder {
         self.mark(step, "optim");
         let entries: Vec<ParamEntry> = param_paths_with(module, &self.names);
         for ((slot, path), tensor) in optimizer_state(optim, &entries, &self.names)? {
-            self.put(step, &format!("optim.{slot}.{path}"), tensor);
+            self.put(step, &format!("optim.{slot}.{path}"), tensor)?;
         }
         Ok(())
     }
 
-    /// The tensors recorded so far, by full name (`step0.logits`, ...).
+    /// The tensors recorded so far, by full name (`step0.logits`, ...), for a recorder that keeps
+    /// them in memory; a recorder streaming to a file ([`stream_to`](Self::stream_to)) holds
+    /// none here (ask [`contains`](Self::contains)).
     pub fn tensors(&self) -> &BTreeMap<String, HostTensor> {
         &self.tensors
     }
@@ -418,6 +537,14 @@ impl TraceRecorder {
             set("dtype", dtype);
         }
         set("steps", json!(self.steps).to_string());
+        let aliases = self.aliases();
+        if !aliases.is_empty() {
+            set("burnside.version", ALIASES_VERSION.to_string());
+            set(
+                "aliases",
+                serde_json::to_string(&aliases).expect("a map of strings is JSON"),
+            );
+        }
         metadata
     }
 
@@ -443,7 +570,7 @@ impl TraceRecorder {
         // every step called `grads`, so each has its count
         let grads_len: Vec<usize> = (0..self.steps).map(|step| self.grads_len[&step]).collect();
         let last = self.steps - 1;
-        if !self.tensors.contains_key(&format!("step{last}.loss_after")) {
+        if !self.contains(&format!("step{last}.loss_after")) {
             return Err(incomplete(format!(
                 "the last step ({last}) has no loss_after"
             )));
@@ -563,10 +690,99 @@ impl TraceRecorder {
         Ok(metadata)
     }
 
-    /// Write the trace to `path` (safetensors), atomically.
+    /// Write the trace to `path` (safetensors), atomically, after checking it is complete
+    /// ([`metadata`](Self::metadata)); for a streaming recorder, finish the file
+    /// [`stream_to`](Self::stream_to) started (`path` must be the same).
     pub fn write(&self, path: impl AsRef<Path>) -> Result<(), TraceError> {
-        write_safetensors(path, &self.tensors, &self.metadata()?)
+        let path = path.as_ref();
+        let metadata = self.metadata()?;
+        let mut sink = self.sink();
+        match &*sink {
+            Sink::Memory => {
+                let aliases = self.aliases_in(&sink);
+                let tensors = self
+                    .tensors
+                    .iter()
+                    .filter(|(name, _)| !aliases.contains_key(*name));
+                write_safetensors(path, tensors, &metadata)
+            }
+            Sink::File(writer) if !same_path(writer.path(), path) => {
+                Err(TraceError::Setup(format!(
+                    "write({}): the recorder streams to {}; write there",
+                    path.display(),
+                    writer.path().display()
+                )))
+            }
+            Sink::File(_) => {
+                let Sink::File(writer) =
+                    std::mem::replace(&mut *sink, Sink::Finished(path.to_path_buf()))
+                else {
+                    unreachable!("matched above")
+                };
+                writer.finish(metadata)
+            }
+            Sink::Finished(done) => Err(TraceError::Setup(format!(
+                "write: the streamed trace was written to {} already",
+                done.display()
+            ))),
+        }
     }
+}
+
+/// Whether `a` and `b` name the same file (as given, or once made absolute).
+fn same_path(a: &Path, b: &Path) -> bool {
+    a == b
+        || matches!(
+            (std::path::absolute(a), std::path::absolute(b)),
+            (Ok(a), Ok(b)) if a == b
+        )
+}
+
+/// `step{k}.{rest}` split into `k` and `rest`.
+fn split_step(name: &str) -> Option<(usize, &str)> {
+    let (step, rest) = name.strip_prefix("step")?.split_once('.')?;
+    Some((step.parse().ok()?, rest))
+}
+
+/// The tensor `name` would be an alias of if equal: step k-1's `params_after.{p}` for step k's
+/// `params_before.{p}` (k >= 1).
+fn alias_candidate(name: &str) -> Option<String> {
+    let (step, rest) = split_step(name)?;
+    let param = rest.strip_prefix("params_before.")?;
+    let previous = step.checked_sub(1)?;
+    Some(format!("step{previous}.params_after.{param}"))
+}
+
+/// Stream one tensor: a `params_before` equal (dtype, shape, xxh3-128) to the previous step's
+/// `params_after` becomes an alias of it; a `params_after`'s hash is kept for the next step.
+fn stream_put(
+    writer: &mut StreamWriter,
+    after: &mut BTreeMap<String, (usize, HostDType, Vec<usize>, u128)>,
+    name: String,
+    tensor: HostTensor,
+) -> Result<(), TraceError> {
+    if let Some((step, rest)) = split_step(&name) {
+        if let Some(param) = rest.strip_prefix("params_after.") {
+            let hash = xxhash_rust::xxh3::xxh3_128(&tensor.bytes);
+            let seen = (step, tensor.dtype, tensor.shape.clone(), hash);
+            if !writer.contains(&name) {
+                after.insert(param.to_string(), seen);
+            }
+        } else if let (Some(param), Some(previous)) =
+            (rest.strip_prefix("params_before."), step.checked_sub(1))
+            && let Some((at, dtype, shape, hash)) = after.get(param)
+            && *at == previous
+            && *dtype == tensor.dtype
+            && *shape == tensor.shape
+            && *hash == xxhash_rust::xxh3::xxh3_128(&tensor.bytes)
+        {
+            let target = format!("step{previous}.params_after.{param}");
+            if writer.contains(&target) && !writer.aliases().contains_key(&target) {
+                return writer.alias(name, &target);
+            }
+        }
+    }
+    writer.add(name, tensor)
 }
 
 /// A forward pass's view of the recorder: layer outputs go to one step of a trace, or nowhere

@@ -152,16 +152,20 @@ impl Training {
             .collect();
         let base = self.optimizer.lr();
         let mut losses = Vec::with_capacity(args.steps);
+        // Each tensor goes to the file as it is recorded (a large model's steps need not fit in
+        // memory); the estimate sizes the header's room.
+        let estimate = training_estimate(&model, self.recorder.names(), init, args.steps);
+        self.recorder.stream_to(&args.out, estimate)?;
         step_done(0, args.steps);
         for k in 0..args.steps {
             let recorder = &mut self.recorder;
             recorder.params_before(k, &model)?;
             let (output, loss) = forward_loss(&model, &mut recorder.step(k, init, device))?;
-            if let Some(name) = init.input_names().into_iter().find(|name| {
-                !recorder
-                    .tensors()
-                    .contains_key(&format!("step{k}.inputs.{name}"))
-            }) {
+            if let Some(name) = init
+                .input_names()
+                .into_iter()
+                .find(|name| !recorder.contains(&format!("step{k}.inputs.{name}")))
+            {
                 return Err(TraceError::Incomplete(format!(
                     "step {k} did not record input `{name}` of the batch: read it with \
                      `step.float_input(\"{name}\")` or `step.int_input(\"{name}\")` (or record what \
@@ -242,6 +246,23 @@ impl Training {
         }
         Ok(group_of)
     }
+}
+
+/// How many tensors a training trace of `steps` steps of `model` holds, about: per step the
+/// inputs, the parameters before and after, their gradients, up to three optimizer slots each
+/// (Adam's `exp_avg`, `exp_avg_sq`, `step`), the buffers, a guess of one tapped layer per
+/// parameter, the logits and the loss.
+fn training_estimate<M: Module>(
+    model: &M,
+    names: &TorchNames,
+    init: &InitFile,
+    steps: usize,
+) -> usize {
+    let entries = param_paths_with(model, names);
+    let buffers = entries.iter().filter(|e| e.buffer).count();
+    let params = entries.len() - buffers;
+    let per_step = init.input_names().len() + params * (3 + 3 + 1) + buffers + 3;
+    steps.saturating_mul(per_step)
 }
 
 /// `grads` cut into one part per optimizer: `parts[0]` the main group's, `parts[g]` group g's.

@@ -1,0 +1,614 @@
+//! A safetensors file written tensor by tensor as a trace is recorded, so a recording holds the
+//! loop's own memory plus a bounded buffer, not every tensor of every step.
+//!
+//! The bytes go to a temporary file beside the output (`.{file name}.{pid}.{random hex}.partial`),
+//! with room reserved for the header; the data follows the reservation. [`StreamWriter::finish`]
+//! writes the header into its room (padded with spaces), syncs the file and renames it over the
+//! output. A header larger than its room is written at the head of a second temporary file,
+//! the data copied after it (`std::io::copy`, which the kernel does without reading the data
+//! into memory where it can), and that file is renamed instead: only slower. A writer dropped
+//! unfinished, and any error, removes its temporary file: the output never holds half a trace
+//! and a previous file there stays. A process killed outright (SIGKILL, SIGINT without a
+//! handler) may leave the `.partial` file, never a file at the output.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::File;
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value, json};
+
+use crate::safetensors_file::no_room_after;
+use crate::{ALIASES_VERSION, HostDType, HostTensor, TraceError};
+
+/// Header room every file gets, before the room per expected tensor.
+const HEADER_BASE: usize = 65536;
+/// Header room per expected tensor (an entry is ~100-150 bytes of JSON).
+const HEADER_PER_TENSOR: usize = 192;
+/// The metadata's share of the header room (the recorder's keys, a few KiB for a large model).
+const METADATA_ESTIMATE: usize = 16384;
+/// Tensors smaller than this that would break the data's 8-byte alignment wait for the finish.
+const SMALL: usize = 64 * 1024;
+/// The most bytes held back for alignment; beyond it tensors are written at once, aligned or not.
+const HELD_BOUND: usize = 16 * 1024 * 1024;
+
+/// The header room for `expected_tensors` tensors: a multiple of 8.
+pub(crate) fn header_reserve(expected_tensors: usize) -> usize {
+    round_up_8(
+        HEADER_BASE
+            .saturating_add(HEADER_PER_TENSOR.saturating_mul(expected_tensors))
+            .saturating_add(METADATA_ESTIMATE),
+    )
+}
+
+fn round_up_8(n: usize) -> usize {
+    n.div_ceil(8).saturating_mul(8)
+}
+
+/// One tensor's header entry.
+#[derive(Debug)]
+struct Entry {
+    dtype: HostDType,
+    shape: Vec<usize>,
+    start: u64,
+    end: u64,
+}
+
+/// The data section's writer, with what the header will say.
+#[derive(Debug)]
+pub(crate) struct StreamWriter {
+    /// The output the file becomes at the finish.
+    path: PathBuf,
+    /// The temporary file, while it exists.
+    temp: Option<PathBuf>,
+    file: Option<BufWriter<File>>,
+    /// The header's room, in bytes after the 8-byte length (a multiple of 8).
+    reserve: usize,
+    /// Data bytes written so far (the next tensor's start).
+    offset: u64,
+    entries: BTreeMap<String, Entry>,
+    /// Small tensors held back for alignment, and their bytes.
+    held: Vec<(String, HostTensor)>,
+    held_bytes: usize,
+    held_names: BTreeSet<String>,
+    /// Alias name -> target name (a tensor of this file).
+    aliases: BTreeMap<String, String>,
+    /// Set once an I/O error removed the temporary file: the message every later call returns.
+    failed: Option<String>,
+}
+
+impl StreamWriter {
+    /// Start a file for `path`, with header room for `expected_tensors` tensors (an estimate:
+    /// more only wastes a little padding, fewer makes the finish copy the data once).
+    pub(crate) fn create(path: &Path, expected_tensors: usize) -> Result<Self, TraceError> {
+        Self::create_with_reserve(path, header_reserve(expected_tensors))
+    }
+
+    /// As [`create`](Self::create), with the header room given (tests: a room too small).
+    pub(crate) fn create_with_reserve(path: &Path, reserve: usize) -> Result<Self, TraceError> {
+        let reserve = round_up_8(reserve);
+        let io = |source: std::io::Error| TraceError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let (temp, file) = create_temp(path).map_err(io)?;
+        let mut writer = Self {
+            path: path.to_path_buf(),
+            temp: Some(temp),
+            file: Some(BufWriter::with_capacity(1 << 20, file)),
+            reserve,
+            offset: 0,
+            entries: BTreeMap::new(),
+            held: Vec::new(),
+            held_bytes: 0,
+            held_names: BTreeSet::new(),
+            aliases: BTreeMap::new(),
+            failed: None,
+        };
+        // The data starts after the length and the header's room.
+        let start = 8 + reserve as u64;
+        let seek = writer.file.as_mut().map(|f| f.seek(SeekFrom::Start(start)));
+        if let Some(Err(source)) = seek {
+            return Err(writer.fail(source));
+        }
+        Ok(writer)
+    }
+
+    /// The output path.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The temporary file being written (`None` once finished or failed).
+    #[cfg(test)]
+    pub(crate) fn temp(&self) -> Option<&Path> {
+        self.temp.as_deref()
+    }
+
+    /// Whether `name` is in the file already (a tensor written or held, or an alias).
+    pub(crate) fn contains(&self, name: &str) -> bool {
+        self.entries.contains_key(name)
+            || self.held_names.contains(name)
+            || self.aliases.contains_key(name)
+    }
+
+    /// Every name in the file so far, tensors and aliases, sorted.
+    #[cfg(test)]
+    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
+        let mut names: Vec<&str> = self
+            .entries
+            .keys()
+            .chain(self.held_names.iter())
+            .chain(self.aliases.keys())
+            .map(String::as_str)
+            .collect();
+        names.sort_unstable();
+        names.into_iter()
+    }
+
+    /// The aliases so far (alias -> target).
+    pub(crate) fn aliases(&self) -> &BTreeMap<String, String> {
+        &self.aliases
+    }
+
+    fn check_name(&self, name: &str) -> Result<(), TraceError> {
+        self.check_ok()?;
+        if name.is_empty() || name == "__metadata__" {
+            return Err(TraceError::Mismatch {
+                name: name.to_string(),
+                message: "is not a tensor name a trace may hold".to_string(),
+            });
+        }
+        if self.contains(name) {
+            return Err(TraceError::Mismatch {
+                name: name.to_string(),
+                message: "recorded twice: a trace holds each tensor once (record each stage once per step, and each tapped layer under its own name)".to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    fn check_ok(&self) -> Result<(), TraceError> {
+        match &self.failed {
+            Some(message) => Err(TraceError::Io {
+                path: self.path.clone(),
+                source: std::io::Error::other(message.clone()),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Add tensor `name`: written now if it keeps the data aligned (or is large), else held
+    /// until the finish. A name already in the file is an error.
+    pub(crate) fn add(&mut self, name: String, tensor: HostTensor) -> Result<(), TraceError> {
+        self.check_name(&name)?;
+        let size = tensor.bytes.len();
+        let itemsize = itemsize(tensor.dtype) as u64;
+        let aligned_start = self.offset % itemsize == 0;
+        let stays_aligned = (self.offset + size as u64) % 8 == 0;
+        if aligned_start && stays_aligned {
+            return self.write_now(name, &tensor);
+        }
+        if size < SMALL && self.held_bytes + size <= HELD_BOUND {
+            self.held_bytes += size;
+            self.held_names.insert(name.clone());
+            self.held.push((name, tensor));
+            return Ok(());
+        }
+        self.write_now(name, &tensor)
+    }
+
+    /// Record `name` as an alias of `target`, a tensor (not an alias) already in the file.
+    pub(crate) fn alias(&mut self, name: String, target: &str) -> Result<(), TraceError> {
+        self.check_name(&name)?;
+        if !(self.entries.contains_key(target) || self.held_names.contains(target)) {
+            return Err(TraceError::Mismatch {
+                name,
+                message: format!(
+                    "cannot be an alias of `{target}`, which is no tensor of the file"
+                ),
+            });
+        }
+        self.aliases.insert(name, target.to_string());
+        Ok(())
+    }
+
+    fn write_now(&mut self, name: String, tensor: &HostTensor) -> Result<(), TraceError> {
+        let Some(file) = self.file.as_mut() else {
+            return self.check_ok();
+        };
+        if let Err(source) = file.write_all(&tensor.bytes) {
+            return Err(self.fail(source));
+        }
+        let start = self.offset;
+        self.offset += tensor.bytes.len() as u64;
+        self.entries.insert(
+            name,
+            Entry {
+                dtype: tensor.dtype,
+                shape: tensor.shape.clone(),
+                start,
+                end: self.offset,
+            },
+        );
+        Ok(())
+    }
+
+    /// Remove the temporary file after an I/O error; the error, as the one line a port prints
+    /// (a full disk says how much had been written).
+    fn fail(&mut self, source: std::io::Error) -> TraceError {
+        self.discard();
+        let source = no_room_after(source, 8 + self.reserve as u64 + self.offset);
+        self.failed = Some(source.to_string());
+        TraceError::Io {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    /// Close and remove the temporary file, if any.
+    fn discard(&mut self) {
+        if let Some(file) = self.file.take() {
+            // the buffered bytes are not wanted: drop the file without flushing them
+            let (file, _) = file.into_parts();
+            drop(file);
+        }
+        if let Some(temp) = self.temp.take() {
+            let _ = std::fs::remove_file(temp);
+        }
+    }
+
+    /// Write the held tensors, the header (`metadata` plus `aliases` and version 2 if there are
+    /// any), sync, and rename the file over the output.
+    pub(crate) fn finish(
+        mut self,
+        mut metadata: BTreeMap<String, String>,
+    ) -> Result<(), TraceError> {
+        self.check_ok()?;
+        // Held tensors, the largest elements first, so 8-byte ones stay 8-aligned.
+        let mut held = std::mem::take(&mut self.held);
+        held.sort_by_key(|(_, t)| std::cmp::Reverse(itemsize(t.dtype)));
+        for (name, tensor) in held {
+            self.held_names.remove(&name);
+            self.write_now(name, &tensor)?;
+        }
+        if !self.aliases.is_empty() {
+            metadata.insert(
+                "aliases".to_string(),
+                serde_json::to_string(&self.aliases).expect("a map of strings is JSON"),
+            );
+            metadata.insert("burnside.version".to_string(), ALIASES_VERSION.to_string());
+        }
+        let header = self.header(&metadata);
+        let result = if header.len() <= self.reserve {
+            self.finish_in_place(header)
+        } else {
+            self.finish_by_copy(header)
+        };
+        if let Err(source) = result {
+            return Err(self.fail(source));
+        }
+        Ok(())
+    }
+
+    /// The JSON header: `__metadata__` and every tensor's entry.
+    fn header(&self, metadata: &BTreeMap<String, String>) -> Vec<u8> {
+        let mut object = Map::new();
+        object.insert("__metadata__".to_string(), json!(metadata));
+        for (name, entry) in &self.entries {
+            object.insert(
+                name.clone(),
+                json!({
+                    "dtype": dtype_name(entry.dtype),
+                    "shape": entry.shape,
+                    "data_offsets": [entry.start, entry.end],
+                }),
+            );
+        }
+        Value::Object(object).to_string().into_bytes()
+    }
+
+    /// The header in its reserved room, padded with spaces; sync; rename.
+    fn finish_in_place(&mut self, mut header: Vec<u8>) -> std::io::Result<()> {
+        header.resize(self.reserve, b' ');
+        let mut file = self
+            .file
+            .take()
+            .expect("an unfailed writer has its file")
+            .into_inner()
+            .map_err(|e| e.into_error())?;
+        file.seek(SeekFrom::Start(0))?;
+        file.write_all(&(self.reserve as u64).to_le_bytes())?;
+        file.write_all(&header)?;
+        file.sync_all()?;
+        drop(file);
+        let temp = self.temp.as_ref().expect("an unfailed writer has its file");
+        std::fs::rename(temp, &self.path)?;
+        self.temp = None;
+        sync_dir(&self.path);
+        Ok(())
+    }
+
+    /// The header did not fit its room: a second temporary file with the exact header, the data
+    /// copied after it; rename that one, remove the first.
+    fn finish_by_copy(&mut self, mut header: Vec<u8>) -> std::io::Result<()> {
+        header.resize(round_up_8(header.len()), b' ');
+        let mut old = self
+            .file
+            .take()
+            .expect("an unfailed writer has its file")
+            .into_inner()
+            .map_err(|e| e.into_error())?;
+        let (new_temp, mut new) = create_temp(&self.path)?;
+        let copied = (|| {
+            new.write_all(&(header.len() as u64).to_le_bytes())?;
+            new.write_all(&header)?;
+            old.seek(SeekFrom::Start(8 + self.reserve as u64))?;
+            let copied = std::io::copy(&mut (&old).take(self.offset), &mut new)?;
+            if copied != self.offset {
+                return Err(std::io::Error::other(format!(
+                    "copied {copied} of {} data bytes into the file with the larger header",
+                    self.offset
+                )));
+            }
+            new.sync_all()?;
+            drop(new);
+            std::fs::rename(&new_temp, &self.path)
+        })();
+        if copied.is_err() {
+            let _ = std::fs::remove_file(&new_temp);
+            return copied;
+        }
+        drop(old);
+        if let Some(temp) = self.temp.take() {
+            let _ = std::fs::remove_file(temp);
+        }
+        sync_dir(&self.path);
+        Ok(())
+    }
+}
+
+impl Drop for StreamWriter {
+    fn drop(&mut self) {
+        self.discard();
+    }
+}
+
+/// A new temporary file beside `path`: `.{file name}.{pid}.{random hex}.partial`.
+fn create_temp(path: &Path) -> std::io::Result<(PathBuf, File)> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let file_name = path
+        .file_name()
+        .ok_or_else(|| std::io::Error::other("no file name"))?
+        .to_string_lossy()
+        .into_owned();
+    loop {
+        let temp = dir.join(format!(
+            ".{file_name}.{}.{:016x}.partial",
+            std::process::id(),
+            random_u64()
+        ));
+        match File::options()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&temp)
+        {
+            Ok(file) => return Ok((temp, file)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// 64 random bits from the standard library's randomly keyed hasher (no random crate needed).
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    hasher.finish()
+}
+
+/// Sync the directory holding `path`, so the rename survives a crash (best effort).
+fn sync_dir(path: &Path) {
+    if let Some(dir) = path.parent() {
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        if let Ok(dir) = File::open(dir) {
+            let _ = dir.sync_all();
+        }
+    }
+}
+
+fn itemsize(dtype: HostDType) -> usize {
+    match dtype {
+        HostDType::F32 => 4,
+        HostDType::F64 | HostDType::I64 => 8,
+    }
+}
+
+fn dtype_name(dtype: HostDType) -> &'static str {
+    match dtype {
+        HostDType::F32 => "F32",
+        HostDType::F64 => "F64",
+        HostDType::I64 => "I64",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SafetensorsFile;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("burnside-stream-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir.join(name)
+    }
+
+    fn partials(path: &Path) -> Vec<String> {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        std::fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(&format!(".{name}.")) && n.ends_with(".partial"))
+            .collect()
+    }
+
+    fn meta() -> BTreeMap<String, String> {
+        [("k".to_string(), "v".to_string())].into_iter().collect()
+    }
+
+    /// f32 tensors of odd lengths (4 mod 8 bytes) mixed with f64 and i64 ones.
+    fn mixed() -> Vec<(String, HostTensor)> {
+        let f64s = |n: usize| HostTensor {
+            dtype: HostDType::F64,
+            shape: vec![n],
+            bytes: (0..n)
+                .flat_map(|i| (i as f64 * 0.5).to_le_bytes())
+                .collect(),
+        };
+        vec![
+            ("a.loss".into(), HostTensor::from_f32(&[0.25], vec![])),
+            ("b.big".into(), f64s(20_000)),
+            (
+                "c.odd".into(),
+                HostTensor::from_f32(&[1.0, 2.0, 3.0], vec![3]),
+            ),
+            ("d.f64".into(), f64s(3)),
+            ("e.step".into(), HostTensor::from_i64(&[7], vec![])),
+            ("f.even".into(), HostTensor::from_f32(&[1.0, -0.0], vec![2])),
+        ]
+    }
+
+    #[test]
+    fn every_tensor_reads_back_and_8_byte_elements_are_8_aligned() {
+        let path = scratch("aligned.safetensors");
+        let mut writer = StreamWriter::create(&path, 6).unwrap();
+        let temp = writer.temp().unwrap().to_path_buf();
+        assert!(
+            temp.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .ends_with(".partial")
+        );
+        assert_eq!(temp.parent(), path.parent(), "beside the output");
+        for (name, tensor) in mixed() {
+            writer.add(name, tensor).unwrap();
+        }
+        assert!(!path.exists(), "nothing at the output before the finish");
+        writer.finish(meta()).unwrap();
+        assert!(!temp.exists());
+        let file = SafetensorsFile::read(&path).unwrap();
+        assert_eq!(file.tensors, mixed().into_iter().collect());
+        assert_eq!(file.meta("k").unwrap(), "v");
+        // the header: a multiple of 8, padded with spaces, the reservation's size
+        let bytes = std::fs::read(&path).unwrap();
+        let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+        assert_eq!(n, header_reserve(6));
+        assert_eq!(n % 8, 0);
+        assert_eq!(bytes[8 + n - 1], b' ');
+        let header: Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+        for (name, entry) in header.as_object().unwrap() {
+            if name == "__metadata__" {
+                continue;
+            }
+            let start = entry["data_offsets"][0].as_u64().unwrap();
+            let size = if entry["dtype"] == "F32" { 4 } else { 8 };
+            assert_eq!((8 + n as u64 + start) % size, 0, "{name} at {start}");
+        }
+        let parsed = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+        assert_eq!(parsed.len(), 6);
+    }
+
+    #[test]
+    fn a_header_larger_than_its_room_is_written_by_copying_the_data() {
+        let path = scratch("overflow.safetensors");
+        let mut writer = StreamWriter::create_with_reserve(&path, 64).unwrap();
+        let names: Vec<String> = (0..50).map(|i| format!("step{i}.params_after.w")).collect();
+        let tensor = |i: usize| HostTensor::from_f32(&[i as f32, 1.0], vec![2]);
+        for (i, name) in names.iter().enumerate() {
+            writer.add(name.clone(), tensor(i)).unwrap();
+        }
+        writer
+            .alias("step9.params_before.w".into(), &names[8])
+            .unwrap();
+        writer.finish(meta()).unwrap();
+        assert!(partials(&path).is_empty(), "{:?}", partials(&path));
+        let bytes = std::fs::read(&path).unwrap();
+        let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+        assert!(n > 64 && n % 8 == 0, "{n}");
+        let file = SafetensorsFile::read(&path).unwrap();
+        for (i, name) in names.iter().enumerate() {
+            assert_eq!(file.tensors[name], tensor(i));
+        }
+        assert_eq!(file.meta("burnside.version").unwrap(), "2");
+        assert_eq!(
+            file.meta("aliases").unwrap(),
+            r#"{"step9.params_before.w":"step8.params_after.w"}"#
+        );
+        assert_eq!(
+            safetensors::SafeTensors::deserialize(&bytes).unwrap().len(),
+            50
+        );
+    }
+
+    #[test]
+    fn a_writer_dropped_unfinished_leaves_neither_output_nor_partial_and_keeps_the_old_file() {
+        let path = scratch("dropped.safetensors");
+        std::fs::write(&path, b"previous").unwrap();
+        let mut writer = StreamWriter::create(&path, 1).unwrap();
+        writer
+            .add("x".into(), HostTensor::from_f32(&[1.0; 100], vec![100]))
+            .unwrap();
+        assert_eq!(partials(&path).len(), 1);
+        drop(writer);
+        assert!(partials(&path).is_empty());
+        assert_eq!(std::fs::read(&path).unwrap(), b"previous");
+    }
+
+    #[test]
+    fn duplicates_bad_names_and_aliases_to_nothing_are_refused() {
+        let path = scratch("dupes.safetensors");
+        let mut writer = StreamWriter::create(&path, 2).unwrap();
+        let t = || HostTensor::from_f32(&[1.0, 2.0], vec![2]);
+        writer.add("a".into(), t()).unwrap();
+        writer
+            .add("s".into(), HostTensor::from_f32(&[1.0], vec![]))
+            .unwrap(); // held
+        let again = writer.add("a".into(), t()).unwrap_err().to_string();
+        assert!(again.starts_with("tensor `a`: recorded twice"), "{again}");
+        assert!(writer.add("s".into(), t()).is_err(), "a held one counts");
+        assert!(writer.add("__metadata__".into(), t()).is_err());
+        assert!(writer.alias("b".into(), "missing").is_err());
+        writer.alias("b".into(), "a").unwrap();
+        assert!(
+            writer.alias("c".into(), "b").is_err(),
+            "never an alias of an alias"
+        );
+        assert!(
+            writer.add("b".into(), t()).is_err(),
+            "an alias's name is taken"
+        );
+        assert_eq!(writer.names().collect::<Vec<_>>(), vec!["a", "b", "s"]);
+    }
+
+    #[test]
+    fn a_missing_directory_is_an_io_error_naming_the_output() {
+        let path = scratch("no/such/dir/trace.safetensors");
+        let error = StreamWriter::create(&path, 1).unwrap_err();
+        assert!(matches!(error, TraceError::Io { .. }));
+        assert!(error.to_string().starts_with(&path.display().to_string()));
+    }
+}
