@@ -303,3 +303,12 @@ def test_no_room_mid_recording_is_one_line_with_the_bytes_written_and_leaves_not
         proc.stderr
     assert " more than " in proc.stderr and proc.stderr.endswith(" to write; nothing was written\n"), proc.stderr
     assert _left(tmp_path) == []
+
+
+def test_record_with_a_reference_records_layer_inputs_on_both_sides(tmp_path):
+    path = _record(tmp_path / "t.safetensors", layer_inputs=True, reference=tmp_path / "ref.safetensors",
+                   reference_variants=False)
+    trace, reference = open_trace(path), open_trace(tmp_path / "ref.safetensors")
+    assert trace.metadata["layer_inputs"] == reference.metadata["layer_inputs"] == ["0", "1", "2", "3"]
+    assert reference.info("step1.layer_inputs.3").dtype == "F64"
+    assert reference.aliases and trace.aliases  # both streamed, params_before aliased
