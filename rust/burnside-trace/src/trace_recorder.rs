@@ -949,6 +949,68 @@ mod tests {
     }
 
     #[test]
+    fn a_streaming_recorder_keeps_nothing_in_memory_and_aliases_the_unchanged_parameters() {
+        let device = Device::default().autodiff();
+        let dir = std::env::temp_dir().join(format!("burnside-recorder-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("streamed.safetensors");
+        let mut recorder = TraceRecorder::new(OptimizerSpec::sgd(0.1));
+        recorder.stream_to(&path, 20).unwrap();
+        let layer = LinearConfig::new(2, 2).init(&device);
+        recorder.params_after(0, &layer).unwrap();
+        recorder.params_before(1, &layer).unwrap();
+        assert!(recorder.tensors().is_empty());
+        assert!(recorder.contains("step1.params_before.weight"));
+        let metadata = recorder.common_metadata(None);
+        assert_eq!(metadata["burnside.version"], "2");
+        assert_eq!(
+            metadata["aliases"],
+            r#"{"step1.params_before.bias":"step0.params_after.bias","step1.params_before.weight":"step0.params_after.weight"}"#
+        );
+        drop(recorder);
+        assert!(!path.exists());
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            0,
+            "no .partial left"
+        );
+    }
+
+    #[test]
+    fn an_alias_needs_the_same_dtype_shape_and_bytes_of_the_step_before() {
+        let path = std::env::temp_dir().join(format!("burnside-alias-{}.st", std::process::id()));
+        let mut writer = StreamWriter::create(&path, 10).unwrap();
+        let mut after = BTreeMap::new();
+        let w = |values: &[f32], shape: Vec<usize>| HostTensor::from_f32(values, shape);
+        let mut put = |name: &str, tensor: HostTensor| {
+            stream_put(&mut writer, &mut after, name.to_string(), tensor).unwrap()
+        };
+        put("step0.params_after.a", w(&[1.0, 2.0], vec![2]));
+        put("step0.params_after.b", w(&[1.0, 2.0], vec![2]));
+        put("step0.params_after.c", w(&[1.0, 2.0], vec![2]));
+        put("step0.params_after.d", w(&[1.0, 2.0], vec![2]));
+        put("step1.params_before.a", w(&[1.0, 2.0], vec![2])); // the same: an alias
+        put("step1.params_before.b", w(&[1.0, 2.0], vec![1, 2])); // another shape
+        put("step1.params_before.c", w(&[1.0, 2.5], vec![2])); // other bytes
+        let same_bits_as_i64 = HostTensor {
+            dtype: crate::HostDType::I64,
+            shape: vec![1],
+            bytes: w(&[1.0, 2.0], vec![2]).bytes,
+        };
+        put("step1.params_before.d", same_bits_as_i64); // another dtype
+        put("step2.params_before.a", w(&[1.0, 2.0], vec![2])); // not the step before's
+        let aliases: Vec<(&str, &str)> = writer
+            .aliases()
+            .iter()
+            .map(|(a, t)| (a.as_str(), t.as_str()))
+            .collect();
+        assert_eq!(
+            aliases,
+            vec![("step1.params_before.a", "step0.params_after.a")]
+        );
+    }
+
+    #[test]
     fn plain_sgd_has_no_optimizer_state() {
         let device = Device::default().autodiff();
         let layer = LinearConfig::new(2, 3).init(&device);
