@@ -342,3 +342,50 @@ fn a_streaming_recorder_refuses_a_name_twice_another_path_and_a_second_stream() 
     assert!(recorder.write(&path).is_err(), "written once");
     assert!(!elsewhere.exists());
 }
+
+/// In the child of [`a_file_size_limit_is_one_line_naming_the_output_and_leaves_nothing`]: stream
+/// a 2 MB input to the path in `BURNSIDE_STREAM_CHILD` and print the error.
+fn child_records_past_the_limit() -> bool {
+    let Some(path) = std::env::var_os("BURNSIDE_STREAM_CHILD") else {
+        return false;
+    };
+    let mut recorder = TraceRecorder::new(OptimizerSpec::sgd(0.1));
+    let result = recorder.stream_to(&path, 10).and_then(|()| {
+        let big = HostTensor::from_f32(&vec![0.5; 1 << 19], vec![1 << 19]);
+        recorder.input(0, "x", big.to_data())
+    });
+    match result {
+        Err(error) => eprintln!("{error}"),
+        Ok(()) => eprintln!("no error"),
+    }
+    true
+}
+
+#[test]
+fn a_file_size_limit_is_one_line_naming_the_output_and_leaves_nothing() {
+    if child_records_past_the_limit() {
+        return;
+    }
+    let out = scratch("limited.safetensors");
+    // SIGXFSZ ignored, so the write past `ulimit -f` fails with EFBIG instead of killing the child
+    let child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -f 64 && trap '' XFSZ && exec \"$0\" --exact a_file_size_limit_is_one_line_naming_the_output_and_leaves_nothing --nocapture --test-threads 1")
+        .arg(std::env::current_exe().unwrap())
+        .env("BURNSIDE_STREAM_CHILD", &out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&child.stderr);
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with(&out.display().to_string()))
+        .unwrap_or_else(|| panic!("no line naming the output in: {stderr}"));
+    assert!(
+        line.contains(
+            "larger than the file-size limit (ulimit -f) or the file system allows: more than"
+        ) && line.ends_with("bytes to write; nothing was written"),
+        "{line}"
+    );
+    assert!(!out.exists());
+    assert!(partials(&out).is_empty(), "{:?}", partials(&out));
+}
