@@ -14,16 +14,20 @@ import torch
 from burnside.errors import BurnsideError
 
 # PyTorch state names are the trace's slot names already (docs/trace-format.md).
-_SLOTS = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer", "square_avg", "grad_avg", "sum", "step")
+_SLOTS = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer", "square_avg", "grad_avg", "sum", "row_var",
+          "col_var", "variance", "step")
 #: Slots an optimizer keeps that do not enter its update and burn does not keep, so a port cannot record
-#: them: RMSprop's step counter (burn's `RmsProp` counts no steps).
-_UNUSED_SLOTS = {"RMSprop": ("step",)}
+#: them: RMSprop's step counter (burn's `RmsProp` counts no steps). L-BFGS keeps one state for the whole model
+#: (its history of flat steps and gradient changes, under the first parameter), no per-parameter slot: none is
+#: recorded.
+_UNUSED_SLOTS = {"RMSprop": ("step",), "LBFGS": _SLOTS}
 
 
 def optimizer_kind(optimizer: torch.optim.Optimizer) -> str:
     """The optimizer's class name, or the torch.optim class it subclasses without changing its step
     (a subclass that only adds a constructor or a name computes what its base computes)."""
-    for base in (torch.optim.AdamW, torch.optim.Adam, torch.optim.SGD, torch.optim.RMSprop, torch.optim.Adagrad):
+    for base in (torch.optim.AdamW, torch.optim.Adam, torch.optim.SGD, torch.optim.RMSprop, torch.optim.Adagrad,
+                 torch.optim.Adafactor, torch.optim.Muon, torch.optim.LBFGS):
         if isinstance(optimizer, base) and same_step(type(optimizer), base):
             return base.__name__
     return type(optimizer).__name__
@@ -74,6 +78,26 @@ def _group_config(kind: str, group: Mapping) -> dict:
         config = {"name": "adagrad", **config, "lr_decay": float(group["lr_decay"]),
                   "weight_decay": float(group["weight_decay"]), "weight_decay_kind": "l2",
                   "initial_accumulator_value": float(group["initial_accumulator_value"]), "eps": float(group["eps"])}
+    elif kind == "Adafactor":
+        # eps1=None is the parameters' machine epsilon, read by torch.optim.Adafactor at each step: the value used
+        eps1 = group["eps"][0]
+        if eps1 is None:
+            eps1 = float(torch.finfo(next(iter(group["params"])).dtype).eps) if group["params"] else None
+        config = {"name": "adafactor", **config, "beta2_decay": float(group["beta2_decay"]),
+                  "eps1": None if eps1 is None else float(eps1), "eps2": float(group["eps"][1]), "d": float(group["d"]),
+                  "weight_decay": float(group["weight_decay"]), "weight_decay_kind": "decoupled",
+                  "maximize": bool(group["maximize"])}
+    elif kind == "Muon":
+        config = {"name": "muon", **config, "weight_decay": float(group["weight_decay"]),
+                  "weight_decay_kind": "decoupled", "momentum": float(group["momentum"]),
+                  "nesterov": bool(group["nesterov"]), "ns_coefficients": [float(c) for c in group["ns_coefficients"]],
+                  "eps": float(group["eps"]), "ns_steps": int(group["ns_steps"]),
+                  "adjust_lr_fn": group["adjust_lr_fn"] or "original"}
+    elif kind == "LBFGS":
+        config = {"name": "lbfgs", **config, "max_iter": int(group["max_iter"]), "max_eval": int(group["max_eval"]),
+                  "tolerance_grad": float(group["tolerance_grad"]), "tolerance_change": float(group["tolerance_change"]),
+                  "history_size": int(group["history_size"]), "line_search_fn": group["line_search_fn"],
+                  "maximize": bool(group.get("maximize", False))}
     else:
         plain = {k: v for k, v in group.items() if k != "params" and isinstance(v, (int, float, bool, str))}
         config = {"name": kind.lower(), **plain}

@@ -24,8 +24,23 @@ ADAMW_WEIGHT_DECAY = 0.01
 #: RMSprop's and Adagrad's learning rate (PyTorch's default for both); their other settings are PyTorch's defaults.
 RMSPROP_LR = 0.01
 ADAGRAD_LR = 0.01
+#: Adafactor's learning rate (PyTorch's default, the cap of its relative step).
+ADAFACTOR_LR = 0.01
+#: Muon's learning rate and lr adjustment. "match_rms_adamw" (0.2 sqrt(max(A, B))) reads a matrix's shape the same
+#: way in either layout; PyTorch's default "original" (sqrt(max(1, A/B))) is fan-out over fan-in, which burn's
+#: Muon reads from its transposed Linear weight [d_in, d_out] (docs/compare.md): A1's runs use the symmetric one.
+MUON_LR = 0.02
+MUON_ADJUST_LR_FN = "match_rms_adamw"
+#: L-BFGS's learning rate and iterations per step; its other settings are PyTorch's defaults. With PyTorch's lr 1 and
+#: 20 iterations A1's loss reaches 2e-5 within a step, where the parameters are ill-determined and float32 runs part
+#: from the float64 one by 0.75; lr 0.1 and 5 iterations stay within 1.5e-6 of it.
+LBFGS_LR = 0.1
+LBFGS_MAX_ITER = 5
 #: The optimizers A1 trains with on both sides (`burnside run a1 --optim`).
-OPTIMS = ("sgd", "momentum", "adam", "adamw", "rmsprop", "adagrad")
+OPTIMS = ("sgd", "momentum", "adam", "adamw", "rmsprop", "adagrad", "adafactor", "muon", "lbfgs")
+#: The parameters A1's Muon trains: torch.optim.Muon takes only 2-D parameters, so the biases are frozen (no gradient
+#: on either side) and keep their start.
+MUON_PARAMS = ("fc1.weight", "fc2.weight")
 LABELS = (0, 2, 1, 2)
 
 
@@ -91,7 +106,12 @@ def a1_data():
 
 #: The PyTorch settings `NAME:key=value,...` may give A1's RMSprop and Adagrad (the same on the burn side).
 SETTINGS = {"rmsprop": ("lr", "alpha", "eps", "weight_decay", "momentum", "centered"),
-            "adagrad": ("lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps")}
+            "adagrad": ("lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps"),
+            "adafactor": ("lr", "beta2_decay", "d", "weight_decay"),
+            "muon": ("lr", "weight_decay", "momentum", "nesterov", "eps", "ns_steps"),
+            "lbfgs": ("lr", "max_iter", "history_size")}
+#: Settings that are counts (given to PyTorch as int).
+_COUNTS = ("ns_steps", "max_iter", "history_size")
 
 
 def optimizer_settings(optim: str) -> tuple[str, dict]:
@@ -107,13 +127,16 @@ def optimizer_settings(optim: str) -> tuple[str, dict]:
         if not eq or key not in SETTINGS.get(name, ()):
             raise ValueError(f"{optim!r}: {item!r} is no setting of {name} "
                              f"(expected key=value, key one of {', '.join(SETTINGS.get(name, ())) or 'none'})")
-        settings[key] = value == "true" if value in ("true", "false") else float(value)
+        settings[key] = (value == "true" if value in ("true", "false") else int(value) if key in _COUNTS
+                         else float(value))
     return name, settings
 
 
 def a1_optimizer(model, optim: str):
     """A1's optimizers: SGD lr 0.1 (plain or momentum 0.9), Adam or AdamW lr 0.01 (eps 1e-8, AdamW decay 0.01),
-    RMSprop or Adagrad lr 0.01 with PyTorch's defaults (RMSprop momentum 0, eps 1e-8; Adagrad eps 1e-10), or the
+    RMSprop or Adagrad lr 0.01 with PyTorch's defaults (RMSprop momentum 0, eps 1e-8; Adagrad eps 1e-10), Adafactor
+    lr 0.01, Muon lr 0.02 on the two weights (`MUON_PARAMS`, adjust_lr_fn "match_rms_adamw", weight decay 0.1),
+    L-BFGS lr 0.1 with 5 iterations a step, each with PyTorch's defaults otherwise, or the
     settings an ``optim`` of the form ``NAME:key=value,...`` gives them (`optimizer_settings`)."""
     import torch
 
@@ -130,22 +153,41 @@ def a1_optimizer(model, optim: str):
         return torch.optim.RMSprop(model.parameters(), **{"lr": RMSPROP_LR, **settings})
     if optim == "adagrad":
         return torch.optim.Adagrad(model.parameters(), **{"lr": ADAGRAD_LR, **settings})
+    if optim == "adafactor":
+        return torch.optim.Adafactor(model.parameters(), **{"lr": ADAFACTOR_LR, **settings})
+    if optim == "muon":
+        params = dict(model.named_parameters())
+        for name in set(params) - set(MUON_PARAMS):
+            # frozen: a parameter no optimizer holds would keep collecting gradients (zero_grad clears the optimizer's)
+            params[name].requires_grad_(False)
+        return torch.optim.Muon([params[n] for n in MUON_PARAMS],
+                                **{"lr": MUON_LR, "adjust_lr_fn": MUON_ADJUST_LR_FN, **settings})
+    if optim == "lbfgs":
+        return torch.optim.LBFGS(model.parameters(), **{"lr": LBFGS_LR, "max_iter": LBFGS_MAX_ITER, **settings})
     raise ValueError(f"unknown optimizer {optim!r}; use one of {', '.join(OPTIMS)}")
 
 
 def torch_losses(steps: int, optim: str = "sgd") -> list[float]:
     """The PyTorch side's loss before each of ``steps`` steps on A1 (the seed's step_helper.py loop)."""
+    import torch
     from torch import nn
 
     x, y = a1_data()
     model = a1_model()
     opt = a1_optimizer(model, optim)
     losses = []
+
+    def closure():  # L-BFGS re-evaluates the loss (other optimizers step on the loop's gradients)
+        opt.zero_grad()
+        again = nn.functional.cross_entropy(model(x), y)
+        again.backward()
+        return again
+
     for _ in range(steps):
         loss = nn.functional.cross_entropy(model(x), y)
         opt.zero_grad()
         loss.backward()
-        opt.step()
+        opt.step(closure) if isinstance(opt, torch.optim.LBFGS) else opt.step()
         losses.append(loss.item())
     return losses
 

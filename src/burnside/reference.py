@@ -46,6 +46,8 @@ Batch = Mapping[str, torch.Tensor]
 BURN_ADAM = "burn-adam"
 #: The variant that forms RMSprop's `1 - alpha` and holds its settings in float32 as burn-optim 0.22.1 does.
 BURN_RMSPROP = "burn-rmsprop"
+#: The variant that runs Muon's Newton-Schulz iteration in the parameters' dtype with f32 settings, as burn-optim 0.22.1.
+BURN_MUON = "burn-muon"
 #: The variant whose BatchNorm updates running_var with the biased batch variance, as burn-nn 0.22.1 does.
 BURN_BATCHNORM = "burn-batchnorm"
 
@@ -337,6 +339,54 @@ class _BurnRmsProp(torch.optim.Optimizer):
                 p.sub_(update * group["lr"])
 
 
+class _BurnMuon(torch.optim.Optimizer):
+    """Muon on float64 tensors as burn-optim 0.22.1 computes it: the Newton-Schulz iteration in the parameters'
+    dtype (PyTorch's casts the update to bfloat16 first, whatever the parameters' dtype), its coefficients, epsilon,
+    momentum and weight decay held as f32 (muon.rs `NewtonSchulzParams`, momentum.rs `Momentum`).
+
+    burn keeps the momentum sum ``v = momentum * v + g`` (Nesterov: ``g + momentum * v``), PyTorch the moving average
+    ``(1 - momentum) * v``; the iteration's normalisation by the Frobenius norm makes the two updates equal. The state
+    is recorded as PyTorch's ``momentum_buffer`` (``(1 - momentum) * v``), as the burn recorder records burn's.
+    The quintic iteration does not converge (it leaves singular values spread over roughly 0.5 to 1.5), so a rounding
+    of its input is not rounded away: measured on A1's first step, bfloat16's moves the update by 60% of its size.
+    """
+
+    def __init__(self, params, *, lr: float, weight_decay: float, momentum: float, nesterov: bool,
+                 ns_coefficients: tuple[float, float, float], eps: float, ns_steps: int, adjust_lr_fn: str | None
+                 ) -> None:
+        super().__init__(params, {"lr": lr, "weight_decay": weight_decay, "momentum": momentum, "nesterov": nesterov,
+                                  "ns_coefficients": ns_coefficients, "eps": eps, "ns_steps": ns_steps,
+                                  "adjust_lr_fn": adjust_lr_fn})
+
+    @torch.no_grad()
+    def step(self, closure=None) -> None:
+        """One Muon update of every parameter with a gradient (``closure`` is not supported)."""
+        from torch.optim._muon import _adjust_lr
+
+        for group in self.param_groups:
+            a, b, c = (float(np.float32(x)) for x in group["ns_coefficients"])
+            eps, momentum = float(np.float32(group["eps"])), float(np.float32(group["momentum"]))
+            wd, lr = float(np.float32(group["weight_decay"])), group["lr"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                grad, state = p.grad, self.state[p]
+                total = state.get("velocity")  # burn's name; no trace slot, so not recorded
+                total = grad.clone() if total is None else total * momentum + grad
+                state["velocity"] = total
+                state["momentum_buffer"] = total * (1 - group["momentum"])
+                update = grad + total * momentum if group["nesterov"] else total
+                x = update.T if update.shape[0] > update.shape[1] else update
+                x = x / x.norm().clamp(min=eps)
+                for _ in range(group["ns_steps"]):
+                    gram = x @ x.T
+                    x = x * a + (gram * b + gram @ gram * c) @ x
+                x = x.T if update.shape[0] > update.shape[1] else x
+                if wd:
+                    p.mul_(1 - lr * wd)
+                p.sub_(x * _adjust_lr(lr, group["adjust_lr_fn"], p.shape))
+
+
 def _double_batches(batches: Batch | Sequence[Batch]) -> Batch | list[Batch]:
     def double(batch: Batch) -> dict[str, torch.Tensor]:
         return {k: (v.double() if v.is_floating_point() else v) for k, v in batch.items()}
@@ -366,6 +416,10 @@ def _double_copy(model: nn.Module, optimizer: torch.optim.Optimizer, burn_adam: 
             return double, type(optimizer)(groups, initial_accumulator_value=init)
         return double, type(optimizer)(groups)
     kind = optimizer_kind(optimizer)
+    if kind == "Muon":
+        keys = ("lr", "weight_decay", "momentum", "nesterov", "ns_coefficients", "eps", "ns_steps", "adjust_lr_fn")
+        return double, _BurnMuon([{"params": g["params"], **{k: g[k] for k in keys}} for g in groups],
+                                 **{k: groups[0][k] for k in keys})
     if kind == "RMSprop":
         keys = ("lr", "alpha", "eps", "weight_decay", "momentum", "centered")
         return double, _BurnRmsProp([{"params": g["params"], **{k: g[k] for k in keys}} for g in groups],
@@ -429,12 +483,17 @@ def has_burn_rmsprop_variant(optimizer: torch.optim.Optimizer) -> bool:
     return optimizer_kind(optimizer) == "RMSprop"
 
 
+def has_burn_muon_variant(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether ``optimizer`` is a Muon (burn runs its Newton-Schulz iteration in the parameters' dtype; any groups)."""
+    return optimizer_kind(optimizer) == "Muon"
+
+
 def variant_name(model: nn.Module, optimizer: torch.optim.Optimizer) -> str | None:
     """The variant a reference of this loop records next to it (`burn-adam` or `burn-rmsprop`, `burn-batchnorm`,
     or both joined by ``+``: one run with all of burn's known arithmetic the loop meets), None if burn computes it
     as PyTorch does."""
     used = ((BURN_ADAM, has_burn_adam_variant(optimizer)), (BURN_RMSPROP, has_burn_rmsprop_variant(optimizer)),
-            (BURN_BATCHNORM, has_batchnorm(model)))
+            (BURN_MUON, has_burn_muon_variant(optimizer)), (BURN_BATCHNORM, has_batchnorm(model)))
     return "+".join(name for name, found in used if found) or None
 
 
@@ -512,7 +571,7 @@ def record_reference(
     if name is not None:
         variant = variant_path(path, name)
         double, opt = _double_copy(model, optimizer, burn_adam=has_burn_adam_variant(optimizer)
-                                   or has_burn_rmsprop_variant(optimizer))
+                                   or has_burn_rmsprop_variant(optimizer) or has_burn_muon_variant(optimizer))
         hooks = _BiasedRunningVar(double) if has_batchnorm(model) else None
 
         def variant_progress(done: int, total: int, part: str | None = None) -> None:
@@ -570,5 +629,5 @@ def record_forward_reference(
                                     progress=progress)
 
 
-__all__ = ["BURN_ADAM", "BURN_BATCHNORM", "BURN_RMSPROP", "has_burn_rmsprop_variant", "F32_EPS", "Float32Constants", "has_batchnorm", "has_burn_adam_variant", "record_forward_reference",
+__all__ = ["BURN_ADAM", "BURN_BATCHNORM", "BURN_MUON", "BURN_RMSPROP", "has_burn_muon_variant", "has_burn_rmsprop_variant", "F32_EPS", "Float32Constants", "has_batchnorm", "has_burn_adam_variant", "record_forward_reference",
            "record_reference", "reference_files", "variant_name", "variant_path"]

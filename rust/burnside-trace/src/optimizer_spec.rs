@@ -1,7 +1,8 @@
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::momentum::MomentumConfig;
 use burn::optim::{
-    AdaGradConfig, AdamConfig, AdamWConfig, ModuleOptimizer, RmsPropConfig, SgdConfig,
+    AdaGradConfig, AdafactorConfig, AdamConfig, AdamWConfig, AdjustLrFn, LBFGS, LBFGSConfig,
+    LineSearchFn, ModuleOptimizer, MuonConfig, RmsPropConfig, SgdConfig,
 };
 use serde_json::{Map, Value, json};
 
@@ -85,6 +86,72 @@ pub enum OptimizerSpec {
         /// Epsilon, added to the root.
         eps: f32,
     },
+    /// Adafactor (`torch.optim.Adafactor`), decoupled weight decay `param *= 1 - lr * wd`. burn's
+    /// `Adafactor` with `relative_step` and `scale_parameter` on computes PyTorch's update: the row
+    /// and column means of `g²` (a vector's full `g²`) averaged with weight `step^beta2_decay`, the
+    /// variance estimate `row_var · col_var / mean(row_var)`, the update `g / sqrt(estimate)` divided
+    /// by `max(1, RMS / d)`, times `min(lr, 1/sqrt(step)) · max(eps2, RMS(param))`. Only `eps1`
+    /// differs in kind: PyTorch floors the row mean at `eps1` and the estimate at `eps1²`, burn adds
+    /// its `epsilon_1` (1e-30, kept) to `g²`; the two agree wherever the floors do not bite
+    /// (gradients above ~1e-4, see docs/compare.md). `eps1` is declared as PyTorch's value.
+    Adafactor {
+        /// Learning rate: the cap of the relative step and the weight decay's factor.
+        lr: f64,
+        /// The exponent of the second-moment weight `step^beta2_decay` (negative).
+        beta2_decay: f64,
+        /// PyTorch's floor `eps[0]` (its default `None` is the float32 machine epsilon).
+        eps1: f32,
+        /// The floor of the parameter's RMS, `eps[1]`.
+        eps2: f32,
+        /// The clipping threshold of the update's RMS.
+        d: f32,
+        /// Decoupled weight decay.
+        weight_decay: f32,
+    },
+    /// Muon (`torch.optim.Muon`) on 2-D parameters: Nesterov momentum, the update orthogonalised by
+    /// `ns_steps` quintic Newton–Schulz iterations with `ns_coefficients`, the lr adjusted by shape,
+    /// decoupled decay with the unadjusted lr. burn's `Muon` keeps the momentum sum
+    /// `v = momentum·v + g` where PyTorch keeps the moving average `(1 - momentum)` times it; the
+    /// Frobenius normalisation before the iteration removes the factor (recorded as PyTorch's
+    /// `momentum_buffer`, scaled). PyTorch runs the iteration in bfloat16, burn in the gradient's
+    /// dtype: the updates differ by bfloat16's rounding, not by a setting.
+    Muon {
+        /// Learning rate (before the shape adjustment).
+        lr: f64,
+        /// Decoupled weight decay (PyTorch's default 0.1; `MuonConfig::new()` has none).
+        weight_decay: f32,
+        /// Momentum factor.
+        momentum: f64,
+        /// Nesterov momentum.
+        nesterov: bool,
+        /// `(a, b, c)` of the Newton–Schulz polynomial.
+        ns_coefficients: (f32, f32, f32),
+        /// The floor of the Frobenius norm the update is divided by.
+        eps: f32,
+        /// Newton–Schulz iterations.
+        ns_steps: usize,
+        /// `"original"` (`sqrt(max(1, A/B))`) or `"match_rms_adamw"` (`0.2 sqrt(max(A, B))`).
+        adjust_lr_fn: AdjustLrFn,
+    },
+    /// L-BFGS (`torch.optim.LBFGS`): burn's `LBFGS`, which steps a whole module with a closure
+    /// ([`OptimizerSpec::init_lbfgs`]), not a [`ModuleOptimizer`]. Its settings and defaults are
+    /// PyTorch's; its state is one flat history for the whole model, which neither side records.
+    Lbfgs {
+        /// Learning rate (PyTorch's default 1).
+        lr: f64,
+        /// Iterations per step.
+        max_iter: usize,
+        /// Closure evaluations per step (PyTorch's default `max_iter * 5 / 4`).
+        max_eval: usize,
+        /// Stop when the gradient's largest element is at most this.
+        tolerance_grad: f64,
+        /// Stop when a step or the loss changes by less than this.
+        tolerance_change: f64,
+        /// The number of step/gradient-change pairs kept.
+        history_size: usize,
+        /// The strong-Wolfe line search (`line_search_fn="strong_wolfe"`), or a fixed step.
+        strong_wolfe: bool,
+    },
 }
 
 impl OptimizerSpec {
@@ -147,6 +214,212 @@ impl OptimizerSpec {
         }
     }
 
+    /// Adafactor with learning rate `lr` and PyTorch's defaults (`torch.optim.Adafactor(params, lr)`:
+    /// beta2_decay -0.8, eps `(None, 1e-3)` (None: float32's machine epsilon, 2^-23), d 1, no weight
+    /// decay). burn's `AdafactorConfig::new()` agrees (decay_rate -0.8, epsilon_2 1e-3, clip_threshold 1,
+    /// relative step and parameter scaling on) but for its epsilon_1, 1e-30 added to `g²`.
+    pub fn adafactor(lr: f64) -> Self {
+        OptimizerSpec::Adafactor {
+            lr,
+            beta2_decay: -0.8,
+            eps1: f32::EPSILON,
+            eps2: 1e-3,
+            d: 1.0,
+            weight_decay: 0.0,
+        }
+    }
+
+    /// Muon with learning rate `lr` and PyTorch's defaults (`torch.optim.Muon(params, lr)`: weight
+    /// decay 0.1, momentum 0.95 with Nesterov, coefficients (3.4445, -4.775, 2.0315), eps 1e-7,
+    /// 5 steps, the "original" lr adjustment). burn's `MuonConfig::new()` has no weight decay.
+    pub fn muon(lr: f64) -> Self {
+        OptimizerSpec::Muon {
+            lr,
+            weight_decay: 0.1,
+            momentum: 0.95,
+            nesterov: true,
+            ns_coefficients: (3.4445, -4.775, 2.0315),
+            eps: 1e-7,
+            ns_steps: 5,
+            adjust_lr_fn: AdjustLrFn::Original,
+        }
+    }
+
+    /// L-BFGS with learning rate `lr` and PyTorch's defaults (`torch.optim.LBFGS(params, lr)`:
+    /// max_iter 20, max_eval 25, tolerance_grad 1e-7, tolerance_change 1e-9, history_size 100, no
+    /// line search), which `LBFGSConfig::new()` has too.
+    pub fn lbfgs(lr: f64) -> Self {
+        OptimizerSpec::Lbfgs {
+            lr,
+            max_iter: 20,
+            max_eval: 25,
+            tolerance_grad: 1e-7,
+            tolerance_change: 1e-9,
+            history_size: 100,
+            strong_wolfe: false,
+        }
+    }
+
+    /// Adafactor's `beta2_decay=`, `eps=(eps1, eps2)` and `d=`.
+    ///
+    /// # Panics
+    /// On any other optimizer.
+    pub fn with_adafactor(mut self, beta2_decay: f64, eps1: f32, eps2: f32, d: f32) -> Self {
+        match &mut self {
+            OptimizerSpec::Adafactor {
+                beta2_decay: b,
+                eps1: e1,
+                eps2: e2,
+                d: clip,
+                ..
+            } => {
+                (*b, *e1, *e2, *clip) = (beta2_decay, eps1, eps2, d);
+            }
+            other => panic!("with_adafactor: not Adafactor but {}", other.torch_name()),
+        }
+        self
+    }
+
+    /// Muon's `nesterov=`, `ns_coefficients=`, `eps=`, `ns_steps=` and `adjust_lr_fn=`
+    /// (`"original"` or `"match_rms_adamw"`); PyTorch's `"spectral_unclamped"` (`sqrt(A/B)`) has no
+    /// burn counterpart and is a [`TraceError::Setup`].
+    ///
+    /// # Panics
+    /// On any other optimizer.
+    pub fn with_muon(
+        mut self,
+        nesterov: bool,
+        ns_coefficients: (f32, f32, f32),
+        eps: f32,
+        ns_steps: usize,
+        adjust_lr_fn: &str,
+    ) -> Result<Self, TraceError> {
+        let adjust = match adjust_lr_fn {
+            "original" => AdjustLrFn::Original,
+            "match_rms_adamw" => AdjustLrFn::MatchRmsAdamW,
+            other => {
+                return Err(TraceError::Setup(format!(
+                    "Muon adjust_lr_fn={other:?}: burn's Muon has \"original\" and \"match_rms_adamw\" \
+                     only (AdjustLrFn), so no burn optimizer computes this one"
+                )));
+            }
+        };
+        match &mut self {
+            OptimizerSpec::Muon {
+                nesterov: n,
+                ns_coefficients: c,
+                eps: e,
+                ns_steps: k,
+                adjust_lr_fn: a,
+                ..
+            } => {
+                (*n, *c, *e, *k, *a) = (nesterov, ns_coefficients, eps, ns_steps, adjust);
+            }
+            other => panic!("with_muon: not Muon but {}", other.torch_name()),
+        }
+        Ok(self)
+    }
+
+    /// L-BFGS's `max_iter=`, `max_eval=` (None: `max_iter * 5 / 4`, PyTorch's), `history_size=` and
+    /// `line_search_fn="strong_wolfe"` (`strong_wolfe`).
+    ///
+    /// # Panics
+    /// On any other optimizer.
+    pub fn with_lbfgs(
+        mut self,
+        max_iter: usize,
+        max_eval: Option<usize>,
+        history_size: usize,
+        strong_wolfe: bool,
+    ) -> Self {
+        match &mut self {
+            OptimizerSpec::Lbfgs {
+                max_iter: i,
+                max_eval: e,
+                history_size: h,
+                strong_wolfe: w,
+                ..
+            } => {
+                (*i, *e, *h, *w) = (
+                    max_iter,
+                    max_eval.unwrap_or(max_iter * 5 / 4),
+                    history_size,
+                    strong_wolfe,
+                );
+            }
+            other => panic!("with_lbfgs: not L-BFGS but {}", other.torch_name()),
+        }
+        self
+    }
+
+    /// L-BFGS's `tolerance_grad=` and `tolerance_change=`.
+    ///
+    /// # Panics
+    /// On any other optimizer.
+    pub fn with_tolerances(mut self, grad: f64, change: f64) -> Self {
+        match &mut self {
+            OptimizerSpec::Lbfgs {
+                tolerance_grad,
+                tolerance_change,
+                ..
+            } => (*tolerance_grad, *tolerance_change) = (grad, change),
+            other => panic!("with_tolerances: not L-BFGS but {}", other.torch_name()),
+        }
+        self
+    }
+
+    /// burn's L-BFGS with exactly this configuration: it steps the whole module,
+    /// `lbfgs.step(lr, model, |m| (loss, grads))`, the closure evaluating the loss and gradients at
+    /// the parameters it is given. `None` for any other optimizer (use [`OptimizerSpec::init`]).
+    pub fn init_lbfgs(&self) -> Option<LBFGS> {
+        match *self {
+            OptimizerSpec::Lbfgs {
+                max_iter,
+                max_eval,
+                tolerance_grad,
+                tolerance_change,
+                history_size,
+                strong_wolfe,
+                ..
+            } => Some(
+                LBFGSConfig::new()
+                    .with_max_iter(max_iter)
+                    .with_max_eval(Some(max_eval))
+                    .with_tolerance_grad(tolerance_grad)
+                    .with_tolerance_change(tolerance_change)
+                    .with_history_size(history_size)
+                    .with_line_search_fn(if strong_wolfe {
+                        LineSearchFn::StrongWolfe
+                    } else {
+                        LineSearchFn::None
+                    })
+                    .init(),
+            ),
+            _ => None,
+        }
+    }
+
+    /// The value burn records for PyTorch's state slot `slot`, brought to PyTorch's: Muon's
+    /// `momentum_buffer` is burn's momentum sum times `1 - momentum` (PyTorch keeps the moving
+    /// average); every other slot is as burn keeps it.
+    pub(crate) fn torch_state(&self, slot: &str, value: crate::HostTensor) -> crate::HostTensor {
+        match self {
+            OptimizerSpec::Muon { momentum, .. }
+                if slot == "momentum_buffer" && *momentum != 0.0 =>
+            {
+                let factor = (1.0 - *momentum) as f32;
+                match value.to_f32() {
+                    Some(values) => crate::HostTensor::from_f32(
+                        &values.iter().map(|v| v * factor).collect::<Vec<_>>(),
+                        value.shape.clone(),
+                    ),
+                    None => value,
+                }
+            }
+            _ => value,
+        }
+    }
+
     /// SGD with momentum, as `torch.optim.SGD(lr=lr, momentum=momentum)`: dampening 0 and no
     /// Nesterov, PyTorch's defaults (burn's `MomentumConfig::new()` has dampening 0.1).
     pub fn sgd_momentum(lr: f64, momentum: f64) -> Self {
@@ -167,7 +440,10 @@ impl OptimizerSpec {
             | OptimizerSpec::Adam { weight_decay, .. }
             | OptimizerSpec::AdamW { weight_decay, .. }
             | OptimizerSpec::RmsProp { weight_decay, .. }
-            | OptimizerSpec::AdaGrad { weight_decay, .. } => *weight_decay = decay,
+            | OptimizerSpec::AdaGrad { weight_decay, .. }
+            | OptimizerSpec::Adafactor { weight_decay, .. }
+            | OptimizerSpec::Muon { weight_decay, .. } => *weight_decay = decay,
+            OptimizerSpec::Lbfgs { .. } => panic!("with_weight_decay: L-BFGS has no weight decay"),
         }
         self
     }
@@ -179,7 +455,10 @@ impl OptimizerSpec {
             | OptimizerSpec::Adam { lr, .. }
             | OptimizerSpec::AdamW { lr, .. }
             | OptimizerSpec::RmsProp { lr, .. }
-            | OptimizerSpec::AdaGrad { lr, .. } => *lr = new,
+            | OptimizerSpec::AdaGrad { lr, .. }
+            | OptimizerSpec::Adafactor { lr, .. }
+            | OptimizerSpec::Muon { lr, .. }
+            | OptimizerSpec::Lbfgs { lr, .. } => *lr = new,
         }
         self
     }
@@ -208,8 +487,9 @@ impl OptimizerSpec {
             OptimizerSpec::Adam { eps, .. }
             | OptimizerSpec::AdamW { eps, .. }
             | OptimizerSpec::RmsProp { eps, .. }
-            | OptimizerSpec::AdaGrad { eps, .. } => *eps = value,
-            OptimizerSpec::Sgd { .. } => panic!("with_eps: SGD has no epsilon"),
+            | OptimizerSpec::AdaGrad { eps, .. }
+            | OptimizerSpec::Muon { eps, .. } => *eps = value,
+            other => panic!("with_eps: {} has no single epsilon", other.torch_name()),
         }
         self
     }
@@ -236,6 +516,7 @@ impl OptimizerSpec {
         match &mut self {
             OptimizerSpec::Sgd { momentum, .. } => *momentum = (value != 0.0).then_some(value),
             OptimizerSpec::RmsProp { momentum, .. } => *momentum = value as f32,
+            OptimizerSpec::Muon { momentum, .. } => *momentum = value,
             OptimizerSpec::AdaGrad { .. } => panic!("with_momentum: Adagrad has no momentum"),
             _ => panic!("with_momentum: Adam's momentum is betas.0 (with_betas)"),
         }
@@ -316,6 +597,9 @@ impl OptimizerSpec {
             OptimizerSpec::AdamW { .. } => "AdamW",
             OptimizerSpec::RmsProp { .. } => "RMSprop",
             OptimizerSpec::AdaGrad { .. } => "Adagrad",
+            OptimizerSpec::Adafactor { .. } => "Adafactor",
+            OptimizerSpec::Muon { .. } => "Muon",
+            OptimizerSpec::Lbfgs { .. } => "LBFGS",
         }
     }
 
@@ -346,7 +630,10 @@ impl OptimizerSpec {
     /// Whether the optimizer keeps per-parameter state (momentum, Adam's moments, RMSprop's and
     /// Adagrad's averages) that the trace records as `optim.*`.
     pub fn has_state(&self) -> bool {
-        !matches!(self, OptimizerSpec::Sgd { momentum: None, .. })
+        !matches!(
+            self,
+            OptimizerSpec::Sgd { momentum: None, .. } | OptimizerSpec::Lbfgs { .. }
+        )
     }
 
     /// The learning rate to pass to `optim.step`.
@@ -356,11 +643,17 @@ impl OptimizerSpec {
             | OptimizerSpec::Adam { lr, .. }
             | OptimizerSpec::AdamW { lr, .. }
             | OptimizerSpec::RmsProp { lr, .. }
-            | OptimizerSpec::AdaGrad { lr, .. } => *lr,
+            | OptimizerSpec::AdaGrad { lr, .. }
+            | OptimizerSpec::Adafactor { lr, .. }
+            | OptimizerSpec::Muon { lr, .. }
+            | OptimizerSpec::Lbfgs { lr, .. } => *lr,
         }
     }
 
     /// The burn optimizer with exactly this configuration.
+    ///
+    /// # Panics
+    /// On L-BFGS, which steps with a closure: [`OptimizerSpec::init_lbfgs`].
     pub fn init(&self) -> ModuleOptimizer {
         match *self {
             OptimizerSpec::Sgd {
@@ -439,6 +732,48 @@ impl OptimizerSpec {
                     (weight_decay != 0.0).then(|| WeightDecayConfig::new(weight_decay)),
                 )
                 .init(),
+            OptimizerSpec::Adafactor {
+                beta2_decay,
+                eps2,
+                d,
+                weight_decay,
+                ..
+            } => AdafactorConfig::new()
+                .with_decay_rate(beta2_decay)
+                .with_epsilon_2(eps2)
+                .with_clip_threshold(d)
+                .with_relative_step(true)
+                .with_scale_parameter(true)
+                .with_weight_decay(weight_decay)
+                .init(),
+            OptimizerSpec::Muon {
+                weight_decay,
+                momentum,
+                nesterov,
+                ns_coefficients,
+                eps,
+                ns_steps,
+                adjust_lr_fn,
+                ..
+            } => MuonConfig::new()
+                .with_momentum(
+                    MomentumConfig::new()
+                        .with_momentum(momentum)
+                        .with_dampening(0.0)
+                        .with_nesterov(nesterov),
+                )
+                .with_ns_coefficients(ns_coefficients)
+                .with_epsilon(eps)
+                .with_ns_steps(ns_steps)
+                .with_adjust_lr_fn(adjust_lr_fn)
+                .with_weight_decay(
+                    (weight_decay != 0.0).then(|| WeightDecayConfig::new(weight_decay)),
+                )
+                .init(),
+            OptimizerSpec::Lbfgs { .. } => panic!(
+                "OptimizerSpec::init: L-BFGS steps the whole module with a closure; build it with \
+                 init_lbfgs()"
+            ),
         }
     }
 
@@ -523,6 +858,84 @@ impl OptimizerSpec {
                 object.insert("weight_decay_kind".into(), json!("l2"));
                 object.insert("initial_accumulator_value".into(), json!(0.0));
                 object.insert("eps".into(), f32_json(eps));
+            }
+            OptimizerSpec::Adafactor {
+                lr,
+                beta2_decay,
+                eps1,
+                eps2,
+                d,
+                weight_decay,
+            } => {
+                object.insert("name".into(), json!("adafactor"));
+                object.insert("lr".into(), json!(lr));
+                object.insert("beta2_decay".into(), json!(beta2_decay));
+                // the machine epsilon PyTorch reads for eps1=None is written exactly, as the recorder does
+                let eps1 = if eps1 == f32::EPSILON {
+                    json!(f64::from(eps1))
+                } else {
+                    f32_json(eps1)
+                };
+                object.insert("eps1".into(), eps1);
+                object.insert("eps2".into(), f32_json(eps2));
+                object.insert("d".into(), f32_json(d));
+                object.insert("weight_decay".into(), f32_json(weight_decay));
+                object.insert("weight_decay_kind".into(), json!("decoupled"));
+                object.insert("maximize".into(), json!(false));
+            }
+            OptimizerSpec::Muon {
+                lr,
+                weight_decay,
+                momentum,
+                nesterov,
+                ns_coefficients: (a, b, c),
+                eps,
+                ns_steps,
+                adjust_lr_fn,
+            } => {
+                object.insert("name".into(), json!("muon"));
+                object.insert("lr".into(), json!(lr));
+                object.insert("weight_decay".into(), f32_json(weight_decay));
+                object.insert("weight_decay_kind".into(), json!("decoupled"));
+                object.insert("momentum".into(), json!(momentum));
+                object.insert("nesterov".into(), json!(nesterov));
+                object.insert(
+                    "ns_coefficients".into(),
+                    json!([f32_json(a), f32_json(b), f32_json(c)]),
+                );
+                object.insert("eps".into(), f32_json(eps));
+                object.insert("ns_steps".into(), json!(ns_steps));
+                let adjust = match adjust_lr_fn {
+                    AdjustLrFn::Original => "original",
+                    AdjustLrFn::MatchRmsAdamW => "match_rms_adamw",
+                };
+                object.insert("adjust_lr_fn".into(), json!(adjust));
+            }
+            OptimizerSpec::Lbfgs {
+                lr,
+                max_iter,
+                max_eval,
+                tolerance_grad,
+                tolerance_change,
+                history_size,
+                strong_wolfe,
+            } => {
+                object.insert("name".into(), json!("lbfgs"));
+                object.insert("lr".into(), json!(lr));
+                object.insert("max_iter".into(), json!(max_iter));
+                object.insert("max_eval".into(), json!(max_eval));
+                object.insert("tolerance_grad".into(), json!(tolerance_grad));
+                object.insert("tolerance_change".into(), json!(tolerance_change));
+                object.insert("history_size".into(), json!(history_size));
+                object.insert(
+                    "line_search_fn".into(),
+                    if strong_wolfe {
+                        json!("strong_wolfe")
+                    } else {
+                        Value::Null
+                    },
+                );
+                object.insert("maximize".into(), json!(false));
             }
         }
         Value::Object(object)

@@ -17,7 +17,10 @@ use crate::{HostTensor, ParamEntry, TorchNames, TraceError, pack_parts};
 /// `step` as an f32 scalar; RMSprop's `square_avg` and `grad_avg`, Adagrad's `sum` keep their names,
 /// PyTorch's too); a field without a PyTorch counterpart keeps its burn name. RMSprop's
 /// `centered.avg` is not recorded: it is a copy of `square_avg` (minus `grad_avg²` when centered) that
-/// burn keeps between steps and PyTorch recomputes each step, no state of its own. Parameters get their PyTorch names from `names`
+/// burn keeps between steps and PyTorch recomputes each step, no state of its own. Adafactor's
+/// `second_moment` and `column_second_moment` are PyTorch's `row_var` and `col_var` in PyTorch's layout
+/// (a transposed `Linear` weight swaps them: burn's rows are PyTorch's columns), a vector's
+/// `second_moment` its `variance`. Parameters get their PyTorch names from `names`
 /// and moments their PyTorch layout (`Linear` weight moments are transposed, an RNN's gates
 /// stacked into PyTorch's packed tensors).
 /// State of a parameter that is not in `params` (another module's) is an error.
@@ -56,6 +59,9 @@ pub(crate) fn optimizer_state(
 
     // By slot, each parameter's value; the slices of a packed tensor are stacked at the end.
     let mut slots: BTreeMap<String, Vec<(ParamEntry, HostTensor)>> = BTreeMap::new();
+    // Adafactor's factored moments, named once both are seen: (field, burn shape, PyTorch value)
+    let mut factored: BTreeMap<u64, (ParamEntry, Vec<(String, Vec<usize>, HostTensor)>)> =
+        BTreeMap::new();
     for (name, scalar) in reader.scalars() {
         let (entry, leaf) = param_of(name)?;
         if leaf.starts_with("__") {
@@ -83,6 +89,7 @@ pub(crate) fn optimizer_state(
             continue;
         }
         let (entry, leaf) = param_of(&name)?;
+        let burn_shape = shape.clone();
         let data = burn::tensor::TensorData::from_bytes_vec(bytes.to_vec(), shape, dtype);
         let host = HostTensor::from_data(if dtype == DType::F32 {
             data
@@ -90,10 +97,36 @@ pub(crate) fn optimizer_state(
             data.convert::<f32>()
         })?;
         let value = entry.to_torch_layout(host, names)?;
+        if ADAFACTOR_MOMENTS.contains(&leaf.as_str()) {
+            factored
+                .entry(entry.id.val())
+                .or_insert_with(|| (entry.clone(), Vec::new()))
+                .1
+                .push((leaf, burn_shape.to_vec(), value));
+            continue;
+        }
         slots
             .entry(torch_slot(&leaf))
             .or_default()
             .push((entry.clone(), value));
+    }
+    for (entry, moments) in factored.into_values() {
+        // PyTorch's layout moved burn's [rows, 1] to [1, rows]: the parameter is transposed
+        let transposed = moments
+            .iter()
+            .any(|(_, burn_shape, value)| value.shape.as_slice() != burn_shape.as_slice());
+        let factored = moments.len() > 1;
+        for (leaf, _, value) in moments {
+            let slot = match (leaf.as_str(), factored, transposed) {
+                ("second_moment", false, _) => "variance",
+                ("second_moment", true, false) | ("column_second_moment", _, true) => "row_var",
+                _ => "col_var",
+            };
+            slots
+                .entry(slot.to_string())
+                .or_default()
+                .push((entry.clone(), value));
+        }
     }
     let mut state = BTreeMap::new();
     for (slot, values) in slots {
@@ -103,6 +136,9 @@ pub(crate) fn optimizer_state(
     }
     Ok(state)
 }
+
+/// burn's `Adafactor` moments: the row (a vector's full) and column means of `g²`.
+const ADAFACTOR_MOMENTS: [&str; 2] = ["second_moment", "column_second_moment"];
 
 /// The record field burn's `RmsProp` derives from the others (`CenteredState::avg`).
 const DERIVED: &str = ".centered.avg";

@@ -506,6 +506,10 @@ impl TraceRecorder {
         self.mark(step, "optim");
         let entries: Vec<ParamEntry> = param_paths_with(module, &self.names);
         for ((slot, path), tensor) in optimizer_state(optim, &entries, &self.names)? {
+            // each parameter's state in PyTorch's terms by its group's optimizer (Muon's buffer)
+            let spec = (self.groups.iter().find(|(_, names)| names.contains(&path)))
+                .map_or(&self.optimizer, |(spec, _)| spec);
+            let tensor = spec.torch_state(&slot, tensor);
             self.put(step, &format!("optim.{slot}.{path}"), tensor)?;
         }
         Ok(())

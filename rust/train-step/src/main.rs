@@ -1,9 +1,10 @@
 //! S1: N training steps on A1 (SGD lr 0.1, SGD lr 0.1 with momentum 0.9, Adam lr 0.01 with
-//! eps 1e-8, or AdamW lr 0.01 with eps 1e-8 and weight decay 0.01), recorded as a burnside trace
+//! eps 1e-8, AdamW lr 0.01 with eps 1e-8 and weight decay 0.01, or any of `a1::optimizer_named`'s:
+//! RMSprop, Adagrad, Adafactor, Muon on the two weights, L-BFGS), recorded as a burnside trace
 //! with `burnside-trace`.
 //!
 //! ```text
-//! train-step -o burn.safetensors [--steps N] [--optim sgd|momentum|adam|adamw] [--f32-inputs] [--init INIT]
+//! train-step -o burn.safetensors [--steps N] [--optim sgd|momentum|adam|adamw|rmsprop|adagrad|adafactor|muon|lbfgs] [--f32-inputs] [--init INIT]
 //! ```
 //!
 //! Without `--init` the model and batch are A1 built in Rust (f64, rounded once to f32);
@@ -86,9 +87,21 @@ fn run() -> Result<(), Box<dyn Error>> {
             (a1_model_with(&device, options.arithmetic), x, y)
         }
     };
+    let muon = matches!(options.optimizer, OptimizerSpec::Muon { .. });
+    if muon {
+        // torch.optim.Muon holds the two weights only: A1 freezes the biases on both sides
+        for bias in [&mut model.fc1.bias, &mut model.fc2.bias] {
+            *bias = bias.take().map(|b| b.set_require_grad(false));
+        }
+    }
+    let trained = if muon { 2 } else { 4 };
     let ce = ce(&device);
     let lr = options.optimizer.lr();
-    let mut optim = options.optimizer.init();
+    let mut lbfgs = options.optimizer.init_lbfgs();
+    let mut optim = match lbfgs {
+        Some(_) => OptimizerSpec::sgd(lr).init(),
+        None => options.optimizer.init(),
+    };
     let mut recorder = TraceRecorder::new(options.optimizer.clone()).with_loss_fn("cross_entropy");
     let mut losses = Vec::with_capacity(options.steps);
 
@@ -103,10 +116,26 @@ fn run() -> Result<(), Box<dyn Error>> {
         recorder.loss(step, &loss)?;
         losses.push(loss.clone().into_scalar::<f32>());
         let grads = GradientsParams::from_grads(loss.backward(), &model);
-        debug_assert_eq!(grads.len(), 4, "every A1 parameter has a gradient");
+        debug_assert_eq!(
+            grads.len(),
+            trained,
+            "every trained A1 parameter has a gradient"
+        );
         recorder.grads(step, &model, &grads)?;
-        model = optim.step(lr, model, grads);
+        if let Some(lbfgs) = lbfgs.as_mut() {
+            // L-BFGS steps the whole model, re-evaluating the loss at the parameters it tries
+            let closure = |m: Mlp| {
+                let loss = ce.forward(m.forward(x.clone()), y.clone());
+                let value = f64::from(loss.clone().into_scalar::<f32>());
+                (value, GradientsParams::from_grads(loss.backward(), &m))
+            };
+            model = lbfgs.step(lr, model, closure).0;
+        } else {
+            model = optim.step(lr, model, grads);
+        }
         recorder.params_after(step, &model)?;
+        // L-BFGS keeps one state for the whole model, recorded by neither side: `optim` is a
+        // plain SGD then, whose empty state says the step was taken
         recorder.optim(step, &model, &optim)?;
         burnside_trace::step_done(step + 1, options.steps);
     }

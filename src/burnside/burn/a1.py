@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 BUGS = ("discard", "othergrads", "epsilon", "rmsprop-defaults", "adagrad-eps", "skipstep", "literallr", "betas", "weightdecay", "dampening", "clip",
         "double", "sum", "gelu", "nobias", "f32inputs", "init")
 #: The optimizers A1's burn side trains with (train-step's and bugs' `--optim`).
-OPTIMS = ("sgd", "momentum", "adam", "adamw", "rmsprop", "adagrad")
+OPTIMS = ("sgd", "momentum", "adam", "adamw", "rmsprop", "adagrad", "adafactor", "muon", "lbfgs")
 #: Bugs that live in one kind of optimizer: bug -> (the optimizers it needs, what it is).
 BUG_OPTIMS = {
     "epsilon": (("adam",), "Adam's default epsilon"),

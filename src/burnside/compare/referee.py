@@ -33,6 +33,8 @@ VARIANT_TITLES = {
     "burn-batchnorm": ("burn's BatchNorm updates running_var with the biased batch variance (divided by n), "
                        "PyTorch with the unbiased one (divided by n - 1), n the elements per channel "
                        "(burn-nn 0.22.1)"),
+    "burn-muon": ("burn's Muon runs its Newton-Schulz iteration in the parameters' dtype (burn-optim 0.22.1 muon.rs), "
+                  "PyTorch's in bfloat16; the iteration does not converge, so bfloat16's rounding stays in the update"),
 }
 VARIANT_TITLES["burn-adam+burn-batchnorm"] = "; and ".join(VARIANT_TITLES[k] for k in ("burn-adam", "burn-batchnorm"))
 
