@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from burnside import __version__
+from burnside._torch_loss import LossCall
 from burnside._torch_optim import optimizer_config, optimizer_state, step_optimizer, to_numpy
 from burnside.errors import BurnsideError
 from burnside.trace import tensor_name
@@ -370,10 +371,12 @@ def record_trace(
         return BurnsideError(message)
 
     modules = sum(1 for name, _ in model.named_modules() if name) if hooks is not None else 0
-    per_step_tensors = (len(per_step[0]) + 6 * len(named) + len(untouched) + 2 * modules + 3)
+    per_step_tensors = (len(per_step[0]) + 6 * len(named) + len(untouched) + 2 * modules + 6)
     names_text = sum(len(name) + 4 for name, _ in named) + sum(len(name) + 24 for name, _ in model.named_modules())
     writer = open_writer(path, expected_tensors=steps * per_step_tensors + 1,
                          metadata_estimate=4 * names_text + 32 * steps + len(str(dict(metadata or {}))))
+    #: the loss call found inside the loss (`burnside._torch_loss`), the same one every step it is recorded
+    loss_call: dict[str, dict] = {}
     with writer:
         if progress is not None:
             progress(0, steps)
@@ -397,11 +400,22 @@ def record_trace(
                         logits = forward(model, batch)
                 if not isinstance(logits, torch.Tensor):
                     raise refuse(_not_logits(logits, forward), k)
-                loss = _loss(loss_fn, logits, batch, target, k, refuse)
+                with LossCall() as watch:
+                    loss = _loss(loss_fn, logits, batch, target, k, refuse)
                 wrong = _not_scalar(loss, loss_fn)
                 if wrong is not None:
                     raise refuse(wrong, k)
                 writer.add(tensor_name(k, "logits"), host_array(logits))
+                call = watch.found(loss)
+                if call is not None and loss_call.setdefault("call", call[0]) == call[0]:
+                    for key, t in call[1].items():
+                        name = tensor_name(k, "loss_inputs", key)
+                        if t is logits:
+                            writer.alias(name, tensor_name(k, "logits"))
+                        elif target is not None and t is batch.get(target):
+                            writer.alias(name, tensor_name(k, "inputs", target))
+                        else:
+                            writer.add(name, host_array(t))
                 writer.add(tensor_name(k, "loss"), host_array(loss).reshape(()))
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
@@ -432,8 +446,11 @@ def record_trace(
                 hooks.remove()
             for undo in restore:
                 undo()
-        return writer.finish(_metadata(model, named, steps, config, clip_grad_norm, scheduler, lrs, grads_len,
-                                       loss_fn, target, active, dropout, hooks, metadata))
+        meta = _metadata(model, named, steps, config, clip_grad_norm, scheduler, lrs, grads_len, loss_fn, target,
+                         active, dropout, hooks, metadata)
+        if "call" in loss_call:
+            meta.setdefault("loss_call", loss_call["call"])
+        return writer.finish(meta)
 
 
 def _metadata(model: nn.Module, named: list[tuple[str, nn.Parameter]], steps: int, config: dict,

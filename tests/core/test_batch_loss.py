@@ -76,8 +76,11 @@ def test_td_loss_with_a_frozen_target_network(tmp_path) -> None:
     other = compare_with_evidence(tmp_path / "a.safetensors", tmp_path / "b.safetensors",
                                   reference=tmp_path / "ref.safetensors")
     assert not other.passed
-    assert other.first_divergence.name == "step0.loss"
-    assert diagnose(other)
+    # both sides record what the loss function inside the TD loss was given: the TD target parts first
+    assert other.first_divergence.name == "step0.loss_inputs.target"
+    (found,) = diagnose(other)
+    assert found.rule == "D010" and "the loss function (smooth_l1_loss)" in found.evidence
+    assert "discount" in found.fix
 
 
 def _masked_mse(output: torch.Tensor, batch: dict) -> torch.Tensor:

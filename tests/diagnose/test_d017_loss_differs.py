@@ -58,9 +58,11 @@ def test_bce_with_logits_against_mse(tmp_path) -> None:
         return (y > 0).float()
     a = _run(tmp_path / "a.safetensors", lambda o, y: F.binary_cross_entropy_with_logits(o, targets(o, y)), True)
     b = _run(tmp_path / "b.safetensors", lambda o, y: F.mse_loss(o, targets(o, y)), True)
-    # the targets the losses read are not the recorded y: nothing is measured, D010 stays
+    # the targets the losses read are not the recorded y, but what each loss function was given is recorded
     found = diagnose(compare_with_evidence(a, b))
-    assert [d.rule for d in found] == ["D010"]
+    assert [d.rule for d in found] == ["D017"]
+    assert "BCE-with-logits (mean)" in found[0].evidence and "MSE (mean)" in found[0].evidence
+    assert "recomputed from what its loss function was given" in found[0].evidence
 
 
 def test_class_weights_named_when_only_a_weighting_explains_it(tmp_path) -> None:

@@ -54,7 +54,9 @@ class NormFirst(nn.Module):
         return self.head(self.norm(x))
 
 
-def _compare(tmp_path, make_a, make_b, features: int = 6, forward_b=None):
+def _compare(tmp_path, make_a, make_b, features: int = 6, forward_b=None, layer_inputs: bool = False):
+    """Both sides recorded by PyTorch; without ``layer_inputs`` (traces that do not hold what each module was fed),
+    a layer is measured from the activation recorded before it."""
     paths = []
     for side, make in (("a", make_a), ("b", make_b)):
         torch.manual_seed(0)
@@ -62,7 +64,7 @@ def _compare(tmp_path, make_a, make_b, features: int = 6, forward_b=None):
         batch = {"x": torch.randn(16, features) * 3, "y": torch.randint(0, 3, (16,))}
         kwargs = {"forward": forward_b} if side == "b" and forward_b is not None else {}
         paths.append(record(model, torch.optim.SGD(model.parameters(), lr=0.1), batch, tmp_path / f"{side}.json",
-                            steps=2, **kwargs))
+                            steps=2, layer_inputs=layer_inputs, **kwargs))
     comparison = compare_with_evidence(open_trace(paths[0]), open_trace(paths[1]))
     return comparison, [d for d in diagnose(comparison) if d.rule == "D011"]
 
@@ -128,6 +130,16 @@ def test_a_layernorm_after_a_residual_sum_is_not_measured(tmp_path):
     comparison, found = _compare(tmp_path, Residual, lambda: Residual(eps=1e-2), features=8)
     assert comparison.first_divergence.name == "step0.activations.norm"
     assert comparison.evidence.layer is None and not found, "the activation before it (fc) is not its input: say nothing"
+
+
+def test_a_layernorm_after_a_residual_sum_is_measured_from_what_it_was_fed(tmp_path):
+    # record's default: each module's input is recorded, so a norm fed a residual sum is measured all the same
+    comparison, found = _compare(tmp_path, Residual, lambda: Residual(eps=1e-2), features=8, layer_inputs=True)
+    layer = comparison.evidence.layer
+    assert (layer.module, layer.input) == ("norm", "step0.layer_inputs.norm")
+    assert layer.measured["a"]["epsilon"] == pytest.approx(1e-5, rel=0.05)
+    assert layer.measured["b"]["epsilon"] == pytest.approx(1e-2, rel=0.05)
+    assert found and "epsilon" in found[0].evidence
 
 
 def test_a_batchnorm_in_eval_mode_in_a_training_step_is_named_by_its_statistics(tmp_path):

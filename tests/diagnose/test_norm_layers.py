@@ -38,7 +38,7 @@ def _training(tmp_path, make_a, make_b, x: torch.Tensor, steps: int = 2):
         model = make()
         batch = {"x": x, "y": torch.randint(0, 3, (x.shape[0],), generator=torch.Generator().manual_seed(1))}
         paths.append(record(model, torch.optim.SGD(model.parameters(), lr=0.1), batch, tmp_path / f"{side}.json",
-                            steps=steps))
+                            steps=steps, layer_inputs=False))  # measured from the activation before the layer
     comparison = compare_with_evidence(open_trace(paths[0]), open_trace(paths[1]))
     return comparison, {d.rule: d for d in diagnose(comparison)}
 

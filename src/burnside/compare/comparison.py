@@ -279,11 +279,12 @@ class Comparison:
 
 def is_optional(name: str) -> bool:
     """A tensor a trace may hold without the other: a layer's output or input (what PyTorch fed a module,
-    which a port reads from the init file rather than records), or a buffer burn does not keep."""
+    which a port reads from the init file rather than records), what the loss function inside PyTorch's loss was
+    given, or a buffer burn does not keep."""
     parsed = parse_name(name)
     if parsed is None:
         return False
-    return parsed.stage in ("activations", "layer_inputs") or (parsed.stage == "buffers"
+    return parsed.stage in ("activations", "layer_inputs", "loss_inputs") or (parsed.stage == "buffers"
                                              and parsed.rest.rsplit(".", 1)[-1] == "num_batches_tracked")
 
 

@@ -1,8 +1,11 @@
 """Which loss each side computed, measured from its own recorded outputs and targets (D016).
 
 When a step's loss is the first tensor to differ and its logits agree, the loss function differs. Each side's
-loss at every step is recomputed here from that side's `step{k}.logits` and `step{k}.inputs.{target}` (the
-PyTorch trace's metadata `target`, else `y`) under candidate losses: cross-entropy (mean, sum, label smoothing
+loss at every step is recomputed here from what its loss function was given: the input and target the PyTorch
+recorder found inside the loss (`step{k}.loss_inputs.*`: a gathered Q-value and a TD target, a masked output),
+the PyTorch side's for a port that records none (they are the same tensors where everything before the loss
+agrees), else `step{k}.logits` and `step{k}.inputs.{target}` (the PyTorch trace's metadata `target`, else `y`),
+under candidate losses: cross-entropy (mean, sum, label smoothing
 solved for, an ignored target value -100 or 0 left out of the mean, a class weighting), MSE and L1 (mean, sum),
 SmoothL1 with its beta and Huber with its delta (each solved for), BCE-with-logits (mean, sum). A candidate with a
 free setting explains a side only when the setting solved at each step agrees (or, from one step, is a round
@@ -33,6 +36,10 @@ class LossKind:
     name: str
     burn: str
     residual: float  # the worst relative difference from the recorded loss over the steps fitted
+    #: what it was recomputed from: `logits` (the side's logits and the batch's target), `loss_inputs` (what the
+    #: side's loss function was given), `other` (what the other side's loss function was given)
+    read: str = "logits"
+    steps: int = 1  # the steps it was fitted on
 
 
 @dataclass(frozen=True)
@@ -132,16 +139,38 @@ def _regression(out: np.ndarray, t: np.ndarray) -> tuple[list[tuple[str, str, fl
     return cands, {"smooth_l1": smooth_l1, "huber": huber}
 
 
-def _fit_side(trace: Trace, target: str, steps: list[int]) -> tuple[LossKind | None, str | None]:
-    """The candidate that reproduces this side's loss at every step (a solved setting agreeing across steps)."""
+def _loss_operands(trace: Trace, k: int, target: str, seen: Trace | None
+                   ) -> tuple[np.ndarray, np.ndarray, str] | None:
+    """What step ``k``'s loss function was given: the input and target the PyTorch recorder found inside the loss
+    (`step{k}.loss_inputs.*`, in this trace or, for a port that records none, in ``seen``, the other side's: the
+    same tensors wherever everything before the loss agrees, so only at the step where the loss parts first:
+    ``seen`` is None at the others), else the logits and the batch's target."""
+    for source, read in ((trace, "loss_inputs"), (seen, "other")):
+        names = (f"step{k}.loss_inputs.input", f"step{k}.loss_inputs.target")
+        if source is not None and all(n in source for n in names):
+            return (np.asarray(source.values(names[0]), dtype=np.float64), np.asarray(source.values(names[1])), read)
+    names = (f"step{k}.logits", f"step{k}.inputs.{target}")
+    if not all(n in trace for n in names):
+        return None
+    return np.asarray(trace.values(names[0]), dtype=np.float64), np.asarray(trace.values(names[1])), "logits"
+
+
+def _fit_side(trace: Trace, target: str, steps: list[int], seen: Trace | None = None
+              ) -> tuple[LossKind | None, str | None]:
+    """The candidate that reproduces this side's loss at every step (a solved setting agreeing across steps),
+    computed on what its loss function was given (`_loss_operands`)."""
     per_step: list[tuple[list, dict, float]] = []
+    read = "logits"
     for k in steps:
-        names = (f"step{k}.logits", f"step{k}.inputs.{target}", f"step{k}.loss")
-        if not all(n in trace for n in names):
+        operands = _loss_operands(trace, k, target, seen if k == steps[0] else None)
+        if operands is None or f"step{k}.loss" not in trace:
             break
-        logits, t, loss = (np.asarray(trace.values(n), dtype=np.float64) if i != 1 else np.asarray(trace.values(n))
-                           for i, n in enumerate(names))
-        loss = float(loss.reshape(-1)[0])
+        logits, t, read_k = operands
+        if k == steps[0]:
+            read = read_k
+        elif read_k != read:
+            break
+        loss = float(np.asarray(trace.values(f"step{k}.loss"), dtype=np.float64).reshape(-1)[0])
         if not np.isfinite(loss) or not np.isfinite(logits).all():
             break
         if np.issubdtype(t.dtype, np.integer) and logits.ndim >= 2 and logits.shape[:-1] == t.shape:
@@ -160,7 +189,7 @@ def _fit_side(trace: Trace, target: str, steps: list[int]) -> tuple[LossKind | N
         worst = max((_close(c[i][2], loss) if i < len(c) and c[i][1] == burn else np.inf)
                     for c, _, loss in per_step)
         if worst < _CLOSE:
-            return LossKind(name, burn, worst), None
+            return LossKind(name, burn, worst, read, len(per_step)), None
     kind = per_step[0][1]["kind"]
     # one free setting, solved per step
     settings: dict[str, list[float]] = {}
@@ -192,7 +221,7 @@ def _fit_side(trace: Trace, target: str, steps: list[int]) -> tuple[LossKind | N
                 "huber": (f"Huber with delta {shown} (mean)",
                           f"HuberLossConfig::new({shown}).init().forward(output, target, Reduction::Mean)"),
             }[name]
-            return LossKind(kind_name, burn, spread), None
+            return LossKind(kind_name, burn, spread, read, len(per_step)), None
     if kind == "classification" and "weighting" in per_step[0][1]:
         lo, hi = per_step[0][1]["weighting"]
         loss = per_step[0][2]
@@ -223,8 +252,8 @@ def measure_loss(a: Trace, b: Trace, comparison: Comparison) -> LossFit | None:
             return None  # a sum where the other averages over the batch: D010
     target = next((t.metadata.get("target") for t in (a, b) if isinstance(t.metadata.get("target"), str)), "y")
     steps = list(range(k, comparison.steps))
-    fit_a, weighted_a = _fit_side(a, target, steps)
-    fit_b, weighted_b = _fit_side(b, target, steps)
+    fit_a, weighted_a = _fit_side(a, target, steps, seen=b)
+    fit_b, weighted_b = _fit_side(b, target, steps, seen=a)
     weighting = None
     if fit_a is None and weighted_a is not None and fit_b is not None:
         weighting = f"{comparison.side_name('a')}: {weighted_a}"

@@ -30,7 +30,7 @@ ALIASES_KEY = "aliases"
 #: Keys whose safetensors value is JSON text (native JSON in the JSON form).
 JSON_KEYS = frozenset({"steps", "optimizer", "params", "grads_len", "inputs", "buffers", "buffers_nonpersistent",
                        "activations", "modules",
-                       "tied", "layer_inputs", "outputs"})
+                       "tied", "layer_inputs", "outputs", "loss_call"})
 #: Keys a file of each kind must carry (besides the format and version). A forward trace (a trace
 #: whose metadata says `kind: forward`) has no optimizer and no gradients.
 REQUIRED = {
@@ -46,7 +46,7 @@ def trace_kind(metadata: Mapping) -> str:
     """`training` or `forward`: what a trace (already checked) records."""
     return metadata.get("kind", "training")
 _NUMBERS = ("lr", "eps", "weight_decay", "momentum", "dampening", "alpha", "lr_decay", "initial_accumulator_value")
-_BOOLS = ("nesterov", "amsgrad", "centered")
+_BOOLS = ("nesterov", "amsgrad", "centered", "relative_step", "scale_parameter")
 _WEIGHT_DECAY_KINDS = ("l2", "decoupled")
 _STEP = re.compile(r"^step(\d+)\.")
 _STEP_DIGITS = len(str(MAX_STEPS))
@@ -108,6 +108,8 @@ def check(path: Path, kind: str, metadata: Mapping, names: Iterable[str]) -> Non
             _check_grads_len(path, value, metadata.get("steps"))
         elif key == "optimizer":
             _check_optimizer(path, value)
+        elif key == "loss_call":
+            _check_loss_call(path, value)
         else:
             check_text(path, f"metadata {key!r}", value)
     steps = _steps_named(path, names)
@@ -200,6 +202,22 @@ def _check_grads_len(path: Path, value: object, steps: object) -> None:
                          f"not {short(value)}")
     if type(steps) is int and len(value) != steps:
         raise TraceError(f"{path}: metadata 'grads_len' has {len(value)} entries for {steps} steps (one per step)")
+
+
+def _check_loss_call(path: Path, value: object) -> None:
+    """`loss_call`: the loss function inside the loss (``fn``, a name) and its settings (strings, booleans, numbers)."""
+    if not isinstance(value, dict) or not isinstance(value.get("fn"), str):
+        raise TraceError(f"{path}: metadata 'loss_call' must be an object with the loss function's name as 'fn', "
+                         f"not {short(value)}")
+    for key, setting in value.items():
+        check_text(path, "a key of metadata 'loss_call'", key)
+        if isinstance(setting, str):
+            check_text(path, f"metadata 'loss_call' {key!r}", setting)
+        elif not isinstance(setting, (bool, int, float)):
+            raise TraceError(f"{path}: metadata 'loss_call' {key!r} must be a string, a boolean or a number, "
+                             f"not {short(setting)}")
+        elif not isinstance(setting, bool):
+            _check_number(path, f"metadata 'loss_call' {key!r}", setting)
 
 
 def _check_optimizer(path: Path, value: object) -> None:

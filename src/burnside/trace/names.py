@@ -6,7 +6,8 @@ import re
 from dataclasses import dataclass
 
 #: The stages of one training step (or, in a forward trace, of one batch's forward pass: `layer_inputs`
-#: and `outputs` are its own), in the order they happen.
+#: and `outputs` are its own; `loss_inputs`, what the loss function inside the loss was given, the PyTorch
+#: recorder's only), in the order they happen.
 STAGES: tuple[str, ...] = (
     "inputs",
     "params_before",
@@ -14,6 +15,7 @@ STAGES: tuple[str, ...] = (
     "activations",
     "logits",
     "outputs",
+    "loss_inputs",
     "loss",
     "grads",
     "params_after",

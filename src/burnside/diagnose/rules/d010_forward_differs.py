@@ -50,7 +50,8 @@ def check(comparison: Comparison) -> list[Diagnosis]:
     input agrees, from an identical start."""
     first = comparison.first_divergence
     parsed = parse_name(first.name) if first is not None else None
-    if parsed is None or parsed.stage not in ("layer_inputs", "activations", "logits", "outputs", "loss") or \
+    if parsed is None or parsed.stage not in ("layer_inputs", "activations", "logits", "outputs", "loss_inputs",
+                                              "loss") or \
             comparison.start_mismatch:
         return []
     k = parsed.step
@@ -92,6 +93,19 @@ def check(comparison: Comparison) -> list[Diagnosis]:
             f"agree: {comparison.side_name(side)}'s forward computes something else",
             "compare the forward layer by layer with the PyTorch model: activations (relu/gelu/tanh variants), "
             "layer order, a missing or extra op, a transposed weight",
+        )]
+    if parsed.stage == "loss_inputs":
+        call = next((t.metadata.get("loss_call") for t in (comparison.a, comparison.b)
+                     if isinstance(t.metadata.get("loss_call"), dict)), {})
+        fn = f"the loss function ({call['fn']})" if isinstance(call.get("fn"), str) else "the loss function"
+        what = {"input": "its input", "target": "its target"}.get(parsed.rest, f"its `{parsed.rest}`")
+        return [Diagnosis(
+            ID, TITLE,
+            f"{first.name} differs (max|diff|={first.stats.max_abs:.3g}) while step {k}'s logits agree: what "
+            f"{fn} inside the loss was given differs, {what}",
+            f"compute {what} as the PyTorch loss does before it calls {fn}: a TD target's discount, reward or done "
+            "mask, the network it is taken from (a frozen target network, not the online one), a gather by the "
+            "actions taken, a mask or a slice",
         )]
     mine = (comparison.a if side == "a" else comparison.b).losses.get(k)
     theirs = (comparison.b if side == "a" else comparison.a).losses.get(k)

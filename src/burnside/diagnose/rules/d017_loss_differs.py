@@ -46,16 +46,21 @@ def check(comparison: Comparison) -> list[Diagnosis]:
         return []
     a, b = comparison.side_name("a"), comparison.side_name("b")
     port, model = ("a", "b") if comparison.a.framework == "burn" and comparison.b.framework != "burn" else ("b", "a")
-    steps = f"step {fit.step}" if fit.steps == 1 else f"steps {fit.step}-{fit.step + fit.steps - 1}"
+    def at(kind) -> str:
+        return f"step {fit.step}" if kind.steps == 1 else f"steps {fit.step}-{fit.step + kind.steps - 1}"
 
     def said(side: str) -> str:
         kind = fit.a if side == "a" else fit.b
         name = a if side == "a" else b
-        return (f"{name}'s is {kind.name} (reproduced to {kind.residual:.1g})" if kind is not None
-                else f"{name}'s is no loss measured")
+        if kind is None:
+            return f"{name}'s is no loss measured"
+        other = b if side == "a" else a
+        read = {"logits": "its own logits and targets", "loss_inputs": "what its loss function was given",
+                "other": f"what {other}'s loss function was given (the same tensors: everything before the loss "
+                         "agrees)"}[kind.read]
+        return f"{name}'s is {kind.name} (recomputed from {read} at {at(kind)}, reproduced to {kind.residual:.1g})"
 
-    evidence = (f"step{fit.step}.loss differs while step {fit.step}'s logits agree; recomputed from each side's own "
-                f"logits and targets at {steps}: {said('a')}, {said('b')}")
+    evidence = f"step{fit.step}.loss differs while step {fit.step}'s logits agree; {said('a')}; {said('b')}"
     if fit.weighting is not None:
         evidence += f"; {fit.weighting}: class weights differ"
     wanted = fit.a if model == "a" else fit.b
