@@ -101,6 +101,21 @@ NUMPY_PASS = textwrap.dedent("""
     print(worst)
 """)
 
+NUMPY_PASS_THREE = textwrap.dedent("""
+    import sys, numpy as np
+    from burnside.trace import open_trace
+    a, b, r = open_trace(sys.argv[1]), open_trace(sys.argv[2]), open_trace(sys.argv[3])
+    worst = [0.0, 0.0, 0.0]
+    for name in a.names:
+        x, y, z = a.array(name).reshape(-1), b.array(name).reshape(-1), r.array(name).reshape(-1)
+        for s in range(0, x.size, 1 << 20):
+            xs, ys, zs = x[s:s + (1 << 20)], y[s:s + (1 << 20)], z[s:s + (1 << 20)]
+            worst[0] = max(worst[0], float(np.nanmax(np.abs(xs - ys))))
+            worst[1] = max(worst[1], float(np.nanmax(np.abs(xs - zs))))
+            worst[2] = max(worst[2], float(np.nanmax(np.abs(ys - zs))))
+    print(worst)
+""")
+
 TORCH_ASSERT_CLOSE = textwrap.dedent("""
     import sys, torch
     from safetensors.torch import load_file
@@ -143,18 +158,29 @@ def main() -> None:
         burnside = [sys.executable, "-c", "from burnside.cli import main; main()", "compare", str(a), str(b), "--json"]
         contenders = [("burnside compare", burnside),
                       *([("compare --reference", burnside + ["--reference", str(reference)])] if reference else []),
-                      ("numpy pass (mmap chunks)", [sys.executable, "-c", NUMPY_PASS, str(a), str(b)])]
+                      ("numpy pass (mmap chunks)", [sys.executable, "-c", NUMPY_PASS, str(a), str(b)]),
+                      *([("numpy pass, three files", [sys.executable, "-c", NUMPY_PASS_THREE, str(a), str(b),
+                                                       str(reference)])] if reference else [])]
         if not args.skip_torch:
             contenders.append(("torch assert_close", [sys.executable, "-c", TORCH_ASSERT_CLOSE, str(a), str(b)]))
         print(f"median of {args.repeat} runs each (min in parentheses)")
         print(f"{'contender':<26} {'wall s':>13} {'GB/s':>6} {'peak RSS MiB':>13} {'peak private MiB':>17} exit")
+        walls: dict[str, float] = {}
         for label, argv in contenders:
             runs = sorted((measure(argv) for _ in range(args.repeat)), key=lambda r: r[0])
             wall, code, rss, anon = runs[len(runs) // 2]
             rss, anon = max(r[2] for r in runs), max(r[3] for r in runs)
-            print(f"{label:<26} {wall:6.2f} ({runs[0][0]:4.2f}) {total / wall / 1e9:6.2f} {rss / 2**20:13.0f} "
+            walls[label] = wall
+            read = total + (reference.stat().st_size if reference and ("three" in label or "reference" in label)
+                            else 0)
+            print(f"{label:<26} {wall:6.2f} ({runs[0][0]:4.2f}) {read / wall / 1e9:6.2f} {rss / 2**20:13.0f} "
                   f"{anon / 2**20:17.0f} {code:>4}")
-        print("targets for burnside compare: <= 1.0 s wall, <= 256 MiB private memory")
+        print(f"burnside compare / numpy pass over the two files: "
+              f"{walls['burnside compare'] / walls['numpy pass (mmap chunks)']:.2f}x (target <= 1x)")
+        if reference:
+            print(f"compare --reference / numpy pass over the three files: "
+                  f"{walls['compare --reference'] / walls['numpy pass, three files']:.2f}x (target <= 2x)")
+        print("targets for burnside compare: <= 256 MiB private memory")
     finally:
         if not args.keep and args.dir is None:
             shutil.rmtree(directory, ignore_errors=True)
