@@ -86,7 +86,8 @@ def _group_config(kind: str, group: Mapping) -> dict:
         config = {"name": "adafactor", **config, "beta2_decay": float(group["beta2_decay"]),
                   "eps1": None if eps1 is None else float(eps1), "eps2": float(group["eps"][1]), "d": float(group["d"]),
                   "weight_decay": float(group["weight_decay"]), "weight_decay_kind": "decoupled",
-                  "maximize": bool(group["maximize"])}
+                  # what torch.optim.Adafactor always does (burn's AdafactorConfig can switch either off)
+                  "relative_step": True, "scale_parameter": True, "maximize": bool(group["maximize"])}
     elif kind == "Muon":
         config = {"name": "muon", **config, "weight_decay": float(group["weight_decay"]),
                   "weight_decay_kind": "decoupled", "momentum": float(group["momentum"]),

@@ -107,6 +107,10 @@ pub enum OptimizerSpec {
         d: f32,
         /// Decoupled weight decay.
         weight_decay: f32,
+        /// burn's `relative_step`: the step `min(lr, 1/sqrt(step))` (on: PyTorch's; off: `lr`).
+        relative_step: bool,
+        /// burn's `scale_parameter`: the step times `max(eps2, RMS(param))` (on: PyTorch's).
+        scale_parameter: bool,
     },
     /// Muon (`torch.optim.Muon`) on 2-D parameters: Nesterov momentum, the update orthogonalised by
     /// `ns_steps` quintic Newton–Schulz iterations with `ns_coefficients`, the lr adjusted by shape,
@@ -226,7 +230,30 @@ impl OptimizerSpec {
             eps2: 1e-3,
             d: 1.0,
             weight_decay: 0.0,
+            relative_step: true,
+            scale_parameter: true,
         }
+    }
+
+    /// burn's Adafactor switches `relative_step` and `scale_parameter`, which `torch.optim.Adafactor`
+    /// always has on (its constructors' values): off is another optimizer than PyTorch's, declared
+    /// so that the comparison names it.
+    ///
+    /// # Panics
+    /// On any other optimizer.
+    pub fn with_relative_step(mut self, relative: bool, scale: bool) -> Self {
+        match &mut self {
+            OptimizerSpec::Adafactor {
+                relative_step,
+                scale_parameter,
+                ..
+            } => (*relative_step, *scale_parameter) = (relative, scale),
+            other => panic!(
+                "with_relative_step: not Adafactor but {}",
+                other.torch_name()
+            ),
+        }
+        self
     }
 
     /// Muon with learning rate `lr` and PyTorch's defaults (`torch.optim.Muon(params, lr)`: weight
@@ -737,13 +764,15 @@ impl OptimizerSpec {
                 eps2,
                 d,
                 weight_decay,
+                relative_step,
+                scale_parameter,
                 ..
             } => AdafactorConfig::new()
                 .with_decay_rate(beta2_decay)
                 .with_epsilon_2(eps2)
                 .with_clip_threshold(d)
-                .with_relative_step(true)
-                .with_scale_parameter(true)
+                .with_relative_step(relative_step)
+                .with_scale_parameter(scale_parameter)
                 .with_weight_decay(weight_decay)
                 .init(),
             OptimizerSpec::Muon {
@@ -866,6 +895,8 @@ impl OptimizerSpec {
                 eps2,
                 d,
                 weight_decay,
+                relative_step,
+                scale_parameter,
             } => {
                 object.insert("name".into(), json!("adafactor"));
                 object.insert("lr".into(), json!(lr));
@@ -881,6 +912,8 @@ impl OptimizerSpec {
                 object.insert("d".into(), f32_json(d));
                 object.insert("weight_decay".into(), f32_json(weight_decay));
                 object.insert("weight_decay_kind".into(), json!("decoupled"));
+                object.insert("relative_step".into(), json!(relative_step));
+                object.insert("scale_parameter".into(), json!(scale_parameter));
                 object.insert("maximize".into(), json!(false));
             }
             OptimizerSpec::Muon {

@@ -18,7 +18,8 @@ if TYPE_CHECKING:
     from burnside.progress import StepProgress
 
 #: The porting bugs that `pitb-opt`'s `bugs` program can build into the A1 loop (see its doc).
-BUGS = ("discard", "othergrads", "epsilon", "rmsprop-defaults", "adagrad-eps", "skipstep", "literallr", "betas", "weightdecay", "dampening", "clip",
+BUGS = ("discard", "othergrads", "epsilon", "rmsprop-defaults", "adagrad-eps", "muon-decay", "adafactor-absolute",
+        "lbfgs-max-iter", "skipstep", "literallr", "betas", "weightdecay", "dampening", "clip",
         "double", "sum", "gelu", "nobias", "f32inputs", "init")
 #: The optimizers A1's burn side trains with (train-step's and bugs' `--optim`).
 OPTIMS = ("sgd", "momentum", "adam", "adamw", "rmsprop", "adagrad", "adafactor", "muon", "lbfgs")
@@ -28,6 +29,9 @@ BUG_OPTIMS = {
     "betas": (("adam",), "an Adam beta_2"),
     "rmsprop-defaults": (("rmsprop",), "burn's default RMSprop momentum and epsilon"),
     "adagrad-eps": (("adagrad",), "burn's default Adagrad epsilon"),
+    "muon-decay": (("muon",), "burn's default Muon weight decay (none)"),
+    "adafactor-absolute": (("adafactor",), "an Adafactor with burn's relative step and parameter scaling off"),
+    "lbfgs-max-iter": (("lbfgs",), "burn's default L-BFGS iterations per step"),
     "dampening": (("momentum",), "burn's default momentum dampening"),
     "weightdecay": (("sgd", "momentum"), "an SGD weight decay"),
     "clip": (("sgd", "momentum"), "an SGD gradient clipping"),

@@ -12,9 +12,12 @@ from burnside.compare.start_checks import same_setting
 
 #: The declared settings compared, apart from Adam's epsilon (D004's, measured from the numbers).
 KEYS = ("name", "lr", "betas", "momentum", "dampening", "nesterov", "weight_decay", "weight_decay_kind", "amsgrad",
-        "alpha", "centered", "lr_decay", "initial_accumulator_value", "clip_grad_norm", "lr_per_step")
+        "alpha", "centered", "lr_decay", "initial_accumulator_value", "clip_grad_norm", "lr_per_step",
+        # Adafactor's, Muon's and L-BFGS's own settings
+        "beta2_decay", "eps1", "eps2", "d", "relative_step", "scale_parameter", "ns_coefficients", "ns_steps",
+        "adjust_lr_fn", "max_iter", "max_eval", "tolerance_grad", "tolerance_change", "history_size", "line_search_fn")
 #: The optimizers whose epsilon is compared here (no rule of its own, as Adam's D004).
-OWN_EPS = ("rmsprop", "adagrad")
+OWN_EPS = ("rmsprop", "adagrad", "muon")
 #: A trace says these only when its loop has them (clipping, a schedule): absent is "none".
 OPTIONAL = ("clip_grad_norm", "lr_per_step")
 #: The settings a parameter group can hold.

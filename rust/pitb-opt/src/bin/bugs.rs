@@ -2,13 +2,13 @@
 //! `burnside compare` can be seen naming each one from what burn actually computed.
 //!
 //! ```text
-//! bugs --bug NAME -o burn.safetensors [--steps N] [--optim sgd|momentum|adam|adamw|rmsprop|adagrad]
+//! bugs --bug NAME -o burn.safetensors [--steps N] [--optim sgd|momentum|adam|adamw|rmsprop|adagrad|adafactor|muon|lbfgs]
 //! ```
 //!
-//! Every program but `epsilon`, `rmsprop-defaults` and `adagrad-eps` records the optimizer the port
-//! *meant* to build (`OptimizerSpec`), which is what such a port's trace claims; the bug is what it
-//! actually does (those three record the burn defaults they build, as a port declaring its burn
-//! config would):
+//! Every program but `epsilon`, `rmsprop-defaults`, `adagrad-eps`, `muon-decay`,
+//! `adafactor-absolute` and `lbfgs-max-iter` records the optimizer the port *meant* to build
+//! (`OptimizerSpec`), which is what such a port's trace claims; the bug is what it actually does
+//! (those record the burn config they build, as a port declaring its burn config would):
 //!
 //! - `discard`: `optim.step(lr, model.clone(), grads);` — the update is dropped (S8, S12);
 //!   with Adam the optimizer's moments and step count still advance (S13).
@@ -19,6 +19,12 @@
 //! - `rmsprop-defaults`: RMSprop from `RmsPropConfig::new()`: burn's momentum 0.9 and epsilon 1e-5
 //!   where `torch.optim.RMSprop(params, lr)` has momentum 0 and eps 1e-8.
 //! - `adagrad-eps`: Adagrad from `AdaGradConfig::new()`: burn's epsilon 1e-5, PyTorch's 1e-10.
+//! - `muon-decay`: Muon from `MuonConfig::new()` (A1's lr adjustment set): burn's default has no
+//!   weight decay, `torch.optim.Muon`'s is 0.1.
+//! - `adafactor-absolute`: Adafactor with `relative_step` and `scale_parameter` off, the absolute
+//!   learning rate burn's docs offer for an external schedule: not what `torch.optim.Adafactor` computes.
+//! - `lbfgs-max-iter`: L-BFGS from `LBFGSConfig::new()`: 20 iterations a step where A1's PyTorch
+//!   loop has 5.
 //! - `skipstep`: the step is skipped on odd steps (`if step % 2 == 1 { continue }` before it).
 //! - `literallr`: `optim.step(0.01, ...)`: a literal a tenth of the declared learning rate.
 //! - `betas`: `AdamConfig::new().with_beta_2(0.99)`: the same optimizer, other numbers.
@@ -55,6 +61,9 @@ const BUGS: &[&str] = &[
     "epsilon",
     "rmsprop-defaults",
     "adagrad-eps",
+    "muon-decay",
+    "adafactor-absolute",
+    "lbfgs-max-iter",
     "skipstep",
     "literallr",
     "betas",
@@ -103,6 +112,9 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
         "epsilon" | "betas" => optim = "adam".to_string(),
         "rmsprop-defaults" => optim = "rmsprop".to_string(),
         "adagrad-eps" => optim = "adagrad".to_string(),
+        "muon-decay" => optim = "muon".to_string(),
+        "adafactor-absolute" => optim = "adafactor".to_string(),
+        "lbfgs-max-iter" => optim = "lbfgs".to_string(),
         "dampening" => optim = "momentum".to_string(),
         "weightdecay" | "clip" if optim != "momentum" => optim = "sgd".to_string(),
         _ => {}
@@ -236,9 +248,26 @@ fn run() -> Result<(), Box<dyn Error>> {
         "epsilon" => default_adam_spec()?,
         "rmsprop-defaults" => default_rmsprop_spec()?,
         "adagrad-eps" => default_adagrad_spec()?,
+        // what `MuonConfig::new()` (A1's lr adjustment set) declares: no weight decay
+        "muon-decay" => a1::optimizer_named("muon")?.with_weight_decay(0.0),
+        "adafactor-absolute" => a1::optimizer_named("adafactor")?.with_relative_step(false, false),
+        // `LBFGSConfig::new()`: burn's (and PyTorch's) default 20 iterations, not A1's 5
+        "lbfgs-max-iter" => a1::optimizer_named("lbfgs")?.with_lbfgs(20, None, 100, false),
         _ => a1::optimizer_named(&options.optim)?,
     };
-    let mut optim = built(bug, &spec);
+    let muon = matches!(spec, OptimizerSpec::Muon { .. });
+    if muon {
+        // torch.optim.Muon holds the two weights only: A1 freezes the biases on both sides
+        for bias in [&mut model.fc1.bias, &mut model.fc2.bias] {
+            *bias = bias.take().map(|b| b.set_require_grad(false));
+        }
+    }
+    let mut lbfgs = spec.init_lbfgs();
+    // L-BFGS steps with a closure; `optim` is then a plain SGD whose empty state says the step was taken
+    let mut optim = match lbfgs {
+        Some(_) => OptimizerSpec::sgd(0.0).init(),
+        None => built(bug, &spec),
+    };
     let lr = spec.lr();
     let mut recorder = TraceRecorder::new(spec).with_loss_fn("cross_entropy");
     let mut losses = Vec::with_capacity(options.steps);
@@ -275,6 +304,18 @@ fn run() -> Result<(), Box<dyn Error>> {
             }
             "skipstep" if step % 2 == 1 => {}
             "literallr" => model = optim.step(lr / 10.0, model, grads),
+            _ if lbfgs.is_some() => {
+                let closure = |m: Mlp| {
+                    let loss = loss_of(&m);
+                    let value = f64::from(loss.clone().into_scalar::<f32>());
+                    (value, GradientsParams::from_grads(loss.backward(), &m))
+                };
+                model = lbfgs
+                    .as_mut()
+                    .expect("an L-BFGS")
+                    .step(lr, model, closure)
+                    .0;
+            }
             "double" => {
                 // the step helper called twice per batch: a second update from fresh gradients
                 model = optim.step(lr, model, grads);

@@ -109,6 +109,18 @@ _OPTIMIZER_FIXES = {
                               "`RmsPropConfig::new().with_momentum(0.0)` explicitly (burn's default is 0.9)"),
     ("eps", "rmsprop"): ("give RMSprop PyTorch's epsilon: `OptimizerSpec::rmsprop(lr)` has it (1e-8); by hand, "
                          "`RmsPropConfig::new().with_epsilon(1e-8)` (burn's default is 1e-5)"),
+    ("weight_decay", "muon"): ("give Muon PyTorch's weight decay: `OptimizerSpec::muon(lr)` has it (0.1); by hand, "
+                               "`MuonConfig::new().with_weight_decay(Some(WeightDecayConfig::new(0.1)))` (burn's "
+                               "default is none)"),
+    ("adjust_lr_fn", "muon"): ("give Muon PyTorch's lr adjustment: `OptimizerSpec::muon(lr).with_muon(..)` or "
+                               "`MuonConfig::with_adjust_lr_fn(AdjustLrFn::MatchRmsAdamW)` for \"match_rms_adamw\" "
+                               "(burn's \"original\" reads burn's [d_in, d_out] Linear weight, the transpose of PyTorch's)"),
+    ("max_iter", "lbfgs"): ("give L-BFGS the PyTorch loop's iterations per step: "
+                            "`OptimizerSpec::lbfgs(lr).with_lbfgs(max_iter, None, history_size, false)`; by hand, "
+                            "`LBFGSConfig::new().with_max_iter(..)` (burn's and PyTorch's default is 20)"),
+    ("relative_step", "adafactor"): ("build Adafactor as torch.optim.Adafactor computes it: `OptimizerSpec::adafactor(lr)`; "
+                                     "by hand, `AdafactorConfig::new()` keeps `relative_step` and `scale_parameter` on "
+                                     "(PyTorch has no absolute step)"),
     ("eps", "adagrad"): ("give Adagrad PyTorch's epsilon: `OptimizerSpec::adagrad(lr)` has it (1e-10); by hand, "
                          "`AdaGradConfig::new().with_epsilon(1e-10)` (burn's default is 1e-5)"),
 }
