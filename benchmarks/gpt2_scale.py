@@ -1,0 +1,335 @@
+"""Scale benchmark: record, port and compare a GPT-2-small-shaped model (124 M parameters).
+
+The model is nanoGPT's GPT-2: token and learned position embeddings, 12 pre-norm blocks of
+d_model 768 with 12 heads (LayerNorm -> causal self-attention, one packed `c_attn`
+Linear(768, 2304) split into q, k, v, and `c_proj`; LayerNorm -> MLP `c_fc`, tanh GELU,
+`c_proj`), a final LayerNorm, the head tied to the token embedding, the causal mask a
+non-persistent buffer; vocab 50257, context 64, batch 1, 3 Adam steps at lr 1e-4, cross-entropy
+over every position. The burn port is `rust/gpt2-bench` (built with the `release-o3` profile:
+the workspace's `release` profile is unoptimised).
+
+Each case runs in its own process; its peak RSS is that process's high-water mark (VmHWM for the
+Python cases, `getrusage(RUSAGE_CHILDREN)` of a one-child wrapper for the commands). The cases:
+
+- `plain`: the PyTorch loop, no recording; `record`: `burnside.torch.record` (activations and
+  layer inputs on, the defaults);
+- `plain64`: the same loop on a float64 copy; `reference`: `burnside.reference.record_reference`
+  (layer inputs on, its `burn-adam` variant too unless `--no-variants`, or when the disk is short);
+- `burn plain`: the port's `--no-record` loop (the same steps and burn optimizer, nothing
+  written); `burn record`: the port run by `burnside check`'s contract
+  (`gpt2-bench --init INIT -o OUT --steps 3`, INIT made from the PyTorch trace by
+  `burnside.burn.port.init_from_trace`, as `burnside check` makes it). `burnside check` itself
+  builds the `release` profile only, so the benchmark runs the release-o3 binary directly;
+- `compare`: `burnside compare T B --reference R`; `report`: the same with `--report page.html`.
+
+Python cases time the loop alone (not the import of torch or building the model); the commands'
+wall is the whole process. Then the disk's sequential write speed (write + fsync of ~1 GiB in the
+output directory), measured in the same run, and the targets for each recorder against its own
+plain loop: peak RSS <= plain + 512 MiB; wall <= (plain + bytes written / disk speed) x 1.5 (the
+reference trains its copy twice with its variant: 2 x plain64).
+
+    python benchmarks/gpt2_scale.py [--layers 12 --d-model 768 --vocab 50257 --context 64]
+        [--dir DIR] [--steps 3] [--no-variants] [--disk-mib 1024] [--keep]
+
+A quick run: `--layers 2 --d-model 128 --vocab 1000`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CRATE = REPO / "rust" / "gpt2-bench"
+BIN = "gpt2-bench"
+LR = 1e-4
+
+
+def build_model(layers: int, d_model: int, heads: int, vocab: int, context: int):
+    """nanoGPT's GPT-2 at these sizes, initialised as GPT-2 (normal 0.02, residual projections scaled)."""
+    import torch
+    from torch import nn
+
+    class Attention(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.c_attn = nn.Linear(d_model, 3 * d_model)
+            self.c_proj = nn.Linear(d_model, d_model)
+            self.register_buffer("bias", torch.tril(torch.ones(context, context)).view(1, 1, context, context),
+                                 persistent=False)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            b, t, c = x.shape
+            q, k, v = self.c_attn(x).split(d_model, dim=2)
+            q, k, v = (z.view(b, t, heads, c // heads).transpose(1, 2) for z in (q, k, v))
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(c // heads))
+            att = att.masked_fill(self.bias[:, :, :t, :t] == 0, float("-inf"))
+            y = torch.softmax(att, dim=-1) @ v
+            return self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
+
+    class Mlp(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.c_fc = nn.Linear(d_model, 4 * d_model)
+            self.gelu = nn.GELU(approximate="tanh")
+            self.c_proj = nn.Linear(4 * d_model, d_model)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.c_proj(self.gelu(self.c_fc(x)))
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ln_1 = nn.LayerNorm(d_model)
+            self.attn = Attention()
+            self.ln_2 = nn.LayerNorm(d_model)
+            self.mlp = Mlp()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            x = x + self.attn(self.ln_1(x))
+            return x + self.mlp(self.ln_2(x))
+
+    class Gpt(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.wte = nn.Embedding(vocab, d_model)
+            self.wpe = nn.Embedding(context, d_model)
+            self.h = nn.ModuleList(Block() for _ in range(layers))
+            self.ln_f = nn.LayerNorm(d_model)
+            self.lm_head = nn.Linear(d_model, vocab, bias=False)
+            self.lm_head.weight = self.wte.weight
+            for name, p in self.named_parameters():
+                if name.endswith("c_proj.weight"):
+                    nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * layers))
+                elif p.dim() == 2:
+                    nn.init.normal_(p, 0.0, 0.02)
+                elif name.endswith(".bias") and ".ln_" not in name and not name.startswith("ln_f"):
+                    nn.init.zeros_(p)
+
+        def forward(self, idx: torch.Tensor) -> torch.Tensor:
+            t = idx.shape[1]
+            x = self.wte(idx) + self.wpe(torch.arange(t, device=idx.device))
+            for block in self.h:
+                x = block(x)
+            logits = self.lm_head(self.ln_f(x))
+            return logits.view(-1, logits.shape[-1])
+
+    return Gpt()
+
+
+def run_python_case(case: str, out: str, cfg: dict) -> None:
+    """One case in this process; prints its JSON figures as the last line."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = build_model(cfg["layers"], cfg["d_model"], cfg["heads"], cfg["vocab"], cfg["context"])
+    opt = torch.optim.Adam(model.parameters(), lr=LR)
+    batches = []
+    for _ in range(cfg["steps"]):
+        seq = torch.randint(0, cfg["vocab"], (1, cfg["context"] + 1))
+        batches.append({"x": seq[:, :-1].contiguous(), "y": seq[0, 1:].contiguous()})
+    params = sum(p.numel() for p in model.parameters())
+    start = time.perf_counter()
+    written = 0
+    if case in ("plain", "plain64"):
+        if case == "plain64":
+            model = model.double()
+            opt = torch.optim.Adam(model.parameters(), lr=LR)
+        for batch in batches:
+            loss = nn.functional.cross_entropy(model(batch["x"]), batch["y"])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+    elif case == "record":
+        from burnside.torch import record
+        record(model, opt, batches, out, steps=cfg["steps"], activations=True, layer_inputs=True)
+        written = Path(out).stat().st_size
+    elif case == "reference":
+        from burnside.reference import record_reference, reference_files
+        files = reference_files(model, opt, out, variants=cfg["variants"])
+        record_reference(model, opt, batches, out, steps=cfg["steps"], layer_inputs=True,
+                         variants=cfg["variants"])
+        written = sum(f.stat().st_size for f in files)
+    else:
+        raise SystemExit(f"unknown case {case}")
+    wall = time.perf_counter() - start
+    hwm = next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+    print(json.dumps({"wall": wall, "peak_rss": hwm, "written": written, "params": params}))
+
+
+_WRAP = """
+import json, resource, subprocess, sys, time
+start = time.perf_counter()
+proc = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+wall = time.perf_counter() - start
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+print(json.dumps({"wall": wall, "peak_rss": peak, "rc": proc.returncode, "stdout": proc.stdout[-4000:],
+                  "stderr": proc.stderr[-4000:]}))
+"""
+
+
+def run_command(argv: list[str]) -> dict:
+    """Run ``argv`` under a wrapper whose only child it is: wall and that child's peak RSS."""
+    proc = subprocess.run([sys.executable, "-c", _WRAP, *argv], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"wrapper failed for {argv}:\n{proc.stderr}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def python_case(case: str, out: Path, cfg: dict) -> dict:
+    proc = subprocess.run([sys.executable, __file__, "--case", case, "--case-out", str(out),
+                           "--case-cfg", json.dumps(cfg)], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"case {case} failed:\n{proc.stderr[-6000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def build_port() -> Path:
+    """The port's binary, built with the release-o3 profile in burnside's shared target directory."""
+    from burnside.burn.cargo import target_dir
+    target = target_dir()
+    cmd = ["cargo", "build", "--profile", "release-o3", "-p", "gpt2-bench"]
+    proc = subprocess.run(cmd, cwd=REPO / "rust", env={**os.environ, "CARGO_TARGET_DIR": str(target)},
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr[-4000:]}")
+    return target / "release-o3" / BIN
+
+
+def disk_speed(directory: Path, mib: int) -> float:
+    """Bytes per second of a sequential write of ``mib`` MiB, fsync included."""
+    block = os.urandom(1 << 20)
+    path = directory / "disk-speed.bin"
+    start = time.perf_counter()
+    with open(path, "wb", buffering=0) as handle:
+        for _ in range(mib):
+            handle.write(block)
+        os.fsync(handle.fileno())
+    seconds = time.perf_counter() - start
+    path.unlink()
+    return mib * (1 << 20) / seconds
+
+
+def estimate_bytes(cfg: dict, variants: bool) -> int:
+    """A rough size of all traces: per step params_after, grads and Adam's two moments (4 x params), in float32
+    for the two float32 traces and float64 for the reference (twice with its variant), plus a margin."""
+    d, v, c, layers = cfg["d_model"], cfg["vocab"], cfg["context"], cfg["layers"]
+    params = v * d + c * d + layers * (12 * d * d + 13 * d) + 2 * d
+    per_step = 4 * params * 4 + 4 * params  # 4 tensors per parameter, and the first step's params_before
+    runs = 2 + 2 * (2 if variants else 1)  # torch, burn; the reference (f64, and its variant)
+    return int(per_step * cfg["steps"] * runs * 1.2)
+
+
+def gib(n: float) -> str:
+    return f"{n / (1 << 30):.2f} GiB"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layers", type=int, default=12)
+    parser.add_argument("--d-model", type=int, default=768)
+    parser.add_argument("--heads", type=int, default=None, help="default d_model / 64 (GPT-2's head size)")
+    parser.add_argument("--vocab", type=int, default=50257)
+    parser.add_argument("--context", type=int, default=64)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--dir", type=Path, default=None, help="where the traces go (default: a temp dir in /tmp)")
+    parser.add_argument("--no-variants", action="store_true", help="record the reference without its burn-adam variant")
+    parser.add_argument("--disk-mib", type=int, default=1024)
+    parser.add_argument("--keep", action="store_true", help="keep the traces and the report")
+    parser.add_argument("--case", help=argparse.SUPPRESS)
+    parser.add_argument("--case-out", help=argparse.SUPPRESS)
+    parser.add_argument("--case-cfg", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.case:
+        run_python_case(args.case, args.case_out, json.loads(args.case_cfg))
+        return
+    heads = args.heads or max(1, args.d_model // 64)
+    cfg = {"layers": args.layers, "d_model": args.d_model, "heads": heads, "vocab": args.vocab,
+           "context": args.context, "steps": args.steps, "variants": not args.no_variants}
+    directory = args.dir or Path(tempfile.mkdtemp(prefix="burnside-gpt2-scale-"))
+    directory.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(directory).free
+    need = estimate_bytes(cfg, cfg["variants"])
+    if cfg["variants"] and need + (4 << 30) > free:
+        cfg["variants"] = False
+        need = estimate_bytes(cfg, False)
+        print(f"disk: {gib(free)} free, too little for the reference's variant: recording it with variants=False")
+    if need + (2 << 30) > free:
+        raise SystemExit(f"disk: {gib(free)} free in {directory}, the traces need about {gib(need)}")
+    print(f"disk: {gib(free)} free in {directory}; the traces need about {gib(need)}", flush=True)
+    torch_trace, ref, burn_trace = (directory / n for n in ("torch.safetensors", "ref.safetensors",
+                                                            "burn.safetensors"))
+    init, page = directory / "init.safetensors", directory / "page.html"
+    rows: dict[str, dict] = {}
+    try:
+        binary = build_port()
+        speed = disk_speed(directory, args.disk_mib)
+        for case, out in (("plain", None), ("record", torch_trace), ("plain64", None), ("reference", ref)):
+            rows[case] = python_case(case, out or directory / "none", cfg)
+            print(f"  {case}: {rows[case]['wall']:.1f}s", flush=True)
+        from burnside.burn.port import init_from_trace
+        from burnside.trace import open_trace
+        start = time.perf_counter()
+        init_from_trace(open_trace(torch_trace), init)
+        init_wall, init_size = time.perf_counter() - start, init.stat().st_size
+        port = [str(binary), "--init", str(init), "--steps", str(args.steps), "--heads", str(heads)]
+        for case, argv in (("burn plain", [*port, "--no-record"]), ("burn record", [*port, "-o", str(burn_trace)])):
+            r = run_command(argv)
+            if r["rc"] != 0:
+                raise SystemExit(f"{case} failed ({' '.join(argv)}):\n{r['stderr']}")
+            r["written"] = burn_trace.stat().st_size if case == "burn record" else 0
+            rows[case] = r
+            print(f"  {case}: {r['wall']:.1f}s", flush=True)
+        compare = ["burnside", "compare", str(torch_trace), str(burn_trace), "--reference", str(ref)]
+        for case, argv in (("compare", compare), ("report", [*compare, "--report", str(page)])):
+            rows[case] = run_command([str(Path(sys.executable).parent / argv[0]), *argv[1:]])
+            print(f"  {case}: {rows[case]['wall']:.1f}s (exit {rows[case]['rc']})", flush=True)
+        rows["report"]["written"] = page.stat().st_size if page.exists() else 0
+    finally:
+        if not args.keep:
+            if args.dir is None:
+                shutil.rmtree(directory, ignore_errors=True)
+            else:
+                for f in directory.glob("*.safetensors"):
+                    f.unlink()
+                page.unlink(missing_ok=True)
+    params = rows["plain"]["params"]
+    print()
+    print(f"model: GPT-2 shape, {args.layers} layers, d_model {args.d_model}, {heads} heads, vocab {args.vocab}, "
+          f"context {args.context}, batch 1, tied head: {params / 1e6:.1f} M params; {args.steps} Adam steps "
+          f"(lr {LR}); reference variants {'on (burn-adam)' if cfg['variants'] else 'off'}")
+    print(f"disk sequential write (write + fsync, {args.disk_mib} MiB): {speed / 1e6:.0f} MB/s")
+    print(f"init file from the PyTorch trace (init_from_trace, in the driver): {init_wall:.1f}s, {gib(init_size)}")
+    print(f"{'case':<12} {'wall':>9} {'peak RSS':>10} {'written':>10}   {'RSS target':>13}   {'wall target':>13}")
+    floors = {"record": ("plain", 1), "reference": ("plain64", 2 if cfg["variants"] else 1),
+              "burn record": ("burn plain", 1)}
+    ok = True
+    for case, r in rows.items():
+        line = f"{case:<12} {r['wall']:>8.2f}s {gib(r['peak_rss']):>10} {gib(r.get('written', 0)):>10}"
+        if case in floors:
+            base, runs = floors[case]
+            rss_target = rows[base]["peak_rss"] + (512 << 20)
+            wall_target = (runs * rows[base]["wall"] + r["written"] / speed) * 1.5
+            rss_ok, wall_ok = r["peak_rss"] <= rss_target, r["wall"] <= wall_target
+            ok &= rss_ok and wall_ok
+            line += (f"   {gib(rss_target):>10} {'ok' if rss_ok else 'NO'}   {wall_target:>9.2f}s "
+                     f"{'ok' if wall_ok else 'NO'}   (vs {base}{' x 2' if runs == 2 else ''})")
+        elif "rc" in r and case in ("compare", "report"):
+            line += f"   exit {r['rc']}"
+        print(line)
+    print("recorder targets met" if ok else "recorder targets missed")
+    out = rows["compare"]["stdout"].strip().splitlines()
+    print("compare says:", *out[-12:], sep="\n  ")
+
+
+if __name__ == "__main__":
+    main()
