@@ -424,10 +424,11 @@ def _double_copy(model: nn.Module, optimizer: torch.optim.Optimizer, burn_adam: 
         keys = ("lr", "alpha", "eps", "weight_decay", "momentum", "centered")
         return double, _BurnRmsProp([{"params": g["params"], **{k: g[k] for k in keys}} for g in groups],
                                     **{k: groups[0][k] for k in keys})
-    return double, _BurnAdam([{"params": g["params"]} for g in groups], lr=groups[0]["lr"],
-                             betas=tuple(groups[0]["betas"]), eps=groups[0]["eps"],
-                             weight_decay=groups[0]["weight_decay"],
-                             decoupled=kind == "AdamW" or bool(groups[0].get("decoupled_weight_decay")))
+    # each group with its own settings, as the float64 re-run of the same optimizer has them
+    settings = [{"lr": g["lr"], "betas": tuple(g["betas"]), "eps": g["eps"], "weight_decay": g["weight_decay"],
+                 "decoupled": kind == "AdamW" or bool(g.get("decoupled_weight_decay"))} for g in groups]
+    return double, _BurnAdam([{"params": g["params"], **own} for g, own in zip(groups, settings, strict=True)],
+                             **settings[0])
 
 
 def _fresh(optimizer: torch.optim.Optimizer) -> bool:
@@ -473,9 +474,10 @@ def _check_no_dropout(model: nn.Module) -> None:
 
 
 def has_burn_adam_variant(optimizer: torch.optim.Optimizer) -> bool:
-    """Whether ``optimizer`` is an Adam or AdamW burn would compute with other constants (one group, no amsgrad)."""
-    return (optimizer_kind(optimizer) in ("Adam", "AdamW") and len(optimizer.param_groups) == 1
-            and not optimizer.param_groups[0].get("amsgrad"))
+    """Whether ``optimizer`` is an Adam or AdamW burn would compute with other constants (any groups, each with its
+    own settings; none with amsgrad, whose maximum the variant does not keep)."""
+    return (optimizer_kind(optimizer) in ("Adam", "AdamW")
+            and not any(group.get("amsgrad") for group in optimizer.param_groups))
 
 
 def has_burn_rmsprop_variant(optimizer: torch.optim.Optimizer) -> bool:
@@ -529,6 +531,7 @@ def record_reference(
     lr_schedule: Callable[[torch.optim.Optimizer], object] | None = None,
     progress: StepProgress | None = None,
     layer_inputs: bool = False,
+    accumulate: int = 1,
 ) -> Path:
     """Record the float64 reference of a PyTorch loop at ``path``; call it before training ``model``
     (or pass ``reference=path`` to `burnside.torch.record`, which calls this first, with its arguments).
@@ -566,6 +569,8 @@ def record_reference(
         extra["lr_schedule"] = lr_schedule
     if layer_inputs:
         extra["layer_inputs"] = True
+    if accumulate != 1:  # the same micro-batches per optimizer step as the loop (`record(..., accumulate=)`)
+        extra["accumulate"] = accumulate
     found: dict[str, str] = {}
     name = variant_name(model, optimizer) if variants else None
     if name is not None:

@@ -1126,6 +1126,65 @@ mod tests {
     }
 
     #[test]
+    fn adafactor_muon_and_lbfgs_take_pytorchs_defaults_and_read_like_torch_optim() {
+        assert_eq!(
+            OptimizerSpec::adafactor(0.01).to_json(),
+            json!({"name": "adafactor", "lr": 0.01, "beta2_decay": -0.8,
+            "eps1": f64::from(f32::EPSILON), "eps2": 1e-3, "d": 1.0, "weight_decay": 0.0,
+            "weight_decay_kind": "decoupled", "relative_step": true, "scale_parameter": true,
+            "maximize": false})
+        );
+        assert_eq!(
+            OptimizerSpec::muon(0.001).to_json(),
+            json!({"name": "muon", "lr": 0.001, "weight_decay": 0.1, "weight_decay_kind": "decoupled",
+            "momentum": 0.95, "nesterov": true, "ns_coefficients": [3.4445, -4.775, 2.0315],
+            "eps": 1e-7, "ns_steps": 5, "adjust_lr_fn": "original"})
+        );
+        assert_eq!(
+            OptimizerSpec::lbfgs(1.0).to_json(),
+            json!({"name": "lbfgs", "lr": 1.0, "max_iter": 20, "max_eval": 25,
+            "tolerance_grad": 1e-7, "tolerance_change": 1e-9, "history_size": 100,
+            "line_search_fn": null, "maximize": false})
+        );
+        let lbfgs = OptimizerSpec::lbfgs(1.0).with_lbfgs(8, None, 10, true);
+        assert_eq!(lbfgs.to_json()["max_eval"], 10);
+        assert_eq!(lbfgs.to_json()["line_search_fn"], "strong_wolfe");
+        assert!(lbfgs.init_lbfgs().is_some() && OptimizerSpec::muon(0.1).init_lbfgs().is_none());
+        assert!(!lbfgs.has_state() && OptimizerSpec::muon(0.1).has_state());
+    }
+
+    #[test]
+    fn muons_buffer_is_recorded_as_pytorchs_moving_average() {
+        let sum = crate::HostTensor::from_f32(&[2.0, -4.0], vec![2]);
+        let spec = OptimizerSpec::muon(0.02).with_momentum(0.75);
+        let recorded = spec.torch_state("momentum_buffer", sum.clone());
+        assert_eq!(recorded.to_f32().unwrap(), vec![0.5, -1.0]);
+        assert_eq!(recorded.shape, vec![2]);
+        assert_eq!(spec.torch_state("step", sum.clone()), sum);
+        let sgd = OptimizerSpec::sgd_momentum(0.1, 0.75);
+        assert_eq!(sgd.torch_state("momentum_buffer", sum.clone()), sum);
+    }
+
+    #[test]
+    fn a_muon_lr_adjustment_burn_does_not_have_is_one_error_naming_it() {
+        let error = OptimizerSpec::muon(0.02)
+            .with_muon(
+                true,
+                (3.4445, -4.775, 2.0315),
+                1e-7,
+                5,
+                "spectral_unclamped",
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with("Muon adjust_lr_fn=\"spectral_unclamped\": burn's Muon has"),
+            "{error}"
+        );
+        assert!(!error.contains('\n'));
+    }
+
+    #[test]
     fn plain_sgd_json_has_no_momentum() {
         let json = OptimizerSpec::sgd(0.1).to_json();
         assert_eq!(
