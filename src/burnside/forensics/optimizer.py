@@ -26,6 +26,7 @@ import numpy as np
 from burnside.compare.config import group_config, group_index, group_settings
 from burnside.forensics.adam import AdamFits, replay_adam, scale_pairs
 from burnside.forensics.replay import number, sampled
+from burnside.forensics.adafactor import AdafactorFits, replay_adafactor
 from burnside.forensics.adagrad import AdagradFits, replay_adagrad
 from burnside.forensics.rmsprop import RmsPropFits, replay_rmsprop
 from burnside.forensics.sgd import SgdFits, replay_sgd
@@ -70,13 +71,16 @@ def _measure(trace: Trace) -> OptimizerForensics:
     result = OptimizerForensics(declared=config)
     name = config.get("name")
     params = [p for p in (trace.metadata.get("params") or []) if isinstance(p, str)]
-    if name not in ("sgd", "adam", "adamw", "rmsprop", "adagrad") or not params:
+    # Muon and L-BFGS are not replayed (docs/compare.md): Muon's PyTorch update rests on bfloat16 rounding, L-BFGS's on
+    # closure evaluations the trace does not hold
+    if name not in ("sgd", "adam", "adamw", "rmsprop", "adagrad", "adafactor") or not params:
         return result
     lr = number(config, "lr", 0.0)
     clip = number(config, "clip_grad_norm", 0.0)
     sgd = name == "sgd"
-    new_fits = {"sgd": SgdFits, "rmsprop": RmsPropFits, "adagrad": AdagradFits}.get(name, AdamFits)
-    fits: SgdFits | AdamFits | RmsPropFits | AdagradFits = new_fits()
+    new_fits = {"sgd": SgdFits, "rmsprop": RmsPropFits, "adagrad": AdagradFits,
+                "adafactor": AdafactorFits}.get(name, AdamFits)
+    fits: SgdFits | AdamFits | RmsPropFits | AdagradFits | AdafactorFits = new_fits()
     steps = max(trace.steps, 0)
     norms: dict[int, float] = {}
 
@@ -91,7 +95,7 @@ def _measure(trace: Trace) -> OptimizerForensics:
     overrides = group_settings(config)
     # each group with settings of its own is fitted apart (its weight decay, its lr): index -> its fits
     group_of = group_index(config)
-    group_fits: dict[int, SgdFits | AdamFits | RmsPropFits | AdagradFits] = {}
+    group_fits: dict[int, SgdFits | AdamFits | RmsPropFits | AdagradFits | AdafactorFits] = {}
     for k in range(steps):
         # the declared clipping's factor for this step; 1 without clipping
         coef = min(1.0, clip / (norm(k) + 1e-6)) if clip > 0 else 1.0
@@ -106,6 +110,11 @@ def _measure(trace: Trace) -> OptimizerForensics:
             wd = number(cfg, "weight_decay", 0.0)
             needed = (f"step{k}.params_before.{p}", f"step{k}.params_after.{p}", f"step{k}.grads.{p}")
             if not all(n in trace for n in needed) or len({trace.info(n).shape for n in needed}) != 1:
+                continue
+            if name == "adafactor":  # read whole, not sampled: its update needs the tensor's RMS and means
+                found = replay_adafactor(trace, cfg, k, p, lr)
+                if found is not None and result.mismatch_step is None:
+                    result.mismatch_step, result.mismatch_what, result.mismatch_residual = k, found[0], found[1]
                 continue
             before = sampled(trace, f"step{k}.params_before.{p}")
             after = sampled(trace, f"step{k}.params_after.{p}")
