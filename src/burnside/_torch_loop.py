@@ -24,6 +24,7 @@ from burnside._torch_loss import LossCall
 from burnside._torch_optim import optimizer_config, optimizer_state, step_optimizer, to_numpy
 from burnside.errors import BurnsideError
 from burnside.trace import tensor_name
+from burnside.trace.names import micro_name
 from burnside.trace.stream import open_writer
 
 if TYPE_CHECKING:
@@ -320,6 +321,7 @@ def record_trace(
     dropout: bool = False,
     lr_schedule: Callable[[torch.optim.Optimizer], object] | None = None,
     progress: StepProgress | None = None,
+    accumulate: int = 1,
 ) -> Path:
     """Train ``steps`` steps and write every tensor of every step to a trace at ``path``.
 
@@ -330,6 +332,14 @@ def record_trace(
     complete; an error or an interrupt leaves no file there (and a previous one as it was).
     """
     per_step = [batches] if isinstance(batches, Mapping) else list(batches)
+    if type(accumulate) is not int or accumulate < 1:
+        raise BurnsideError(f"accumulate must be a positive integer (the micro-batches of one optimizer step), "
+                            f"got {accumulate!r}")
+    if accumulate > 1:
+        return _record_accumulating(model, optimizer, per_step, path, steps=steps, loss_fn=loss_fn, forward=forward,
+                                    target=target, metadata=metadata, clip_grad_norm=clip_grad_norm,
+                                    dropout=dropout, lr_schedule=lr_schedule, progress=progress,
+                                    accumulate=accumulate)
     steps = steps if steps is not None else len(per_step)
     if steps < 1:
         raise BurnsideError("record needs at least one step")
@@ -450,6 +460,133 @@ def record_trace(
                          active, dropout, hooks, metadata)
         if "call" in loss_call:
             meta.setdefault("loss_call", loss_call["call"])
+        return writer.finish(meta)
+
+
+def _record_accumulating(model: nn.Module, optimizer: torch.optim.Optimizer, per_step: list[Batch], path: str | Path,
+                         *, steps: int | None, loss_fn: Callable, forward: Callable, target: str | None,
+                         metadata: Mapping[str, object] | None, clip_grad_norm: float | None, dropout: bool,
+                         lr_schedule: Callable | None, progress: StepProgress | None, accumulate: int) -> Path:
+    """`record_trace` of a loop that accumulates gradients over ``accumulate`` micro-batches per optimizer step:
+    `zero_grad`, then `loss_fn(...).backward()` on each micro-batch's loss as ``loss_fn`` returns it (a loop that
+    divides each loss by M does so in its ``loss_fn``), then one (clipped) optimizer step on the summed `.grad`.
+
+    Each micro-batch j of step k is recorded as `step{k}.micro_inputs.{j}.{name}`, `step{k}.micro_logits.{j}` and
+    `step{k}.micro_loss.{j}`; `step{k}.loss` is the micro-batches' losses summed in order in the loss's dtype (the
+    loss whose gradient `step{k}.grads.*` is: what the optimizer steps on), `loss_after` the same sum of the
+    trained model on the last step's micro-batches. Activations, layer inputs and the loss call are not recorded
+    (one forward pass per step has them; here there are M); metadata `accumulate` is M."""
+    m = accumulate
+    if isinstance(optimizer, torch.optim.LBFGS):
+        raise BurnsideError("accumulate with torch.optim.LBFGS: its step re-evaluates the loss on one batch through "
+                            "a closure, which is no accumulation; record L-BFGS without accumulate")
+    steps = steps if steps is not None else (len(per_step) // m if len(per_step) > 1 else 1)
+    if steps < 1:
+        raise BurnsideError("record needs at least one step")
+    if len(per_step) not in (1, steps * m):
+        raise BurnsideError(f"got {len(per_step)} batches for {steps} steps of {m} micro-batches: give one batch "
+                            f"(every micro-batch's) or one per micro-batch ({steps * m}: step k's micro-batch j is "
+                            f"batches[k * {m} + j])")
+    if clip_grad_norm is not None and not clip_grad_norm > 0:
+        raise BurnsideError(f"clip_grad_norm must be a positive number, got {clip_grad_norm!r}")
+    if lr_schedule is not None and not callable(lr_schedule):
+        raise BurnsideError(f"lr_schedule takes a factory of the scheduler, e.g. `lr_schedule=lambda opt: "
+                            f"LambdaLR(opt, ...)`, not a {type(lr_schedule).__name__} made on the optimizer")
+    check_model(model)
+    named = list(model.named_parameters())
+    names_by_param = {id(p): name for name, p in named}
+    grads_len: list[int] = []
+    scheduler = lr_schedule(optimizer) if lr_schedule is not None else None
+    if scheduler is not None and not callable(getattr(scheduler, "step", None)):
+        raise BurnsideError(f"lr_schedule(optimizer) gave a {type(scheduler).__name__}, not a scheduler (no step()): "
+                            "give a factory such as `lambda opt: LambdaLR(opt, ...)`")
+    config = optimizer_config(optimizer, names_by_param)
+    base_lrs = getattr(scheduler, "base_lrs", None)
+    if base_lrs:
+        config["lr"] = float(base_lrs[0])
+    lrs: list[float] = []
+    active = active_dropouts(model)
+    restore = [] if dropout else _dropout_off(model)
+    untouched = {name: b.detach().clone() for name, b in model.named_buffers()}
+
+    def refuse(message: str, k: int) -> BurnsideError:
+        if k == 0:
+            with torch.no_grad():
+                for name, b in model.named_buffers():
+                    if name in untouched:
+                        b.copy_(untouched[name])
+        return BurnsideError(message)
+
+    def batch_of(k: int, j: int) -> Batch:
+        return per_step[(k * m + j) % len(per_step)]
+
+    def micro_loss(k: int, j: int, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = forward(model, batch)
+        if not isinstance(logits, torch.Tensor):
+            raise refuse(_not_logits(logits, forward), k)
+        loss = _loss(loss_fn, logits, batch, target, k, refuse)
+        wrong = _not_scalar(loss, loss_fn)
+        if wrong is not None:
+            raise refuse(wrong, k)
+        return logits, loss
+
+    per_micro = len(per_step[0]) + 2
+    writer = open_writer(path, expected_tensors=steps * (m * per_micro + 5 * len(named) + len(untouched) + 2) + 1,
+                         metadata_estimate=4 * sum(len(n) + 4 for n, _ in named) + 32 * steps
+                         + len(str(dict(metadata or {}))))
+    with writer:
+        if progress is not None:
+            progress(0, steps)
+        try:
+            for k in range(steps):
+                for name, p in named:
+                    if k == 0:
+                        writer.add(tensor_name(k, "params_before", name), host_array(p))
+                    else:
+                        writer.alias(tensor_name(k, "params_before", name), tensor_name(k - 1, "params_after", name))
+                optimizer.zero_grad(set_to_none=True)
+                total = None
+                for j in range(m):
+                    batch = batch_of(k, j)
+                    for name, t in batch.items():
+                        writer.add(micro_name(k, "micro_inputs", j, name), host_array(t))
+                    logits, loss = micro_loss(k, j, batch)
+                    writer.add(micro_name(k, "micro_logits", j), host_array(logits))
+                    writer.add(micro_name(k, "micro_loss", j), host_array(loss).reshape(()))
+                    loss.backward()  # into .grad, summed with the micro-batches before
+                    total = loss.detach().reshape(()) if total is None else total + loss.detach().reshape(())
+                writer.add(tensor_name(k, "loss"), host_array(total))
+                grads_len.append(sum(p.grad is not None for _, p in named))
+                for name, p in named:
+                    if p.grad is not None:
+                        writer.add(tensor_name(k, "grads", name), host_array(p.grad))
+                if clip_grad_norm is not None:
+                    nn.utils.clip_grad_norm_([p for _, p in named], clip_grad_norm)
+                lrs.append(float(optimizer.param_groups[0]["lr"]))
+                optimizer.step()
+                if scheduler is not None:
+                    scheduler.step()
+                for name, p in named:
+                    writer.add(tensor_name(k, "params_after", name), host_array(p))
+                for name, b in model.named_buffers():
+                    writer.add(tensor_name(k, "buffers", name), host_array(b))
+                for slot_name, value in optimizer_state(optimizer, names_by_param):
+                    writer.add(tensor_name(k, "optim", slot_name), value)
+                if progress is not None:
+                    progress(k + 1, steps)
+            with torch.no_grad():
+                total = None
+                for j in range(m):
+                    _, loss = micro_loss(steps, j, batch_of(steps - 1, j))
+                    total = loss.reshape(()) if total is None else total + loss.reshape(())
+                writer.add(tensor_name(steps - 1, "loss_after"), host_array(total))
+        finally:
+            for undo in restore:
+                undo()
+        meta = _metadata(model, named, steps, config, clip_grad_norm, scheduler, lrs, grads_len, loss_fn, target,
+                         active, dropout, None, None)
+        meta["accumulate"] = m
+        meta.update(metadata or {})
         return writer.finish(meta)
 
 

@@ -101,6 +101,7 @@ def record(
     progress: StepProgress | None = None,
     reference: str | Path | None = None,
     reference_variants: bool = True,
+    accumulate: int = 1,
 ) -> Path:
     """Train ``steps`` steps and write every tensor of every step to a trace at ``path``.
 
@@ -141,6 +142,17 @@ def record(
     statistics put back): a forward that gives a dict or a tuple rather than the logits, a batch without the
     ``target`` key, a loss that is not a scalar.
 
+    ``accumulate=M`` (M >= 2) records a loop that accumulates gradients: each step is `zero_grad`, then M
+    micro-batches, each one's forward, loss and ``loss.backward()`` (on the loss as ``loss_fn`` returns it, so the
+    `.grad` PyTorch steps on is the sum of the M gradients; a loop that divides each loss by M puts that in its
+    ``loss_fn``: ``loss_fn=lambda logits, y: F.cross_entropy(logits, y) / M``), then one optimizer step (clipped
+    first with ``clip_grad_norm``). ``batches`` is one batch (every micro-batch's) or ``steps * M`` of them, step k's
+    micro-batch j being ``batches[k * M + j]`` (``steps`` defaults to ``len(batches) // M``). Each micro-batch is
+    recorded as ``step{k}.micro_inputs.{j}.{name}``, ``step{k}.micro_logits.{j}``, ``step{k}.micro_loss.{j}``;
+    ``step{k}.grads.*`` are the accumulated gradients, ``step{k}.loss`` the micro-batches' losses summed; the
+    metadata says ``accumulate: M``; activations, layer inputs and the loss call are not recorded (docs/trace-format.md,
+    "Gradient accumulation"). L-BFGS is refused with it.
+
     With ``reference`` (a path), the float64 reference of the same loop is recorded first, from the
     untrained model, exactly as `burnside.reference.record_reference(model, optimizer, batches, reference,
     ...)` with these arguments would (``reference_variants`` is its ``variants``; ``activations`` is the
@@ -152,7 +164,7 @@ def record(
     """
     loop = {"steps": steps, "loss_fn": loss_fn, "forward": forward, "target": target, "metadata": metadata,
             "clip_grad_norm": clip_grad_norm, "dropout": dropout, "lr_schedule": lr_schedule,
-            "layer_inputs": layer_inputs}
+            "layer_inputs": layer_inputs, **({"accumulate": accumulate} if accumulate != 1 else {})}
     if reference is None:
         return record_trace(model, optimizer, batches, path, activations=activations, progress=progress, **loop)
     files = reference_files(model, optimizer, reference, variants=reference_variants)

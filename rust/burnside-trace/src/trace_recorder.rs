@@ -62,6 +62,10 @@ pub struct TraceRecorder {
     /// Streaming: each parameter's last `params_after` (step, dtype, shape, xxh3-128 of the
     /// bytes), to tell whether the next step's `params_before` is the same tensor.
     after: BTreeMap<String, (usize, HostDType, Vec<usize>, u128)>,
+    /// Gradient accumulation: the micro-batches of one optimizer step (metadata `accumulate`),
+    /// and the micro-batches whose loss each step recorded.
+    accumulate: Option<usize>,
+    micro_losses: BTreeMap<usize, BTreeSet<usize>>,
 }
 
 /// Where a recorder's tensors go.
@@ -139,7 +143,82 @@ impl TraceRecorder {
             outputs: Vec::new(),
             sink: Mutex::new(Sink::Memory),
             after: BTreeMap::new(),
+            accumulate: None,
+            micro_losses: BTreeMap::new(),
         }
+    }
+
+    /// Declare that the loop accumulates gradients over `micro_batches` micro-batches per
+    /// optimizer step (PyTorch's `backward()` on each without `zero_grad`, then one
+    /// `optimizer.step()`; burn's `GradientsAccumulator`): metadata `accumulate`. Record each
+    /// micro-batch j of step k with [`micro_step`](Self::micro_step) (its batch),
+    /// [`micro_logits`](Self::micro_logits) and [`micro_loss`](Self::micro_loss), the step's
+    /// [`loss`](Self::loss) as the micro-batches' losses summed in order, its [`grads`](Self::grads)
+    /// as the accumulated gradients the optimizer steps on, and `loss_after` as the same sum on the
+    /// last step's micro-batches. 1 is a loop without accumulation.
+    pub fn with_accumulation(mut self, micro_batches: usize) -> Self {
+        self.accumulate = (micro_batches > 1).then_some(micro_batches);
+        self
+    }
+
+    /// The micro-batches per optimizer step declared with
+    /// [`with_accumulation`](Self::with_accumulation) (1 without accumulation).
+    pub fn accumulation(&self) -> usize {
+        self.accumulate.unwrap_or(1)
+    }
+
+    /// The batch input `name` of micro-batch `micro` of step `step`
+    /// (`step{k}.micro_inputs.{j}.{name}`).
+    pub fn micro_input(
+        &mut self,
+        step: usize,
+        micro: usize,
+        name: &str,
+        data: TensorData,
+    ) -> Result<(), TraceError> {
+        let tensor = HostTensor::from_data(data)?;
+        self.mark(step, "input");
+        self.put(step, &format!("micro_inputs.{micro}.{name}"), tensor)
+    }
+
+    /// The model's output on micro-batch `micro` of step `step` (`step{k}.micro_logits.{j}`).
+    pub fn micro_logits<const D: usize>(
+        &mut self,
+        step: usize,
+        micro: usize,
+        logits: &Tensor<D>,
+    ) -> Result<(), TraceError> {
+        let tensor = HostTensor::from_data(logits.to_data())?;
+        self.on.tensor(logits);
+        self.mark(step, "logits");
+        self.put(step, &format!("micro_logits.{micro}"), tensor)
+    }
+
+    /// The loss of micro-batch `micro` of step `step`, as `backward` is called on it
+    /// (`step{k}.micro_loss.{j}`).
+    pub fn micro_loss(
+        &mut self,
+        step: usize,
+        micro: usize,
+        loss: &Tensor<1>,
+    ) -> Result<(), TraceError> {
+        let tensor = scalar(loss, "micro_loss")?;
+        self.micro_losses.entry(step).or_default().insert(micro);
+        self.put(step, &format!("micro_loss.{micro}"), tensor)
+    }
+
+    /// Micro-batch `micro` of step `step` as a forward pass sees it: batch `step * M + micro` of
+    /// `init` (M from [`with_accumulation`](Self::with_accumulation)), recorded as the
+    /// micro-batch's inputs; its tap is off (an accumulating trace records no activations).
+    pub fn micro_step<'a>(
+        &'a mut self,
+        step: usize,
+        micro: usize,
+        init: &'a InitFile,
+        device: &'a Device,
+    ) -> Step<'a> {
+        let m = self.accumulation();
+        Step::recorded(step, init, device, self).micro(micro, m)
     }
 
     /// From now on, write every tensor recorded to the trace file `path` at once (a temporary
@@ -571,6 +650,29 @@ impl TraceRecorder {
                 )));
             }
         }
+        if let Some(m) = self.accumulate {
+            let none = BTreeSet::new();
+            for step in 0..self.steps {
+                let recorded = self.micro_losses.get(&step).unwrap_or(&none);
+                if let Some(j) = (0..m).find(|j| !recorded.contains(j)) {
+                    return Err(incomplete(format!(
+                        "step {step} has no loss of micro-batch {j} (of the {m} declared by \
+                         `with_accumulation`): call `recorder.micro_loss(step, j, &loss)` on each"
+                    )));
+                }
+                if let Some(j) = recorded.iter().find(|&&j| j >= m) {
+                    return Err(incomplete(format!(
+                        "step {step} recorded micro-batch {j}, beyond the {m} declared by \
+                         `with_accumulation` (micro-batches count from 0)"
+                    )));
+                }
+            }
+        } else if let Some(step) = self.micro_losses.keys().next() {
+            return Err(incomplete(format!(
+                "step {step} recorded micro-batch losses, but the recorder declares no accumulation: \
+                 `TraceRecorder::new(..).with_accumulation(M)`"
+            )));
+        }
         // every step called `grads`, so each has its count
         let grads_len: Vec<usize> = (0..self.steps).map(|step| self.grads_len[&step]).collect();
         let last = self.steps - 1;
@@ -645,6 +747,9 @@ impl TraceRecorder {
             );
         }
         set("grads_len", json!(grads_len).to_string());
+        if let Some(m) = self.accumulate {
+            set("accumulate", json!(m).to_string());
+        }
         set(
             "recorder",
             format!("burnside-trace {}", env!("CARGO_PKG_VERSION")),

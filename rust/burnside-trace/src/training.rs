@@ -2,7 +2,7 @@ use std::collections::HashMap;
 use std::error::Error;
 
 use burn::module::{Module, ModuleVisitor, Param, ParamId};
-use burn::optim::{GradientsParams, ModuleOptimizer};
+use burn::optim::{GradientsAccumulator, GradientsParams, ModuleOptimizer};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use crate::{
@@ -44,7 +44,13 @@ use crate::{
 ///
 /// The closure is also called once after the last step, with nothing recorded, for the loss of
 /// the trained model on the last step's batch (PyTorch's `loss_after`).
+///
+/// With [`with_accumulation(M)`](Self::with_accumulation) the closure is one *micro-batch*'s
+/// forward pass and loss, called M times per step, and the gradients of the M losses are summed
+/// with burn's `GradientsAccumulator` before one optimizer step, as PyTorch's loop that calls
+/// `backward()` M times between `zero_grad()` and `optimizer.step()`.
 pub struct Training {
+    accumulate: usize,
     optimizer: OptimizerSpec,
     clip: Option<ClipGradNorm>,
     groups: Vec<(OptimizerSpec, Vec<String>)>,
@@ -68,6 +74,7 @@ impl Training {
     pub fn new(optimizer: OptimizerSpec) -> Self {
         Self {
             recorder: TraceRecorder::new(optimizer.clone()),
+            accumulate: 1,
             optimizer,
             clip: None,
             groups: Vec::new(),
@@ -83,6 +90,23 @@ impl Training {
         let clip = ClipGradNorm::new(max_norm);
         self.clip = Some(clip);
         self.recorder = self.recorder.with_clip_grad_norm(clip);
+        self
+    }
+
+    /// Accumulate gradients over `micro_batches` micro-batches per optimizer step, as
+    /// `burnside.torch.record(..., accumulate=M)` records PyTorch's loop: each step calls the
+    /// closure once per micro-batch ([`Step::micro`] is its number; the `Step` reads batch
+    /// `k * M + j` of the init file, or its one batch), calls `backward` on each loss as the
+    /// closure returns it and sums the gradients with burn's `GradientsAccumulator`
+    /// (`accumulator.accumulate(&model, grads)`), then clips (if declared) and takes one optimizer
+    /// step on `accumulator.grads()`. A PyTorch loop that divides each loss by M does it in its
+    /// `loss_fn`: divide the closure's loss by M too, never the accumulated gradients. The trace
+    /// records each micro-batch's inputs, output and loss (`step{k}.micro_*.{j}`), the step's
+    /// loss as their sum, the accumulated gradients, and metadata `accumulate`; layer taps are
+    /// off. 1 is a loop without accumulation.
+    pub fn with_accumulation(mut self, micro_batches: usize) -> Self {
+        self.accumulate = micro_batches.max(1);
+        self.recorder = self.recorder.with_accumulation(micro_batches);
         self
     }
 
@@ -157,26 +181,39 @@ impl Training {
         let estimate = training_estimate(&model, self.recorder.names(), init, args.steps);
         self.recorder.stream_to(&args.out, estimate)?;
         step_done(0, args.steps);
+        let m = self.accumulate;
         for k in 0..args.steps {
             let recorder = &mut self.recorder;
             recorder.params_before(k, &model)?;
-            let (output, loss) = forward_loss(&model, &mut recorder.step(k, init, device))?;
-            if let Some(name) = init
-                .input_names()
-                .into_iter()
-                .find(|name| !recorder.contains(&format!("step{k}.inputs.{name}")))
-            {
-                return Err(TraceError::Incomplete(format!(
-                    "step {k} did not record input `{name}` of the batch: read it with \
-                     `step.float_input(\"{name}\")` or `step.int_input(\"{name}\")` (or record what \
-                     the port fed with `step.record_input`)"
-                ))
-                .into());
-            }
-            recorder.logits(k, &output)?;
-            recorder.loss(k, &loss)?;
-            losses.push(loss.clone().into_scalar::<f32>());
-            let grads = GradientsParams::from_grads(loss.backward(), &model);
+            let grads = if m == 1 {
+                let (output, loss) = forward_loss(&model, &mut recorder.step(k, init, device))?;
+                check_inputs(recorder, init, k, None)?;
+                recorder.logits(k, &output)?;
+                recorder.loss(k, &loss)?;
+                losses.push(loss.clone().into_scalar::<f32>());
+                GradientsParams::from_grads(loss.backward(), &model)
+            } else {
+                // PyTorch: zero_grad(), then loss.backward() per micro-batch into the same .grad
+                let mut accumulator = GradientsAccumulator::<M>::new();
+                let mut total: Option<Tensor<1>> = None;
+                for j in 0..m {
+                    let (output, loss) =
+                        forward_loss(&model, &mut recorder.micro_step(k, j, init, device))?;
+                    check_inputs(recorder, init, k, Some(j))?;
+                    recorder.micro_logits(k, j, &output)?;
+                    recorder.micro_loss(k, j, &loss)?;
+                    let value = loss.clone().detach();
+                    total = Some(match total {
+                        None => value,
+                        Some(sum) => sum + value,
+                    });
+                    accumulator.accumulate(&model, GradientsParams::from_grads(loss.backward(), &model));
+                }
+                let total = total.expect("at least two micro-batches");
+                recorder.loss(k, &total)?;
+                losses.push(total.into_scalar::<f32>());
+                accumulator.grads()
+            };
             recorder.grads(k, &model, &grads)?;
             let grads = match self.clip {
                 Some(clip) => clip.apply(&model, grads),
@@ -207,7 +244,20 @@ impl Training {
             step_done(k + 1, args.steps);
         }
         let last = args.steps - 1;
-        let (_, loss_after) = forward_loss(&model, &mut Step::unrecorded(last, init, device))?;
+        let mut loss_after: Option<Tensor<1>> = None;
+        for j in 0..m {
+            let mut step = Step::unrecorded(last, init, device);
+            if m > 1 {
+                step = step.micro(j, m);
+            }
+            let (_, loss) = forward_loss(&model, &mut step)?;
+            let loss = loss.detach();
+            loss_after = Some(match loss_after {
+                None => loss,
+                Some(sum) => sum + loss,
+            });
+        }
+        let loss_after = loss_after.expect("at least one forward pass");
         self.recorder.loss_after(last, &loss_after)?;
         self.recorder.write(&args.out)?;
         Ok(Trained {
@@ -246,6 +296,36 @@ impl Training {
         }
         Ok(group_of)
     }
+}
+
+/// An error naming the first input of the batch that step `k` (its micro-batch `micro`) did not
+/// record through its `Step`.
+fn check_inputs(
+    recorder: &TraceRecorder,
+    init: &InitFile,
+    k: usize,
+    micro: Option<usize>,
+) -> Result<(), TraceError> {
+    let name_of = |name: &str| match micro {
+        Some(j) => format!("step{k}.micro_inputs.{j}.{name}"),
+        None => format!("step{k}.inputs.{name}"),
+    };
+    if let Some(name) = init
+        .input_names()
+        .into_iter()
+        .find(|name| !recorder.contains(&name_of(name)))
+    {
+        let which = match micro {
+            Some(j) => format!("step {k}'s micro-batch {j}"),
+            None => format!("step {k}"),
+        };
+        return Err(TraceError::Incomplete(format!(
+            "{which} did not record input `{name}` of the batch: read it with \
+             `step.float_input(\"{name}\")` or `step.int_input(\"{name}\")` (or record what \
+             the port fed with `step.record_input`)"
+        )));
+    }
+    Ok(())
 }
 
 /// How many tensors a training trace of `steps` steps of `model` holds, about: per step the
@@ -309,6 +389,8 @@ impl ModuleVisitor for Splitter<'_> {
 #[derive(Debug)]
 pub struct Step<'a> {
     index: usize,
+    /// Gradient accumulation: the micro-batch's number and the micro-batches per step.
+    micro: Option<(usize, usize)>,
     init: &'a InitFile,
     device: &'a Device,
     /// `None` for the forward pass after training, which records nothing.
@@ -322,6 +404,7 @@ impl<'a> Step<'a> {
     pub fn unrecorded(index: usize, init: &'a InitFile, device: &'a Device) -> Self {
         Step {
             index,
+            micro: None,
             init,
             device,
             recorder: None,
@@ -337,9 +420,33 @@ impl<'a> Step<'a> {
     ) -> Self {
         Step {
             index,
+            micro: None,
             init,
             device,
             recorder: Some(recorder),
+        }
+    }
+
+    /// Micro-batch `micro` of this step, in a loop that accumulates `micro_batches` per optimizer
+    /// step: the batch read is the init file's batch `index * micro_batches + micro` (its one
+    /// batch when it holds one), recorded as `step{k}.micro_inputs.{micro}.{name}`; the tap is off.
+    /// [`TraceRecorder::micro_step`] gives the recorded one; `Step::unrecorded(k, ..).micro(j, m)`
+    /// the one a loop's `loss_after` reads.
+    pub fn micro(mut self, micro: usize, micro_batches: usize) -> Self {
+        self.micro = Some((micro, micro_batches));
+        self
+    }
+
+    /// The micro-batch's number in its step (`None` in a loop without accumulation).
+    pub fn micro_index(&self) -> Option<usize> {
+        self.micro.map(|(j, _)| j)
+    }
+
+    /// The init file's batch this step (micro-batch) reads.
+    fn batch(&self) -> usize {
+        match self.micro {
+            Some((j, m)) => self.index * m + j,
+            None => self.index,
         }
     }
 
@@ -367,14 +474,14 @@ impl<'a> Step<'a> {
     pub fn float_input<const D: usize>(&mut self, name: &str) -> Result<Tensor<D>, TraceError> {
         let tensor = self
             .init
-            .float_input_at::<D>(self.index, name, self.device)?;
+            .float_input_at::<D>(self.batch(), name, self.device)?;
         self.record_input(name, tensor.to_data())?;
         Ok(tensor)
     }
 
     /// The integer input `name` (class labels, token ids) of this step's batch, recorded.
     pub fn int_input<const D: usize>(&mut self, name: &str) -> Result<Tensor<D, Int>, TraceError> {
-        let tensor = self.init.int_input_at::<D>(self.index, name, self.device)?;
+        let tensor = self.init.int_input_at::<D>(self.batch(), name, self.device)?;
         self.record_input(name, tensor.to_data())?;
         Ok(tensor)
     }
@@ -382,9 +489,10 @@ impl<'a> Step<'a> {
     /// Record an input the port got some other way (made by the port itself, or read from
     /// another step's batch) as this step's input `name`.
     pub fn record_input(&mut self, name: &str, data: TensorData) -> Result<(), TraceError> {
-        match self.recorder.as_deref_mut() {
-            Some(recorder) => recorder.input(self.index, name, data),
-            None => Ok(()),
+        match (self.recorder.as_deref_mut(), self.micro) {
+            (Some(recorder), Some((j, _))) => recorder.micro_input(self.index, j, name, data),
+            (Some(recorder), None) => recorder.input(self.index, name, data),
+            (None, _) => Ok(()),
         }
     }
 
@@ -392,8 +500,8 @@ impl<'a> Step<'a> {
     /// for the forward pass after training.
     pub fn tap(&mut self) -> Tap<'_> {
         match self.recorder.as_deref_mut() {
-            Some(recorder) => recorder.tap(self.index),
-            None => Tap::off(),
+            Some(recorder) if self.micro.is_none() => recorder.tap(self.index),
+            _ => Tap::off(),
         }
     }
 }

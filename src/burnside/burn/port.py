@@ -46,6 +46,19 @@ def init_from_trace(trace: Trace, path: Path) -> Path:
     batch's recorded module inputs (`step{k}.layer_inputs.{module}`, `Batch::layer_input`).
     """
     params = _under(trace, "step0.params_before.")
+    accumulate = trace.metadata.get("accumulate")
+    if type(accumulate) is int:  # one batch per micro-batch: step k's micro-batch j is batch k * M + j
+        inputs = _under(trace, "step0.micro_inputs.0.")
+        present = set(trace.names)
+        batches = [{n: np.array(trace.array(f"step{k}.micro_inputs.{j}.{n}")) for n in inputs
+                    if f"step{k}.micro_inputs.{j}.{n}" in present} for k in range(trace.steps) for j in range(accumulate)]
+        if not params or not inputs:
+            raise BurnsideError(f"{trace.path}: has no step0.params_before.* or step0.micro_inputs.0.*, so there is no "
+                                "starting point to hand to the burn port")
+        tensors = {f"params.{p}": np.array(trace.array(f"step0.params_before.{p}")) for p in params}
+        tensors |= batch_tensors(batches)
+        return write_trace(path, tensors, {"params": params, "inputs": inputs, "kind": trace.kind,
+                                           "accumulate": accumulate}, kind="init")
     inputs = _under(trace, "step0.inputs.")
     if not params or not inputs:
         raise BurnsideError(f"{trace.path}: has no step0.params_before.* or step0.inputs.*, so there is no "

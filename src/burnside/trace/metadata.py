@@ -16,6 +16,7 @@ from pathlib import Path
 from burnside import strict_json
 from burnside.errors import TraceError
 from burnside.trace.limits import MAX_STEPS, check_text, short
+from burnside.trace.names import MICRO_STAGES, parse_name
 
 FORMAT_KEY = "burnside.format"
 VERSION_KEY = "burnside.version"
@@ -30,7 +31,7 @@ ALIASES_KEY = "aliases"
 #: Keys whose safetensors value is JSON text (native JSON in the JSON form).
 JSON_KEYS = frozenset({"steps", "optimizer", "params", "grads_len", "inputs", "buffers", "buffers_nonpersistent",
                        "activations", "modules",
-                       "tied", "layer_inputs", "outputs", "loss_call"})
+                       "tied", "layer_inputs", "outputs", "loss_call", "accumulate"})
 #: Keys a file of each kind must carry (besides the format and version). A forward trace (a trace
 #: whose metadata says `kind: forward`) has no optimizer and no gradients.
 REQUIRED = {
@@ -110,8 +111,12 @@ def check(path: Path, kind: str, metadata: Mapping, names: Iterable[str]) -> Non
             _check_optimizer(path, value)
         elif key == "loss_call":
             _check_loss_call(path, value)
+        elif key == "accumulate":
+            _check_accumulate(path, value)
         else:
             check_text(path, f"metadata {key!r}", value)
+    if kind == "trace":
+        _check_micro_names(path, metadata.get("accumulate"), names)
     steps = _steps_named(path, names)
     if kind == "trace":
         if steps == 0:
@@ -194,6 +199,38 @@ def _check_tied(path: Path, value: object) -> None:
     for name, first in value.items():
         check_text(path, "every name of metadata 'tied'", name)
         check_text(path, f"the parameter {short(name)} shares in metadata 'tied'", first)
+
+
+#: Micro-batches per optimizer step a trace may declare (metadata `accumulate`).
+MAX_ACCUMULATE = 100_000
+
+
+def _check_accumulate(path: Path, value: object) -> None:
+    """`accumulate`: the micro-batches whose gradients each optimizer step sums, an integer from 2 (a loop
+    that does not accumulate has no `accumulate`)."""
+    if type(value) is not int or not 2 <= value <= MAX_ACCUMULATE:
+        raise TraceError(f"{path}: metadata 'accumulate' must be an integer from 2 to {MAX_ACCUMULATE} (the "
+                         f"micro-batches of one optimizer step; a loop without accumulation has none), not {short(value)}")
+
+
+def _check_micro_names(path: Path, accumulate: object, names: Iterable[str]) -> None:
+    """Every `step{k}.micro_*.{j}` is of a trace that declares `accumulate`, with j below it."""
+    for name in names:
+        if ".micro_" not in name:
+            continue
+        parsed = parse_name(name)
+        if parsed is None or parsed.stage not in MICRO_STAGES:
+            continue
+        j = parsed.micro
+        if j is None or (parsed.stage == "micro_inputs") != bool(parsed.micro_rest):
+            raise TraceError(f"{path}: tensor {short(name)} is no micro-batch tensor name (step{{k}}.micro_inputs."
+                             "{j}.{name}, step{k}.micro_logits.{j}, step{k}.micro_loss.{j})")
+        if type(accumulate) is not int:
+            raise TraceError(f"{path}: tensor {short(name)} is a micro-batch's, but metadata 'accumulate' (the "
+                             "micro-batches of one optimizer step) is absent")
+        if j >= accumulate:
+            raise TraceError(f"{path}: tensor {short(name)} is micro-batch {j}, beyond the {accumulate} of "
+                             "metadata 'accumulate' (micro-batches count from 0)")
 
 
 def _check_grads_len(path: Path, value: object, steps: object) -> None:
