@@ -125,7 +125,9 @@ def test_run_a1_torch_side_writes_the_trace(tmp_path):
     trace = open_trace(out)
     assert float(trace.array("step0.loss")) == pytest.approx(SEED_SGD_LOSSES[0], abs=1e-6)
     names = [n for n in trace.names if not n.startswith(("step0.inputs", "step0.params_before"))]
-    assert names == ["step0.logits", "step0.loss", "step0.grads.fc1.weight", "step0.grads.fc1.bias",
+    # what each Linear was fed (record's layer_inputs, on by default) and the cross-entropy's input and target
+    assert names == ["step0.layer_inputs.fc1", "step0.layer_inputs.fc2", "step0.logits", "step0.loss_inputs.input",
+                     "step0.loss_inputs.target", "step0.loss", "step0.grads.fc1.weight", "step0.grads.fc1.bias",
                      "step0.grads.fc2.weight", "step0.grads.fc2.bias", "step0.params_after.fc1.weight",
                      "step0.params_after.fc1.bias", "step0.params_after.fc2.weight",
                      "step0.params_after.fc2.bias", "step0.loss_after"]
