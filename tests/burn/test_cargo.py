@@ -47,7 +47,7 @@ def test_a_crate_that_fails_reports_rustc_first_error_and_the_command(tmp_path):
 
 
 def test_a_binary_that_fails_is_named_with_its_last_stderr_line(programs, tmp_path):
-    with pytest.raises(RunError, match=r"^train-step exited with status 1: train-step: --optim nesterov: expected sgd, momentum, adam, adamw, rmsprop or adagrad$"):
+    with pytest.raises(RunError, match=r"^train-step exited with status 1: train-step: --optim nesterov: expected sgd, momentum, adam, adamw, rmsprop, adagrad, adafactor, muon or lbfgs$"):
         run_binary(programs.executables["train-step"], ["-o", str(tmp_path / "t.safetensors"), "--optim", "nesterov"])
 
 
