@@ -220,17 +220,22 @@ def disk_speed(directory: Path, mib: int) -> float:
 
 
 def estimate_bytes(cfg: dict, variants: bool) -> int:
-    """A rough size of all traces: per step params_after, grads and Adam's two moments (4 x params), in float32
-    for the two float32 traces and float64 for the reference (twice with its variant), plus a margin."""
+    """The traces' size: a float32 trace holds 4 x params per step (params_after, grads, Adam's two moments) and
+    step 0's params_before (later ones are aliases), in float32 for PyTorch's and burn's traces and float64 for
+    the reference (twice with its variant); activations and layer inputs add a few percent at this context."""
     d, v, c, layers = cfg["d_model"], cfg["vocab"], cfg["context"], cfg["layers"]
     params = v * d + c * d + layers * (12 * d * d + 13 * d) + 2 * d
-    per_step = 4 * params * 4 + 4 * params  # 4 tensors per parameter, and the first step's params_before
-    runs = 2 + 2 * (2 if variants else 1)  # torch, burn; the reference (f64, and its variant)
-    return int(per_step * cfg["steps"] * runs * 1.2)
+    f32_trace = 4 * params * (4 * cfg["steps"] + 1)
+    return int(f32_trace * (2 + 2 * (2 if variants else 1)) * 1.05)
 
 
 def gib(n: float) -> str:
     return f"{n / (1 << 30):.2f} GiB"
+
+
+def size(n: float) -> str:
+    """A file's size: GiB, or MiB below 1 GiB."""
+    return gib(n) if n >= 1 << 30 else f"{n / (1 << 20):.1f} MiB"
 
 
 def main() -> None:
@@ -259,7 +264,7 @@ def main() -> None:
     directory.mkdir(parents=True, exist_ok=True)
     free = shutil.disk_usage(directory).free
     need = estimate_bytes(cfg, cfg["variants"])
-    if cfg["variants"] and need + (4 << 30) > free:
+    if cfg["variants"] and need + (6 << 30) > free:
         cfg["variants"] = False
         need = estimate_bytes(cfg, False)
         print(f"disk: {gib(free)} free, too little for the reference's variant: recording it with variants=False")
@@ -282,7 +287,7 @@ def main() -> None:
         init_from_trace(open_trace(torch_trace), init)
         init_wall, init_size = time.perf_counter() - start, init.stat().st_size
         port = [str(binary), "--init", str(init), "--steps", str(args.steps), "--heads", str(heads)]
-        for case, argv in (("burn plain", [*port, "--no-record"]), ("burn record", [*port, "-o", str(burn_trace)])):
+        for case, argv in (("burn plain", [*port, "-o", str(directory / "unused.safetensors"), "--no-record"]), ("burn record", [*port, "-o", str(burn_trace)])):
             r = run_command(argv)
             if r["rc"] != 0:
                 raise SystemExit(f"{case} failed ({' '.join(argv)}):\n{r['stderr']}")
@@ -308,13 +313,13 @@ def main() -> None:
           f"context {args.context}, batch 1, tied head: {params / 1e6:.1f} M params; {args.steps} Adam steps "
           f"(lr {LR}); reference variants {'on (burn-adam)' if cfg['variants'] else 'off'}")
     print(f"disk sequential write (write + fsync, {args.disk_mib} MiB): {speed / 1e6:.0f} MB/s")
-    print(f"init file from the PyTorch trace (init_from_trace, in the driver): {init_wall:.1f}s, {gib(init_size)}")
+    print(f"init file from the PyTorch trace (init_from_trace, in the driver): {init_wall:.1f}s, {size(init_size)}")
     print(f"{'case':<12} {'wall':>9} {'peak RSS':>10} {'written':>10}   {'RSS target':>13}   {'wall target':>13}")
     floors = {"record": ("plain", 1), "reference": ("plain64", 2 if cfg["variants"] else 1),
               "burn record": ("burn plain", 1)}
     ok = True
     for case, r in rows.items():
-        line = f"{case:<12} {r['wall']:>8.2f}s {gib(r['peak_rss']):>10} {gib(r.get('written', 0)):>10}"
+        line = f"{case:<12} {r['wall']:>8.2f}s {gib(r['peak_rss']):>10} {size(r.get('written', 0)):>10}"
         if case in floors:
             base, runs = floors[case]
             rss_target = rows[base]["peak_rss"] + (512 << 20)
@@ -327,8 +332,9 @@ def main() -> None:
             line += f"   exit {r['rc']}"
         print(line)
     print("recorder targets met" if ok else "recorder targets missed")
-    out = rows["compare"]["stdout"].strip().splitlines()
-    print("compare says:", *out[-12:], sep="\n  ")
+    # compare's summary: every line but the per-tensor rows
+    out = [line for line in rows["compare"]["stdout"].strip().splitlines() if not line.startswith("step")]
+    print(f"compare says (exit {rows['compare']['rc']}):", *out, sep="\n  ")
 
 
 if __name__ == "__main__":
