@@ -114,6 +114,9 @@ class Comparison:
     #: the optimizer settings the two traces declare otherwise (`burnside.compare.config`; D005 names them): a
     #: failure even where the recorded steps do not show them yet
     optimizer_differences: list[str] = field(default_factory=list)
+    #: the two traces accumulate gradients over other numbers of micro-batches per optimizer step (metadata
+    #: `accumulate`, absent = 1): one line saying so (D018 names the fix), "" when they agree; a failure
+    accumulation: str = ""
     constants_only_in_a: list[str] = field(default_factory=list)
     constants_only_in_b: list[str] = field(default_factory=list)
     #: the float64 reference's metadata `pinned` (dtype-dependent constants it computed with float32's values,
@@ -231,7 +234,7 @@ class Comparison:
         """Same structure, bit-identical start, every element within tolerance, no run diverged, the same
         optimizer declared."""
         return not (self.failed_rows or self.only_in_a or self.only_in_b or self.structure or self.start_mismatch
-                    or self.loading or self.diverged or self.optimizer_differences)
+                    or self.loading or self.diverged or self.optimizer_differences or self.accumulation)
 
     def tolerances_used(self) -> list[tuple[str | None, Tolerance]]:
         """The default tolerance, then each override that applied to a compared row (glob, tolerance)."""

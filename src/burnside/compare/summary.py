@@ -118,7 +118,8 @@ def summarize(trace: Trace) -> TraceSummary:
 
 
 #: The stages whose values show a run diverging (read here anyway, or small).
-_DIVERGING = frozenset({"logits", "outputs", "loss", "grads", "params_after", "optim", "loss_after"})
+_DIVERGING = frozenset({"logits", "outputs", "micro_logits", "micro_loss", "loss", "grads", "params_after", "optim",
+                        "loss_after"})
 
 
 def _finite(trace: Trace, name: str) -> bool:

@@ -37,6 +37,29 @@ def _nbytes(info: TensorInfo) -> int:
     return info.n * STORAGE[info.dtype].itemsize
 
 
+def accumulation_of(trace: Trace) -> int:
+    """The micro-batches per optimizer step a trace declares (metadata `accumulate`; 1 without it)."""
+    value = trace.metadata.get("accumulate")
+    return value if type(value) is int else 1
+
+
+#: The stages that hold one batch's tensors: a step's, or each micro-batch's of an accumulating trace.
+_BATCH_STAGES = frozenset({"inputs", "logits", "micro_inputs", "micro_logits", "micro_loss"})
+
+
+def _accumulation_line(a: Trace, b: Trace) -> str:
+    """One line when the two traces accumulate other numbers of micro-batches per optimizer step, "" otherwise."""
+    m_a, m_b = accumulation_of(a), accumulation_of(b)
+    if m_a == m_b:
+        return ""
+
+    def said(side: str, m: int) -> str:
+        return (f"{side} sums the gradients of {m} micro-batches per optimizer step (metadata accumulate {m})" if m > 1
+                else f"{side} takes one optimizer step per batch (no accumulate)")
+    return (f"gradient accumulation differs: {said('A', m_a)}, {said('B', m_b)}; the steps' batches, losses and "
+            "gradients are of other loops")
+
+
 def _check_steps(a: Trace, b: Trace, one_sided: list[str]) -> None:
     """Raise TraceError when the traces hold different numbers of steps and the comparison would
     list the longer one's extra steps tensor by tensor (traces of two different runs, not a bug)."""
@@ -51,6 +74,11 @@ def _check_steps(a: Trace, b: Trace, one_sided: list[str]) -> None:
     unit, flag = ("batch", "--batches") if a.kind == "forward" else ("step", "--steps")
     if not shared:
         raise TraceError(f"{a.path} and {b.path} hold no {unit} in common: are they traces of the same run?")
+    accumulation = _accumulation_line(a, b)
+    if accumulation:
+        raise TraceError(f"{accumulation}, and A recorded {len(steps_a)} steps, B {len(steps_b)}: record the port "
+                         "with the PyTorch loop's accumulation (burn: Training::with_accumulation(M), or "
+                         "TraceRecorder::with_accumulation(M)) for the same number of steps")
     more, fewer = ("A", "B") if len(steps_a) > len(steps_b) else ("B", "A")
     n_more, n_fewer = max(len(steps_a), len(steps_b)), min(len(steps_a), len(steps_b))
     plural = "batches" if unit == "batch" else "steps"
@@ -197,7 +225,13 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
         constants_only_in_a=constants_a,
         constants_only_in_b=constants_b,
         optimizer_differences=[] if forward else optimizer_differences(a.optimizer, b.optimizer, a.params, b.params),
+        accumulation="" if forward else _accumulation_line(a, b),
     )
+    if comparison.accumulation:  # each side's batch tensors are named for its own loop: said once, not listed
+        def batch_tensor(n: str) -> bool:
+            return (p := parse_name(n)) is not None and p.stage in _BATCH_STAGES
+        comparison.only_in_a = [n for n in comparison.only_in_a if not batch_tensor(n)]
+        comparison.only_in_b = [n for n in comparison.only_in_b if not batch_tensor(n)]
     if forward:  # the model as loaded: a start tensor one side lacks is a loading fault
         start_a = [n for n in comparison.only_in_a if is_loaded_start(n)]
         start_b = [n for n in comparison.only_in_b if is_loaded_start(n)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from burnside.forensics.accumulation import measure_accumulation
 from burnside.forensics.dropout import measure_dropout
 from burnside.forensics.evidence import Evidence
 from burnside.forensics.layers import measure_layer
@@ -41,6 +42,7 @@ class Forensics:
             self.evidence.layer = measure_layer(a, b, first)
             self.evidence.dropout = measure_dropout(a, b, first)
         self.evidence.loss = measure_loss(a, b, comparison)
+        self.evidence.accumulation = measure_accumulation(a, b)
         comparison.evidence = self.evidence
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from burnside.forensics.accumulation import AccumulationFit
 from burnside.forensics.dropout import DropoutForensics
 from burnside.forensics.layers import LayerForensics
 from burnside.forensics.loss_fit import LossFit
@@ -33,6 +34,8 @@ class Evidence:
     dropout: DropoutForensics | None = None
     #: the loss each side computed, from its own logits and targets, when the loss is the first to differ (D017)
     loss: LossFit | None = None
+    #: two accumulating traces' step-0 loss and gradient ratios (D018)
+    accumulation: AccumulationFit | None = None
 
     def optimizer(self, side: str) -> OptimizerForensics | None:
         """Side "a"'s or "b"'s optimizer forensics."""

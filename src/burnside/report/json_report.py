@@ -34,6 +34,7 @@ def comparison_json(comparison: Comparison, diagnoses: list[Diagnosis]) -> str:
         "reference_pinned": comparison.reference_pinned or None,
         "reference_unpinned": comparison.reference_unpinned or None,
         "optimizer_differences": comparison.optimizer_differences,
+        "accumulation": comparison.accumulation or None,
         "constants_only_in_a": comparison.constants_only_in_a,
         "constants_only_in_b": comparison.constants_only_in_b,
         "framework_differences": [d.to_dict() for d in comparison.framework_differences],

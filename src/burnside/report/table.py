@@ -275,7 +275,8 @@ def reference_pin_lines(comparison: Comparison) -> list[Line]:
 def finding_lines(comparison: Comparison) -> list[Line]:
     """What the verdict rests on: framework differences, zero gradients, the first divergence (or that
     the differences are noise), and the optional tensors one side did not record."""
-    lines: list[Line] = [(line, "cyan") for line in framework_lines(comparison) + zero_gradient_lines(comparison)]
+    lines: list[Line] = [(comparison.accumulation + " (D018 below)", "yellow")] if comparison.accumulation else []
+    lines += [(line, "cyan") for line in framework_lines(comparison) + zero_gradient_lines(comparison)]
     lines += reference_pin_lines(comparison)
     first = comparison.first_divergence
     shape = comparison.first_shape_divergence

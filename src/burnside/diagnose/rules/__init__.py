@@ -18,6 +18,7 @@ from burnside.diagnose.rules import (
     d015_batchnorm_mode,
     d016_run_diverged,
     d017_loss_differs,
+    d018_gradient_accumulation,
 )
 
 RULES = (
@@ -38,4 +39,5 @@ RULES = (
     d004_adam_epsilon,
     d005_optimizer_config,
     d009_update_differs,
+    d018_gradient_accumulation,
 )
