@@ -169,6 +169,18 @@ impl Training {
         ) -> Result<(Tensor<D>, Tensor<1>), Box<dyn Error>>,
     ) -> Result<Trained<M>, Box<dyn Error>> {
         init.check_kind("training")?;
+        if let Some(spec) = std::iter::once(&self.optimizer)
+            .chain(self.groups.iter().map(|(spec, _)| spec))
+            .find(|spec| matches!(spec, OptimizerSpec::Lbfgs { .. }))
+        {
+            return Err(TraceError::Setup(format!(
+                "Training steps each optimizer through burn's ModuleOptimizer; {} steps the whole model \
+                 with a closure: write the loop call by call with OptimizerSpec::init_lbfgs (rust/train-step \
+                 does)",
+                spec.torch_name()
+            ))
+            .into());
+        }
         let group_of = self.group_of(&model)?;
         let mut optims: Vec<ModuleOptimizer> = std::iter::once(&self.optimizer)
             .chain(self.groups.iter().map(|(spec, _)| spec))
