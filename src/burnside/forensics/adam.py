@@ -32,6 +32,7 @@ from burnside.forensics.replay import (
     REPLAY_TOLERANCE,
     Rows,
     betas,
+    standard_errors,
     beyond_rounding,
     decoupled,
     explains,
@@ -91,16 +92,17 @@ class AdamFits:
             if slope > 0 and explains(np.stack([x, np.ones_like(x)], axis=1), y, np.array([slope, intercept])):
                 measured["lr"] = float(1 / slope)
                 measured["eps"] = float(intercept / slope)
-        x, y = finite(self.l2_x.all(), self.l2_y.all())
-        if x is not None and x.shape[0] >= 3:
+        for rows_x, rows_y, key, decay, scale in ((self.l2_x, self.l2_y, "weight_decay_l2", 1, 0),
+                                                  (self.decoupled_x, self.decoupled_y, "weight_decay_decoupled", 0, 1)):
+            x, y = finite(rows_x.all(), rows_y.all())
+            if x is None or x.shape[0] < 3:
+                continue
             coef = np.linalg.lstsq(x, y, rcond=None)[0]
-            if coef[0] != 0 and explains(x, y, coef):
-                measured["weight_decay_l2"] = float(coef[1] / coef[0])
-        x, y = finite(self.decoupled_x.all(), self.decoupled_y.all())
-        if x is not None and x.shape[0] >= 3:
-            coef = np.linalg.lstsq(x, y, rcond=None)[0]
-            if coef[1] != 0 and explains(x, y, coef):
-                measured["weight_decay_decoupled"] = float(coef[0] / coef[1])
+            if coef[scale] != 0 and explains(x, y, coef):
+                # a decay within a few standard errors of 0 is float32 rounding (burn's constants, a sum's order)
+                # correlated with the parameter, not a decay: 0
+                error = standard_errors(x, y, coef)[decay]
+                measured[key] = float(coef[decay] / coef[scale]) if abs(coef[decay]) > _RESOLVED * error else 0.0
         if self.amsgrad_gap > _AMSGRAD_GAP and min(self.amsgrad_err, self.plain_err) < REPLAY_TOLERANCE:
             measured["amsgrad"] = 1.0 if self.amsgrad_err < self.plain_err else 0.0
         return measured
@@ -226,6 +228,9 @@ def replay_adam(trace: Trace, config: dict, name: str, k: int, p: str, before: n
     residual = beyond_rounding(after, expected_after, after - before, rounding)
     return (f"params_after.{p}", residual) if residual > REPLAY_TOLERANCE else None
 
+
+#: Standard errors a weight decay's coefficient must be from 0 to be one.
+_RESOLVED = 10
 
 #: How far apart (relative to the update) the replays with and without AMSGrad's maximum must be for the
 #: recorded update to tell them apart: far beyond the replay's tolerance.

@@ -103,6 +103,20 @@ def explains(x: np.ndarray, y: np.ndarray, coef: np.ndarray) -> bool:
     return size > 0 and float(np.max(np.abs(x @ coef - y))) <= FIT_TOLERANCE * size
 
 
+def standard_errors(x: np.ndarray, y: np.ndarray, coef: np.ndarray) -> np.ndarray:
+    """The standard error of each coefficient of the least-squares fit ``x @ coef ~ y`` (from its residuals):
+    a fitted value within a few of them of another is not told apart from it by these numbers."""
+    n, k = x.shape
+    if n <= k:
+        return np.full(k, np.inf)
+    resid = y - x @ coef
+    try:
+        cov = np.linalg.inv(x.T @ x) * float(np.dot(resid, resid)) / (n - k)
+    except np.linalg.LinAlgError:
+        return np.full(k, np.inf)
+    return np.sqrt(np.abs(np.diag(cov)))
+
+
 def finite(x: np.ndarray | None, y: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray | None]:
     """The rows where ``x`` and ``y`` are finite: a NaN or an infinity (a diverged run, a broken port)
     is no evidence of a setting, and LAPACK's least squares fails on one."""
