@@ -8,6 +8,8 @@ recorded, with no optimizer diagnosis."""
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -235,3 +237,13 @@ def test_an_optimizer_burnside_does_not_know_is_compared_as_recorded_without_opt
     assert not [d for d in diagnose(other) if d.rule in ("D005", "D009")]
     assert optimizer_notes(trace.optimizer, open_trace(b).optimizer) == [
         "optimizer `lion`: burnside cannot replay it; its updates are compared as recorded, no optimizer diagnosis"]
+
+    # the verdict says so, in one line, and names no optimizer rule
+    proc = subprocess.run([sys.executable, "-c", "from burnside.cli import main; main()", "compare", str(a), str(b),
+                           "--reference", str(a.with_suffix(".reference.safetensors"))],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    notes = [line for line in proc.stdout.splitlines() if "burnside cannot replay it" in line]
+    assert notes == ["optimizer `lion`: burnside cannot replay it; its updates are compared as recorded, no optimizer "
+                     "diagnosis"], proc.stdout
+    assert not [line for line in proc.stdout.splitlines() if line.startswith(("D005 ", "D009 "))], proc.stdout

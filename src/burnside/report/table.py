@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.text import Text
 
 from burnside.compare import Comparison, StructureProblem, TensorRow
+from burnside.compare.config import optimizer_notes
 from burnside.compare.pairing import pair_renamed, rename_rules
 from burnside.compare.rounding import FLOOR_HALF_ULPS, NOISE_FACTOR
 from burnside.diagnose import Diagnosis
@@ -307,6 +308,8 @@ def finding_lines(comparison: Comparison) -> list[Line]:
         lines.append((f"the optimizers are declared otherwise ({', '.join(comparison.optimizer_differences)}; D005 below): "
                       f"a port configured so trains another optimizer, even where the {comparison.steps} recorded "
                       f"{comparison.unit}(s) do not show it yet", "yellow"))
+    if not comparison.forward:
+        lines += [(note, "cyan") for note in optimizer_notes(comparison.a.optimizer, comparison.b.optimizer)]
     per_batch = by_batch_line(comparison)
     if per_batch is not None:
         lines.append(per_batch)
