@@ -219,7 +219,8 @@ impl Training {
                         None => value,
                         Some(sum) => sum + value,
                     });
-                    accumulator.accumulate(&model, GradientsParams::from_grads(loss.backward(), &model));
+                    accumulator
+                        .accumulate(&model, GradientsParams::from_grads(loss.backward(), &model));
                 }
                 let total = total.expect("at least two micro-batches");
                 recorder.loss(k, &total)?;
@@ -493,7 +494,9 @@ impl<'a> Step<'a> {
 
     /// The integer input `name` (class labels, token ids) of this step's batch, recorded.
     pub fn int_input<const D: usize>(&mut self, name: &str) -> Result<Tensor<D, Int>, TraceError> {
-        let tensor = self.init.int_input_at::<D>(self.batch(), name, self.device)?;
+        let tensor = self
+            .init
+            .int_input_at::<D>(self.batch(), name, self.device)?;
         self.record_input(name, tensor.to_data())?;
         Ok(tensor)
     }
