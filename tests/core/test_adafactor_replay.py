@@ -53,3 +53,22 @@ def test_a_declared_setting_the_updates_do_not_follow_is_missed_where_it_shows(t
     assert replay_adafactor(trace, {**config, "relative_step": False}, 2, "fc2.weight", 0.01) is None
     what, _ = replay_adafactor(trace, {**config, "scale_parameter": False}, 0, "fc2.weight", 0.01)
     assert what == "params_after.fc2.weight"
+
+
+def test_muons_buffer_is_replayed_and_its_momentum_measured(tmp_path):
+    """Muon's update is not replayed (bfloat16 Newton-Schulz); its moving-average buffer is, and shows the momentum."""
+    x, y = a1_data()
+    model = a1_model()
+    weights = [model.fc1.weight, model.fc2.weight]
+    for p in (model.fc1.bias, model.fc2.bias):
+        p.requires_grad_(False)
+    path = record(model, torch.optim.Muon(weights, lr=0.02, momentum=0.9), {"x": x, "y": y},
+                  tmp_path / "muon.safetensors", steps=4, activations=False)
+    trace = open_trace(path)
+    found = measure_optimizer(trace)
+    assert found.mismatch_step is None, (found.mismatch_what, found.mismatch_residual)
+    assert found.measured["momentum"] == pytest.approx(0.9, abs=1e-5)
+    # declared otherwise (burn's MomentumConfig::new() momentum, a port's trace claiming PyTorch's 0.95)
+    trace.optimizer["momentum"] = 0.95
+    found = measure_optimizer(trace)
+    assert (found.mismatch_step, found.mismatch_what) == (0, "optim.momentum_buffer.fc1.weight")  # (1 - m) g

@@ -28,6 +28,7 @@ from burnside.forensics.adam import AdamFits, replay_adam, scale_pairs
 from burnside.forensics.replay import number, sampled
 from burnside.forensics.adafactor import AdafactorFits, replay_adafactor
 from burnside.forensics.adagrad import AdagradFits, replay_adagrad
+from burnside.forensics.muon import MuonFits, replay_muon
 from burnside.forensics.rmsprop import RmsPropFits, replay_rmsprop
 from burnside.forensics.sgd import SgdFits, replay_sgd
 from burnside.trace import Trace
@@ -71,16 +72,16 @@ def _measure(trace: Trace) -> OptimizerForensics:
     result = OptimizerForensics(declared=config)
     name = config.get("name")
     params = [p for p in (trace.metadata.get("params") or []) if isinstance(p, str)]
-    # Muon and L-BFGS are not replayed (docs/compare.md): Muon's PyTorch update rests on bfloat16 rounding, L-BFGS's on
-    # closure evaluations the trace does not hold
-    if name not in ("sgd", "adam", "adamw", "rmsprop", "adagrad", "adafactor") or not params:
+    # L-BFGS is not replayed, nor Muon's update, only its momentum buffer (docs/compare.md): Muon's PyTorch update rests
+    # on bfloat16 rounding, L-BFGS's on closure evaluations the trace does not hold
+    if name not in ("sgd", "adam", "adamw", "rmsprop", "adagrad", "adafactor", "muon") or not params:
         return result
     lr = number(config, "lr", 0.0)
     clip = number(config, "clip_grad_norm", 0.0)
     sgd = name == "sgd"
     new_fits = {"sgd": SgdFits, "rmsprop": RmsPropFits, "adagrad": AdagradFits,
-                "adafactor": AdafactorFits}.get(name, AdamFits)
-    fits: SgdFits | AdamFits | RmsPropFits | AdagradFits | AdafactorFits = new_fits()
+                "adafactor": AdafactorFits, "muon": MuonFits}.get(name, AdamFits)
+    fits: SgdFits | AdamFits | RmsPropFits | AdagradFits | AdafactorFits | MuonFits = new_fits()
     steps = max(trace.steps, 0)
     norms: dict[int, float] = {}
 
@@ -95,7 +96,7 @@ def _measure(trace: Trace) -> OptimizerForensics:
     overrides = group_settings(config)
     # each group with settings of its own is fitted apart (its weight decay, its lr): index -> its fits
     group_of = group_index(config)
-    group_fits: dict[int, SgdFits | AdamFits | RmsPropFits | AdagradFits | AdafactorFits] = {}
+    group_fits: dict[int, SgdFits | AdamFits | RmsPropFits | AdagradFits | AdafactorFits | MuonFits] = {}
     for k in range(steps):
         # the declared clipping's factor for this step; 1 without clipping
         coef = min(1.0, clip / (norm(k) + 1e-6)) if clip > 0 else 1.0
@@ -127,6 +128,8 @@ def _measure(trace: Trace) -> OptimizerForensics:
                 found = replay_rmsprop(trace, cfg, k, p, before, after, coef * grad, lr, wd, fit_to)
             elif name == "adagrad":
                 found = replay_adagrad(trace, cfg, k, p, before, after, coef * grad, lr, wd, fit_to)
+            elif name == "muon":
+                found = replay_muon(trace, cfg, k, p, coef * grad, fit_to)
             else:
                 found = replay_adam(trace, cfg, name, k, p, before, after, coef * grad, lr, wd, fit_to)
                 scale_pairs(trace, cfg, name, k, p, grad, fit_to)

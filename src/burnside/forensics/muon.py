@@ -1,0 +1,56 @@
+"""The Muon replay: each step's momentum buffer of one parameter replayed in float64 from its recorded tensors
+(PyTorch's moving average, which the burn recorder records for burn's momentum sum, docs/compare.md):
+`momentum_buffer_k = momentum * momentum_buffer_{k-1} + (1 - momentum) * g` (0 before step 0).
+
+The update itself is not replayed: PyTorch runs its Newton-Schulz iteration in bfloat16, and the iteration does not
+converge, so no float64 replay reproduces PyTorch's own update within rounding (D009 is silent where PyTorch's replay
+fails). The buffer shows a momentum other than the declared one (burn's `MomentumConfig::new()`: 0.9 with dampening
+0.1), and the momentum is fitted from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from burnside.forensics.replay import REPLAY_TOLERANCE, Rows, beyond_rounding, explains, finite, half_ulp, number, sampled
+from burnside.trace import Trace
+
+
+@dataclass
+class MuonFits:
+    """The rows Muon's momentum is fitted on: (buf_{k-1}, g) -> buf_k, coefficients momentum and 1 - momentum."""
+
+    buffer_x: Rows = field(default_factory=Rows)
+    buffer_y: Rows = field(default_factory=Rows)
+
+    def settings(self) -> dict[str, float]:
+        """The momentum the buffers show (only where the fit explains them)."""
+        x, y = finite(self.buffer_x.all(), self.buffer_y.all())
+        if x is None or x.shape[0] < 3 or not np.any(x[:, 0]):
+            return {}
+        coef = np.linalg.lstsq(x, y, rcond=None)[0]
+        return {"momentum": float(coef[0])} if explains(x, y, coef) else {}
+
+
+def replay_muon(trace: Trace, config: dict, k: int, p: str, grad: np.ndarray, fits: MuonFits
+                ) -> tuple[str, float] | None:
+    """Replay step ``k``'s momentum buffer of parameter ``p`` with the declared Muon; (what the replay misses, its
+    residual) or None when it reproduces the recorded buffer (or the side records none)."""
+    momentum = number(config, "momentum", 0.95)
+    buf = sampled(trace, f"step{k}.optim.momentum_buffer.{p}")
+    if buf is None or buf.shape != grad.shape:
+        return None
+    prev = sampled(trace, f"step{k - 1}.optim.momentum_buffer.{p}") if k > 0 else None
+    prev = np.zeros_like(grad) if prev is None or prev.shape != grad.shape else prev
+    if k > 0:
+        fits.buffer_x.add(np.stack([prev, grad], axis=1))
+        fits.buffer_y.add(buf)
+    expected = momentum * prev + (1 - momentum) * grad
+    rounding = half_ulp(buf) + half_ulp(momentum * prev) + 4 * half_ulp((1 - momentum) * grad)
+    residual = beyond_rounding(buf, expected, expected, rounding)
+    return (f"optim.momentum_buffer.{p}", residual) if residual > REPLAY_TOLERANCE else None
+
+
+__all__ = ["MuonFits", "replay_muon"]
