@@ -42,7 +42,7 @@ impl SafetensorsFile {
             return Err(bad("it is a directory, not a file".to_string()));
         }
         // A regular file's length, to refuse a header's claims before reading; none for a pipe.
-        let file_len = meta.is_file().then(|| meta.len());
+        let file_len = meta.is_file().then_some(meta.len());
         let mut reader = std::io::BufReader::new(&mut file);
 
         let length_bytes = read_up_to(&mut reader, 8, 8).map_err(io)?;

@@ -184,8 +184,8 @@ impl StreamWriter {
         self.check_name(&name)?;
         let size = tensor.bytes.len();
         let itemsize = itemsize(tensor.dtype) as u64;
-        let aligned_start = self.offset % itemsize == 0;
-        let stays_aligned = (self.offset + size as u64) % 8 == 0;
+        let aligned_start = self.offset.is_multiple_of(itemsize);
+        let stays_aligned = (self.offset + size as u64).is_multiple_of(8);
         if aligned_start && stays_aligned {
             return self.write_now(name, &tensor);
         }
@@ -548,7 +548,7 @@ mod tests {
         assert!(partials(&path).is_empty(), "{:?}", partials(&path));
         let bytes = std::fs::read(&path).unwrap();
         let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
-        assert!(n > 64 && n % 8 == 0, "{n}");
+        assert!(n > 64 && n.is_multiple_of(8), "{n}");
         let file = SafetensorsFile::read(&path).unwrap();
         for (i, name) in names.iter().enumerate() {
             assert_eq!(file.tensors[name], tensor(i));
