@@ -124,6 +124,16 @@ def _contradictions(measured_settings: dict, config: dict) -> list[tuple[str, ob
     return found
 
 
+def _group(config: dict, index: int) -> tuple[dict, list[str]]:
+    """Group ``index``'s declared settings and parameters; under a schedule, its rates are the schedule's scaled
+    by its lr over the first group's, as the loop steps them."""
+    own, params = group_config(config, index)
+    schedule, base, lr = config.get("lr_per_step"), number(config.get("lr")), number(own.get("lr"))
+    if isinstance(schedule, list) and base and lr is not None:
+        own = {**own, "lr_per_step": [x * lr / base for x in schedule if isinstance(x, (int, float))]}
+    return own, params
+
+
 def _decay_contradiction(measured: dict, config: dict) -> tuple[str, object, object] | None:
     """Adam's weight decay as declared (its value and kind) against what each kind's fit measured, or None."""
     if not any(key in measured for key, _ in _DECAYS):
@@ -219,7 +229,7 @@ def check(comparison: Comparison) -> list[Diagnosis]:
             continue
         name = forensics.declared.get("name", "optimizer")
         wrong = contradictions(forensics)
-        groups = [(i, *group_config(forensics.declared, i)) for i in sorted(forensics.group_measured)]
+        groups = [(i, *_group(forensics.declared, i)) for i in sorted(forensics.group_measured)]
         group_wrong = [(i, params, bad) for i, config, params in groups
                        if (bad := _contradictions(forensics.group_measured[i], config))]
         evidence = (f"{summary.name}: from step {k}, its {forensics.mismatch_what} is "
