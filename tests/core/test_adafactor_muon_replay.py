@@ -1,4 +1,4 @@
-"""The Adafactor replay of the optimizer forensics (D009) on real PyTorch traces: every step of a correct run
+"""The Adafactor and Muon replays of the optimizer forensics (D009) on real PyTorch traces: every step of a correct run
 reproduced from its recorded tensors, a declared setting the updates do not follow missed at the first step it
 shows in."""
 
