@@ -1,5 +1,7 @@
 //! The burn side of burnside: load the starting point PyTorch exported and record what a burn
-//! training loop computes, in the burnside trace format (version 1, see `docs/trace-format.md`).
+//! training loop computes, in the burnside trace format (`docs/trace-format.md`: version 1, or 2
+//! when a step's `params_before` is written as an alias of the step before's `params_after`),
+//! written to the file as it is recorded.
 //!
 //! A port's `main` is the check contract ([`run_port`]), loading ([`InitFile`]) and one
 //! [`Training`] loop, which records every stage itself:

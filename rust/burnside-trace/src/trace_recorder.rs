@@ -16,9 +16,9 @@ use crate::{
 };
 
 /// Records what one burn training loop computes, step by step, and writes it as a burnside
-/// trace (v1): `step{k}.inputs.*`, `params_before.*`, `activations.*`, `logits`, `loss`,
-/// `grads.*`, `params_after.*`, `buffers.*`, `optim.*`, and `loss_after` on the last step, in
-/// PyTorch names and layout.
+/// trace (version 1, or 2 with aliases): `step{k}.inputs.*`, `params_before.*`, `activations.*`,
+/// `logits`, `loss`, `grads.*`, `params_after.*`, `buffers.*`, `optim.*`, and `loss_after` on the
+/// last step, in PyTorch names and layout.
 ///
 /// Call the stage methods in any order within a step; [`write`](Self::write) refuses a trace
 /// with a stage missing (every step needs its inputs, `params_before`, logits, loss, grads,
