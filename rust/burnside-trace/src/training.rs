@@ -190,7 +190,8 @@ impl Training {
         let mut losses = Vec::with_capacity(args.steps);
         // Each tensor goes to the file as it is recorded (a large model's steps need not fit in
         // memory); the estimate sizes the header's room.
-        let estimate = training_estimate(&model, self.recorder.names(), init, args.steps);
+        let estimate = training_estimate(&model, self.recorder.names(), init, args.steps)
+            + args.steps.saturating_mul(self.accumulate - 1) * (init.input_names().len() + 2);
         self.recorder.stream_to(&args.out, estimate)?;
         step_done(0, args.steps);
         let m = self.accumulate;
