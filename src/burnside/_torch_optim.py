@@ -6,6 +6,7 @@ float64 reference; nothing here is public.
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
@@ -100,8 +101,14 @@ def _group_config(kind: str, group: Mapping) -> dict:
                   "history_size": int(group["history_size"]), "line_search_fn": group["line_search_fn"],
                   "maximize": bool(group.get("maximize", False))}
     else:
-        plain = {k: v for k, v in group.items() if k != "params" and isinstance(v, (int, float, bool, str))}
-        config = {"name": kind.lower(), **plain}
+        # an optimizer burnside does not know: its class and what its group says (numbers, flags, names, and
+        # lists of numbers such as betas), recorded as read; the comparison says it cannot replay it
+        plain = {k: v for k, v in group.items() if k != "params" and isinstance(v, (int, float, bool, str))
+                 and not (isinstance(v, float) and not math.isfinite(v))}
+        plain.update({k: [float(x) for x in v] for k, v in group.items()
+                      if isinstance(v, (list, tuple)) and v and all(isinstance(x, (int, float)) and not
+                                                                    isinstance(x, bool) and math.isfinite(x) for x in v)})
+        config = {"name": kind.lower(), "class": kind, **plain}
     return config
 
 

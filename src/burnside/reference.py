@@ -414,7 +414,18 @@ def _double_copy(model: nn.Module, optimizer: torch.optim.Optimizer, burn_adam: 
             # Adagrad starts every group's sum at its constructor's initial_accumulator_value, not the group's
             init = optimizer.defaults["initial_accumulator_value"]
             return double, type(optimizer)(groups, initial_accumulator_value=init)
-        return double, type(optimizer)(groups)
+        try:
+            return double, type(optimizer)(groups)
+        except TypeError:
+            pass  # a class of its own whose constructor needs its settings named: give it its defaults
+        try:
+            return double, type(optimizer)(groups, **optimizer.defaults)
+        except (TypeError, ValueError) as exc:
+            # a class of its own whose constructor takes other arguments than its groups and defaults
+            raise BurnsideError(f"the float64 reference cannot rebuild the optimizer {type(optimizer).__name__} on the "
+                                f"float64 copy ({type(optimizer).__name__}(param_groups) failed: {exc}); record "
+                                "without reference= (the comparison then has no float64 referee), or give the "
+                                "class a constructor that takes param groups as torch.optim's do") from None
     kind = optimizer_kind(optimizer)
     if kind == "Muon":
         keys = ("lr", "weight_decay", "momentum", "nesterov", "ns_coefficients", "eps", "ns_steps", "adjust_lr_fn")
