@@ -132,3 +132,11 @@ def test_a_wrong_td_target_is_named_as_the_loss_target(dqn, bug):
     first = diagnoses(proc)[0]
     assert first.startswith("D010 "), first
     assert "target" in first and "the loss function differs" not in first, first
+
+
+@pytest.mark.xfail(strict=True, reason="D017's fix writes `SmoothL1LossConfig::new().with_beta(1)`, which does not "
+                   "compile: burn's beta is an f32 (`with_beta(1.0)`)")
+def test_the_smooth_l1_fix_is_rust_that_compiles(dqn):
+    proc = run(dqn, "huber-half")
+    fixes = [line.strip() for line in proc.stdout.splitlines() if line.strip().startswith("fix:")]
+    assert fixes and "SmoothL1LossConfig::new().with_beta(1.0)" in fixes[0], fixes
