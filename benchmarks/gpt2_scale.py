@@ -13,7 +13,7 @@ Python cases, `getrusage(RUSAGE_CHILDREN)` of a one-child wrapper for the comman
 
 - `plain`: the PyTorch loop, no recording; `record`: `burnside.torch.record` (activations and
   layer inputs on, the defaults);
-- `plain64`: the same loop on a float64 copy; `reference`: `burnside.reference.record_reference`
+- `plain64`: the same loop on a float64 copy, the float32 model kept alive (as `record_reference` keeps it); `reference`: `burnside.reference.record_reference`
   (layer inputs on, its `burn-adam` variant too unless `--no-variants`, or when the disk is short);
 - `burn plain`: the port's `--no-record` loop (the same steps and burn optimizer, nothing
   written); `burn record`: the port run by `burnside check`'s contract
@@ -37,6 +37,7 @@ A quick run: `--layers 2 --d-model 128 --vocab 1000`.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import os
@@ -142,7 +143,10 @@ def run_python_case(case: str, out: str, cfg: dict) -> None:
     written = 0
     if case in ("plain", "plain64"):
         if case == "plain64":
-            model = model.double()
+            # the reference's floor: a float64 copy trained while the caller's float32 model stays alive
+            # (record_reference deep-copies and leaves the original untouched)
+            model_f32 = model
+            model = copy.deepcopy(model_f32).double()
             opt = torch.optim.Adam(model.parameters(), lr=LR)
         for batch in batches:
             loss = nn.functional.cross_entropy(model(batch["x"]), batch["y"])
@@ -172,7 +176,9 @@ start = time.perf_counter()
 proc = subprocess.run(sys.argv[1:], capture_output=True, text=True)
 wall = time.perf_counter() - start
 peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-print(json.dumps({"wall": wall, "peak_rss": peak, "rc": proc.returncode, "stdout": proc.stdout[-4000:],
+# compare's per-tensor rows start with `step`: keep its summary lines only
+summary = "\n".join(line for line in proc.stdout.splitlines() if not line.startswith("step"))
+print(json.dumps({"wall": wall, "peak_rss": peak, "rc": proc.returncode, "stdout": summary[-20000:],
                   "stderr": proc.stderr[-4000:]}))
 """
 
