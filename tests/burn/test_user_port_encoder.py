@@ -121,7 +121,9 @@ WRONG_VERDICTS = [
         "step0.activations.layers.0.linear1, agrees': linear1 is not the dropout's input (the activation between "
         "them is), the port's dropout is off, and the values are GELU's, not a mask's"))),
     # the port on an autodiff device: D010 with a list of possible causes, none of them the device; the
-    # trace's mode (autodiff against PyTorch's eval) is not named
+    # trace's mode (autodiff against PyTorch's eval) is not named. With D010's suggestion applied (the
+    # attention's dropout at 0.0) the next check gives D013 'a dropout with probability 0.1 is active at
+    # inference on B (burn) (its trace says mode autodiff)' at layers.0.dropout1: the right verdict, a round late
     pytest.param("dropout-on", ("D013",), id="dropout-on", marks=pytest.mark.xfail(strict=True, reason=(
         "D010 'B (burn)'s forward computes something else between pos and layers.0.self_attn', suggesting "
         "`.with_dropout(0.0)`; the cause, dropout active because the port runs on an autodiff device "
