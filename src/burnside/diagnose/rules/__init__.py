@@ -29,6 +29,7 @@ RULES = (
     d013_dropout_mask,
     d008_parameter_unused,
     d015_batchnorm_mode,
+    d018_gradient_accumulation,
     d017_loss_differs,
     d010_forward_differs,
     d011_layer_configured_differently,
@@ -39,5 +40,4 @@ RULES = (
     d004_adam_epsilon,
     d005_optimizer_config,
     d009_update_differs,
-    d018_gradient_accumulation,
 )

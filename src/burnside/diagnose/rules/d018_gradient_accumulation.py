@@ -56,6 +56,8 @@ ID = "D018"
 NAME = "gradient-accumulation"
 TITLE = "gradient accumulation differs"
 SEVERITY = Severity.ERROR
+#: The micro-batches' losses and the updates that follow from another accumulation are its symptoms.
+SUPERSEDES = ("D009", "D010")
 
 _ACCUMULATE = ("`Training::new(spec).with_accumulation({m})` (the closure then computes one micro-batch; burn's "
                "`GradientsAccumulator` sums the {m} gradients and the optimizer steps once), or in a loop of your own "
