@@ -177,7 +177,7 @@ proc = subprocess.run(sys.argv[1:], capture_output=True, text=True)
 wall = time.perf_counter() - start
 peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
 # compare's per-tensor rows start with `step`: keep its summary lines only
-summary = "\n".join(line for line in proc.stdout.splitlines() if not line.startswith("step"))
+summary = "\\n".join(line for line in proc.stdout.splitlines() if not line.startswith("step"))
 print(json.dumps({"wall": wall, "peak_rss": peak, "rc": proc.returncode, "stdout": summary[-20000:],
                   "stderr": proc.stderr[-4000:]}))
 """
