@@ -117,25 +117,21 @@ def test_each_dqn_slip_fails_with_the_rule_that_names_it(dqn, bug, rule, words):
         assert not [line for line in found if line.startswith(("D005 ", "D009 "))], found
 
 
-# Today's D010 for a TD target that differs says "the loss function differs; B (burn)'s loss is 1.004x the
-# other's" (online-target: "1x the other's") with the fix "compute the loss as the PyTorch loop does (loss
-# function, its reduction, label smoothing, weights)": the loss function is the same SmoothL1 beta 1 on both
-# sides (D017 reproduces the port's loss from PyTorch's loss inputs); what differs is the target it is given.
+# A TD target that differs: the loss function is the same SmoothL1 beta 1 on both sides; D010 says the loss's
+# input and target differ (PyTorch's loss is its smooth_l1_loss of what it was given, the port's is not) and
+# the fix names the TD target, never the reduction or label smoothing.
 WRONG_TARGET = ["no-done-mask", "online-target"]
 
 
-@pytest.mark.xfail(strict=True, reason="D010 blames the loss function (fix: reduction, label smoothing, weights) "
-                   "and prints a ratio of '1x' where the loss's target, the TD target, is what differs")
 @pytest.mark.parametrize("bug", WRONG_TARGET)
 def test_a_wrong_td_target_is_named_as_the_loss_target(dqn, bug):
     proc = run(dqn, bug)
     first = diagnoses(proc)[0]
     assert first.startswith("D010 "), first
     assert "target" in first and "the loss function differs" not in first, first
+    assert "1x the other's" not in proc.stdout and "TD target's discount" in proc.stdout, proc.stdout
 
 
-@pytest.mark.xfail(strict=True, reason="D017's fix writes `SmoothL1LossConfig::new().with_beta(1)`, which does not "
-                   "compile: burn's beta is an f32 (`with_beta(1.0)`)")
 def test_the_smooth_l1_fix_is_rust_that_compiles(dqn):
     proc = run(dqn, "huber-half")
     fixes = [line.strip() for line in proc.stdout.splitlines() if line.strip().startswith("fix:")]

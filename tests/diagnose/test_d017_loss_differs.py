@@ -37,7 +37,7 @@ CASES = {
     "mse_sum": (F.mse_loss, lambda o, y: F.mse_loss(o, y, reduction="sum"), True, False, "MSE (mean)",
                 "Reduction::Mean"),
     "smooth_l1_beta": (lambda o, y: F.smooth_l1_loss(o, y, beta=2.0), F.smooth_l1_loss, True, False,
-                       "SmoothL1 with beta 2", "with_beta(2)"),
+                       "SmoothL1 with beta 2", "with_beta(2.0)"),
 }
 
 

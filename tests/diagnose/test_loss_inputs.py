@@ -93,7 +93,7 @@ def test_a_port_with_huber_delta_half_is_named_by_the_loss_it_computes(tmp_path)
     found = diagnose(comparison)
     assert found and found[0].rule == "D017", [d.rule for d in found]
     assert "SmoothL1 with beta 1" in found[0].evidence and "Huber with delta 0.5" in found[0].evidence
-    assert "SmoothL1LossConfig::new().with_beta(1)" in found[0].fix or "HuberLossConfig::new(1)" in found[0].fix
+    assert "SmoothL1LossConfig::new().with_beta(1.0)" in found[0].fix  # an f32 literal, as burn's setter takes
 
 
 def test_the_faithful_td_port_is_ok_with_no_diagnosis(tmp_path):

@@ -212,6 +212,8 @@ def _fit_side(trace: Trace, target: str, steps: list[int], seen: Trace | None = 
             continue
         if (len(values) > 1 and spread < 1e-3) or (len(values) == 1 and _round(value)):
             shown = f"{round(value, 4):g}"
+            if "e" not in shown and "." not in shown:
+                shown += ".0"  # a Rust f32 literal: `with_beta(1)` does not compile
             kind_name, burn = {
                 "smoothing": (f"cross-entropy with label smoothing {shown}",
                               f"CrossEntropyLossConfig::new().with_smoothing(Some({shown})).init(&device)"),

@@ -113,9 +113,25 @@ def check(comparison: Comparison) -> list[Diagnosis]:
     batch = logits.shape[0] if logits is not None and logits.shape else None
     evidence = f"{first.name} differs while step {k}'s logits agree: the loss function differs"
     fix = "compute the loss as the PyTorch loop does (loss function, its reduction, label smoothing, weights)"
+    call = next((t.metadata.get("loss_call") for t in (comparison.a, comparison.b)
+                 if isinstance(t.metadata.get("loss_call"), dict)), None)
+    reads_batch = any(t.metadata.get("loss_input") == "batch" for t in (comparison.a, comparison.b))
+    fit = evidence_of(comparison).loss
+    if call is not None and reads_batch:
+        fn = call.get("fn", "its loss function")
+        settings = ", ".join(f"{key} {value}" for key, value in call.items() if key != "fn")
+        evidence = f"{first.name} differs while step {k}'s logits agree: the loss, of the output and the whole batch"
+        if fit is not None and fit.a is not None and fit.b is None and fit.a.read == "loss_inputs":
+            evidence += (f", is {fit.a.name} of what {fn} was given on {comparison.side_name('a')}; "
+                         f"{comparison.side_name('b')}'s is no loss of that input and target: what its loss "
+                         "function is given differs")
+        fix = (f"compute what the loss function is given as the PyTorch loss does before it calls {fn}"
+               f"{f' ({settings})' if settings else ''}: the target (a TD target's discount, reward and done "
+               "mask, the network it is taken from: a frozen target network, not the online one), a gather by "
+               "the actions taken, a mask or a slice; and the loss function with PyTorch's settings")
     if mine is not None and theirs:
         ratio = mine / theirs
-        evidence += f"; {comparison.side_name(side)}'s loss is {ratio:.4g}x the other's"
+        evidence += f"; {comparison.side_name(side)}'s loss is {ratio:.6g}x the other's"
         if batch and abs(ratio - batch) < 1e-3 * batch:
             evidence += f", the batch size {batch}: a sum where the other side averages"
             fix = "average the loss over the batch (PyTorch's default reduction is 'mean'), do not sum it"
