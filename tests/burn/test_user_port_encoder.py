@@ -89,11 +89,19 @@ ENCODER_BUGS = [
     # a hand-written in_proj split that takes the key's rows for the query: named from what the port loaded
     ("qk-swapped", "D014", ["layers.0.self_attn.in_proj_weight", "in the order k,q,v",
                             "first diverging layer per batch: batch 0 layers.0.self_attn"]),
-    # ReLU ported as GELU: the first layer that parts is the feed-forward's dropout, fed the activation
-    ("gelu", "D013", ["first diverging layer per batch: batch 0 layers.0.dropout"]),
-    # the port on an autodiff device, where burn's dropouts (0.1, MultiHeadAttention's too) draw masks
-    ("dropout-on", "D010", ["first diverging layer per batch: batch 0 layers.0.self_attn",
-                            "`MultiHeadAttentionConfig` drops 10% of the attention weights by default"]),
+    # ReLU ported as GELU (PyTorch's layer applies it functionally: no module to tap): the first layer that parts
+    # is the feed-forward's dropout, off at inference and fed the activation, not linear1's output: the code
+    # between the two taps, not a dropout mask
+    ("gelu", "D010", ["first diverging layer per batch: batch 0 layers.0.dropout",
+                      "A recorded its input (step0.layer_inputs.layers.0.dropout) as something computed after it",
+                      "between layers.0.linear1 and layers.0.dropout"]),
+    # the port on an autodiff device, where burn's dropouts (0.1, MultiHeadAttention's too) draw masks: the
+    # attention's dropout has no tap, the next dropout's mask is measured on the port's own tensors
+    ("dropout-on", "D013", ["first diverging layer per batch: batch 0 layers.0.self_attn",
+                            "B (burn)'s trace says mode autodiff",
+                            "step0.activations.layers.0.dropout1 is step0.activations.layers.0.self_attn with",
+                            "1/(1 - p) for p = 0.1: a dropout is active at inference on B (burn)",
+                            "`Device::default()`", "`MultiHeadAttentionConfig::with_dropout(0.0)`"]),
 ]
 
 
@@ -114,20 +122,6 @@ WRONG_VERDICTS = [
     pytest.param("ln-eps", ("D011",), id="ln-eps", marks=pytest.mark.xfail(strict=True, reason=(
         "OK with no diagnosis: '6 tensor(s) beyond the tolerance are rounding noise: both sides are within it "
         "of the float64 reference' for LayerNorm eps 1e-6 against 1e-5"))),
-    # GELU where PyTorch's TransformerEncoderLayer applies ReLU (functionally: no module to tap): the dropout
-    # after it is the first layer that parts, and D013 calls it a random mask
-    pytest.param("gelu", ("D011", "D010"), id="gelu", marks=pytest.mark.xfail(strict=True, reason=(
-        "D013 'dropout masks differ: step0.activations.layers.0.dropout (Dropout) differs ... while its input, "
-        "step0.activations.layers.0.linear1, agrees': linear1 is not the dropout's input (the activation between "
-        "them is), the port's dropout is off, and the values are GELU's, not a mask's"))),
-    # the port on an autodiff device: D010 with a list of possible causes, none of them the device; the
-    # trace's mode (autodiff against PyTorch's eval) is not named. With D010's suggestion applied (the
-    # attention's dropout at 0.0) the next check gives D013 'a dropout with probability 0.1 is active at
-    # inference on B (burn) (its trace says mode autodiff)' at layers.0.dropout1: the right verdict, a round late
-    pytest.param("dropout-on", ("D013",), id="dropout-on", marks=pytest.mark.xfail(strict=True, reason=(
-        "D010 'B (burn)'s forward computes something else between pos and layers.0.self_attn', suggesting "
-        "`.with_dropout(0.0)`; the cause, dropout active because the port runs on an autodiff device "
-        "(metadata mode autodiff), is not named"))),
 ]
 
 
@@ -137,5 +131,3 @@ def test_each_encoder_slip_is_named_by_its_cause(encoder, bug, rules):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     found = diagnoses(proc)
     assert found and found[0].split()[0] in rules, found
-    if bug == "dropout-on":
-        assert "autodiff" in found[0], found

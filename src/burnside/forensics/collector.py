@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from burnside.forensics.accumulation import measure_accumulation
-from burnside.forensics.dropout import measure_dropout
+from burnside.forensics.dropout import dropout_input, measure_dropout
 from burnside.forensics.evidence import Evidence
 from burnside.forensics.layers import measure_layer
 from burnside.forensics.loss_fit import measure_loss
@@ -41,6 +41,7 @@ class Forensics:
         if first is not None:
             self.evidence.layer = measure_layer(a, b, first)
             self.evidence.dropout = measure_dropout(a, b, first)
+            self.evidence.dropout_input = dropout_input(a, first)
         self.evidence.loss = measure_loss(a, b, comparison)
         self.evidence.accumulation = measure_accumulation(a, b)
         comparison.evidence = self.evidence

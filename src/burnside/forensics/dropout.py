@@ -38,11 +38,17 @@ class DropoutForensics:
     zeroed: int  # elements zeroed of those the other side has nonzero
     n: int  # elements the other side has nonzero (read)
     residual: float  # relative residual of the kept elements against factor * the other side's
+    #: where the mask was measured when not at ``tensor``: a tapped dropout's output on the side's own tensors,
+    #: its input the activation before it (``tensor`` is then a layer with a dropout inside that no tap shows,
+    #: burn's MultiHeadAttention, on an autodiff device, where every dropout is on)
+    at: str | None = None
+    #: the activation that dropout was measured against (its input, on the same side), with ``at``
+    source: str | None = None
 
     def to_dict(self) -> dict:
         """For `--json`."""
         return {"tensor": self.tensor, "module": self.module, "side": self.side, "p": self.p, "scale": self.scale,
-                "zeroed": self.zeroed, "n": self.n, "residual": self.residual}
+                "zeroed": self.zeroed, "n": self.n, "residual": self.residual, "at": self.at, "source": self.source}
 
 
 def _dropout_module(a: Trace, module: str) -> str | None:
@@ -94,6 +100,9 @@ def measure_dropout(a: Trace, b: Trace, first: str) -> DropoutForensics | None:
     parsed = parse_name(first)
     if parsed is None or parsed.stage != "activations" or first not in a or first not in b:
         return None
+    own = _inside_on_autodiff(a, b, parsed.step, parsed.rest, first)
+    if own is not None:
+        return own
     module = _dropout_module(a, parsed.rest)
     if module is None or a.info(first).shape != b.info(first).shape:
         return None
@@ -108,3 +117,85 @@ def measure_dropout(a: Trace, b: Trace, first: str) -> DropoutForensics | None:
                 scale, zeroed, n, residual = found
                 return DropoutForensics(first, module, side, 1 - 1 / scale, scale, zeroed, n, residual)
     return None
+
+
+def _holds_a_dropout(kind: object) -> bool:
+    """A PyTorch class with a dropout inside that is no module of its own (`nn.MultiheadAttention`'s
+    `dropout=`, and burn's MultiHeadAttention, 0.1 by default), or one named for a dropout."""
+    return isinstance(kind, str) and (kind == "MultiheadAttention" or "dropout" in kind.lower())
+
+
+def _inside_on_autodiff(a: Trace, b: Trace, step: int, module: str, first: str) -> DropoutForensics | None:
+    """The first divergence is the output of a layer holding a dropout that no tap shows, on a side whose
+    trace says mode autodiff (burn's dropouts are on there): that side's dropouts are on when a tapped dropout
+    module's output, on its own tensors, is the activation before it (A recorded exactly that feeding the
+    dropout) zeroed and scaled by 1/(1 - p). The layer's own dropout is not measured: the one tapped is."""
+    modules, order = a.metadata.get("modules"), a.metadata.get("activations")
+    if not isinstance(modules, dict) or not isinstance(order, list) or not _holds_a_dropout(modules.get(module)) \
+            or modules.get(module) in DROPOUT:
+        return None
+    for side, trace in (("b", b), ("a", a)):
+        if trace.metadata.get("mode") != "autodiff":
+            continue
+        for i, tapped in enumerate(order):
+            if i == 0 or modules.get(tapped) not in DROPOUT:
+                continue
+            out, before = f"step{step}.activations.{tapped}", f"step{step}.activations.{order[i - 1]}"
+            fed = dropout_input(a, out)
+            if out not in trace or before not in trace or fed is None or fed.input_is_before is not True \
+                    or trace.info(out).shape != trace.info(before).shape:
+                continue
+            flat = lambda v: v.reshape(-1)[:SAMPLE]
+            x, y = read(trace, before, flat), read(trace, out, flat)
+            if x is None or y is None:
+                continue
+            with np.errstate(all="ignore"):
+                found = _masked(x, y)
+            if found is not None:
+                scale, zeroed, n, residual = found
+                return DropoutForensics(first, module, side, 1 - 1 / scale, scale, zeroed, n, residual, at=out,
+                                        source=before)
+    return None
+
+
+@dataclass(frozen=True)
+class DropoutInput:
+    """What feeds the dropout at the first divergence, as A recorded it."""
+
+    module: str  # the dropout module: `layers.0.dropout`
+    input: str  # A's recorded input of it: `step0.layer_inputs.layers.0.dropout`
+    before: str | None  # the activation before it in A's execution order: `step0.activations.layers.0.linear1`
+    #: whether A's recorded input is exactly that activation's output, bit for bit (False: something computed
+    #: between them feeds the dropout, a functional ReLU or GELU, a residual; None: not told)
+    input_is_before: bool | None
+
+    def to_dict(self) -> dict:
+        """For `--json`."""
+        return {"module": self.module, "input": self.input, "before": self.before,
+                "input_is_before": self.input_is_before}
+
+
+def dropout_input(a: Trace, first: str) -> DropoutInput | None:
+    """For a first divergence at a dropout module's output: A's recorded input of it (`layer_inputs`) and
+    whether that is the activation recorded before it; None when it is no dropout's output or A recorded no
+    input of it."""
+    parsed = parse_name(first)
+    modules = a.metadata.get("modules")
+    if parsed is None or parsed.stage != "activations" or not isinstance(modules, dict):
+        return None
+    module = parsed.rest
+    source = f"step{parsed.step}.layer_inputs.{module}"
+    if modules.get(module) not in DROPOUT or source not in a:
+        return None
+    order = a.metadata.get("activations")
+    if not isinstance(order, list) or module not in order or order.index(module) == 0:
+        return DropoutInput(module, source, None, None)
+    before = f"step{parsed.step}.activations.{order[order.index(module) - 1]}"
+    if before not in a:
+        return DropoutInput(module, source, before, None)
+    if a.info(before).shape != a.info(source).shape or a.info(before).dtype != a.info(source).dtype:
+        return DropoutInput(module, source, before, False)
+    same = bool(np.array_equal(np.asarray(a.values(before)), np.asarray(a.values(source)), equal_nan=True))
+    a.release(before)
+    a.release(source)
+    return DropoutInput(module, source, before, same)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from burnside.forensics.accumulation import AccumulationFit
-from burnside.forensics.dropout import DropoutForensics
+from burnside.forensics.dropout import DropoutForensics, DropoutInput
 from burnside.forensics.layers import LayerForensics
 from burnside.forensics.loss_fit import LossFit
 from burnside.forensics.optimizer import OptimizerForensics
@@ -32,6 +32,8 @@ class Evidence:
     repeated_batch: RepeatedBatch | None = None
     #: a dropout on for one side only, at the first divergence (one side's values the other's zeroed or scaled)
     dropout: DropoutForensics | None = None
+    #: A's recorded input of the dropout at the first divergence, and whether it is the activation before it
+    dropout_input: DropoutInput | None = None
     #: the loss each side computed, from its own logits and targets, when the loss is the first to differ (D017)
     loss: LossFit | None = None
     #: two accumulating traces' step-0 loss and gradient ratios (D018)

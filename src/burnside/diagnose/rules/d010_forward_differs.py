@@ -177,6 +177,11 @@ def _layer(comparison: Comparison, first, side: str) -> list[Diagnosis]:
             )]
         between = f"after {previous} and up to {module}, including the code that computes {module}'s input"
         after += f"; {reads}"
+    fed = evidence_of(comparison).dropout_input
+    if layer is None and fed is not None and fed.input_is_before is False and before is not None:
+        # a dropout, off at inference, fed what a function computes from the tap before it (a functional ReLU)
+        after += (f"; {module} does not read {parse_name(before.name).rest}'s output: A recorded its input "
+                  f"({fed.input}) as something computed after it (a function such as the activation, a residual)")
     return [Diagnosis(
         ID, TITLE,
         f"{first.name} differs (max|diff|={first.stats.max_abs:.3g}) while {after}: {comparison.side_name(side)}'s "

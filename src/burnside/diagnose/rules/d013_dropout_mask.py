@@ -59,8 +59,14 @@ def recorded_with_dropout(comparison: Comparison) -> list[tuple[str, str]]:
 
 
 def is_dropout_divergence(comparison: Comparison) -> bool:
-    """Whether the first divergence is a dropout layer's output whose input agrees, or a forward row of a
-    comparison where a side was recorded with dropout on."""
+    """Whether the first divergence is a dropout: one side's values measured as the other's with a dropout
+    applied, a forward row of a comparison where a side was recorded with dropout on, or, in a training trace,
+    a dropout layer's output whose input agrees.
+
+    The input is what A recorded feeding the dropout (`layer_inputs`) when it is not the activation before it
+    (a functional ReLU or GELU between them): agreeing only when B recorded it too and it agrees. In a forward
+    trace a dropout is off on the side recorded for inference, so a dropout's output that differs is a dropout
+    only when one side's values are measured as the other's zeroed and scaled by 1/(1 - p)."""
     first = comparison.first_divergence
     parsed = parse_name(first.name) if first is not None else None
     if parsed is None or parsed.stage not in ("activations", "logits", "outputs", "loss"):
@@ -69,10 +75,23 @@ def is_dropout_divergence(comparison: Comparison) -> bool:
         return True
     if recorded_with_dropout(comparison):
         return True
-    if parsed.stage != "activations":
+    if parsed.stage != "activations" or _forward(comparison):
         return False
     kind, before = comparison.layer_of(first)
-    return kind in DROPOUT and (before is None or before.passed)
+    return kind in DROPOUT and _input_agrees(comparison, before)
+
+
+def _forward(comparison: Comparison) -> bool:
+    return any(side.metadata.get("kind") == "forward" for side in (comparison.a, comparison.b))
+
+
+def _input_agrees(comparison: Comparison, before) -> bool:
+    """Whether the dropout at the first divergence is fed the same on both sides, as far as recorded."""
+    fed = evidence_of(comparison).dropout_input
+    if fed is not None and fed.input_is_before is not True:
+        row = next((r for r in comparison.rows if r.name == fed.input), None)
+        return row is not None and row.passed
+    return before is None or before.passed
 
 
 def check(comparison: Comparison) -> list[Diagnosis]:
@@ -81,8 +100,7 @@ def check(comparison: Comparison) -> list[Diagnosis]:
         return []
     first = comparison.first_divergence
     measured = evidence_of(comparison).dropout
-    forward = any(side.metadata.get("kind") == "forward" for side in (comparison.a, comparison.b))
-    if measured is not None and forward:
+    if measured is not None and _forward(comparison):
         return [_measured(comparison, measured)]
     shown = f"; measured: {_shown(comparison, measured)}" if measured is not None else ""
     on = recorded_with_dropout(comparison)
@@ -97,12 +115,14 @@ def check(comparison: Comparison) -> list[Diagnosis]:
             "`dropout=True`), and build the burn model's dropouts with probability 0 (`DropoutConfig::new(0.0)`, "
             "`MultiHeadAttentionConfig::with_dropout(0.0)`)")]
     kind, before = comparison.layer_of(first)
+    fed = evidence_of(comparison).dropout_input
     module = parse_name(first.name).rest
     # a side recorded with dropout off: the other side's is on
     torch_off = any(side.metadata.get("dropout") == "off" for side in (comparison.a, comparison.b))
     evidence = (f"{first.name} ({kind}) differs (max|diff|={first.stats.max_abs:.3g}, {first.stats.differing} of "
                 f"{first.stats.n} elements) while "
-                + (f"its input, {before.name}, agrees" if before is not None else "the step's inputs agree")
+                + (f"its input, {fed.input}, agrees" if fed is not None and fed.input_is_before is not True
+                   else f"its input, {before.name}, agrees" if before is not None else "the step's inputs agree")
                 + ": a dropout in training mode zeroes a random subset drawn from each framework's own random "
                   "numbers, which never match"
                 + ("; the PyTorch side was recorded with dropout off, so the other side's dropout is on"
@@ -131,6 +151,17 @@ def _measured(comparison: Comparison, found) -> Diagnosis:
     where = f"at {found.tensor}" + (f" ({found.module})" if not found.tensor.endswith(f".{found.module}") else "")
     evidence = (f"{where}: {_shown(comparison, found)}: a dropout with probability {found.p:.2g} is active at "
                 f"inference on {on}" + (f" (its trace says mode {mode})" if isinstance(mode, str) else ""))
+    if found.at is not None:
+        kind, _ = comparison.layer_of(comparison.first_divergence)
+        held = "burn's MultiHeadAttention drops attention weights, 0.1 by default" if kind == "MultiheadAttention" \
+            else "its dropout"
+        evidence = (f"{comparison.first_divergence.name} ({kind}) differs first, and {on}'s trace says mode "
+                    f"{mode}, where every burn dropout is on: on {on}'s own tensors, {found.at} is {found.source} "
+                    f"with {found.zeroed} of {found.n} elements zeroed ({found.zeroed / found.n:.1%}) and every "
+                    f"other one multiplied by {found.scale:.6g} (within {found.residual:.2g}, relative), 1/(1 - p) "
+                    f"for p = {found.p:.3g}: a dropout is active at inference on {on}, and the one inside "
+                    f"{found.module} ({held}), which no tap shows, is the likely cause of its difference (not "
+                    "measured there)")
     if summary.framework != "pytorch":
         fix = ("on an autodiff device burn's Dropout is on: run inference on `Device::default()` (not `.autodiff()`), "
                "or call `model.valid()` before the forward, or build the dropouts with probability 0 "
