@@ -47,6 +47,9 @@ class RefStats:
     dist_b: float
     scale: float  # max|R|
     verdict: str  # "noise", "a" (A is off) or "b" (B is off)
+    #: set when a distance within the noise band is a real difference all the same, and why: the layer's own
+    #: settings, measured from its input and output on each side, differ (`burnside.forensics.collector`)
+    overruled: str = ""
 
     @property
     def noise(self) -> bool:
@@ -73,7 +76,8 @@ class RefStats:
 
     def to_dict(self) -> dict:
         """For `--json`."""
-        return {"dist_a": self.dist_a, "dist_b": self.dist_b, "scale": self.scale, "verdict": self.verdict}
+        return {"dist_a": self.dist_a, "dist_b": self.dist_b, "scale": self.scale, "verdict": self.verdict,
+                **({"overruled": self.overruled} if self.overruled else {})}
 
 
 @dataclass

@@ -289,6 +289,14 @@ def finding_lines(comparison: Comparison) -> list[Line]:
         lines.append((
             f"real difference: {comparison.side_name(first.ref.verdict)} holds NaN where the float64 reference is "
             f"finite, from {first.name}{f' ({kind})' if kind else ''} on; later rows follow from it", "yellow"))
+    elif first is not None and first.ref is not None and first.ref.overruled:
+        kind = comparison.layer_of(first)[0]
+        lines.append((
+            f"real difference: {comparison.side_name(first.ref.verdict)} is {times(first.ref.ratio)} further from the "
+            f"float64 reference than the other side at {first.name}{f' ({kind})' if kind else ''} (|A-R|="
+            f"{first.ref.dist_a:.2e}, |B-R|={first.ref.dist_b:.2e}), within the noise band "
+            f"({NOISE_FACTOR:g}x the other side's + {FLOOR_HALF_ULPS:g} half-ulps), but {first.ref.overruled}: "
+            "not rounding; later rows follow from it", "yellow"))
     elif first is not None and first.ref is not None:
         kind = comparison.layer_of(first)[0]
         lines.append((
