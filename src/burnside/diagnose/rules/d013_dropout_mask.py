@@ -2,16 +2,24 @@
 
 ## What it does
 When the first divergence is the output of a dropout layer (the PyTorch module's class is
-`Dropout`, `Dropout1d/2d/3d`, `AlphaDropout` or `FeatureAlphaDropout`) and the layer
-recorded before it agrees, or a forward row of a comparison where a trace says it was
-recorded with dropout on (`record(..., dropout=True)`: metadata `dropout: on: ...`), says
-that the difference is the dropout's random mask, and how to compare with dropout off.
+`Dropout`, `Dropout1d/2d/3d`, `AlphaDropout` or `FeatureAlphaDropout`) in a training trace
+and its input agrees (what A recorded feeding it, `layer_inputs`, when that is not the layer
+recorded before it: a functional ReLU between them), or a forward row of a comparison where a
+trace says it was recorded with dropout on (`record(..., dropout=True)`: metadata `dropout:
+on: ...`), says that the difference is the dropout's random mask, and how to compare with
+dropout off. In a forward trace the side recorded for inference has its dropouts off: a
+dropout's output that differs is named only when measured as below; otherwise D010 names
+the code before it.
 
 When one side's values there are the other's, elementwise, either zeroed or scaled by one
 common factor 1/(1 - p) (at a dropout's output, a module holding one, or the layer after one),
 in a model that has a dropout, it measures p and names the side whose dropout is on: in a
 forward trace, a dropout active at inference (burn's `Dropout` is on whenever its input is on
 an autodiff device and the module is in training mode; PyTorch's until `model.eval()`).
+A layer holding a dropout that no tap shows (burn's MultiHeadAttention, 0.1 by default) that
+parts first on a side whose trace says mode autodiff is named when a tapped dropout's output,
+on that side's own tensors, is the activation before it zeroed and scaled: that side's
+dropouts are on, and the layer's own is the likely cause (not measured inside the layer).
 
 ## Why is this bad?
 In training mode a dropout layer zeroes a random subset of its input, drawn from the
