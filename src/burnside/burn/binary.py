@@ -10,6 +10,7 @@ means. Whatever ended it, the temporary files it was writing its output through
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
 import re
@@ -201,10 +202,16 @@ def _outputs(args: list[str], expect_file: Path | None) -> list[Path]:
 
 def remove_temporaries(outputs: list[Path], pid: int) -> None:
     """Remove what process ``pid`` left half-written beside ``outputs``: burnside-trace writes
-    OUT through `.{OUT's name}.{pid}.tmp` in OUT's directory and renames it only when complete."""
+    OUT through `.{OUT's name}.{pid}.tmp` (a trace written at the end) or streams it through
+    `.{OUT's name}.{pid}.{random hex}.partial` in OUT's directory, and renames it only when complete;
+    a port killed by a signal leaves it behind."""
     for out in outputs:
         with contextlib.suppress(OSError):
             (out.parent / f".{out.name}.{pid}.tmp").unlink()
+        with contextlib.suppress(OSError):
+            for partial in out.parent.glob(f".{glob.escape(out.name)}.{pid}.*.partial"):
+                with contextlib.suppress(OSError):
+                    partial.unlink()
 
 
 def _child_env(progress: bool) -> dict[str, str]:
