@@ -228,7 +228,11 @@ fn run(mut args: PortArgs) -> Result<(), Box<dyn Error>> {
         }
         let last = args.steps.saturating_sub(1);
         let (_, loss) = forward_loss(&model, &mut Step::unrecorded(last, &init, &device))?;
-        eprintln!("loss after {} steps: {}", args.steps, loss.into_scalar::<f32>());
+        eprintln!(
+            "loss after {} steps: {}",
+            args.steps,
+            loss.into_scalar::<f32>()
+        );
         return Ok(());
     }
     let training = Training::new(spec).with_loss_fn("cross_entropy");
