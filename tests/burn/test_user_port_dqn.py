@@ -7,57 +7,22 @@ The PyTorch side (`user_ports/dqn/record.py`) records with `record(..., target=N
 the loss an `nn.Module` holding the target network; the burn port (`user_ports/dqn/src/main.rs`) loads the
 target network as a module of its own from the online network's starting weights, frozen with `no_grad()`,
 and takes `--bug NAME` to build one porting slip in. Each case records once, runs `burnside check` and reads
-the verdict; the cases marked xfail are verdicts burnside gets wrong today, with what it says.
+the verdict.
 """
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from burnside.burn.locate import rust_workspace, trace_crate
-
-BURNSIDE = [sys.executable, "-c", "from burnside.cli import main; main()"]
-PORT = Path(__file__).resolve().parent / "user_ports" / "dqn"
+from tests.burn.user_port_harness import check, diagnoses, project, verdict
 
 
 @pytest.fixture(scope="module")
 def dqn(programs, tmp_path_factory) -> Path:
-    """The project copied out of the checkout (check writes into it), on the installed burnside-trace and
-    burnside's Cargo.lock, as `burnside new` makes it, with its PyTorch side recorded once."""
-    port = tmp_path_factory.mktemp("user-ports") / "dqn"
-    shutil.copytree(PORT, port, ignore=shutil.ignore_patterns("traces", "burnside-out", "__pycache__"))
-    manifest = port / "Cargo.toml"
-    relative = 'burnside-trace = { path = "../../../../rust/burnside-trace" }'
-    assert relative in manifest.read_text()
-    manifest.write_text(manifest.read_text().replace(
-        relative, f'burnside-trace = {{ path = "{trace_crate().resolve()}" }}'))
-    shutil.copyfile(rust_workspace() / "Cargo.lock", port / "Cargo.lock")
-    recorded = subprocess.run([sys.executable, "record.py"], cwd=port, capture_output=True, text=True, timeout=600)
-    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
-    return port
-
-
-def check(port: Path, *port_args: str) -> subprocess.CompletedProcess:
-    args = ["check", "--burn-crate", ".", "--bin", "user_dqn", "--torch-trace", "traces/torch.safetensors",
-            "--reference", "traces/reference.safetensors"]
-    if port_args:
-        args += ["--", *port_args]
-    return subprocess.run([*BURNSIDE, *args], cwd=port, capture_output=True, text=True, timeout=900)
-
-
-def verdict(proc: subprocess.CompletedProcess) -> str:
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("worst=")]
-    assert len(lines) == 1, proc.stdout + proc.stderr
-    return lines[0]
-
-
-def diagnoses(proc: subprocess.CompletedProcess) -> list[str]:
-    return [line for line in proc.stdout.splitlines() if line.startswith("D0")]
+    return project("dqn", tmp_path_factory.mktemp("user-ports"))
 
 
 _runs: dict[str | None, subprocess.CompletedProcess] = {}

@@ -13,61 +13,20 @@ is OK with no diagnosis, each slip FAILs with the rule that names its cause.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from burnside.burn.locate import rust_workspace, trace_crate
-
-BURNSIDE = [sys.executable, "-c", "from burnside.cli import main; main()"]
-PORTS = Path(__file__).resolve().parent / "user_ports"
-
-
-def _project(name: str, parent: Path) -> Path:
-    """The project copied out of the checkout (check writes into it), on the installed burnside-trace
-    and burnside's Cargo.lock, as `burnside new` makes it, with its PyTorch side recorded."""
-    port = parent / name
-    shutil.copytree(PORTS / name, port)
-    manifest = port / "Cargo.toml"
-    relative = 'burnside-trace = { path = "../../../../rust/burnside-trace" }'
-    assert relative in manifest.read_text()
-    manifest.write_text(manifest.read_text().replace(
-        relative, f'burnside-trace = {{ path = "{trace_crate().resolve()}" }}'))
-    shutil.copyfile(rust_workspace() / "Cargo.lock", port / "Cargo.lock")
-    recorded = subprocess.run([sys.executable, "record.py"], cwd=port, capture_output=True, text=True, timeout=600)
-    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
-    return port
-
-
-def check(port: Path, *port_args: str) -> subprocess.CompletedProcess:
-    args = ["check", "--burn-crate", ".", "--bin", f"user_{port.name}", "--torch-trace", "traces/torch.safetensors",
-            "--reference", "traces/reference.safetensors"]
-    if port_args:
-        args += ["--", *port_args]
-    return subprocess.run([*BURNSIDE, *args], cwd=port, capture_output=True, text=True, timeout=900)
-
-
-def verdict(proc: subprocess.CompletedProcess) -> str:
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("worst=")]
-    assert len(lines) == 1, proc.stdout + proc.stderr
-    return lines[0]
-
-
-def diagnoses(proc: subprocess.CompletedProcess) -> list[str]:
-    return [line for line in proc.stdout.splitlines() if line.startswith("D0")]
-
+from tests.burn.user_port_harness import check, diagnoses, project, verdict
 
 @pytest.fixture(scope="module")
 def gpt(programs, tmp_path_factory) -> Path:
-    return _project("gpt", tmp_path_factory.mktemp("user-ports"))
+    return project("gpt", tmp_path_factory.mktemp("user-ports"))
 
 
 @pytest.fixture(scope="module")
 def unet(programs, tmp_path_factory) -> Path:
-    return _project("unet", tmp_path_factory.mktemp("user-ports"))
+    return project("unet", tmp_path_factory.mktemp("user-ports"))
 
 
 def test_the_faithful_gpt_is_ok_with_no_diagnosis(gpt):
