@@ -280,6 +280,29 @@ def _loss(loss_fn: Callable, output: torch.Tensor, batch: Batch, target: str | N
     return loss_fn(output, batch[target])
 
 
+def _step_and_record(writer, k: int, model: nn.Module, named: list[tuple[str, nn.Parameter]],
+                     names_by_param: Mapping[int, str], optimizer: torch.optim.Optimizer, scheduler: object,
+                     clip_grad_norm: float | None, lrs: list[float], step: Callable[[], object]) -> None:
+    """After step ``k``'s backward pass: its gradients recorded (before clipping, as backward gave them), the
+    declared clipping, the optimizer step (``step``), the schedule, then the parameters, buffers and optimizer
+    state after it."""
+    for name, p in named:
+        if p.grad is not None:
+            writer.add(tensor_name(k, "grads", name), host_array(p.grad))
+    if clip_grad_norm is not None:
+        nn.utils.clip_grad_norm_([p for _, p in named], clip_grad_norm)
+    lrs.append(float(optimizer.param_groups[0]["lr"]))
+    step()
+    if scheduler is not None:
+        scheduler.step()
+    for name, p in named:
+        writer.add(tensor_name(k, "params_after", name), host_array(p))
+    for name, b in model.named_buffers():
+        writer.add(tensor_name(k, "buffers", name), host_array(b))
+    for slot_name, value in optimizer_state(optimizer, names_by_param):
+        writer.add(tensor_name(k, "optim", slot_name), value)
+
+
 def _closure(model: nn.Module, optimizer: torch.optim.Optimizer, forward: Callable, loss_fn: Callable, batch: Batch,
              target: str | None, k: int, refuse: Callable[[str, int], BurnsideError]) -> Callable[[], torch.Tensor]:
     """The closure an optimizer that re-evaluates the loss calls (``optimizer.step(closure)``, L-BFGS): zero
@@ -430,21 +453,9 @@ def record_trace(
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 grads_len.append(sum(p.grad is not None for _, p in named))
-                for name, p in named:
-                    if p.grad is not None:
-                        writer.add(tensor_name(k, "grads", name), host_array(p.grad))
-                if clip_grad_norm is not None:
-                    nn.utils.clip_grad_norm_([p for _, p in named], clip_grad_norm)
-                lrs.append(float(optimizer.param_groups[0]["lr"]))
-                step_optimizer(optimizer, _closure(model, optimizer, forward, loss_fn, batch, target, k, refuse))
-                if scheduler is not None:
-                    scheduler.step()
-                for name, p in named:
-                    writer.add(tensor_name(k, "params_after", name), host_array(p))
-                for name, b in model.named_buffers():
-                    writer.add(tensor_name(k, "buffers", name), host_array(b))
-                for slot_name, value in optimizer_state(optimizer, names_by_param):
-                    writer.add(tensor_name(k, "optim", slot_name), value)
+                _step_and_record(writer, k, model, named, names_by_param, optimizer, scheduler, clip_grad_norm, lrs,
+                                 lambda: step_optimizer(optimizer, _closure(model, optimizer, forward, loss_fn, batch,
+                                                                            target, k, refuse)))
                 if progress is not None:
                     progress(k + 1, steps)
             with torch.no_grad():
@@ -557,21 +568,8 @@ def _record_accumulating(model: nn.Module, optimizer: torch.optim.Optimizer, per
                     total = loss.detach().reshape(()) if total is None else total + loss.detach().reshape(())
                 writer.add(tensor_name(k, "loss"), host_array(total))
                 grads_len.append(sum(p.grad is not None for _, p in named))
-                for name, p in named:
-                    if p.grad is not None:
-                        writer.add(tensor_name(k, "grads", name), host_array(p.grad))
-                if clip_grad_norm is not None:
-                    nn.utils.clip_grad_norm_([p for _, p in named], clip_grad_norm)
-                lrs.append(float(optimizer.param_groups[0]["lr"]))
-                optimizer.step()
-                if scheduler is not None:
-                    scheduler.step()
-                for name, p in named:
-                    writer.add(tensor_name(k, "params_after", name), host_array(p))
-                for name, b in model.named_buffers():
-                    writer.add(tensor_name(k, "buffers", name), host_array(b))
-                for slot_name, value in optimizer_state(optimizer, names_by_param):
-                    writer.add(tensor_name(k, "optim", slot_name), value)
+                _step_and_record(writer, k, model, named, names_by_param, optimizer, scheduler, clip_grad_norm, lrs,
+                                 optimizer.step)
                 if progress is not None:
                     progress(k + 1, steps)
             with torch.no_grad():
