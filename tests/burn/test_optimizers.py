@@ -24,11 +24,11 @@ def run_cli(*args: str, cwd) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, cwd=cwd, timeout=900)
 
 
-def both_sides(tmp_path, torch_optim: str, burn_optim: str | None = None):
+def both_sides(tmp_path, torch_optim: str, burn_optim: str | None = None, steps: int = STEPS):
     """The comparison of A1's PyTorch and burn traces (``burn_optim`` defaults to the same), by the reference."""
-    torch = record_torch(tmp_path / "torch.safetensors", steps=STEPS, optim=torch_optim)
-    burn = record_a1(tmp_path / "burn.safetensors", steps=STEPS, optim=burn_optim or torch_optim)
-    reference = record_reference(tmp_path / "reference.safetensors", steps=STEPS, optim=torch_optim)
+    torch = record_torch(tmp_path / "torch.safetensors", steps=steps, optim=torch_optim)
+    burn = record_a1(tmp_path / "burn.safetensors", steps=steps, optim=burn_optim or torch_optim)
+    reference = record_reference(tmp_path / "reference.safetensors", steps=steps, optim=torch_optim)
     return compare_with_evidence(torch, burn, Tolerances(Tolerance(atol=1e-6)), reference=reference)
 
 

@@ -3,33 +3,23 @@ reference; the porting bug of each failing with D005 and its fix."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 from burnside.a1_torch import record_reference, record_torch
 from burnside.burn.a1 import record_a1
-from burnside.compare import Tolerance, Tolerances, open_reference
+from burnside.compare import open_reference
 from burnside.diagnose import diagnose
-from burnside.parity import compare_with_evidence
 from burnside.trace import open_trace
+from tests.burn.test_optimizers import both_sides as _both_sides
+from tests.burn.test_optimizers import run_cli
 
 STEPS = 3
 
 
-def run_cli(*args: str, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "from burnside.cli import main; main()", *args],
-                          capture_output=True, text=True, cwd=cwd, timeout=900)
-
-
 def both_sides(tmp_path, torch_optim: str, burn_optim: str | None = None):
-    """The comparison of A1's PyTorch and burn traces (``burn_optim`` defaults to the same), by the reference."""
-    torch = record_torch(tmp_path / "torch.safetensors", steps=STEPS, optim=torch_optim)
-    burn = record_a1(tmp_path / "burn.safetensors", steps=STEPS, optim=burn_optim or torch_optim)
-    reference = record_reference(tmp_path / "reference.safetensors", steps=STEPS, optim=torch_optim)
-    return compare_with_evidence(torch, burn, Tolerances(Tolerance(atol=1e-6)), reference=reference)
+    """The comparison of A1's PyTorch and burn traces over STEPS steps, by the reference."""
+    return _both_sides(tmp_path, torch_optim, burn_optim, steps=STEPS)
 
 
 @pytest.mark.parametrize(("optim", "slots", "rows"), [
