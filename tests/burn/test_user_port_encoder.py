@@ -87,6 +87,11 @@ def test_the_faithful_encoder_is_ok_with_no_diagnosis(encoder):
 
 ENCODER_BUGS = [
     # a hand-written in_proj split that takes the key's rows for the query: named from what the port loaded
+    # the final LayerNorm built with epsilon 1e-6 where PyTorch's is 1e-5: its output moves by 4.6e-6 relative,
+    # inside the float64 reference's noise band (B 25x further off than A, the band 32x); the norm's epsilon,
+    # measured on each side from its input, makes it a real difference
+    ("ln-eps", "D011", ["norm (LayerNorm)", "epsilon measured 1e-5 on A (pytorch), 1e-6 on B (burn)",
+                        "within the noise band", "its layer's settings measure apart"]),
     ("qk-swapped", "D014", ["layers.0.self_attn.in_proj_weight", "in the order k,q,v",
                             "first diverging layer per batch: batch 0 layers.0.self_attn"]),
     # ReLU ported as GELU (PyTorch's layer applies it functionally: no module to tap): the first layer that parts
@@ -114,20 +119,3 @@ def test_each_encoder_slip_fails(encoder, bug, rule, words):
     assert found and found[0].startswith(f"{rule} "), found
     for word in words:
         assert word in proc.stdout, (word, found)
-
-
-WRONG_VERDICTS = [
-    # the final LayerNorm built with epsilon 1e-6 where PyTorch's is 1e-5: the output moves by 4.6e-6 relative
-    # (worst 1.65e-5), which the float64 reference's noise band takes for rounding: "OK", exit 0, no diagnosis
-    pytest.param("ln-eps", ("D011",), id="ln-eps", marks=pytest.mark.xfail(strict=True, reason=(
-        "OK with no diagnosis: '6 tensor(s) beyond the tolerance are rounding noise: both sides are within it "
-        "of the float64 reference' for LayerNorm eps 1e-6 against 1e-5"))),
-]
-
-
-@pytest.mark.parametrize(("bug", "rules"), WRONG_VERDICTS)
-def test_each_encoder_slip_is_named_by_its_cause(encoder, bug, rules):
-    proc = run(encoder, bug)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    found = diagnoses(proc)
-    assert found and found[0].split()[0] in rules, found
