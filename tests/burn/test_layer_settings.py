@@ -1,6 +1,7 @@
 """D011 on the worked examples' real burn ports: each `--bug` that builds a layer with other settings is
-named with both sides' measured values, a faithful port draws nothing, and a LayerNorm fed by a
-residual sum is not measured."""
+named with both sides' measured values, measured from the input PyTorch recorded feeding the layer
+(`layer_inputs`), a faithful port draws nothing, and a LayerNorm fed by a residual sum is measured from
+that input too."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def compared(example_run):
 def test_batchnorm_epsilon_1e3_is_measured_on_burn(compared):
     comparison, (found,) = compared("cnn", "bn-eps")
     layer = comparison.evidence.layer
-    assert (layer.module, layer.kind, layer.step, layer.input) == ("bn", "BatchNorm2d", 0, "step0.activations.conv")
+    assert (layer.module, layer.kind, layer.step, layer.input) == ("bn", "BatchNorm2d", 0, "step0.layer_inputs.bn")
     assert layer.measured["a"]["epsilon"] == pytest.approx(1e-5, rel=0.02)
     assert layer.measured["b"]["epsilon"] == pytest.approx(1e-3, rel=0.02)
     assert [d[0] for d in layer.differing()] == ["epsilon"], "the momentum was measured equal"
@@ -58,7 +59,7 @@ def test_batchnorm_momentum_09_is_measured_from_burns_running_mean(compared):
 def test_gelu_tanh_approximation_is_named_on_burn(compared):
     comparison, (found,) = compared("transformer", "gelu-tanh")
     layer = comparison.evidence.layer
-    assert (layer.module, layer.kind, layer.input) == ("mlp.act", "GELU", "step0.activations.mlp.fc1")
+    assert (layer.module, layer.kind, layer.input) == ("mlp.act", "GELU", "step0.layer_inputs.mlp.act")
     assert layer.measured == {"a": {"gelu": "erf"}, "b": {"gelu": "tanh"}}
     assert max(layer.residuals["a"]["erf"], layer.residuals["b"]["tanh"]) < 1e-6
     assert min(layer.residuals["a"]["tanh"], layer.residuals["b"]["erf"]) > 1e-4
@@ -69,7 +70,7 @@ def test_gelu_tanh_approximation_is_named_on_burn(compared):
 def test_an_lstm_reading_batch_first_is_named_against_pytorchs_sequence_first(compared):
     comparison, (found,) = compared("rnn", "batch-first")
     layer = comparison.evidence.layer
-    assert (layer.module, layer.kind, layer.step, layer.input) == ("lstm", "LSTM", 0, "step0.activations.gru")
+    assert (layer.module, layer.kind, layer.step, layer.input) == ("lstm", "LSTM", 0, "step0.layer_inputs.lstm")
     assert layer.measured == {"a": {"layout": "seq-first"}, "b": {"layout": "batch-first"}}
     # each side's own reading reproduces it to rounding, the other one is off by the output's size
     assert max(layer.residuals["a"]["seq-first"], layer.residuals["b"]["batch-first"]) < 1e-6
@@ -78,11 +79,14 @@ def test_an_lstm_reading_batch_first_is_named_against_pytorchs_sequence_first(co
     assert "with_batch_first(false)" in found.fix
 
 
-def test_ln2_is_fed_by_a_residual_sum_so_its_epsilon_is_not_guessed(compared):
-    """`--bug ln-eps` sets ln2's epsilon; ln2 reads emb + attn, while the activation before it is attn."""
+def test_ln2_is_fed_by_a_residual_sum_and_measured_from_what_it_was_fed(compared):
+    """`--bug ln-eps` sets ln2's epsilon; ln2 reads emb + attn, while the activation before it is attn: the
+    input PyTorch recorded feeding it is the sum, and the epsilon is measured from it."""
     comparison, found = compared("transformer", "ln-eps")
     assert comparison.first_divergence.name == "step0.activations.ln2"
-    assert comparison.evidence.layer is None and not found
+    layer = comparison.evidence.layer
+    assert (layer.module, layer.input, layer.input_is_before) == ("ln2", "step0.layer_inputs.ln2", False)
+    assert [d[0] for d in layer.differing()] == ["epsilon"] and found, layer.measured
 
 
 @pytest.mark.parametrize("name", ["cnn", "transformer", "rnn"])

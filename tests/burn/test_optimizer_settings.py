@@ -236,7 +236,7 @@ def test_an_optimizer_burnside_does_not_know_is_compared_as_recorded_without_opt
     assert not other.optimizer_differences
     assert not [d for d in diagnose(other) if d.rule in ("D005", "D009")]
     assert optimizer_notes(trace.optimizer, open_trace(b).optimizer) == [
-        "optimizer `lion`: burnside cannot replay it; its updates are compared as recorded, no optimizer diagnosis"]
+        "optimizer `Lion`: burnside cannot replay it; its updates are compared as recorded, no optimizer diagnosis"]
 
     # the verdict says so, in one line, and names no optimizer rule
     proc = subprocess.run([sys.executable, "-c", "from burnside.cli import main; main()", "compare", str(a), str(b),
@@ -244,6 +244,6 @@ def test_an_optimizer_burnside_does_not_know_is_compared_as_recorded_without_opt
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     notes = [line for line in proc.stdout.splitlines() if "burnside cannot replay it" in line]
-    assert notes == ["optimizer `lion`: burnside cannot replay it; its updates are compared as recorded, no optimizer "
+    assert notes == ["optimizer `Lion`: burnside cannot replay it; its updates are compared as recorded, no optimizer "
                      "diagnosis"], proc.stdout
     assert not [line for line in proc.stdout.splitlines() if line.startswith(("D005 ", "D009 "))], proc.stdout
