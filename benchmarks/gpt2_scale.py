@@ -48,6 +48,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from record_memory import disk_speed  # the same write + fsync measure (this folder is on sys.path)
+
 REPO = Path(__file__).resolve().parent.parent
 CRATE = REPO / "rust" / "gpt2-bench"
 BIN = "gpt2-bench"
@@ -209,20 +211,6 @@ def build_port() -> Path:
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr[-4000:]}")
     return target / "release-o3" / BIN
-
-
-def disk_speed(directory: Path, mib: int) -> float:
-    """Bytes per second of a sequential write of ``mib`` MiB, fsync included."""
-    block = os.urandom(1 << 20)
-    path = directory / "disk-speed.bin"
-    start = time.perf_counter()
-    with open(path, "wb", buffering=0) as handle:
-        for _ in range(mib):
-            handle.write(block)
-        os.fsync(handle.fileno())
-    seconds = time.perf_counter() - start
-    path.unlink()
-    return mib * (1 << 20) / seconds
 
 
 def estimate_bytes(cfg: dict, variants: bool) -> int:

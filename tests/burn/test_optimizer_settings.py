@@ -7,17 +7,13 @@ recorded, with no optimizer diagnosis."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
-from torch import nn
-from torch.nn import functional as F
 
-from burnside.burn.locate import rust_workspace, trace_crate
 from burnside.burn.port import record_port
 from burnside.compare import Tolerance, Tolerances
 from burnside.compare.config import optimizer_notes
@@ -25,35 +21,16 @@ from burnside.diagnose import diagnose
 from burnside.parity import compare_with_evidence
 from burnside.torch import record
 from burnside.trace import open_trace
+from tests.burn.user_port_harness import Mlp, copy_crate
 
 STEPS = 4
 PORT = Path(__file__).resolve().parent / "optim_port"
 
 
-class Mlp(nn.Module):
-    """The port's model (optim_port/src/main.rs): fc1 4 -> 8, ReLU, fc2 8 -> 3."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc1 = nn.Linear(4, 8)
-        self.fc2 = nn.Linear(8, 3)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(F.relu(self.fc1(x)))
-
-
 @pytest.fixture(scope="module")
 def port(tmp_path_factory) -> Path:
     """The port copied out of the checkout, on the installed burnside-trace and burnside's Cargo.lock."""
-    crate = tmp_path_factory.mktemp("optim-port") / "optim_port"
-    shutil.copytree(PORT, crate)
-    manifest = crate / "Cargo.toml"
-    relative = 'burnside-trace = { path = "../../../rust/burnside-trace" }'
-    assert relative in manifest.read_text()
-    manifest.write_text(manifest.read_text().replace(
-        relative, f'burnside-trace = {{ path = "{trace_crate().resolve()}" }}'))
-    shutil.copyfile(rust_workspace() / "Cargo.lock", crate / "Cargo.lock")
-    return crate
+    return copy_crate(PORT, tmp_path_factory.mktemp("optim-port") / "optim_port")
 
 
 def torch_side(tmp_path: Path, make_optimizer) -> tuple[Path, Path]:

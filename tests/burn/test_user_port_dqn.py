@@ -12,12 +12,11 @@ the verdict.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.burn.user_port_harness import check, diagnoses, project, verdict
+from tests.burn.user_port_harness import Checks, diagnoses, project, verdict
 
 
 @pytest.fixture(scope="module")
@@ -25,14 +24,7 @@ def dqn(programs, tmp_path_factory) -> Path:
     return project("dqn", tmp_path_factory.mktemp("user-ports"))
 
 
-_runs: dict[str | None, subprocess.CompletedProcess] = {}
-
-
-def run(port: Path, bug: str | None) -> subprocess.CompletedProcess:
-    """One `burnside check` per port variant, shared by the cases that read it."""
-    if bug not in _runs:
-        _runs[bug] = check(port, *(["--bug", bug] if bug else []))
-    return _runs[bug]
+run = Checks()
 
 
 def test_the_recorded_loss_names_the_td_module_and_its_smooth_l1_call(dqn):

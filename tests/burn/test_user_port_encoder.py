@@ -6,67 +6,25 @@ dropout 0.1, batch first), a final LayerNorm and a Linear head, saved with `torc
 The burn port (`user_ports/encoder/src/main.rs`) loads the `.pt` with `burnside_trace::load_pytorch_checkpoint`
 (burn-store's readers; `in_proj` cut into query, key and value) into the layer written out with burn's
 MultiHeadAttention, Linear, LayerNorm and ReLU, on a device without autodiff, and takes `--bug NAME` to build
-one porting slip in. Each case records once, runs `burnside check` and reads the verdict; the cases marked
-xfail are verdicts burnside gets wrong today, with what it says.
+one porting slip in. Each case records once, runs `burnside check` and reads the verdict.
 """
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from burnside.burn.locate import rust_workspace, trace_crate
-
-BURNSIDE = [sys.executable, "-c", "from burnside.cli import main; main()"]
-PORT = Path(__file__).resolve().parent / "user_ports" / "encoder"
+from tests.burn.user_port_harness import Checks, diagnoses, project, verdict
 
 
 @pytest.fixture(scope="module")
 def encoder(programs, tmp_path_factory) -> Path:
-    """The project copied out of the checkout (check writes into it), on the installed burnside-trace and
-    burnside's Cargo.lock, as `burnside new --inference` makes it, with its checkpoint and PyTorch side
-    recorded once."""
-    port = tmp_path_factory.mktemp("user-ports") / "encoder"
-    shutil.copytree(PORT, port, ignore=shutil.ignore_patterns("traces", "checkpoint", "burnside-out", "__pycache__"))
-    manifest = port / "Cargo.toml"
-    relative = 'burnside-trace = { path = "../../../../rust/burnside-trace" }'
-    assert relative in manifest.read_text()
-    manifest.write_text(manifest.read_text().replace(
-        relative, f'burnside-trace = {{ path = "{trace_crate().resolve()}" }}'))
-    shutil.copyfile(rust_workspace() / "Cargo.lock", port / "Cargo.lock")
-    recorded = subprocess.run([sys.executable, "record.py"], cwd=port, capture_output=True, text=True, timeout=600)
-    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
-    return port
+    """The project as `burnside new --inference` makes it, with its checkpoint and PyTorch side recorded once."""
+    return project("encoder", tmp_path_factory.mktemp("user-ports"))
 
 
-def check(port: Path, *port_args: str) -> subprocess.CompletedProcess:
-    args = ["check", "--burn-crate", ".", "--bin", "user_encoder", "--torch-trace", "traces/torch.safetensors",
-            "--reference", "traces/reference.safetensors", "--", "--checkpoint", "checkpoint/model.pt", *port_args]
-    return subprocess.run([*BURNSIDE, *args], cwd=port, capture_output=True, text=True, timeout=900)
-
-
-def verdict(proc: subprocess.CompletedProcess) -> str:
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("worst=")]
-    assert len(lines) == 1, proc.stdout + proc.stderr
-    return lines[0]
-
-
-def diagnoses(proc: subprocess.CompletedProcess) -> list[str]:
-    return [line for line in proc.stdout.splitlines() if line.startswith("D0")]
-
-
-_runs: dict[str | None, subprocess.CompletedProcess] = {}
-
-
-def run(port: Path, bug: str | None) -> subprocess.CompletedProcess:
-    """One `burnside check` per port variant, shared by the cases that read it."""
-    if bug not in _runs:
-        _runs[bug] = check(port, *(["--bug", bug] if bug else []))
-    return _runs[bug]
+run = Checks("--checkpoint", "checkpoint/model.pt")
 
 
 def test_the_faithful_encoder_is_ok_with_no_diagnosis(encoder):

@@ -1,13 +1,19 @@
-"""What the user-port tests share: a project of tests/burn/user_ports/ copied out of the checkout as
-`burnside new` makes one (the installed burnside-trace, burnside's Cargo.lock) with its PyTorch side
-recorded, `burnside check` run in it, and the verdict and diagnoses read from its output."""
+"""What the tests of ports in their own crates share: a crate of tests/burn/ copied out of the checkout as
+`burnside new` makes one (on the installed burnside-trace and burnside's Cargo.lock); for the user ports of
+tests/burn/user_ports/, its PyTorch side recorded, `burnside check` run in it, and the verdict and diagnoses
+read from its output; and the small MLP the accumulation and optimizer-settings ports train."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import torch
+from torch import nn
+from torch.nn import functional as F
 
 from burnside.burn.locate import rust_workspace, trace_crate
 
@@ -15,17 +21,23 @@ BURNSIDE = [sys.executable, "-c", "from burnside.cli import main; main()"]
 PORTS = Path(__file__).resolve().parent / "user_ports"
 
 
+def copy_crate(source: Path, destination: Path) -> Path:
+    """The crate at ``source`` copied to ``destination`` (not its target or lock), its relative path to the
+    checkout's burnside-trace made the installed one's, with burnside's Cargo.lock."""
+    shutil.copytree(source, destination, ignore=shutil.ignore_patterns(
+        "target", "Cargo.lock", "traces", "checkpoint", "burnside-out", "__pycache__"))
+    manifest = destination / "Cargo.toml"
+    text, count = re.subn(r'burnside-trace = \{ path = "(\.\./)+rust/burnside-trace" \}',
+                          f'burnside-trace = {{ path = "{trace_crate().resolve()}" }}', manifest.read_text())
+    assert count == 1, f"{manifest}: no relative path to the checkout's burnside-trace"
+    manifest.write_text(text)
+    shutil.copyfile(rust_workspace() / "Cargo.lock", destination / "Cargo.lock")
+    return destination
+
+
 def project(name: str, parent: Path) -> Path:
     """``user_ports/<name>`` copied into ``parent`` (check writes into it), recorded by its own record.py."""
-    port = parent / name
-    shutil.copytree(PORTS / name, port,
-                    ignore=shutil.ignore_patterns("traces", "checkpoint", "burnside-out", "__pycache__"))
-    manifest = port / "Cargo.toml"
-    relative = 'burnside-trace = { path = "../../../../rust/burnside-trace" }'
-    assert relative in manifest.read_text()
-    manifest.write_text(manifest.read_text().replace(
-        relative, f'burnside-trace = {{ path = "{trace_crate().resolve()}" }}'))
-    shutil.copyfile(rust_workspace() / "Cargo.lock", port / "Cargo.lock")
+    port = copy_crate(PORTS / name, parent / name)
     recorded = subprocess.run([sys.executable, "record.py"], cwd=port, capture_output=True, text=True, timeout=600)
     assert recorded.returncode == 0, recorded.stdout + recorded.stderr
     return port
@@ -50,3 +62,30 @@ def verdict(proc: subprocess.CompletedProcess) -> str:
 def diagnoses(proc: subprocess.CompletedProcess) -> list[str]:
     """The diagnosis lines, in the order printed (causes first)."""
     return [line for line in proc.stdout.splitlines() if line.startswith("D0")]
+
+
+class Checks:
+    """One `burnside check` per port variant (``bug``, or None for the faithful port), shared by the cases that
+    read it; ``fixed`` are the port arguments every run takes (an inference port's `--checkpoint PATH`)."""
+
+    def __init__(self, *fixed: str) -> None:
+        self.fixed = fixed
+        self._runs: dict[str | None, subprocess.CompletedProcess] = {}
+
+    def __call__(self, port: Path, bug: str | None) -> subprocess.CompletedProcess:
+        if bug not in self._runs:
+            self._runs[bug] = check(port, *self.fixed, *(["--bug", bug] if bug else []))
+        return self._runs[bug]
+
+
+class Mlp(nn.Module):
+    """The model of the accumulation and optimizer-settings ports (accum_port, optim_port: src/main.rs): fc1
+    4 -> 8, ReLU, fc2 8 -> 3."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(4, 8)
+        self.fc2 = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(F.relu(self.fc1(x)))
