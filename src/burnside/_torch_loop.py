@@ -409,7 +409,7 @@ def record_trace(
     writer = open_writer(path, expected_tensors=steps * per_step_tensors + 1,
                          metadata_estimate=4 * names_text + 32 * steps + len(str(dict(metadata or {}))))
     #: the loss call found inside the loss (`burnside._torch_loss`), the same one every step it is recorded
-    loss_call: dict[str, dict] = {}
+    loss_call: dict | None = None
     with writer:
         if progress is not None:
             progress(0, steps)
@@ -440,7 +440,9 @@ def record_trace(
                     raise refuse(wrong, k)
                 writer.add(tensor_name(k, "logits"), host_array(logits))
                 call = watch.found(loss)
-                if call is not None and loss_call.setdefault("call", call[0]) == call[0]:
+                if call is not None and loss_call is None:
+                    loss_call = call[0]
+                if call is not None and call[0] == loss_call:
                     for key, t in call[1].items():
                         name = tensor_name(k, "loss_inputs", key)
                         if t is logits:
@@ -469,8 +471,8 @@ def record_trace(
                 undo()
         meta = _metadata(model, named, steps, config, clip_grad_norm, scheduler, lrs, grads_len, loss_fn, target,
                          active, dropout, hooks, metadata)
-        if "call" in loss_call:
-            meta.setdefault("loss_call", loss_call["call"])
+        if loss_call is not None:
+            meta.setdefault("loss_call", loss_call)
         return writer.finish(meta)
 
 

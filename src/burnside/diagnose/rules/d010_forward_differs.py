@@ -95,8 +95,7 @@ def check(comparison: Comparison) -> list[Diagnosis]:
             "layer order, a missing or extra op, a transposed weight",
         )]
     if parsed.stage == "loss_inputs":
-        call = next((t.metadata.get("loss_call") for t in (comparison.a, comparison.b)
-                     if isinstance(t.metadata.get("loss_call"), dict)), {})
+        call = _loss_call(comparison) or {}
         fn = f"the loss function ({call['fn']})" if isinstance(call.get("fn"), str) else "the loss function"
         what = {"input": "its input", "target": "its target"}.get(parsed.rest, f"its `{parsed.rest}`")
         return [Diagnosis(
@@ -113,8 +112,7 @@ def check(comparison: Comparison) -> list[Diagnosis]:
     batch = logits.shape[0] if logits is not None and logits.shape else None
     evidence = f"{first.name} differs while step {k}'s logits agree: the loss function differs"
     fix = "compute the loss as the PyTorch loop does (loss function, its reduction, label smoothing, weights)"
-    call = next((t.metadata.get("loss_call") for t in (comparison.a, comparison.b)
-                 if isinstance(t.metadata.get("loss_call"), dict)), None)
+    call = _loss_call(comparison)
     reads_batch = any(t.metadata.get("loss_input") == "batch" for t in (comparison.a, comparison.b))
     fit = evidence_of(comparison).loss
     if call is not None and reads_batch:
@@ -139,6 +137,12 @@ def check(comparison: Comparison) -> list[Diagnosis]:
             evidence += f", 1/{batch}: a mean where the other side sums"
             fix = "sum the loss over the batch as the other side does (reduction='sum')"
     return [Diagnosis(ID, TITLE, evidence, fix)]
+
+
+def _loss_call(comparison: Comparison) -> dict | None:
+    """The loss function found inside the loss (metadata `loss_call`, PyTorch's side), if a side recorded it."""
+    return next((t.metadata["loss_call"] for t in (comparison.a, comparison.b)
+                 if isinstance(t.metadata.get("loss_call"), dict)), None)
 
 
 def _layer(comparison: Comparison, first, side: str) -> list[Diagnosis]:
