@@ -1,0 +1,17 @@
+"""Every conformance case, by family (the burn side of each id: rust/conformance/src/cases)."""
+
+from __future__ import annotations
+
+from burnside.conformance.case import Case
+from burnside.conformance.cases import basic
+
+
+def all_cases() -> list[Case]:
+    """Every case, in the suite's order."""
+    cases: list[Case] = [*basic.CASES]
+    seen: set[str] = set()
+    for case in cases:
+        if case.id in seen:
+            raise AssertionError(f"conformance case {case.id} is defined twice")
+        seen.add(case.id)
+    return cases
