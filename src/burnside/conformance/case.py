@@ -30,13 +30,15 @@ class Hypothesis:
     ``kind`` is ``"framework"`` (burn's own arithmetic, e.g. an epsilon outside the square root) or
     ``"default"`` (a configuration default burn sets differently; ``fix`` says how to set PyTorch's). The
     suite confirms it when burn's float32 trace is as close to this run as PyTorch's is to its own float64
-    run, tensor by tensor.
+    run, tensor by tensor. A difference no float64 run can model (a dropout mask drawn from burn's own random
+    numbers) is confirmed instead by the burnside rule that names it (``rule``, e.g. ``"D013"``) firing.
     """
 
     kind: str
     cause: str
-    change: Callable[[nn.Module], nn.Module]  # the case's PyTorch layer -> the layer computing the hypothesis
+    change: Callable[[nn.Module], nn.Module] | None = None  # the PyTorch layer -> the layer computing the hypothesis
     fix: str = ""
+    rule: str = ""
 
 
 @dataclass(frozen=True)

@@ -210,8 +210,12 @@ def run_case(case: Case, directory: Path, burn: Callable[[Case, Path, Path], Pat
     else:
         result.first = _first_off(comparison)
         for i, hypothesis in enumerate(case.hypotheses):
-            path = record_hypothesis(case, hypothesis, directory / f"hypothesis{i}.safetensors")
-            if confirms(torch_trace, reference, burn_trace, path):
+            if hypothesis.rule:
+                confirmed = any(d.rule == hypothesis.rule for d in diagnoses)
+            else:
+                path = record_hypothesis(case, hypothesis, directory / f"hypothesis{i}.safetensors")
+                confirmed = confirms(torch_trace, reference, burn_trace, path)
+            if confirmed:
                 result.verdict, result.detail, result.fix = hypothesis.kind, hypothesis.cause, hypothesis.fix
                 break
         else:
