@@ -39,6 +39,8 @@ class Hypothesis:
     change: Callable[[nn.Module], nn.Module] | None = None  # the PyTorch layer -> the layer computing the hypothesis
     fix: str = ""
     rule: str = ""
+    #: for an optimizer's default: the PyTorch optimizer built with burn's setting, instead of the case's
+    optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer] | None = None
 
 
 @dataclass(frozen=True)

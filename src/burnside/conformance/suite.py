@@ -119,9 +119,11 @@ def record_hypothesis(case: Case, hypothesis: Hypothesis, path: Path) -> Path:
     from burnside.reference import record_reference
 
     harness, batch = build(case)
-    harness.layer = hypothesis.change(copy.deepcopy(harness.layer))
-    record_reference(harness, _optimizer(case, harness), batch, path, variants=False, layer_inputs=True,
-                     **_loop(case))
+    if hypothesis.change is not None:
+        harness.layer = hypothesis.change(copy.deepcopy(getattr(harness, "layer", None)))
+    optimizer = (hypothesis.optimizer(list(harness.parameters())) if hypothesis.optimizer is not None
+                 else _optimizer(case, harness))
+    record_reference(harness, optimizer, batch, path, variants=False, layer_inputs=True, **_loop(case))
     return path
 
 
