@@ -41,6 +41,8 @@ class Hypothesis:
     rule: str = ""
     #: for an optimizer's default: the PyTorch optimizer built with burn's setting, instead of the case's
     optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer] | None = None
+    #: for a loss: the loss as burn computes it (e.g. pad tokens counted in the mean), instead of the case's
+    loss: Callable[[torch.Tensor, Batch], torch.Tensor] | None = None
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,9 @@ class Case:
     batch: Callable[[torch.Generator], Batch] | None = None  # inputs besides the probe (int ids, targets)
     loss: Callable[[torch.Tensor, Batch], torch.Tensor] | None = None  # default sum(output * probe)
     loss_name: str = "probe_sum"
-    optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer] | None = None  # default SGD(lr=0.1)
+    optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer] | None = None
+    #: for a loss: the loss as burn computes it (e.g. pad tokens counted in the mean), instead of the case's
+    loss: Callable[[torch.Tensor, Batch], torch.Tensor] | None = None  # default SGD(lr=0.1)
     steps: int = 1
     x_scale: float = 1.0
     hypotheses: tuple[Hypothesis, ...] = ()

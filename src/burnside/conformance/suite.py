@@ -123,7 +123,10 @@ def record_hypothesis(case: Case, hypothesis: Hypothesis, path: Path) -> Path:
         harness.layer = hypothesis.change(copy.deepcopy(getattr(harness, "layer", None)))
     optimizer = (hypothesis.optimizer(list(harness.parameters())) if hypothesis.optimizer is not None
                  else _optimizer(case, harness))
-    record_reference(harness, optimizer, batch, path, variants=False, layer_inputs=True, **_loop(case))
+    loop = _loop(case)
+    if hypothesis.loss is not None:
+        loop["loss_fn"] = hypothesis.loss
+    record_reference(harness, optimizer, batch, path, variants=False, layer_inputs=True, **loop)
     return path
 
 
