@@ -140,6 +140,25 @@ class Progress:
 
         return show
 
+    def items(self, what: str) -> Callable[[int, int, str], None] | None:
+        """A callback drawing ``WHAT k/N: NAME`` for a run of named items (conformance cases); None when nothing
+        is drawn."""
+        if self._bars is None:
+            return None
+        task: rich_progress.TaskID | None = None
+
+        def show(done: int, total: int, name: str) -> None:
+            nonlocal task
+            bars = self._bars
+            if bars is None:
+                return
+            description = f"{what} {done}/{total}{f': {name}' if name else ''}"
+            if task is None:
+                task = self._add(description, max(total, 1))
+            bars.update(task, description=description, completed=done, total=max(total, 1))
+
+        return show
+
     def tensors(self, what: str = "comparing") -> TensorProgress | None:
         """`compare_traces`' callback drawing ``WHAT: tensor i/M, X/Y MiB``; None when nothing is drawn."""
         if self._bars is None:

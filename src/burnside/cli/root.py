@@ -28,6 +28,7 @@ _COMMANDS = {
     "lint": "burnside.cli.lint:lint",
     "explain": "burnside.cli.explain:explain",
     "experiments": "burnside.cli.experiments:experiments",
+    "conformance": "burnside.cli.conformance:conformance",
 }
 
 
