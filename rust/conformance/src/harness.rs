@@ -78,6 +78,7 @@ impl<'a> Case<'a> {
         let model = Fed { x: self.param::<DI>("x")?, layer };
         self.train(OptimizerSpec::sgd(MODULE_LR), "probe_sum", model, |m: &Fed<L, DI>, step| {
             let y = forward(&m.layer, m.x.val());
+            step.tap().activation("layer", &y)?; // as a port taps its layers
             let loss = probe_sum(&y, step)?;
             Ok((y, loss))
         })
