@@ -1,0 +1,140 @@
+"""Every optimizer of torch.optim with a burn twin, a few settings each: ``nn.Linear(5, 4)`` trained 3 steps
+under ``F.mse_loss(layer(x), target)`` (burn side: rust/conformance/src/cases/optimizers.rs).
+
+The ``*/burn-default`` cases are a port that builds burn's optimizer with ``XConfig::new()`` (its own defaults)
+and declares PyTorch's: the numbers show the default burn sets otherwise, and the case's ``default`` hypothesis,
+PyTorch's optimizer built with burn's value, names it. A hypothesis changes the layer only, so the optimizer's
+settings reach it through the layer's parameters: `_built_with` marks them, `_optim` reads the mark.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from burnside.conformance.case import Case, Hypothesis
+
+#: The attribute of a parameter `_built_with` sets: settings that replace the case's optimizer settings.
+_SETTINGS = "_conformance_optimizer_settings"
+
+#: The shapes of the batch: 6 samples of 5 features, 4 targets each.
+_BATCH, _IN, _OUT = 6, 5, 4
+
+
+def _optim(cls: type[torch.optim.Optimizer], **settings):
+    """``cls(params, **settings)``, with the settings a hypothesis marked on the parameters (`_built_with`)
+    taking the place of the case's."""
+    def build(params: list[nn.Parameter]) -> torch.optim.Optimizer:
+        marked = next((getattr(p, _SETTINGS) for p in params if hasattr(p, _SETTINGS)), {})
+        return cls(params, **{**settings, **marked})
+    return build
+
+
+def _built_with(**settings):
+    """A hypothesis' change: the same layer, its optimizer built with ``settings`` (burn's values)."""
+    def change(layer: nn.Module) -> nn.Module:
+        for p in layer.parameters():
+            setattr(p, _SETTINGS, settings)
+        return layer
+    return change
+
+
+def _batch(generator: torch.Generator) -> dict[str, torch.Tensor]:
+    return {"x": torch.randn(_BATCH, _IN, generator=generator),
+            "target": torch.randn(_BATCH, _OUT, generator=generator)}
+
+
+def _case(id: str, title: str, optimizer, *, bias: bool = True, **kw) -> Case:
+    """``nn.Linear(5, 4)`` (``bias``) trained 3 steps with ``optimizer`` under the mean squared error."""
+    return Case(id, title, lambda: nn.Linear(_IN, _OUT, bias=bias), None,
+                call=lambda layer, x, batch: layer(batch["x"]), batch=_batch,
+                loss=lambda out, batch: F.mse_loss(out, batch["target"]), loss_name="mse_loss",
+                optimizer=optimizer, steps=3, tags=("optimizer",), **kw)
+
+
+def _default(cause: str, fix: str, **burns) -> Hypothesis:
+    return Hypothesis("default", cause, _built_with(**burns), fix)
+
+
+SGD, Adam, AdamW, RMSprop, Adagrad = (torch.optim.SGD, torch.optim.Adam, torch.optim.AdamW, torch.optim.RMSprop,
+                                      torch.optim.Adagrad)
+
+CASES = [
+    # SGD
+    _case("sgd/plain", "SGD(lr=0.1)", _optim(SGD, lr=0.1), ci=True),
+    _case("sgd/momentum", "SGD(lr=0.1, momentum=0.9)", _optim(SGD, lr=0.1, momentum=0.9)),
+    _case("sgd/momentum-dampening", "SGD(lr=0.1, momentum=0.9, dampening=0.5)",
+          _optim(SGD, lr=0.1, momentum=0.9, dampening=0.5)),
+    _case("sgd/nesterov", "SGD(lr=0.1, momentum=0.9, nesterov=True)", _optim(SGD, lr=0.1, momentum=0.9, nesterov=True)),
+    _case("sgd/weight-decay", "SGD(lr=0.1, weight_decay=0.05)", _optim(SGD, lr=0.1, weight_decay=0.05)),
+    _case("sgd/momentum-weight-decay", "SGD(lr=0.1, momentum=0.9, weight_decay=0.05)",
+          _optim(SGD, lr=0.1, momentum=0.9, weight_decay=0.05)),
+    _case("sgd/burn-default", "SGD(lr=0.1, momentum=0.9); burn: MomentumConfig::new()",
+          _optim(SGD, lr=0.1, momentum=0.9),
+          hypotheses=(_default("burn's MomentumConfig dampening defaults to 0.1; PyTorch's SGD dampening to 0",
+                               "MomentumConfig::new().with_dampening(0.0)", dampening=0.1),)),
+    # Adam
+    _case("adam/default", "Adam(params), defaults", _optim(Adam), ci=True),
+    _case("adam/eps", "Adam(lr=0.01, eps=1e-6)", _optim(Adam, lr=0.01, eps=1e-6)),
+    _case("adam/betas", "Adam(lr=0.01, betas=(0.8, 0.99))", _optim(Adam, lr=0.01, betas=(0.8, 0.99))),
+    _case("adam/weight-decay", "Adam(lr=0.01, weight_decay=0.1)", _optim(Adam, lr=0.01, weight_decay=0.1)),
+    _case("adam/amsgrad", "Adam(lr=0.01, amsgrad=True)", _optim(Adam, lr=0.01, amsgrad=True)),
+    _case("adam/burn-default", "Adam(lr=0.01); burn: AdamConfig::new()", _optim(Adam, lr=0.01),
+          hypotheses=(_default("burn's AdamConfig epsilon defaults to 1e-5; PyTorch's Adam eps to 1e-8",
+                               "AdamConfig::new().with_epsilon(1e-8)", eps=1e-5),)),
+    # AdamW
+    _case("adamw/default", "AdamW(params), defaults (weight_decay 0.01)", _optim(AdamW)),
+    _case("adamw/weight-decay", "AdamW(lr=0.01, weight_decay=0.1)", _optim(AdamW, lr=0.01, weight_decay=0.1)),
+    _case("adamw/amsgrad", "AdamW(lr=0.01, amsgrad=True)", _optim(AdamW, lr=0.01, amsgrad=True)),
+    _case("adamw/burn-default", "AdamW(lr=0.01); burn: AdamWConfig::new()", _optim(AdamW, lr=0.01),
+          hypotheses=(_default("burn's AdamWConfig defaults to epsilon 1e-5 and weight decay 1e-4; PyTorch's AdamW to "
+                               "eps 1e-8 and weight_decay 0.01",
+                               "AdamWConfig::new().with_epsilon(1e-8).with_weight_decay(0.01)",
+                               eps=1e-5, weight_decay=1e-4),)),
+    # RMSprop
+    _case("rmsprop/default", "RMSprop(lr=0.01)", _optim(RMSprop, lr=0.01)),
+    _case("rmsprop/alpha", "RMSprop(lr=0.01, alpha=0.9)", _optim(RMSprop, lr=0.01, alpha=0.9)),
+    _case("rmsprop/centered", "RMSprop(lr=0.01, centered=True)", _optim(RMSprop, lr=0.01, centered=True)),
+    _case("rmsprop/momentum", "RMSprop(lr=0.01, momentum=0.5)", _optim(RMSprop, lr=0.01, momentum=0.5)),
+    _case("rmsprop/weight-decay", "RMSprop(lr=0.01, weight_decay=0.1)", _optim(RMSprop, lr=0.01, weight_decay=0.1)),
+    _case("rmsprop/burn-default", "RMSprop(lr=0.01); burn: RmsPropConfig::new()", _optim(RMSprop, lr=0.01),
+          hypotheses=(_default("burn's RmsPropConfig defaults to momentum 0.9 and epsilon 1e-5; PyTorch's RMSprop to "
+                               "momentum 0 and eps 1e-8",
+                               "RmsPropConfig::new().with_momentum(0.0).with_epsilon(1e-8)",
+                               momentum=0.9, eps=1e-5),)),
+    # Adagrad
+    _case("adagrad/default", "Adagrad(lr=0.1)", _optim(Adagrad, lr=0.1)),
+    _case("adagrad/lr-decay", "Adagrad(lr=0.1, lr_decay=0.1)", _optim(Adagrad, lr=0.1, lr_decay=0.1)),
+    _case("adagrad/eps", "Adagrad(lr=0.1, eps=1e-3)", _optim(Adagrad, lr=0.1, eps=1e-3)),
+    _case("adagrad/weight-decay", "Adagrad(lr=0.1, weight_decay=0.1)", _optim(Adagrad, lr=0.1, weight_decay=0.1)),
+    _case("adagrad/initial-accumulator", "Adagrad(lr=0.1, initial_accumulator_value=0.1); burn: no such setting",
+          _optim(Adagrad, lr=0.1, initial_accumulator_value=0.1),
+          hypotheses=(Hypothesis("framework", "burn's AdaGrad has no initial_accumulator_value: its sum of squared "
+                                 "gradients starts at 0", _built_with(initial_accumulator_value=0.0)),)),
+    _case("adagrad/burn-default", "Adagrad(lr=0.1); burn: AdaGradConfig::new()", _optim(Adagrad, lr=0.1),
+          hypotheses=(_default("burn's AdaGradConfig epsilon defaults to 1e-5; PyTorch's Adagrad eps to 1e-10",
+                               "AdaGradConfig::new().with_epsilon(1e-10)", eps=1e-5),)),
+    # Adafactor
+    _case("adafactor/default", "Adafactor(params), defaults", _optim(torch.optim.Adafactor)),
+    _case("adafactor/weight-decay", "Adafactor(lr=0.01, weight_decay=0.1)",
+          _optim(torch.optim.Adafactor, lr=0.01, weight_decay=0.1)),
+    _case("adafactor/settings", "Adafactor(lr=0.01, beta2_decay=-0.5, eps=(None, 1e-2), d=2)",
+          _optim(torch.optim.Adafactor, lr=0.01, beta2_decay=-0.5, eps=(None, 1e-2), d=2.0)),
+    # Muon (2-D parameters only: no bias)
+    _case("muon/default", "Muon(params), defaults; Linear without bias", _optim(torch.optim.Muon), bias=False),
+    _case("muon/no-nesterov", "Muon(lr=0.02, nesterov=False)", _optim(torch.optim.Muon, lr=0.02, nesterov=False),
+          bias=False),
+    _case("muon/match-rms-adamw", "Muon(lr=0.02, ns_steps=3, adjust_lr_fn='match_rms_adamw')",
+          _optim(torch.optim.Muon, lr=0.02, ns_steps=3, adjust_lr_fn="match_rms_adamw"), bias=False),
+    _case("muon/burn-default", "Muon(lr=0.02); burn: MuonConfig::new()", _optim(torch.optim.Muon, lr=0.02), bias=False,
+          hypotheses=(_default("burn's MuonConfig has no weight decay by default; PyTorch's Muon weight_decay is 0.1",
+                               "MuonConfig::new().with_weight_decay(Some(WeightDecayConfig::new(0.1)))",
+                               weight_decay=0.0),)),
+    # L-BFGS (burn side: a loop written call by call, Training refuses L-BFGS)
+    _case("lbfgs/default", "LBFGS(params), defaults", _optim(torch.optim.LBFGS)),
+    _case("lbfgs/max-iter-history", "LBFGS(lr=0.5, max_iter=4, history_size=3)",
+          _optim(torch.optim.LBFGS, lr=0.5, max_iter=4, history_size=3)),
+    _case("lbfgs/strong-wolfe", "LBFGS(lr=1, max_iter=5, history_size=10, line_search_fn='strong_wolfe')",
+          _optim(torch.optim.LBFGS, lr=1, max_iter=5, history_size=10, line_search_fn="strong_wolfe")),
+]
