@@ -62,6 +62,16 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
             let bn = BatchNormConfig::new(3).with_epsilon(1e-2).init(&c.device);
             c.fed(eval(bn), |l, x: Tensor<4>| l.forward(x))
         }),
+        ("batch_norm1d/eval-3d", |c| {
+            let bn = BatchNormConfig::new(3).with_epsilon(1e-3).init(&c.device);
+            c.fed(eval(bn), |l, x: Tensor<3>| l.forward(x))
+        }),
+        ("batch_norm2d/no-affine", |c| {
+            c.fed(BatchNormConfig::new(3).init(&c.device), |l, x: Tensor<4>| l.forward(x))
+        }),
+        ("batch_norm1d/no-running-stats", |c| {
+            c.fed(BatchNormConfig::new(4).init(&c.device), |l, x: Tensor<2>| l.forward(x))
+        }),
         ("layer_norm/no-bias", |c| {
             c.fed(LayerNormConfig::new(16).with_bias(false).init(&c.device), |l, x: Tensor<3>| l.forward(x))
         }),
@@ -123,6 +133,10 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
         ("local_response_norm/size-2", |c| {
             let lrn = LocalResponseNormConfig::new(2).with_alpha(1.0).with_beta(0.75).with_k(1.0).init();
             c.fed(lrn, |l, x: Tensor<4>| l.forward(x))
+        }),
+        ("local_response_norm/size-4-3d", |c| {
+            let lrn = LocalResponseNormConfig::new(4).with_alpha(0.8).with_beta(0.5).with_k(1.5).init();
+            c.fed(lrn, |l, x: Tensor<3>| l.forward(x))
         }),
         ("embedding/default", |c| embedded(c, EmbeddingConfig::new(10, 4).init(&c.device))),
         ("embedding/padding-idx", |c| embedded(c, EmbeddingConfig::new(10, 4).init(&c.device))),

@@ -104,6 +104,14 @@ CASES = [
     Case("batch_norm2d/eval-eps", "nn.BatchNorm2d(3, eps=1e-2).eval(), initial running statistics",
          lambda: nn.BatchNorm2d(3, eps=1e-2).eval(), (2, 3, 3, 3)),
 
+    Case("batch_norm1d/eval-3d", "nn.BatchNorm1d(3, eps=1e-3).eval(), input (2, 3, 5)",
+         lambda: nn.BatchNorm1d(3, eps=1e-3).eval(), (2, 3, 5)),
+    # options burn's BatchNorm does not have: the burn side is BatchNormConfig::new(C), as a port would write it
+    Case("batch_norm2d/no-affine", "nn.BatchNorm2d(3, affine=False); burn BatchNormConfig::new(3) (no affine option)",
+         lambda: BatchNorm2d(3, affine=False), (2, 3, 3, 3)),
+    Case("batch_norm1d/no-running-stats", "nn.BatchNorm1d(4, track_running_stats=False); burn BatchNormConfig::new(4) "
+         "(no such option)", lambda: BatchNorm1d(4, track_running_stats=False), (8, 4)),
+
     # LayerNorm
     Case("layer_norm/no-bias", "nn.LayerNorm(16, bias=False)", lambda: nn.LayerNorm(16, bias=False), (2, 3, 16)),
     Case("layer_norm/no-affine", "nn.LayerNorm(16, elementwise_affine=False); burn: burn::tensor::module::layer_norm "
@@ -153,6 +161,13 @@ CASES = [
                                 "before and (size - 1) // 2 after: burn's window is one channel later "
                                 "(burn-nn 0.22.1 local_response.rs)",
                                 BurnLocalResponseNorm),)),
+
+    Case("local_response_norm/size-4-3d", "nn.LocalResponseNorm(4, alpha=0.8, beta=0.5, k=1.5) (an even window), "
+         "input (2, 6, 5)", lambda: nn.LocalResponseNorm(4, alpha=0.8, beta=0.5, k=1.5), (2, 6, 5),
+         hypotheses=(Hypothesis("framework", "burn's LocalResponseNorm pads an even window (size - 1) // 2 before and "
+                                "size // 2 after the channel (as ONNX's LRN, and as its docs say), PyTorch size // 2 "
+                                "before and (size - 1) // 2 after: burn's window is one channel later "
+                                "(burn-nn 0.22.1 local_response.rs)", BurnLocalResponseNorm),)),
 
     # Embedding (integer ids from the batch; the weight is the only parameter)
     Case("embedding/default", "nn.Embedding(10, 4), ids (3, 5)", lambda: nn.Embedding(_VOCAB, _DIM), None,
