@@ -37,6 +37,10 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
             let l = Conv1dConfig::new(3, 4, 3).with_padding(PaddingConfig1d::Same).with_dilation(2);
             c.fed(l.init(&c.device), |l, x: Tensor<3>| l.forward(x))
         }),
+        ("conv2d/same-dilation2", |c| {
+            let l = Conv2dConfig::new([2, 3], [3, 3]).with_padding(PaddingConfig2d::Same).with_dilation([2, 2]);
+            c.fed(l.init(&c.device), |l, x: Tensor<4>| l.forward(x))
+        }),
         ("conv1d/groups2-no-bias", |c| {
             let l = Conv1dConfig::new(4, 6, 3).with_groups(2).with_bias(false);
             c.fed(l.init(&c.device), |l, x: Tensor<3>| l.forward(x))
@@ -141,6 +145,13 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
             let l = MaxPool1dConfig::new(3).with_stride(2).with_ceil_mode(true);
             c.fed(l.init(), |l, x: Tensor<3>| l.forward(x))
         }),
+        ("max_pool1d/ceil-mode-last-window-in-pad", |c| {
+            let l = MaxPool1dConfig::new(2)
+                .with_stride(3)
+                .with_padding(PaddingConfig1d::Explicit(1, 1))
+                .with_ceil_mode(true);
+            c.fed(l.init(), |l, x: Tensor<3>| l.forward(x))
+        }),
         ("max_pool2d/default", |c| c.fed(MaxPool2dConfig::new([2, 2]).init(), |l, x: Tensor<4>| l.forward(x))),
         ("max_pool2d/stride-pad-dil", |c| {
             let l = MaxPool2dConfig::new([3, 2])
@@ -171,6 +182,13 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
         ("avg_pool1d/ceil-mode-pad1", |c| {
             let l = AvgPool1dConfig::new(3)
                 .with_stride(2)
+                .with_padding(PaddingConfig1d::Explicit(1, 1))
+                .with_ceil_mode(true);
+            c.fed(l.init(), |l, x: Tensor<3>| l.forward(x))
+        }),
+        ("avg_pool1d/ceil-mode-last-window-in-pad", |c| {
+            let l = AvgPool1dConfig::new(2)
+                .with_stride(3)
                 .with_padding(PaddingConfig1d::Explicit(1, 1))
                 .with_ceil_mode(true);
             c.fed(l.init(), |l, x: Tensor<3>| l.forward(x))
@@ -251,6 +269,14 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
             let l = Interpolate2dConfig::new().with_scale_factor(Some([2.0, 2.0]));
             c.fed(l.init(), |l, x: Tensor<4>| l.forward(x))
         }),
+        ("interpolate2d/nearest-scale1p7", |c| {
+            let l = Interpolate2dConfig::new().with_scale_factor(Some([1.7, 1.7]));
+            c.fed(l.init(), |l, x: Tensor<4>| l.forward(x))
+        }),
+        ("interpolate2d/nearest-exact", |c| {
+            let l = Interpolate2dConfig::new().with_output_size(Some([7, 9])).with_mode(InterpolateMode::NearestExact);
+            c.fed(l.init(), |l, x: Tensor<4>| l.forward(x))
+        }),
         ("interpolate2d/bilinear-default", |c| {
             let l = Interpolate2dConfig::new().with_output_size(Some([7, 9])).with_mode(InterpolateMode::Linear);
             c.fed(l.init(), |l, x: Tensor<4>| l.forward(x))
@@ -283,6 +309,14 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
                 .with_align_corners(false);
             c.fed(l.init(), |l, x: Tensor<4>| l.forward(x))
         }),
+        // burn has no antialias: a port resamples as without it.
+        ("interpolate2d/bilinear-antialias", |c| {
+            let l = Interpolate2dConfig::new()
+                .with_output_size(Some([3, 4]))
+                .with_mode(InterpolateMode::Linear)
+                .with_align_corners(false);
+            c.fed(l.init(), |l, x: Tensor<4>| l.forward(x))
+        }),
         ("interpolate2d/bicubic-default", |c| {
             let l = Interpolate2dConfig::new().with_output_size(Some([7, 9])).with_mode(InterpolateMode::Cubic);
             c.fed(l.init(), |l, x: Tensor<4>| l.forward(x))
@@ -297,6 +331,13 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
         ("interpolate2d/bicubic-half-pixel", |c| {
             let l = Interpolate2dConfig::new()
                 .with_output_size(Some([7, 9]))
+                .with_mode(InterpolateMode::Cubic)
+                .with_align_corners(false);
+            c.fed(l.init(), |l, x: Tensor<4>| l.forward(x))
+        }),
+        ("interpolate2d/bicubic-down", |c| {
+            let l = Interpolate2dConfig::new()
+                .with_output_size(Some([3, 4]))
                 .with_mode(InterpolateMode::Cubic)
                 .with_align_corners(false);
             c.fed(l.init(), |l, x: Tensor<4>| l.forward(x))

@@ -5,6 +5,7 @@ cases/conv.rs)."""
 
 from __future__ import annotations
 
+import torch.nn.functional as F
 from torch import nn
 
 from burnside.conformance.case import Case, Hypothesis
@@ -17,6 +18,17 @@ def _set(layer: nn.Module, **values) -> nn.Module:
     return layer
 
 
+class _Interpolate(nn.Module):
+    """``F.interpolate(x, size, mode=..., antialias=...)`` as a module (nn.Upsample has no antialias)."""
+
+    def __init__(self, size: tuple[int, int], mode: str, antialias: bool) -> None:
+        super().__init__()
+        self.size, self.mode, self.antialias = size, mode, antialias
+
+    def forward(self, x):
+        return F.interpolate(x, size=self.size, mode=self.mode, align_corners=False, antialias=self.antialias)
+
+
 _ALIGN = Hypothesis("default", "burn's Interpolate1d/2dConfig align_corners defaults to true; PyTorch's "
                     "align_corners=None means false (half-pixel centres)",
                     lambda layer: _set(layer, align_corners=True),
@@ -27,6 +39,9 @@ _RECOMPUTE = Hypothesis("framework", "burn turns scale_factor into an output siz
                         lambda layer: _set(layer, recompute_scale_factor=True),
                         "give burn output_size and PyTorch recompute_scale_factor=True, or use a scale "
                         "that divides the size exactly")
+
+_ANTIALIAS = Hypothesis("framework", "burn's interpolate has no antialias: it downsamples by sampling (PyTorch "
+                        "antialias=False)", lambda layer: _set(layer, antialias=False))
 
 _REFLECT = Hypothesis("framework", "burn's Conv2d has no padding_mode: it pads with zeros",
                       lambda layer: _set(layer, padding_mode="zeros"),
@@ -42,6 +57,8 @@ CASES = [
          lambda: nn.Conv1d(3, 4, 4, padding="same"), (2, 3, 9)),
     Case("conv1d/same-dilation2", "nn.Conv1d(3, 4, 3, padding='same', dilation=2)",
          lambda: nn.Conv1d(3, 4, 3, padding="same", dilation=2), (2, 3, 9)),
+    Case("conv2d/same-dilation2", "nn.Conv2d(2, 3, 3, padding='same', dilation=2)",
+         lambda: nn.Conv2d(2, 3, 3, padding="same", dilation=2), (1, 2, 6, 6)),
     Case("conv1d/groups2-no-bias", "nn.Conv1d(4, 6, 3, groups=2, bias=False)",
          lambda: nn.Conv1d(4, 6, 3, groups=2, bias=False), (2, 4, 8)),
     Case("conv2d/default", "nn.Conv2d(2, 3, 3), defaults", lambda: nn.Conv2d(2, 3, 3), (2, 2, 6, 6), ci=True),
@@ -88,6 +105,9 @@ CASES = [
          lambda: nn.MaxPool1d(3, stride=1, padding=1, dilation=2), (2, 3, 8)),
     Case("max_pool1d/ceil-mode", "nn.MaxPool1d(3, stride=2, ceil_mode=True)",
          lambda: nn.MaxPool1d(3, stride=2, ceil_mode=True), (2, 3, 10)),
+    Case("max_pool1d/ceil-mode-last-window-in-pad", "nn.MaxPool1d(2, stride=3, padding=1, ceil_mode=True) of "
+         "length 5 (PyTorch drops a last window that starts in the padding)",
+         lambda: nn.MaxPool1d(2, stride=3, padding=1, ceil_mode=True), (2, 3, 5)),
     Case("max_pool2d/default", "nn.MaxPool2d(2) (stride = kernel)", lambda: nn.MaxPool2d(2), (1, 2, 6, 6), ci=True),
     Case("max_pool2d/stride-pad-dil", "nn.MaxPool2d((3, 2), stride=(2, 1), padding=1, dilation=(1, 2))",
          lambda: nn.MaxPool2d((3, 2), stride=(2, 1), padding=1, dilation=(1, 2)), (1, 2, 7, 6)),
@@ -100,6 +120,9 @@ CASES = [
          lambda: nn.AvgPool1d(3, stride=2, padding=1, count_include_pad=False), (2, 3, 9)),
     Case("avg_pool1d/ceil-mode-pad1", "nn.AvgPool1d(3, stride=2, padding=1, ceil_mode=True)",
          lambda: nn.AvgPool1d(3, stride=2, padding=1, ceil_mode=True), (2, 3, 10)),
+    Case("avg_pool1d/ceil-mode-last-window-in-pad", "nn.AvgPool1d(2, stride=3, padding=1, ceil_mode=True) of "
+         "length 5 (PyTorch drops a last window that starts in the padding)",
+         lambda: nn.AvgPool1d(2, stride=3, padding=1, ceil_mode=True), (2, 3, 5)),
     Case("avg_pool2d/default", "nn.AvgPool2d(2) (stride = kernel)", lambda: nn.AvgPool2d(2), (1, 2, 6, 6), ci=True),
     Case("avg_pool2d/pad1-count-pad", "nn.AvgPool2d(3, stride=2, padding=1) (count_include_pad=True)",
          lambda: nn.AvgPool2d(3, stride=2, padding=1), (1, 2, 7, 7)),
@@ -135,6 +158,10 @@ CASES = [
          lambda: nn.Upsample(size=(3, 2)), (1, 2, 7, 5)),
     Case("interpolate2d/nearest-scale2", "nn.Upsample(scale_factor=2), nearest", lambda: nn.Upsample(scale_factor=2),
          (1, 2, 3, 4)),
+    Case("interpolate2d/nearest-scale1p7", "nn.Upsample(scale_factor=1.7), nearest, of 5x5 (burn: with_scale_factor)",
+         lambda: nn.Upsample(scale_factor=1.7), (1, 2, 5, 5), hypotheses=(_RECOMPUTE,)),
+    Case("interpolate2d/nearest-exact", "nn.Upsample(size=(7, 9), mode='nearest-exact') (burn: NearestExact)",
+         lambda: nn.Upsample(size=(7, 9), mode="nearest-exact"), (1, 2, 4, 5)),
     Case("interpolate2d/bilinear-default", "nn.Upsample(size=(7, 9), mode='bilinear') (align_corners=False)",
          lambda: nn.Upsample(size=(7, 9), mode="bilinear"), (1, 2, 4, 5), hypotheses=(_ALIGN,)),
     Case("interpolate2d/bilinear-align-corners", "nn.Upsample(size=(7, 9), mode='bilinear', align_corners=True)",
@@ -149,6 +176,9 @@ CASES = [
          "of 5x5 (burn: with_scale_factor)",
          lambda: nn.Upsample(scale_factor=1.5, mode="bilinear", align_corners=False), (1, 2, 5, 5),
          hypotheses=(_RECOMPUTE,)),
+    Case("interpolate2d/bilinear-antialias", "F.interpolate(size=(3, 4), mode='bilinear', antialias=True), "
+         "downsampling 7x9",
+         lambda: _Interpolate((3, 4), "bilinear", True), (1, 2, 7, 9), hypotheses=(_ANTIALIAS,)),
     Case("interpolate2d/bicubic-default", "nn.Upsample(size=(7, 9), mode='bicubic') (align_corners=False)",
          lambda: nn.Upsample(size=(7, 9), mode="bicubic"), (1, 2, 4, 5), hypotheses=(_ALIGN,)),
     Case("interpolate2d/bicubic-align-corners", "nn.Upsample(size=(7, 9), mode='bicubic', align_corners=True)",
@@ -156,6 +186,9 @@ CASES = [
     Case("interpolate2d/bicubic-half-pixel", "nn.Upsample(size=(7, 9), mode='bicubic', align_corners=False), "
          "burn with_align_corners(false)",
          lambda: nn.Upsample(size=(7, 9), mode="bicubic", align_corners=False), (1, 2, 4, 5)),
+    Case("interpolate2d/bicubic-down", "nn.Upsample(size=(3, 4), mode='bicubic', align_corners=False), "
+         "downsampling 7x9",
+         lambda: nn.Upsample(size=(3, 4), mode="bicubic", align_corners=False), (1, 2, 7, 9)),
     # -- pixel shuffle, unfold, fold
     Case("pixel_shuffle/factor2", "nn.PixelShuffle(2)", lambda: nn.PixelShuffle(2), (1, 8, 3, 3)),
     Case("pixel_shuffle/factor3", "nn.PixelShuffle(3)", lambda: nn.PixelShuffle(3), (2, 9, 2, 2)),
