@@ -13,6 +13,13 @@ use burn::tensor::activation::{log_softmax, softmax, softmin};
 use super::Runner;
 use crate::harness::Function;
 
+/// `x` rounded to a multiple of 0.5 (exactly), its gradient passed straight through (PyTorch's side:
+/// `_snapped`): the kinks cases feed an activation values exactly at its kinks.
+fn snapped<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    let rounded = (x.clone() * 2.0).round() / 2.0;
+    x.clone() + (rounded - x).detach()
+}
+
 pub fn cases() -> Vec<(&'static str, Runner)> {
     vec![
         ("relu/default", |c| c.fed(Relu::new(), |l, x: Tensor<2>| l.forward(x))),
@@ -68,5 +75,26 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
         ("log_softmax/last", |c| c.fed(Function, |_, x: Tensor<2>| log_softmax(x, 1))),
         ("log_softmax/dim1", |c| c.fed(Function, |_, x: Tensor<3>| log_softmax(x, 1))),
         ("softmin/last", |c| c.fed(Function, |_, x: Tensor<2>| softmin(x, 1))),
+        ("relu/kinks", |c| c.fed(Relu::new(), |l, x: Tensor<2>| l.forward(snapped(x)))),
+        ("relu6/kinks", |c| c.fed(Relu6::new(), |l, x: Tensor<2>| l.forward(snapped(x)))),
+        ("leaky_relu/kinks", |c| {
+            c.fed(LeakyReluConfig::new().with_negative_slope(0.2).init(), |l, x: Tensor<2>| l.forward(snapped(x)))
+        }),
+        ("prelu/kinks", |c| c.fed(PReluConfig::new().init(&c.device), |l, x: Tensor<2>| l.forward(snapped(x)))),
+        ("elu/kinks", |c| c.fed(EluConfig::new().with_alpha(0.5).init(), |l, x: Tensor<2>| l.forward(snapped(x)))),
+        ("celu/kinks", |c| c.fed(CeluConfig::new().with_alpha(2.0).init(), |l, x: Tensor<2>| l.forward(snapped(x)))),
+        ("selu/kinks", |c| c.fed(Selu::new(), |l, x: Tensor<2>| l.forward(snapped(x)))),
+        ("hardtanh/kinks", |c| c.fed(HardtanhConfig::new().init(), |l, x: Tensor<2>| l.forward(snapped(x)))),
+        ("hard_sigmoid/kinks", |c| {
+            c.fed(HardSigmoidConfig::new().with_alpha(1.0 / 6.0).init(), |l, x: Tensor<2>| l.forward(snapped(x)))
+        }),
+        ("hard_swish/kinks", |c| c.fed(HardSwish::new(), |l, x: Tensor<2>| l.forward(snapped(x)))),
+        ("hard_shrink/kinks", |c| c.fed(HardShrinkConfig::new().init(), |l, x: Tensor<2>| l.forward(snapped(x)))),
+        ("soft_shrink/kinks", |c| c.fed(SoftShrinkConfig::new().init(), |l, x: Tensor<2>| l.forward(snapped(x)))),
+        ("threshold/kinks", |c| {
+            c.fed(ThresholdConfig::new(0.5, -2.0).init(), |l, x: Tensor<2>| l.forward(snapped(x)))
+        }),
+        ("softsign/kinks", |c| c.fed(Softsign::new(), |l, x: Tensor<2>| l.forward(snapped(x)))),
+        ("tanhshrink/kinks", |c| c.fed(Tanhshrink::new(), |l, x: Tensor<2>| l.forward(snapped(x)))),
     ]
 }

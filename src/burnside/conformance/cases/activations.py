@@ -23,6 +23,82 @@ class _OnnxHardSigmoid(nn.Module):
         return torch.clamp(self.alpha * x + self.beta, 0.0, 1.0)
 
 
+def _closed_clamp(x: torch.Tensor, low: float, high: float) -> torch.Tensor:
+    """``clamp(x, low, high)`` whose gradient is 1 on the closed interval, bounds included (burn's clamp);
+    torch.clamp's gradient is 0 at the bounds."""
+    return torch.where((x >= low) & (x <= high), x, torch.clamp(x, low, high).detach())
+
+
+class _Clamp(nn.Module):
+    """burn's Hardtanh and ReLU6: a clamp with gradient 1 at its bounds."""
+
+    def __init__(self, low: float, high: float) -> None:
+        super().__init__()
+        self.low, self.high = low, high
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _closed_clamp(x, self.low, self.high)
+
+
+class _ClampedHardSigmoid(nn.Module):
+    """burn's HardSigmoid: ``clamp(alpha * x + beta, 0, 1)``, the clamp's gradient taken at its bounds."""
+
+    def __init__(self, alpha: float, beta: float) -> None:
+        super().__init__()
+        self.alpha, self.beta = alpha, beta
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _closed_clamp(self.alpha * x + self.beta, 0.0, 1.0)
+
+
+class _ClampedHardSwish(nn.Module):
+    """burn's hard_swish: ``x * clamp(x / 6 + 0.5, 0, 1)``, the clamp's gradient taken at its bounds."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * _closed_clamp(x / 6 + 0.5, 0.0, 1.0)
+
+
+class _LeakyAtZero(nn.Module):
+    """``x`` where ``x >= 0``, else ``slope * x``: the linear branch taken at 0 (burn's leaky_relu and prelu).
+    ``slope`` is a float or the layer's own ``weight`` parameter (PReLU, one per channel, dim 1)."""
+
+    def __init__(self, slope: float | nn.Parameter) -> None:
+        super().__init__()
+        if isinstance(slope, nn.Parameter):
+            self.weight = slope
+        else:
+            self.slope = slope
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        slope = getattr(self, "weight", None)
+        if slope is None:
+            slope = self.slope
+        elif slope.numel() > 1:
+            slope = slope.reshape(1, -1, *([1] * (x.dim() - 2)))
+        return torch.where(x >= 0, x, slope * x)
+
+
+class _SeluPositiveAtZero(nn.Module):
+    """SELU with its linear branch taken at 0 (burn's selu: ``x >= 0``); PyTorch's takes the exponential one."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        alpha, scale = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+        return torch.where(x >= 0, scale * x, scale * alpha * (torch.exp(x) - 1))
+
+
+def _snapped(x: torch.Tensor) -> torch.Tensor:
+    """``x`` rounded to a multiple of 0.5 (exactly, in float32 and float64), its gradient passed straight
+    through: the kinks cases feed an activation values exactly at its kinks (0, +-0.5, +-1, +-3, 6), where
+    each framework picks its own one-sided derivative. Exact zeros are common in a model (a ReLU's output fed
+    to another activation, zero padding)."""
+    return x + (torch.round(2 * x) / 2 - x).detach()
+
+
+def _kinks(id: str, title: str, layer, shape: tuple[int, ...] = (8, 16), **kw) -> Case:
+    return Case(id, f"{title} of inputs at its kinks (rounded to multiples of 0.5, gradient straight through)",
+                layer, shape, call=lambda l, x, batch: l(_snapped(x)), x_scale=3.0, **kw)
+
+
 CASES = [
     Case("relu/default", "nn.ReLU()", lambda: nn.ReLU(), (4, 8), x_scale=3.0),
     Case("relu6/default", "nn.ReLU6(), inputs past 6", lambda: nn.ReLU6(), (4, 8), x_scale=4.0),
@@ -77,4 +153,39 @@ CASES = [
          x_scale=3.0),
     Case("softmin/last", "nn.Softmin(dim=-1) (burn: activation::softmin)", lambda: nn.Softmin(dim=-1), (4, 8),
          x_scale=3.0),
+    _kinks("relu/kinks", "nn.ReLU()", lambda: nn.ReLU()),
+    _kinks("relu6/kinks", "nn.ReLU6()", lambda: nn.ReLU6(),
+           hypotheses=(Hypothesis("framework", "burn's ReLU6 is clamp(x, 0, 6), whose gradient is 1 at x = 0 and "
+                                  "x = 6; PyTorch's nn.ReLU6 gives 0 there", lambda layer: _Clamp(0.0, 6.0)),)),
+    _kinks("leaky_relu/kinks", "nn.LeakyReLU(0.2)", lambda: nn.LeakyReLU(0.2),
+           hypotheses=(Hypothesis("framework", "burn's leaky_relu takes the identity branch at x = 0 (x < 0 is "
+                                  "scaled): gradient 1 there; PyTorch's is negative_slope (only x > 0 passes)",
+                                  lambda layer: _LeakyAtZero(layer.negative_slope)),)),
+    _kinks("prelu/kinks", "nn.PReLU()", lambda: nn.PReLU(),
+           hypotheses=(Hypothesis("framework", "burn's prelu takes the identity branch at x = 0: gradient 1 there; "
+                                  "PyTorch's is the weight (only x > 0 passes)",
+                                  lambda layer: _LeakyAtZero(layer.weight)),)),
+    _kinks("elu/kinks", "nn.ELU(alpha=0.5)", lambda: nn.ELU(alpha=0.5)),
+    _kinks("celu/kinks", "nn.CELU(alpha=2.0)", lambda: nn.CELU(alpha=2.0)),
+    _kinks("selu/kinks", "nn.SELU()", lambda: nn.SELU(),
+           hypotheses=(Hypothesis("framework", "burn's selu takes the linear branch at x = 0 (x >= 0): gradient "
+                                  "scale = 1.0507 there; PyTorch's takes the exponential one, scale * alpha = 1.7581 "
+                                  "(burn's own elu and celu do too)", lambda layer: _SeluPositiveAtZero()),)),
+    _kinks("hardtanh/kinks", "nn.Hardtanh()", lambda: nn.Hardtanh(),
+           hypotheses=(Hypothesis("framework", "burn's Hardtanh is clamp(x, min_val, max_val), whose gradient is 1 "
+                                  "at the bounds; PyTorch's nn.Hardtanh gives 0 there",
+                                  lambda layer: _Clamp(layer.min_val, layer.max_val)),)),
+    _kinks("hard_sigmoid/kinks", "nn.Hardsigmoid() (burn: alpha 1/6)", lambda: nn.Hardsigmoid(),
+           hypotheses=(Hypothesis("framework", "burn's hard_sigmoid is clamp(alpha x + beta, 0, 1), whose gradient is "
+                                  "alpha at x = -3 and x = 3; PyTorch's nn.Hardsigmoid gives 0 there",
+                                  lambda layer: _ClampedHardSigmoid(1 / 6, 0.5)),)),
+    _kinks("hard_swish/kinks", "nn.Hardswish()", lambda: nn.Hardswish(),
+           hypotheses=(Hypothesis("framework", "burn's hard_swish is x * clamp(x / 6 + 0.5, 0, 1), the clamp's "
+                                  "gradient taken at its bounds: d/dx is -0.5 at x = -3 and 1.5 at x = 3; PyTorch's "
+                                  "nn.Hardswish gives 0 and 1", lambda layer: _ClampedHardSwish()),)),
+    _kinks("hard_shrink/kinks", "nn.Hardshrink()", lambda: nn.Hardshrink()),
+    _kinks("soft_shrink/kinks", "nn.Softshrink()", lambda: nn.Softshrink()),
+    _kinks("threshold/kinks", "nn.Threshold(0.5, -2.0)", lambda: nn.Threshold(0.5, -2.0)),
+    _kinks("softsign/kinks", "nn.Softsign()", lambda: nn.Softsign()),
+    _kinks("tanhshrink/kinks", "nn.Tanhshrink()", lambda: nn.Tanhshrink()),
 ]
