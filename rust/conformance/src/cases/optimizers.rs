@@ -31,8 +31,8 @@ struct Net {
 /// The loss both sides name `mse_loss` (PyTorch: `F.mse_loss(layer(x), target)`).
 const LOSS: &str = "mse_loss";
 
-fn net(c: &Case, bias: bool) -> Net {
-    Net { layer: LinearConfig::new(5, 4).with_bias(bias).init(&c.device) }
+fn net(c: &Case, inputs: usize, bias: bool) -> Net {
+    Net { layer: LinearConfig::new(inputs, 4).with_bias(bias).init(&c.device) }
 }
 
 /// One step's output and loss, the batch read (and recorded) through `step`.
@@ -46,12 +46,12 @@ fn forward(m: &Net, step: &mut Step<'_>) -> Res<(Tensor<2>, Tensor<1>)> {
 
 /// `Linear(5, 4)` trained with `spec` by `Training`.
 fn trained(c: &Case, spec: OptimizerSpec) -> Res<()> {
-    c.train(spec, LOSS, net(c, true), forward)
+    c.train(spec, LOSS, net(c, 5, true), forward)
 }
 
-/// `Linear(5, 4, bias=False)` trained with `spec` (Muon takes 2-D parameters only).
-fn trained_no_bias(c: &Case, spec: OptimizerSpec) -> Res<()> {
-    c.train(spec, LOSS, net(c, false), forward)
+/// `Linear(inputs, 4, bias=False)` trained with `spec` (Muon takes 2-D parameters only).
+fn trained_no_bias(c: &Case, inputs: usize, spec: OptimizerSpec) -> Res<()> {
+    c.train(spec, LOSS, net(c, inputs, false), forward)
 }
 
 /// What steps the model in a loop written call by call.
@@ -64,8 +64,14 @@ enum Stepper {
 
 /// The loop `Training` runs, written call by call with `TraceRecorder` (as rust/train-step does):
 /// the trace declares `declared`, the model is stepped by `stepper`.
-fn call_by_call(c: &Case, declared: OptimizerSpec, mut stepper: Stepper, bias: bool) -> Res<()> {
-    let mut model = c.init.load_module(net(c, bias))?;
+fn call_by_call(
+    c: &Case,
+    declared: OptimizerSpec,
+    mut stepper: Stepper,
+    inputs: usize,
+    bias: bool,
+) -> Res<()> {
+    let mut model = c.init.load_module(net(c, inputs, bias))?;
     let mut recorder = TraceRecorder::new(declared.clone()).with_loss_fn(LOSS);
     let lr = declared.lr();
     // L-BFGS keeps one state for the whole model, which neither side records: a plain SGD's empty
@@ -108,14 +114,14 @@ fn call_by_call(c: &Case, declared: OptimizerSpec, mut stepper: Stepper, bias: b
 }
 
 /// A port that builds burn's optimizer with `XConfig::new()` and declares PyTorch's `declared`.
-fn burn_default(c: &Case, declared: OptimizerSpec, optim: ModuleOptimizer, bias: bool) -> Res<()> {
-    call_by_call(c, declared, Stepper::Module(optim), bias)
+fn burn_default(c: &Case, declared: OptimizerSpec, optim: ModuleOptimizer) -> Res<()> {
+    call_by_call(c, declared, Stepper::Module(optim), 5, true)
 }
 
 /// L-BFGS with exactly `spec`'s settings.
 fn lbfgs(c: &Case, spec: OptimizerSpec) -> Res<()> {
     let lbfgs = spec.init_lbfgs().expect("an L-BFGS spec");
-    call_by_call(c, spec, Stepper::Lbfgs(lbfgs), true)
+    call_by_call(c, spec, Stepper::Lbfgs(lbfgs), 5, true)
 }
 
 pub fn cases() -> Vec<(&'static str, Runner)> {
@@ -133,7 +139,7 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
         }),
         ("sgd/burn-default", |c| {
             let optim = SgdConfig::new().with_momentum(Some(MomentumConfig::new())).init();
-            burn_default(c, OptimizerSpec::sgd_momentum(0.1, 0.9), optim, true)
+            burn_default(c, OptimizerSpec::sgd_momentum(0.1, 0.9), optim)
         }),
         // Adam
         ("adam/default", |c| trained(c, OptimizerSpec::adam(1e-3))),
@@ -141,13 +147,13 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
         ("adam/betas", |c| trained(c, OptimizerSpec::adam(0.01).with_betas(0.8, 0.99))),
         ("adam/weight-decay", |c| trained(c, OptimizerSpec::adam(0.01).with_weight_decay(0.1))),
         ("adam/amsgrad", |c| trained(c, OptimizerSpec::adam(0.01).with_amsgrad(true))),
-        ("adam/burn-default", |c| burn_default(c, OptimizerSpec::adam(0.01), AdamConfig::new().init(), true)),
+        ("adam/burn-default", |c| burn_default(c, OptimizerSpec::adam(0.01), AdamConfig::new().init())),
         // AdamW
         ("adamw/default", |c| trained(c, OptimizerSpec::adamw(1e-3))),
         ("adamw/weight-decay", |c| trained(c, OptimizerSpec::adamw(0.01).with_weight_decay(0.1))),
         ("adamw/amsgrad", |c| trained(c, OptimizerSpec::adamw(0.01).with_amsgrad(true))),
         ("adamw/burn-default", |c| {
-            burn_default(c, OptimizerSpec::adamw(0.01), AdamWConfig::new().init(), true)
+            burn_default(c, OptimizerSpec::adamw(0.01), AdamWConfig::new().init())
         }),
         // RMSprop
         ("rmsprop/default", |c| trained(c, OptimizerSpec::rmsprop(0.01))),
@@ -155,8 +161,13 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
         ("rmsprop/centered", |c| trained(c, OptimizerSpec::rmsprop(0.01).with_centered(true))),
         ("rmsprop/momentum", |c| trained(c, OptimizerSpec::rmsprop(0.01).with_momentum(0.5))),
         ("rmsprop/weight-decay", |c| trained(c, OptimizerSpec::rmsprop(0.01).with_weight_decay(0.1))),
+        // burn's momentum 0.9 taken out, so that its epsilon shows alone
         ("rmsprop/burn-default", |c| {
-            burn_default(c, OptimizerSpec::rmsprop(0.01), RmsPropConfig::new().init(), true)
+            burn_default(c, OptimizerSpec::rmsprop(0.01), RmsPropConfig::new().with_momentum(0.0).init())
+        }),
+        // all of RmsPropConfig::new(): burn keeps a momentum buffer PyTorch's RMSprop(momentum=0) has not
+        ("rmsprop/burn-default-momentum", |c| {
+            burn_default(c, OptimizerSpec::rmsprop(0.01), RmsPropConfig::new().init())
         }),
         // Adagrad
         ("adagrad/default", |c| trained(c, OptimizerSpec::adagrad(0.1))),
@@ -166,7 +177,7 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
         // PyTorch's sum starts at 0.1; burn's AdaGrad has no such setting, so it starts at 0
         ("adagrad/initial-accumulator", |c| trained(c, OptimizerSpec::adagrad(0.1))),
         ("adagrad/burn-default", |c| {
-            burn_default(c, OptimizerSpec::adagrad(0.1), AdaGradConfig::new().init(), true)
+            burn_default(c, OptimizerSpec::adagrad(0.1), AdaGradConfig::new().init())
         }),
         // Adafactor
         ("adafactor/default", |c| trained(c, OptimizerSpec::adafactor(1e-2))),
@@ -174,20 +185,22 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
         ("adafactor/settings", |c| {
             trained(c, OptimizerSpec::adafactor(1e-2).with_adafactor(-0.5, f32::EPSILON, 1e-2, 2.0))
         }),
-        // Muon
-        ("muon/default", |c| trained_no_bias(c, OptimizerSpec::muon(1e-3))),
+        // Muon: PyTorch's [4, 5] weight is burn's [5, 4] (Linear keeps [in, out])
+        ("muon/default", |c| trained_no_bias(c, 5, OptimizerSpec::muon(1e-3))),
+        ("muon/square", |c| trained_no_bias(c, 4, OptimizerSpec::muon(1e-3))),
         ("muon/no-nesterov", |c| {
             let spec = OptimizerSpec::muon(0.02)
                 .with_muon(false, (3.4445, -4.775, 2.0315), 1e-7, 5, "original")?;
-            trained_no_bias(c, spec)
+            trained_no_bias(c, 4, spec)
         }),
         ("muon/match-rms-adamw", |c| {
             let spec = OptimizerSpec::muon(0.02)
                 .with_muon(true, (3.4445, -4.775, 2.0315), 1e-7, 3, "match_rms_adamw")?;
-            trained_no_bias(c, spec)
+            trained_no_bias(c, 5, spec)
         }),
         ("muon/burn-default", |c| {
-            burn_default(c, OptimizerSpec::muon(0.02), MuonConfig::new().init(), false)
+            let optim = Stepper::Module(MuonConfig::new().init());
+            call_by_call(c, OptimizerSpec::muon(0.02), optim, 4, false)
         }),
         // L-BFGS
         ("lbfgs/default", |c| lbfgs(c, OptimizerSpec::lbfgs(1.0))),

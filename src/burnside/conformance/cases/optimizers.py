@@ -9,6 +9,8 @@ settings reach it through the layer's parameters: `_built_with` marks them, `_op
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -23,38 +25,61 @@ _BATCH, _IN, _OUT = 6, 5, 4
 
 
 def _optim(cls: type[torch.optim.Optimizer], **settings):
-    """``cls(params, **settings)``, with the settings a hypothesis marked on the parameters (`_built_with`)
-    taking the place of the case's."""
+    """``cls(params, **settings)``, unless a hypothesis marked the parameters (`_built_with`): then its class
+    and settings."""
     def build(params: list[nn.Parameter]) -> torch.optim.Optimizer:
-        marked = next((getattr(p, _SETTINGS) for p in params if hasattr(p, _SETTINGS)), {})
-        return cls(params, **{**settings, **marked})
+        marked = next((getattr(p, _SETTINGS) for p in params if hasattr(p, _SETTINGS)), None)
+        if marked is None:
+            return cls(params, **settings)
+        other, own = marked
+        return (other or cls)(params, **(own if other else {**settings, **own}))
     return build
 
 
-def _built_with(**settings):
-    """A hypothesis' change: the same layer, its optimizer built with ``settings`` (burn's values)."""
+def _built_with(cls: type[torch.optim.Optimizer] | None = None, **settings):
+    """A hypothesis' change: the same layer, its optimizer the case's with ``settings`` (burn's values), or
+    ``cls(params, **settings)`` (burn's arithmetic: a `burnside.reference` variant's optimizer)."""
     def change(layer: nn.Module) -> nn.Module:
         for p in layer.parameters():
-            setattr(p, _SETTINGS, settings)
+            setattr(p, _SETTINGS, (cls, settings))
         return layer
     return change
 
 
-def _batch(generator: torch.Generator) -> dict[str, torch.Tensor]:
-    return {"x": torch.randn(_BATCH, _IN, generator=generator),
-            "target": torch.randn(_BATCH, _OUT, generator=generator)}
+def _burn_adam(*, lr: float, eps: float, weight_decay: float, decoupled: bool):
+    """Adam/AdamW with burn's float32 constants (the referee's `burn-adam` variant) and these settings."""
+    from burnside.reference import _BurnAdam
+
+    return _built_with(_BurnAdam, lr=lr, betas=(0.9, 0.999), eps=eps, weight_decay=weight_decay, decoupled=decoupled)
 
 
-def _case(id: str, title: str, optimizer, *, bias: bool = True, **kw) -> Case:
-    """``nn.Linear(5, 4)`` (``bias``) trained 3 steps with ``optimizer`` under the mean squared error."""
-    return Case(id, title, lambda: nn.Linear(_IN, _OUT, bias=bias), None,
-                call=lambda layer, x, batch: layer(batch["x"]), batch=_batch,
+def _burn_muon(*, lr: float, weight_decay: float):
+    """Muon with burn's Newton-Schulz arithmetic (the referee's `burn-muon` variant), PyTorch's other defaults."""
+    from burnside.reference import _BurnMuon
+
+    return _built_with(_BurnMuon, lr=lr, weight_decay=weight_decay, momentum=0.95, nesterov=True,
+                       ns_coefficients=(3.4445, -4.775, 2.0315), eps=1e-7, ns_steps=5, adjust_lr_fn=None)
+
+
+def _batch(inputs: int):
+    def draw(generator: torch.Generator) -> dict[str, torch.Tensor]:
+        return {"x": torch.randn(_BATCH, inputs, generator=generator),
+                "target": torch.randn(_BATCH, _OUT, generator=generator)}
+    return draw
+
+
+def _case(id: str, title: str, optimizer, *, inputs: int = _IN, bias: bool = True, **kw) -> Case:
+    """``nn.Linear(inputs, 4)`` (``bias``) trained 3 steps with ``optimizer`` under the mean squared error."""
+    return Case(id, title, lambda: nn.Linear(inputs, _OUT, bias=bias), None,
+                call=lambda layer, x, batch: layer(batch["x"]), batch=_batch(inputs),
                 loss=lambda out, batch: F.mse_loss(out, batch["target"]), loss_name="mse_loss",
                 optimizer=optimizer, steps=3, tags=("optimizer",), **kw)
 
 
-def _default(cause: str, fix: str, **burns) -> Hypothesis:
-    return Hypothesis("default", cause, _built_with(**burns), fix)
+def _default(cause: str, fix: str, burns=_built_with, **settings) -> Hypothesis:
+    """Burn's default: PyTorch's optimizer with burn's ``settings`` (``burns``: built by `_built_with`, or by a
+    variant's optimizer when burn's arithmetic differs too)."""
+    return Hypothesis("default", cause, burns(**settings), fix)
 
 
 SGD, Adam, AdamW, RMSprop, Adagrad = (torch.optim.SGD, torch.optim.Adam, torch.optim.AdamW, torch.optim.RMSprop,
@@ -82,7 +107,8 @@ CASES = [
     _case("adam/amsgrad", "Adam(lr=0.01, amsgrad=True)", _optim(Adam, lr=0.01, amsgrad=True)),
     _case("adam/burn-default", "Adam(lr=0.01); burn: AdamConfig::new()", _optim(Adam, lr=0.01),
           hypotheses=(_default("burn's AdamConfig epsilon defaults to 1e-5; PyTorch's Adam eps to 1e-8",
-                               "AdamConfig::new().with_epsilon(1e-8)", eps=1e-5),)),
+                               "AdamConfig::new().with_epsilon(1e-8)", lr=0.01, eps=1e-5, weight_decay=0.0,
+                               decoupled=False, burns=_burn_adam),)),
     # AdamW
     _case("adamw/default", "AdamW(params), defaults (weight_decay 0.01)", _optim(AdamW)),
     _case("adamw/weight-decay", "AdamW(lr=0.01, weight_decay=0.1)", _optim(AdamW, lr=0.01, weight_decay=0.1)),
@@ -91,18 +117,19 @@ CASES = [
           hypotheses=(_default("burn's AdamWConfig defaults to epsilon 1e-5 and weight decay 1e-4; PyTorch's AdamW to "
                                "eps 1e-8 and weight_decay 0.01",
                                "AdamWConfig::new().with_epsilon(1e-8).with_weight_decay(0.01)",
-                               eps=1e-5, weight_decay=1e-4),)),
+                               lr=0.01, eps=1e-5, weight_decay=1e-4, decoupled=True, burns=_burn_adam),)),
     # RMSprop
     _case("rmsprop/default", "RMSprop(lr=0.01)", _optim(RMSprop, lr=0.01)),
     _case("rmsprop/alpha", "RMSprop(lr=0.01, alpha=0.9)", _optim(RMSprop, lr=0.01, alpha=0.9)),
     _case("rmsprop/centered", "RMSprop(lr=0.01, centered=True)", _optim(RMSprop, lr=0.01, centered=True)),
     _case("rmsprop/momentum", "RMSprop(lr=0.01, momentum=0.5)", _optim(RMSprop, lr=0.01, momentum=0.5)),
     _case("rmsprop/weight-decay", "RMSprop(lr=0.01, weight_decay=0.1)", _optim(RMSprop, lr=0.01, weight_decay=0.1)),
-    _case("rmsprop/burn-default", "RMSprop(lr=0.01); burn: RmsPropConfig::new()", _optim(RMSprop, lr=0.01),
-          hypotheses=(_default("burn's RmsPropConfig defaults to momentum 0.9 and epsilon 1e-5; PyTorch's RMSprop to "
-                               "momentum 0 and eps 1e-8",
-                               "RmsPropConfig::new().with_momentum(0.0).with_epsilon(1e-8)",
-                               momentum=0.9, eps=1e-5),)),
+    _case("rmsprop/burn-default", "RMSprop(lr=0.01); burn: RmsPropConfig::new().with_momentum(0.0)",
+          _optim(RMSprop, lr=0.01),
+          hypotheses=(_default("burn's RmsPropConfig epsilon defaults to 1e-5; PyTorch's RMSprop eps to 1e-8",
+                               "RmsPropConfig::new().with_momentum(0.0).with_epsilon(1e-8)", eps=1e-5),)),
+    # burn's momentum 0.9 keeps a momentum_buffer PyTorch's RMSprop(momentum=0) has not: the traces differ in structure
+    _case("rmsprop/burn-default-momentum", "RMSprop(lr=0.01); burn: RmsPropConfig::new()", _optim(RMSprop, lr=0.01)),
     # Adagrad
     _case("adagrad/default", "Adagrad(lr=0.1)", _optim(Adagrad, lr=0.1)),
     _case("adagrad/lr-decay", "Adagrad(lr=0.1, lr_decay=0.1)", _optim(Adagrad, lr=0.1, lr_decay=0.1)),
@@ -121,16 +148,25 @@ CASES = [
           _optim(torch.optim.Adafactor, lr=0.01, weight_decay=0.1)),
     _case("adafactor/settings", "Adafactor(lr=0.01, beta2_decay=-0.5, eps=(None, 1e-2), d=2)",
           _optim(torch.optim.Adafactor, lr=0.01, beta2_decay=-0.5, eps=(None, 1e-2), d=2.0)),
-    # Muon (2-D parameters only: no bias)
-    _case("muon/default", "Muon(params), defaults; Linear without bias", _optim(torch.optim.Muon), bias=False),
-    _case("muon/no-nesterov", "Muon(lr=0.02, nesterov=False)", _optim(torch.optim.Muon, lr=0.02, nesterov=False),
+    # Muon (2-D parameters only: no bias). PyTorch's [4, 5] weight is burn's [5, 4]: Linear keeps [in, out]
+    _case("muon/default", "Muon(params), defaults; Linear(5, 4) without bias", _optim(torch.optim.Muon), bias=False,
+          hypotheses=(Hypothesis(
+              "framework", "burn's Linear keeps its weight as [in, out], so Muon's 'original' lr adjustment "
+              "sqrt(max(1, A/B)) reads PyTorch's [4, 5] weight as [5, 4]: burn steps sqrt(5/4) times PyTorch's lr "
+              "(weight decay unscaled); and its Newton-Schulz runs in f32, PyTorch's in bfloat16 (burn-muon)",
+              _burn_muon(lr=1e-3 * math.sqrt(5 / 4), weight_decay=0.1 / math.sqrt(5 / 4)),
+              "a weight whose in- and out-features agree, or adjust_lr_fn match_rms_adamw (symmetric in A, B)"),)),
+    _case("muon/square", "Muon(params), defaults; Linear(4, 4) without bias", _optim(torch.optim.Muon), inputs=4,
           bias=False),
-    _case("muon/match-rms-adamw", "Muon(lr=0.02, ns_steps=3, adjust_lr_fn='match_rms_adamw')",
+    _case("muon/no-nesterov", "Muon(lr=0.02, nesterov=False); Linear(4, 4)",
+          _optim(torch.optim.Muon, lr=0.02, nesterov=False), inputs=4, bias=False),
+    _case("muon/match-rms-adamw", "Muon(lr=0.02, ns_steps=3, adjust_lr_fn='match_rms_adamw'); Linear(5, 4)",
           _optim(torch.optim.Muon, lr=0.02, ns_steps=3, adjust_lr_fn="match_rms_adamw"), bias=False),
-    _case("muon/burn-default", "Muon(lr=0.02); burn: MuonConfig::new()", _optim(torch.optim.Muon, lr=0.02), bias=False,
+    _case("muon/burn-default", "Muon(lr=0.02); burn: MuonConfig::new(); Linear(4, 4)", _optim(torch.optim.Muon, lr=0.02),
+          inputs=4, bias=False,
           hypotheses=(_default("burn's MuonConfig has no weight decay by default; PyTorch's Muon weight_decay is 0.1",
                                "MuonConfig::new().with_weight_decay(Some(WeightDecayConfig::new(0.1)))",
-                               weight_decay=0.0),)),
+                               burns=_burn_muon, lr=0.02, weight_decay=0.0),)),
     # L-BFGS (burn side: a loop written call by call, Training refuses L-BFGS)
     _case("lbfgs/default", "LBFGS(params), defaults", _optim(torch.optim.LBFGS)),
     _case("lbfgs/max-iter-history", "LBFGS(lr=0.5, max_iter=4, history_size=3)",
