@@ -1,0 +1,295 @@
+"""Sequence layers: the recurrent layers (LSTM, bidirectional LSTM, GRU, RNN), multi-head attention, the
+transformer encoder, and the position encodings (rotary, sinusoidal).
+
+PyTorch's recurrent layers are sequence-first by default (``[seq, batch, features]``) and burn's batch-first
+(``Gru`` is batch-first only); the ``*/default`` cases build both sides with defaults so the layout default
+shows up, the other cases set the layout on both sides. burn's ``MultiHeadAttention`` and transformer encoder
+default to dropout 0.1 (PyTorch's ``nn.MultiheadAttention`` to 0.0) and the encoder's feed-forward to GELU
+(PyTorch's to ReLU). PyTorch has no rotary or sinusoidal position encoding module: the cases write the usual
+formulations as small modules (``RotateHalfRope``, ``InterleavedRope``, ``SinusoidalEncoding``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from burnside.conformance.case import Case, Hypothesis
+
+
+# --- the PyTorch formulations PyTorch has no module for -------------------------------------------------------
+
+def _rope_angles(seq: int, d: int, theta: float, like: torch.Tensor) -> torch.Tensor:
+    """``pos * theta^(-2i/d)`` for i in [0, d/2), ``[seq, d/2]`` in ``like``'s dtype."""
+    inv = 1.0 / theta ** (torch.arange(0, d, 2, dtype=like.dtype) / d)
+    return torch.arange(seq, dtype=like.dtype)[:, None] * inv[None, :]
+
+
+class RotateHalfRope(nn.Module):
+    """Rotary position embedding as GPT-NeoX and Hugging Face's LLaMA write it: dimension i is rotated with
+    dimension i + d/2 (``x * cos + rotate_half(x) * sin``); input ``[..., seq, d]``."""
+
+    def __init__(self, d: int, theta: float = 10000.0) -> None:
+        super().__init__()
+        self.d, self.theta = d, theta
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        angles = _rope_angles(x.shape[-2], self.d, self.theta, x)
+        cos, sin = torch.cat([angles.cos()] * 2, -1), torch.cat([angles.sin()] * 2, -1)
+        half = self.d // 2
+        rotated = torch.cat([-x[..., half:], x[..., :half]], -1)
+        return x * cos + rotated * sin
+
+
+class InterleavedRope(nn.Module):
+    """Rotary position embedding as the RoFormer paper and Meta's LLaMA (complex multiplication) write it:
+    the pairs (x[2i], x[2i+1]) are rotated by pos * theta_i; input ``[..., seq, d]``."""
+
+    def __init__(self, d: int, theta: float = 10000.0) -> None:
+        super().__init__()
+        self.d, self.theta = d, theta
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        angles = _rope_angles(x.shape[-2], self.d, self.theta, x)
+        cos, sin = angles.cos(), angles.sin()
+        even, odd = x[..., 0::2], x[..., 1::2]
+        return torch.stack([even * cos - odd * sin, even * sin + odd * cos], -1).flatten(-2)
+
+
+class SinusoidalEncoding(nn.Module):
+    """The transformer's sinusoidal position encoding added to ``x`` ``[batch, seq, d]`` (Vaswani et al.,
+    PyTorch's tutorial): ``pe[pos, 2i] = sin(pos / timescale^(2i/d))``, ``pe[pos, 2i+1] = cos(...)``."""
+
+    def __init__(self, d: int, max_timescale: float = 10000.0) -> None:
+        super().__init__()
+        self.d, self.max_timescale = d, max_timescale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        seq = x.shape[1]
+        position = torch.arange(seq, dtype=x.dtype)[:, None]
+        div = torch.exp(torch.arange(0, self.d, 2, dtype=x.dtype) * (-math.log(self.max_timescale) / self.d))
+        pe = torch.zeros(seq, self.d, dtype=x.dtype)
+        pe[:, 0::2] = torch.sin(position * div)
+        pe[:, 1::2] = torch.cos(position * div)
+        return x + pe
+
+
+# --- what burn computes, where a hypothesis needs a module ------------------------------------------------------
+
+class ResetBeforeGru(nn.Module):
+    """A one-layer batch-first GRU on ``nn.GRU``'s own parameters that applies the reset gate before the hidden
+    transform, ``n = tanh(W_in x + b_in + W_hn (r * h) + b_hn)`` (Cho et al. 2014, burn's
+    ``GruConfig::with_reset_after(false)``), where ``nn.GRU`` computes ``tanh(W_in x + b_in + r * (W_hn h + b_hn))``."""
+
+    def __init__(self, gru: nn.GRU) -> None:
+        super().__init__()
+        for name, p in gru.named_parameters():
+            setattr(self, name, p)
+        self.hidden = gru.hidden_size
+        self.has_bias = gru.bias
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        w_ih, w_hh = self.weight_ih_l0.chunk(3), self.weight_hh_l0.chunk(3)
+        zero = x.new_zeros(3 * self.hidden)
+        b_ih = (self.bias_ih_l0 if self.has_bias else zero).chunk(3)
+        b_hh = (self.bias_hh_l0 if self.has_bias else zero).chunk(3)
+        h = x.new_zeros(x.shape[0], self.hidden)
+        out = []
+        for t in range(x.shape[1]):
+            xt = x[:, t]
+            r = torch.sigmoid(xt @ w_ih[0].T + b_ih[0] + h @ w_hh[0].T + b_hh[0])
+            z = torch.sigmoid(xt @ w_ih[1].T + b_ih[1] + h @ w_hh[1].T + b_hh[1])
+            n = torch.tanh(xt @ w_ih[2].T + b_ih[2] + (r * h) @ w_hh[2].T + b_hh[2])
+            h = (1 - z) * n + z * h
+            out.append(h)
+        return torch.stack(out, 1), h[None]
+
+
+class MaskFilledAttention(nn.Module):
+    """``nn.MultiheadAttention`` (batch-first, self-attention, no dropout) on its own parameters, with masked
+    scores replaced by ``min_float`` (burn's ``mask_fill(mask, -1e4)``) rather than set to -inf: a query whose
+    every key is masked attends to all of them uniformly (PyTorch's gives it zero weights, or NaN weights with
+    ``need_weights=True``)."""
+
+    def __init__(self, mha: nn.MultiheadAttention, min_float: float = -1.0e4) -> None:
+        super().__init__()
+        self.in_proj_weight, self.in_proj_bias, self.out_proj = mha.in_proj_weight, mha.in_proj_bias, mha.out_proj
+        self.heads, self.min_float = mha.num_heads, min_float
+
+    def forward(self, q, k, v, key_padding_mask=None, attn_mask=None, need_weights=False):
+        b, s, d = q.shape
+        qkv = F.linear(q, self.in_proj_weight, self.in_proj_bias).view(b, s, 3, self.heads, d // self.heads)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(d // self.heads)
+        if key_padding_mask is not None:
+            scores = scores.masked_fill(key_padding_mask[:, None, None, :], self.min_float)
+        if attn_mask is not None:
+            scores = scores.masked_fill(attn_mask, self.min_float)
+        context = (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, s, d)
+        return self.out_proj(context), None
+
+
+class _SwappedPreNorms(nn.TransformerEncoderLayer):
+    """A pre-norm layer with ``norm2`` before the attention and ``norm1`` before the feed-forward."""
+
+    def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
+        x = src + self._sa_block(self.norm2(src), src_mask, src_key_padding_mask, is_causal=is_causal)
+        return x + self._ff_block(self.norm1(x))
+
+
+def _swap_pre_norms(layer: nn.TransformerEncoderLayer) -> nn.Module:
+    """The pre-norm layer with ``norm2`` before the attention and ``norm1`` before the feed-forward (burn's
+    ``norm_first`` order: ``norm_2`` then ``norm_1``)."""
+    layer.__class__ = _SwappedPreNorms
+    return layer
+
+
+def _set(layer: nn.Module, **attributes) -> nn.Module:
+    for name, value in attributes.items():
+        setattr(layer, name, value)
+    return layer
+
+
+# --- the cases ---------------------------------------------------------------------------------------------------
+
+def _out(layer, x, batch):
+    """A recurrent layer's output sequence (``(output, state)[0]``)."""
+    return layer(x)[0]
+
+
+def _self_attn(layer, x, batch):
+    return layer(x, x, x, need_weights=False)[0]
+
+
+def _padded(layer, x, batch):
+    return layer(x, x, x, key_padding_mask=batch["pad"].bool(), need_weights=False)[0]
+
+
+def _causal(layer, x, batch):
+    return layer(x, x, x, attn_mask=batch["causal"].bool(), need_weights=False)[0]
+
+
+def _pad(rows: list[list[int]]):
+    """A key padding mask (1: padding, ignored) given as integers, as a port reads it."""
+    return lambda g: {"pad": torch.tensor(rows)}
+
+
+def _causal_mask(seq: int):
+    return lambda g: {"causal": torch.triu(torch.ones(seq, seq, dtype=torch.int64), 1)}
+
+
+def _batch_first_default(fix: str) -> Hypothesis:
+    """burn's recurrent layers read batch-first by default, PyTorch's sequence-first."""
+    return Hypothesis("default", "burn's recurrent layers are batch-first by default (PyTorch's: sequence-first): "
+                      "[seq, batch, features] is read as [batch, seq, features]",
+                      lambda layer: _set(layer, batch_first=True), fix)
+
+
+def _tel(**kw) -> nn.TransformerEncoderLayer:
+    return nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, batch_first=True, **kw)
+
+
+CASES = [
+    # LSTM: burn's Lstm is batch-first by default, PyTorch's sequence-first.
+    Case("lstm/default", "nn.LSTM(4, 5), defaults (sequence-first)", lambda: nn.LSTM(4, 5), (3, 2, 4), call=_out,
+         hypotheses=(_batch_first_default("LstmConfig::new(d_input, d_hidden, true).with_batch_first(false)"),)),
+    Case("lstm/seq-first", "nn.LSTM(4, 5) against LstmConfig with_batch_first(false)", lambda: nn.LSTM(4, 5),
+         (3, 2, 4), call=_out),
+    Case("lstm/batch-first", "nn.LSTM(4, 5, batch_first=True)", lambda: nn.LSTM(4, 5, batch_first=True), (2, 3, 4),
+         call=_out, ci=True),
+    Case("lstm/no-bias", "nn.LSTM(4, 5, bias=False, batch_first=True)",
+         lambda: nn.LSTM(4, 5, bias=False, batch_first=True), (2, 3, 4), call=_out),
+    # Bidirectional LSTM.
+    Case("bilstm/default", "nn.LSTM(4, 5, bidirectional=True), defaults (sequence-first)",
+         lambda: nn.LSTM(4, 5, bidirectional=True), (3, 2, 4), call=_out,
+         hypotheses=(_batch_first_default("BiLstmConfig::new(d_input, d_hidden, true).with_batch_first(false)"),)),
+    Case("bilstm/batch-first", "nn.LSTM(4, 5, bidirectional=True, batch_first=True)",
+         lambda: nn.LSTM(4, 5, bidirectional=True, batch_first=True), (2, 3, 4), call=_out),
+    # GRU: PyTorch's is reset-after (burn's default reset_after = true); burn's Gru reads batch-first only.
+    Case("gru/default", "nn.GRU(4, 5), defaults (sequence-first)", lambda: nn.GRU(4, 5), (3, 2, 4), call=_out,
+         hypotheses=(Hypothesis("framework", "burn's Gru has no batch_first option: it reads [batch, seq, features] only, "
+                                "so PyTorch's sequence-first [seq, batch, features] is read as batch-first",
+                                lambda layer: _set(layer, batch_first=True),
+                                "x.swap_dims(0, 1) before Gru::forward and after it"),)),
+    Case("gru/batch-first", "nn.GRU(4, 5, batch_first=True)", lambda: nn.GRU(4, 5, batch_first=True), (2, 3, 4),
+         call=_out),
+    Case("gru/no-bias", "nn.GRU(4, 5, bias=False, batch_first=True)",
+         lambda: nn.GRU(4, 5, bias=False, batch_first=True), (2, 3, 4), call=_out),
+    Case("gru/reset-before", "nn.GRU(4, 5, batch_first=True) against GruConfig with_reset_after(false)",
+         lambda: nn.GRU(4, 5, batch_first=True), (2, 3, 4), call=_out,
+         hypotheses=(Hypothesis("framework", "burn's reset_after(false) is the reset-before GRU, "
+                                "tanh(W_in x + b_in + W_hn (r * h) + b_hn); nn.GRU has only reset-after, "
+                                "r * (W_hn h + b_hn)", ResetBeforeGru, "GruConfig's default reset_after(true)"),)),
+    Case("bigru/batch-first", "nn.GRU(4, 5, bidirectional=True, batch_first=True)",
+         lambda: nn.GRU(4, 5, bidirectional=True, batch_first=True), (2, 3, 4), call=_out),
+    # Elman RNN.
+    Case("rnn/default", "nn.RNN(4, 5), defaults (sequence-first, tanh)", lambda: nn.RNN(4, 5), (3, 2, 4), call=_out,
+         hypotheses=(_batch_first_default("RnnConfig::new(d_input, d_hidden, true).with_batch_first(false)"),)),
+    Case("rnn/batch-first", "nn.RNN(4, 5, batch_first=True)", lambda: nn.RNN(4, 5, batch_first=True), (2, 3, 4),
+         call=_out),
+    Case("rnn/relu-no-bias", "nn.RNN(4, 5, nonlinearity='relu', bias=False, batch_first=True)",
+         lambda: nn.RNN(4, 5, nonlinearity="relu", bias=False, batch_first=True), (2, 3, 4), call=_out),
+    # Multi-head attention (burn's is batch-first only).
+    Case("multihead_attention/default", "nn.MultiheadAttention(8, 2, batch_first=True), self-attention, defaults",
+         lambda: nn.MultiheadAttention(8, 2, batch_first=True), (2, 5, 8), call=_self_attn),
+    Case("multihead_attention/no-dropout", "nn.MultiheadAttention(8, 2, batch_first=True) against with_dropout(0.0)",
+         lambda: nn.MultiheadAttention(8, 2, batch_first=True), (2, 5, 8), call=_self_attn, ci=True),
+    Case("multihead_attention/no-bias", "nn.MultiheadAttention(8, 2, bias=False, batch_first=True)",
+         lambda: nn.MultiheadAttention(8, 2, bias=False, batch_first=True), (2, 5, 8), call=_self_attn),
+    Case("multihead_attention/key-padding-mask", "nn.MultiheadAttention(8, 2, batch_first=True), key_padding_mask "
+         "masking the last keys (every query keeps some)", lambda: nn.MultiheadAttention(8, 2, batch_first=True),
+         (2, 5, 8), call=_padded, batch=_pad([[0, 0, 0, 1, 1], [0, 0, 0, 0, 1]])),
+    Case("multihead_attention/causal-mask", "nn.MultiheadAttention(8, 2, batch_first=True), causal attn_mask",
+         lambda: nn.MultiheadAttention(8, 2, batch_first=True), (2, 5, 8), call=_causal, batch=_causal_mask(5)),
+    Case("multihead_attention/all-keys-masked", "nn.MultiheadAttention(8, 2, batch_first=True), key_padding_mask "
+         "masking every key of the second sequence", lambda: nn.MultiheadAttention(8, 2, batch_first=True),
+         (2, 5, 8), call=_padded, batch=_pad([[0, 0, 0, 1, 1], [1, 1, 1, 1, 1]]),
+         hypotheses=(Hypothesis("framework", "burn fills masked scores with min_float -1e4 (PyTorch: -inf): a query "
+                                "whose every key is masked attends uniformly to them, where PyTorch's attention "
+                                "(scaled_dot_product_attention, need_weights=False) gives it zero weights, its "
+                                "output out_proj's bias (NaN with need_weights=True)",
+                                MaskFilledAttention),)),
+    # Transformer encoder (PyTorch: post-norm, ReLU, eps 1e-5; burn: GELU, dropout 0.1).
+    Case("transformer_encoder_layer/default", "nn.TransformerEncoderLayer(8, 2, 16, batch_first=True), defaults "
+         "(recorded with dropout off), against TransformerEncoderConfig::new(8, 16, 2, 1) defaults", lambda: _tel(),
+         (2, 4, 8)),
+    Case("transformer_encoder_layer/activation", "nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True) "
+         "against with_dropout(0.0), activation left at its default", lambda: _tel(dropout=0.0), (2, 4, 8),
+         hypotheses=(Hypothesis("default", "burn's TransformerEncoderConfig activation defaults to GELU "
+                                "(nn.TransformerEncoderLayer's: ReLU)", lambda layer: _set(layer, activation=F.gelu),
+                                "TransformerEncoderConfig::new(..).with_activation(ActivationConfig::Relu)"),)),
+    Case("transformer_encoder_layer/post-norm", "nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True), "
+         "ReLU on both", lambda: _tel(dropout=0.0), (2, 4, 8), ci=True),
+    Case("transformer_encoder_layer/norm-first", "nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, norm_first=True, "
+         "batch_first=True)", lambda: _tel(dropout=0.0, norm_first=True), (2, 4, 8),
+         hypotheses=(Hypothesis("framework", "burn's TransformerEncoderLayer with norm_first normalizes the attention's "
+                                "input with norm_2 and the feed-forward's with norm_1 (PyTorch: norm1, then norm2), "
+                                "so PyTorch's norm1/norm2 loaded by name into norm_1/norm_2 are swapped",
+                                _swap_pre_norms, "load norm1 into norm_2 and norm2 into norm_1 when norm_first"),)),
+    Case("transformer_encoder_layer/eps-gelu", "nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, activation='gelu', "
+         "layer_norm_eps=1e-3, batch_first=True)", lambda: _tel(dropout=0.0, activation="gelu", layer_norm_eps=1e-3),
+         (2, 4, 8)),
+    Case("transformer_encoder/two-layers", "nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, "
+         "batch_first=True), 2)", lambda: nn.TransformerEncoder(_tel(dropout=0.0), 2, enable_nested_tensor=False),
+         (2, 4, 8)),
+    # Rotary position embedding: burn's RotaryEncoding rotates interleaved pairs.
+    Case("rotary_encoding/interleaved", "RoPE on interleaved pairs (x[2i], x[2i+1]) against RotaryEncoding",
+         lambda: InterleavedRope(8), (2, 2, 6, 8)),
+    Case("rotary_encoding/rotate-half", "RoPE with rotate_half (x[i] with x[i + d/2]) against RotaryEncoding",
+         lambda: RotateHalfRope(8), (2, 2, 6, 8),
+         hypotheses=(Hypothesis("framework", "burn's RotaryEncoding rotates interleaved pairs (x[2i], x[2i+1]) by "
+                                "pos * theta_i, not x[i] with x[i + d/2] (rotate_half, as GPT-NeoX and Hugging Face's "
+                                "LLaMA do)", lambda layer: InterleavedRope(layer.d, layer.theta),
+                                "permute q/k's features to interleaved order before RotaryEncoding (or rotate_half "
+                                "by hand)"),)),
+    Case("rotary_encoding/theta", "RoPE on interleaved pairs, theta 500, against with_theta(500.0)",
+         lambda: InterleavedRope(8, 500.0), (2, 6, 8)),
+    # Sinusoidal position encoding.
+    Case("positional_encoding/default", "the sinusoidal encoding (timescale 10000) against PositionalEncodingConfig "
+         "defaults", lambda: SinusoidalEncoding(8), (2, 6, 8)),
+    Case("positional_encoding/timescale", "the sinusoidal encoding, timescale 100, against with_max_timescale(100)",
+         lambda: SinusoidalEncoding(8, 100.0), (2, 6, 8)),
+]
