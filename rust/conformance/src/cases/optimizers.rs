@@ -208,3 +208,47 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
         ("lbfgs/strong-wolfe", |c| lbfgs(c, OptimizerSpec::lbfgs(1.0).with_lbfgs(5, None, 10, true))),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    use burn::module::Param;
+    use burn::optim::{GradientsParams, MuonConfig};
+    use burn::tensor::{Device, Tensor, TensorData};
+
+    use super::*;
+
+    /// The reproducer of docs/burn-issues/muon-lr-adjustment-linear-layout.md: one layer, stored as
+    /// burn's Linear stores it (`[in, out]`) and as PyTorch does (`[out, in]`), given the same
+    /// gradient (transposed) and one Muon step: the Newton-Schulz update is the same matrix
+    /// (transposed), but burn's "original" lr adjustment reads each shape as it is stored, so the
+    /// step of the `[in, out]` weight is sqrt(5/4) times the other's.
+    #[test]
+    fn muons_lr_adjustment_reads_the_weight_as_stored() {
+        let device = Device::default().autodiff();
+        let p: Vec<f32> = (0..20).map(|i| ((i * 7 % 11) as f32 - 5.0) / 10.0).collect();
+        let step = |shape: [usize; 2], transpose: bool| -> Vec<f32> {
+            let layer = LinearConfig::new(shape[0], shape[1]).with_bias(false).init(&device);
+            let layer = Linear {
+                weight: Param::from_tensor(Tensor::<2>::zeros(shape, &device)),
+                ..layer
+            };
+            let probe = Tensor::<2>::from_data(TensorData::new(p.clone(), [4, 5]), &device);
+            let probe = if transpose { probe.transpose() } else { probe };
+            let loss = (layer.weight.val() * probe).sum();
+            let grads = GradientsParams::from_grads(loss.backward(), &layer);
+            let mut optim = MuonConfig::new().init();
+            let after = optim.step(0.02, layer, grads).weight.val();
+            let after = if transpose { after.transpose() } else { after };
+            after.into_data().try_to_vec::<f32>().expect("f32 parameters")
+        };
+        let burns = step([5, 4], true); // burn's Linear(5, 4): weight [in, out]
+        let torchs = step([4, 5], false); // PyTorch's nn.Linear(5, 4): weight [out, in]
+        let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        let ratio = norm(&burns) / norm(&torchs);
+        eprintln!("step norms: [in, out] {} [out, in] {} ratio {ratio}", norm(&burns), norm(&torchs));
+        assert!((ratio - 1.25f32.sqrt()).abs() < 1e-5, "ratio {ratio}");
+        for (b, t) in burns.iter().zip(&torchs) {
+            assert!((b - t * 1.25f32.sqrt()).abs() < 1e-6, "{b} vs {t}");
+        }
+    }
+}

@@ -20,8 +20,9 @@ from burnside.conformance.case import Case, Hypothesis
 #: The attribute of a parameter `_built_with` sets: settings that replace the case's optimizer settings.
 _SETTINGS = "_conformance_optimizer_settings"
 
-#: The shapes of the batch: 6 samples of 5 features, 4 targets each.
-_BATCH, _IN, _OUT = 6, 5, 4
+#: The shapes of the batch: 8 samples (more than the 6 weights per output, so no step fits them exactly) of 5
+#: features, 4 targets each.
+_BATCH, _IN, _OUT = 8, 5, 4
 
 
 def _optim(cls: type[torch.optim.Optimizer], **settings):
