@@ -42,7 +42,7 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
             let bn = BatchNormConfig::new(3).with_epsilon(1e-3).with_momentum(0.3).init(&c.device);
             c.fed(bn, |l, x: Tensor<3>| l.forward(x))
         }),
-        ("batch_norm2d/train-default", |c| {
+        ("batch_norm2d/train", |c| {
             c.fed(BatchNormConfig::new(3).init(&c.device), |l, x: Tensor<4>| l.forward(x))
         }),
         ("batch_norm2d/train-small-var", |c| {

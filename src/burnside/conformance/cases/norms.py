@@ -87,7 +87,7 @@ CASES = [
          lambda: BatchNorm1d(4), (8, 4)),
     Case("batch_norm1d/train-momentum-eps", "nn.BatchNorm1d(3, eps=1e-3, momentum=0.3), training mode, input (4, 3, 5)",
          lambda: BatchNorm1d(3, eps=1e-3, momentum=0.3), (4, 3, 5)),
-    Case("batch_norm2d/train-default", "nn.BatchNorm2d(3), training mode, defaults, input (2, 3, 4, 4)",
+    Case("batch_norm2d/train", "nn.BatchNorm2d(3), training mode, defaults, input (2, 3, 4, 4)",
          lambda: BatchNorm2d(3), (2, 3, 4, 4)),
     Case("batch_norm2d/train-small-var", "nn.BatchNorm2d(3), training mode, input of variance ~1e-6 (below eps)",
          lambda: BatchNorm2d(3), (2, 3, 4, 4), x_scale=1e-3),
