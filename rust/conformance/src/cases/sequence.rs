@@ -9,11 +9,12 @@
 use burn::nn::activation::ActivationConfig;
 use burn::nn::attention::{MhaInput, MultiHeadAttentionConfig};
 use burn::nn::transformer::{
-    TransformerEncoderConfig, TransformerEncoderInput, TransformerEncoderLayer,
+    TransformerDecoderConfig, TransformerDecoderInput, TransformerEncoderConfig,
+    TransformerEncoderInput, TransformerEncoderLayer,
 };
 use burn::nn::{
-    BiGruConfig, BiLstmConfig, GruConfig, LstmConfig, PositionalEncodingConfig, RnnConfig,
-    RotaryEncodingConfig,
+    BiGruConfig, BiLstmConfig, GruConfig, Lstm, LstmConfig, LstmState, PositionalEncodingConfig,
+    RnnConfig, RotaryEncodingConfig,
 };
 use burn::module::{Module, ModuleDisplay};
 use burn::tensor::{Bool, Tensor};
@@ -38,6 +39,23 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
         ("lstm/no-bias", |c| {
             c.fed(LstmConfig::new(4, 5, false).init(&c.device), |l, x: Tensor<3>| l.forward(x, None).0)
         }),
+        ("lstm/initial-state", |c| {
+            let lstm = LstmConfig::new(4, 5, true).init(&c.device);
+            train_fed(c, TorchNames::new(), lstm, |l, x: Tensor<3>, step| {
+                // PyTorch's (h0, c0) are [layers, batch, hidden]; burn's state is (cell, hidden).
+                let h0 = step.float_input::<3>("h0")?.squeeze_dim::<2>(0);
+                let c0 = step.float_input::<3>("c0")?.squeeze_dim::<2>(0);
+                Ok(l.forward(x, Some(LstmState::new(c0, h0))).0)
+            })
+        }),
+        ("lstm/two-layers", |c| {
+            let layer = || LstmConfig::new(4, 5, true).init(&c.device);
+            let lstm = TwoLayerLstm { l0: layer(), l1: LstmConfig::new(5, 5, true).init(&c.device) };
+            let names = TorchNames::new()
+                .rename(r"^layer\.l0\.", "layer.")?
+                .rename(r"^layer\.l1\.(\w+)_l0$", "layer.${1}_l1")?;
+            fed_named(c, names, lstm, |l, x: Tensor<3>| l.forward(x))
+        }),
         // Bidirectional LSTM
         ("bilstm/default", |c| {
             c.fed(BiLstmConfig::new(4, 5, true).init(&c.device), |l, x: Tensor<3>| l.forward(x, None).0)
@@ -56,6 +74,13 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
         }),
         ("gru/no-bias", |c| {
             c.fed(GruConfig::new(4, 5, false).init(&c.device), |l, x: Tensor<3>| l.forward(x, None))
+        }),
+        ("gru/initial-state", |c| {
+            let gru = GruConfig::new(4, 5, true).init(&c.device);
+            train_fed(c, TorchNames::new(), gru, |l, x: Tensor<3>, step| {
+                let h0 = step.float_input::<3>("h0")?.squeeze_dim::<2>(0);
+                Ok(l.forward(x, Some(h0)))
+            })
         }),
         ("gru/reset-before", |c| {
             let gru = GruConfig::new(4, 5, true).with_reset_after(false).init(&c.device);
@@ -112,6 +137,13 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
                 Ok(l.forward(MhaInput::self_attn(x).mask_attn(causal)).context)
             })
         }),
+        ("multihead_attention/cross", |c| {
+            let mha = MultiHeadAttentionConfig::new(8, 2).with_dropout(0.0).init(&c.device);
+            train_fed(c, TorchNames::new(), mha, |l, x: Tensor<3>, step| {
+                let memory = step.float_input::<3>("memory")?;
+                Ok(l.forward(MhaInput::new(x, memory.clone(), memory)).context)
+            })
+        }),
         // Transformer encoder
         ("transformer_encoder_layer/default", |c| {
             encoder_layer(c, TransformerEncoderConfig::new(8, 16, 2, 1))
@@ -150,6 +182,10 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
                 l.forward(TransformerEncoderInput::new(x))
             })
         }),
+        // Transformer decoder
+        ("transformer_decoder/post-norm", |c| decoder(c, false, false)),
+        ("transformer_decoder/causal", |c| decoder(c, false, true)),
+        ("transformer_decoder/norm-first", |c| decoder(c, true, false)),
         // Rotary position embedding
         ("rotary_encoding/interleaved", |c| {
             c.fed(RotaryEncodingConfig::new(6, 8).init(&c.device), |l, x: Tensor<4>| l.forward(x))
@@ -173,6 +209,47 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
             c.fed(pe, |l, x: Tensor<3>| l.forward(x))
         }),
     ]
+}
+
+/// Two `Lstm`s, the second fed the first's output: `nn.LSTM(num_layers=2)` (whose layer 1 is
+/// PyTorch's `*_l1`).
+#[derive(Module, Debug)]
+struct TwoLayerLstm {
+    l0: Lstm,
+    l1: Lstm,
+}
+
+impl TwoLayerLstm {
+    fn forward(&self, x: Tensor<3>) -> Tensor<3> {
+        self.l1.forward(self.l0.forward(x, None).0, None).0
+    }
+}
+
+/// A one-layer `TransformerDecoder` (ReLU, no dropout) on the batch's `memory`, with the batch's
+/// `causal` target mask when `causal`.
+fn decoder(c: &Case, norm_first: bool, causal: bool) -> Res<()> {
+    let decoder = TransformerDecoderConfig::new(8, 16, 2, 1)
+        .with_dropout(0.0)
+        .with_activation(ActivationConfig::Relu)
+        .with_norm_first(norm_first)
+        .init(&c.device);
+    let names = transformer_names()?
+        .rename(r"\.cross_attn\.", ".multihead_attn.")?
+        .rename(r"\.norm_3\.", ".norm3.")?;
+    train_fed(c, names, decoder, move |l, x: Tensor<3>, step| {
+        let memory = step.float_input::<3>("memory")?;
+        let mut input = TransformerDecoderInput::new(x.clone(), memory);
+        if causal {
+            let [batch, seq, _] = x.dims();
+            let mask: Tensor<3, Bool> = step
+                .int_input::<2>("causal")?
+                .equal_elem(1)
+                .unsqueeze_dim::<3>(0)
+                .expand([batch, seq, seq]);
+            input = input.target_mask_attn(mask);
+        }
+        Ok(l.forward(input))
+    })
 }
 
 /// `MultiHeadAttention` (no dropout) with the key padding mask `pad` (1: padding) of the batch.

@@ -147,6 +147,24 @@ def _swap_pre_norms(layer: nn.TransformerEncoderLayer) -> nn.Module:
     return layer
 
 
+class _RotatedDecoderPreNorms(nn.TransformerDecoderLayer):
+    """A pre-norm decoder layer with ``norm3`` before the self-attention, ``norm1`` before the cross-attention and
+    ``norm2`` before the feed-forward."""
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False):
+        x = tgt + self._sa_block(self.norm3(tgt), tgt_mask, tgt_key_padding_mask, tgt_is_causal)
+        x = x + self._mha_block(self.norm1(x), memory, memory_mask, memory_key_padding_mask, memory_is_causal)
+        return x + self._ff_block(self.norm2(x))
+
+
+def _rotate_decoder_pre_norms(decoder: nn.TransformerDecoder) -> nn.Module:
+    """burn's ``norm_first`` decoder order: ``norm_3``, ``norm_1``, ``norm_2``."""
+    for layer in decoder.layers:
+        layer.__class__ = _RotatedDecoderPreNorms
+    return decoder
+
+
 def _set(layer: nn.Module, **attributes) -> nn.Module:
     for name, value in attributes.items():
         setattr(layer, name, value)
@@ -170,6 +188,37 @@ def _padded(layer, x, batch):
 
 def _causal(layer, x, batch):
     return layer(x, x, x, attn_mask=batch["causal"].bool(), need_weights=False)[0]
+
+
+def _with_state(layer, x, batch):
+    """A recurrent layer started from the batch's initial state (``(h0, c0)`` for an LSTM, ``h0`` else)."""
+    state = (batch["h0"], batch["c0"]) if isinstance(layer, nn.LSTM) else batch["h0"]
+    return layer(x, state)[0]
+
+
+def _states(*names: str, shape: tuple[int, ...] = (1, 2, 5)):
+    return lambda g: {name: torch.randn(shape, generator=g) for name in names}
+
+
+def _memory(shape: tuple[int, ...] = (2, 3, 8)):
+    return lambda g: {"memory": torch.randn(shape, generator=g)}
+
+
+def _cross_attn(layer, x, batch):
+    return layer(x, batch["memory"], batch["memory"], need_weights=False)[0]
+
+
+def _decode(layer, x, batch):
+    return layer(x, batch["memory"])
+
+
+def _decode_causal(layer, x, batch):
+    return layer(x, batch["memory"], tgt_mask=batch["causal"].bool())
+
+
+def _tdl(**kw) -> nn.TransformerDecoder:
+    layer = nn.TransformerDecoderLayer(8, 2, dim_feedforward=16, dropout=0.0, batch_first=True, **kw)
+    return nn.TransformerDecoder(layer, 1)
 
 
 def _pad(rows: list[list[int]]):
@@ -202,6 +251,12 @@ CASES = [
          call=_out, ci=True),
     Case("lstm/no-bias", "nn.LSTM(4, 5, bias=False, batch_first=True)",
          lambda: nn.LSTM(4, 5, bias=False, batch_first=True), (2, 3, 4), call=_out),
+    Case("lstm/initial-state", "nn.LSTM(4, 5, batch_first=True) from (h0, c0) (burn: LstmState::new(cell, hidden))",
+         lambda: nn.LSTM(4, 5, batch_first=True), (2, 3, 4), call=_with_state, batch=_states("h0", "c0")),
+    Case("lstm/two-layers", "nn.LSTM(4, 5, num_layers=2, batch_first=True) against two Lstm, the second fed the first",
+         lambda: nn.LSTM(4, 5, num_layers=2, batch_first=True), (2, 3, 4), call=_out),
+    Case("lstm/proj-size", "nn.LSTM(4, 5, proj_size=3)", lambda: nn.LSTM(4, 5, proj_size=3), (3, 2, 4), call=_out,
+         not_comparable="burn's Lstm has no proj_size (the hidden state projected to a smaller size)"),
     # Bidirectional LSTM.
     Case("bilstm/default", "nn.LSTM(4, 5, bidirectional=True), defaults (sequence-first)",
          lambda: nn.LSTM(4, 5, bidirectional=True), (3, 2, 4), call=_out,
@@ -218,6 +273,8 @@ CASES = [
          call=_out),
     Case("gru/no-bias", "nn.GRU(4, 5, bias=False, batch_first=True)",
          lambda: nn.GRU(4, 5, bias=False, batch_first=True), (2, 3, 4), call=_out),
+    Case("gru/initial-state", "nn.GRU(4, 5, batch_first=True) from h0", lambda: nn.GRU(4, 5, batch_first=True),
+         (2, 3, 4), call=_with_state, batch=_states("h0")),
     Case("gru/reset-before", "nn.GRU(4, 5, batch_first=True) against GruConfig with_reset_after(false)",
          lambda: nn.GRU(4, 5, batch_first=True), (2, 3, 4), call=_out,
          hypotheses=(Hypothesis("framework", "burn's reset_after(false) is the reset-before GRU, "
@@ -252,6 +309,15 @@ CASES = [
                                 "(scaled_dot_product_attention, need_weights=False) gives it zero weights, its "
                                 "output out_proj's bias (NaN with need_weights=True)",
                                 MaskFilledAttention),)),
+    Case("multihead_attention/cross", "nn.MultiheadAttention(8, 2, batch_first=True), query x, key and value "
+         "another sequence (3 steps)", lambda: nn.MultiheadAttention(8, 2, batch_first=True), (2, 5, 8),
+         call=_cross_attn, batch=_memory()),
+    Case("multihead_attention/kdim", "nn.MultiheadAttention(8, 2, kdim=6, vdim=6, batch_first=True)",
+         lambda: nn.MultiheadAttention(8, 2, kdim=6, vdim=6, batch_first=True), (2, 5, 8), call=_self_attn,
+         not_comparable="burn's MultiHeadAttention projects query, key and value from one d_model: no kdim/vdim"),
+    Case("multihead_attention/add-bias-kv", "nn.MultiheadAttention(8, 2, add_bias_kv=True, batch_first=True)",
+         lambda: nn.MultiheadAttention(8, 2, add_bias_kv=True, batch_first=True), (2, 5, 8), call=_self_attn,
+         not_comparable="burn's MultiHeadAttention has no add_bias_kv or add_zero_attn"),
     # Transformer encoder (PyTorch: post-norm, ReLU, eps 1e-5; burn: GELU, dropout 0.1).
     Case("transformer_encoder_layer/default", "nn.TransformerEncoderLayer(8, 2, 16, batch_first=True), defaults "
          "(recorded with dropout off), against TransformerEncoderConfig::new(8, 16, 2, 1) defaults", lambda: _tel(),
@@ -275,6 +341,19 @@ CASES = [
     Case("transformer_encoder/two-layers", "nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, "
          "batch_first=True), 2)", lambda: nn.TransformerEncoder(_tel(dropout=0.0), 2, enable_nested_tensor=False),
          (2, 4, 8)),
+    # Transformer decoder (one layer in nn.TransformerDecoder: burn's TransformerDecoderLayer gives no output tensor).
+    Case("transformer_decoder/post-norm", "nn.TransformerDecoder(nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0, "
+         "batch_first=True), 1), ReLU on both", _tdl, (2, 4, 8), call=_decode, batch=_memory()),
+    Case("transformer_decoder/causal", "the post-norm decoder layer with a causal tgt_mask", _tdl, (2, 4, 8),
+         call=_decode_causal, batch=lambda g: {**_memory()(g), **_causal_mask(4)(g)}),
+    Case("transformer_decoder/norm-first", "nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0, norm_first=True, "
+         "batch_first=True) in nn.TransformerDecoder(.., 1)", lambda: _tdl(norm_first=True), (2, 4, 8), call=_decode,
+         batch=_memory(),
+         hypotheses=(Hypothesis("framework", "burn's TransformerDecoderLayer with norm_first normalizes the "
+                                "self-attention's input with norm_3, the cross-attention's with norm_1 and the "
+                                "feed-forward's with norm_2 (PyTorch: norm1, norm2, norm3), so PyTorch's norms "
+                                "loaded by name are rotated", _rotate_decoder_pre_norms,
+                                "load norm1 into norm_3, norm2 into norm_1 and norm3 into norm_2 when norm_first"),)),
     # Rotary position embedding: burn's RotaryEncoding rotates interleaved pairs.
     Case("rotary_encoding/interleaved", "RoPE on interleaved pairs (x[2i], x[2i+1]) against RotaryEncoding",
          lambda: InterleavedRope(8), (2, 2, 6, 8)),
