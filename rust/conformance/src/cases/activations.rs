@@ -4,8 +4,8 @@
 
 use burn::nn::activation::{
     CeluConfig, EluConfig, GLU, Gelu, HardShrinkConfig, HardSigmoidConfig, HardSwish, HardtanhConfig,
-    LeakyReluConfig, LogSigmoid, Mish, PReluConfig, Relu, Relu6, SiLU, Selu, Sigmoid, SoftShrinkConfig,
-    SoftplusConfig, Softsign, Tanh, Tanhshrink, ThresholdConfig,
+    LeakyReluConfig, LogSigmoid, Mish, PReluConfig, RReluConfig, Relu, Relu6, SiLU, Selu, Sigmoid,
+    SoftShrinkConfig, SoftplusConfig, Softsign, Tanh, Tanhshrink, ThresholdConfig,
 };
 use burn::tensor::Tensor;
 use burn::tensor::activation::{log_softmax, softmax, softmin};
@@ -75,6 +75,24 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
         ("log_softmax/last", |c| c.fed(Function, |_, x: Tensor<2>| log_softmax(x, 1))),
         ("log_softmax/dim1", |c| c.fed(Function, |_, x: Tensor<3>| log_softmax(x, 1))),
         ("softmin/last", |c| c.fed(Function, |_, x: Tensor<2>| softmin(x, 1))),
+        ("softplus/threshold200", |c| {
+            c.fed(SoftplusConfig::new().with_threshold(200.0).init(), |l, x: Tensor<2>| l.forward(x))
+        }),
+        ("log_sigmoid/wide", |c| c.fed(LogSigmoid::new(), |l, x: Tensor<2>| l.forward(x))),
+        ("sigmoid/wide", |c| c.fed(Sigmoid::new(), |l, x: Tensor<2>| l.forward(x))),
+        ("tanh/wide", |c| c.fed(Tanh::new(), |l, x: Tensor<2>| l.forward(x))),
+        ("silu/wide", |c| c.fed(SiLU::new(), |l, x: Tensor<2>| l.forward(x))),
+        ("mish/wide", |c| c.fed(Mish::new(), |l, x: Tensor<2>| l.forward(x))),
+        ("gelu/tanh-wide", |c| c.fed(Gelu::new_approximate(), |l, x: Tensor<2>| l.forward(x))),
+        ("elu/wide", |c| c.fed(EluConfig::new().init(), |l, x: Tensor<2>| l.forward(x))),
+        ("softmax/wide", |c| c.fed(Function, |_, x: Tensor<2>| softmax(x, 1))),
+        ("log_softmax/wide", |c| c.fed(Function, |_, x: Tensor<2>| log_softmax(x, 1))),
+        ("softmin/wide", |c| c.fed(Function, |_, x: Tensor<2>| softmin(x, 1))),
+        ("rrelu/eval", |c| {
+            let mut rrelu = RReluConfig::new().init();
+            rrelu.training = rrelu.training.with_value(false);
+            c.fed(rrelu, |l, x: Tensor<2>| l.forward(x))
+        }),
         ("relu/kinks", |c| c.fed(Relu::new(), |l, x: Tensor<2>| l.forward(snapped(x)))),
         ("relu6/kinks", |c| c.fed(Relu6::new(), |l, x: Tensor<2>| l.forward(snapped(x)))),
         ("leaky_relu/kinks", |c| {

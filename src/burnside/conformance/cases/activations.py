@@ -6,6 +6,7 @@ values, the kinks of the piecewise activations, and the large values where softp
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from burnside.conformance.case import Case, Hypothesis
@@ -86,6 +87,14 @@ class _SeluPositiveAtZero(nn.Module):
         return torch.where(x >= 0, scale * x, scale * alpha * (torch.exp(x) - 1))
 
 
+class _EvalRReLU(nn.RReLU):
+    """nn.RReLU as in ``model.eval()``: the fixed slope (lower + upper) / 2 (the harness trains in training
+    mode, where the slopes are random)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.rrelu(x, self.lower, self.upper, training=False)
+
+
 def _snapped(x: torch.Tensor) -> torch.Tensor:
     """``x`` rounded to a multiple of 0.5 (exactly, in float32 and float64), its gradient passed straight
     through: the kinks cases feed an activation values exactly at its kinks (0, +-0.5, +-1, +-3, 6), where
@@ -153,6 +162,26 @@ CASES = [
          x_scale=3.0),
     Case("softmin/last", "nn.Softmin(dim=-1) (burn: activation::softmin)", lambda: nn.Softmin(dim=-1), (4, 8),
          x_scale=3.0),
+    Case("softplus/threshold200", "nn.Softplus(threshold=200.0), inputs to +-110 (float32 exp overflows past 88)",
+         lambda: nn.Softplus(threshold=200.0), (4, 8), x_scale=60.0),
+    Case("log_sigmoid/wide", "nn.LogSigmoid(), inputs to +-100", lambda: nn.LogSigmoid(), (4, 8), x_scale=40.0),
+    Case("sigmoid/wide", "nn.Sigmoid(), inputs to +-40", lambda: nn.Sigmoid(), (4, 8), x_scale=15.0),
+    Case("tanh/wide", "nn.Tanh(), inputs to +-25", lambda: nn.Tanh(), (4, 8), x_scale=10.0),
+    Case("silu/wide", "nn.SiLU(), inputs to +-100", lambda: nn.SiLU(), (4, 8), x_scale=40.0),
+    Case("mish/wide", "nn.Mish(), inputs to +-100", lambda: nn.Mish(), (4, 8), x_scale=40.0),
+    Case("gelu/tanh-wide", "nn.GELU(approximate='tanh'), inputs to +-25", lambda: nn.GELU(approximate="tanh"),
+         (4, 8), x_scale=10.0),
+    Case("elu/wide", "nn.ELU(), inputs to +-100", lambda: nn.ELU(), (4, 8), x_scale=40.0),
+    Case("softmax/wide", "nn.Softmax(dim=-1), inputs to +-100 (exp overflows without the max subtracted)",
+         lambda: nn.Softmax(dim=-1), (4, 8), x_scale=40.0),
+    Case("log_softmax/wide", "nn.LogSoftmax(dim=-1), inputs to +-100", lambda: nn.LogSoftmax(dim=-1), (4, 8),
+         x_scale=40.0),
+    Case("softmin/wide", "nn.Softmin(dim=-1), inputs to +-100", lambda: nn.Softmin(dim=-1), (4, 8), x_scale=40.0),
+    Case("rrelu/eval", "nn.RReLU() evaluated (slope (lower + upper) / 2); burn: RRelu with training off",
+         lambda: _EvalRReLU(), (4, 8), x_scale=3.0),
+    Case("rrelu/train", "nn.RReLU() in training mode", lambda: nn.RReLU(), (4, 8),
+         not_comparable="in training mode both draw each negative input's slope from Uniform(lower, upper) with "
+                        "their own random generator (burn's RRelu on an autodiff device): the slopes never match"),
     _kinks("relu/kinks", "nn.ReLU()", lambda: nn.ReLU()),
     _kinks("relu6/kinks", "nn.ReLU6()", lambda: nn.ReLU6(),
            hypotheses=(Hypothesis("framework", "burn's ReLU6 is clamp(x, 0, 6), whose gradient is 1 at x = 0 and "
