@@ -2,7 +2,7 @@
 //! batch's targets, with the options and reductions of its PyTorch twin (`burnside.conformance.cases.losses`).
 
 use burn::nn::loss::{
-    BinaryCrossEntropyLossConfig, CosineEmbeddingLossConfig, CrossEntropyLossConfig, GaussianNLLLossConfig,
+    BinaryCrossEntropyLossConfig, CTCLossConfig, CosineEmbeddingLossConfig, CrossEntropyLossConfig, GaussianNLLLossConfig,
     HingeEmbeddingLossConfig, HuberLossConfig, KLDivLossConfig, LpLossConfig, MarginRankingLossConfig, MseLoss,
     MultiMarginLossConfig, PoissonNllLossConfig, Reduction, SmoothL1LossConfig, SoftMarginLoss,
     TripletMarginLossConfig,
@@ -256,7 +256,21 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
                 Ok(loss.forward(x, positive, negative, Reduction::Auto))
             })
         }),
+        // CTC (on log_softmax(x) over the classes of [time, batch, class])
+        ("ctc_loss/default", |c| ctc(c, 0, false, Reduction::Auto)),
+        ("ctc_loss/blank-4-sum", |c| ctc(c, 4, false, Reduction::Sum)),
+        ("ctc_loss/zero-infinity", |c| ctc(c, 0, true, Reduction::Mean)),
     ]
+}
+
+/// `CTCLoss` on `log_softmax(x, 2)` against the batch's padded `targets` and their lengths.
+fn ctc(c: &crate::harness::Case, blank: usize, zero_infinity: bool, reduction: Reduction) -> crate::harness::Res<()> {
+    let loss = CTCLossConfig::new().with_blank(blank).with_zero_infinity(zero_infinity).init();
+    c.loss("ctc_loss", |x: Tensor<3>, step| {
+        let targets = step.int_input::<2>("targets")?;
+        let (inputs, lengths) = (step.int_input::<1>("input_lengths")?, step.int_input::<1>("target_lengths")?);
+        Ok(loss.forward_with_reduction(log_softmax(x, 2), targets, inputs, lengths, reduction.clone()))
+    })
 }
 
 /// `KLDivLoss` on `log_softmax(x)` against the batch's `target` (probabilities, or log-probabilities).

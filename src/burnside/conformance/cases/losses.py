@@ -317,4 +317,36 @@ MARGINS = [
          **_swappable(lambda x, b: F.triplet_margin_loss(x, _anchor_first(x, b["positive"]), b["negative"]))),
 ]
 
-CASES = [*CROSS_ENTROPY, *BINARY_CROSS_ENTROPY, *REGRESSION, *KL_DIV, *LIKELIHOODS, *MARGINS]
+# ---- CTC ---------------------------------------------------------------------------------------------------
+
+
+def _ctc_batch(blank: int, impossible: bool = False) -> Callable[[torch.Generator], Batch]:
+    """Two sequences of 8 and 6 frames, targets of 3 and 2 labels (never the blank); ``impossible``: the second
+    is [2, 2, 2] in 3 frames, which no alignment reaches (repeats need a blank between them): an infinite loss."""
+    def draw(g: torch.Generator) -> Batch:
+        labels = [c for c in range(5) if c != blank]
+        targets = torch.tensor(labels)[torch.randint(0, 4, (2, 3), generator=g)]
+        lengths = [8, 6]
+        if impossible:
+            targets[1] = 2
+            lengths = [8, 3]
+        return {"targets": targets, "input_lengths": torch.tensor(lengths),
+                "target_lengths": torch.tensor([3, 3 if impossible else 2])}
+    return draw
+
+
+def _ctc(**kw) -> LossFn:
+    return lambda x, b: F.ctc_loss(F.log_softmax(x, 2), b["targets"], b["input_lengths"], b["target_lengths"], **kw)
+
+
+CTC = [
+    Case("ctc_loss/default", "F.ctc_loss(log_softmax(x), targets, lengths), defaults (blank 0, mean over target "
+         "lengths)", lambda: None, (8, 2, 5), batch=_ctc_batch(0), loss=_ctc(), loss_name="ctc_loss"),
+    Case("ctc_loss/blank-4-sum", "F.ctc_loss(..., blank=4, reduction='sum')", lambda: None, (8, 2, 5),
+         batch=_ctc_batch(4), loss=_ctc(blank=4, reduction="sum"), loss_name="ctc_loss"),
+    Case("ctc_loss/zero-infinity", "F.ctc_loss(..., zero_infinity=True), the second sequence impossible",
+         lambda: None, (8, 2, 5), batch=_ctc_batch(0, impossible=True), loss=_ctc(zero_infinity=True),
+         loss_name="ctc_loss"),
+]
+
+CASES = [*CROSS_ENTROPY, *BINARY_CROSS_ENTROPY, *REGRESSION, *KL_DIV, *LIKELIHOODS, *MARGINS, *CTC]
