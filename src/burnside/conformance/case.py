@@ -41,6 +41,9 @@ class Hypothesis:
     rule: str = ""
     #: for an optimizer's default: the PyTorch optimizer built with burn's setting, instead of the case's
     optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer] | None = None
+    #: for a setting burn's side cannot even be built or loaded with (a default burn sets otherwise that gives
+    #: its layer parameters PyTorch's has not): confirmed when burn's side fails with an error containing this
+    failure: str = ""
     #: for a loss: the loss as burn computes it (e.g. pad tokens counted in the mean), instead of the case's
     loss: Callable[[torch.Tensor, Batch], torch.Tensor] | None = None
 
@@ -58,6 +61,9 @@ class Case:
     loss: Callable[[torch.Tensor, Batch], torch.Tensor] | None = None  # default sum(output * probe)
     loss_name: str = "probe_sum"
     optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer] | None = None
+    #: for a setting burn's side cannot even be built or loaded with (a default burn sets otherwise that gives
+    #: its layer parameters PyTorch's has not): confirmed when burn's side fails with an error containing this
+    failure: str = ""
     #: for a loss: the loss as burn computes it (e.g. pad tokens counted in the mean), instead of the case's
     loss: Callable[[torch.Tensor, Batch], torch.Tensor] | None = None  # default SGD(lr=0.1)
     steps: int = 1

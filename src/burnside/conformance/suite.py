@@ -86,8 +86,8 @@ def build(case: Case, seed: int = 0) -> tuple[Harness, dict[str, torch.Tensor]]:
     batch = case.batch(generator) if case.batch is not None else {}
     harness = Harness(case, layer, x)
     if case.loss is None:
-        with torch.no_grad():
-            out = harness(batch)
+        with torch.no_grad():  # on a copy: a training-mode pass updates running statistics, renormalises rows
+            out = copy.deepcopy(harness)(batch)
         batch["probe"] = torch.randn(out.shape, generator=generator)
     return harness, batch
 
@@ -194,6 +194,10 @@ def run_case(case: Case, directory: Path, burn: Callable[[Case, Path, Path], Pat
     try:
         burn(case, init, burn_trace)
     except BurnsideError as error:
+        for hypothesis in case.hypotheses:
+            if hypothesis.failure and hypothesis.failure in str(error):
+                return CaseResult(case, hypothesis.kind, hypothesis.cause, hypothesis.fix,
+                                  first=f"burn's side failed: {error}", seconds=time.perf_counter() - started)
         return CaseResult(case, "not comparable", f"burn's side failed: {error}",
                           seconds=time.perf_counter() - started)
     comparison = compare_with_evidence(torch_trace, burn_trace, reference=open_reference(reference))
