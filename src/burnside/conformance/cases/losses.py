@@ -10,6 +10,7 @@ can): `_through` passes ``x`` on unchanged and makes that layer the one `_active
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 import torch
@@ -193,9 +194,13 @@ def _kl_target(log: bool) -> Callable[[torch.Generator], Batch]:
 
 def _kl(config: str, title: str, reduction: str | None, log_target: bool = False, **kw) -> Case:
     args = {} if reduction is None else {"reduction": reduction}
+
+    def fn(x: torch.Tensor, b: Batch) -> torch.Tensor:
+        with warnings.catch_warnings():  # PyTorch's notice that 'mean' is not the KL divergence: what is tested
+            warnings.filterwarnings("ignore", "reduction: 'mean' divides", UserWarning)
+            return F.kl_div(F.log_softmax(x, 1), b["target"], log_target=log_target, **args)
     return Case(f"kl_div/{config}", title, x=(4, 5), batch=_kl_target(log_target), loss_name="kl_div",
-                **_swappable(lambda x, b: F.kl_div(F.log_softmax(x, 1), b["target"], log_target=log_target, **args)),
-                **kw)
+                **_swappable(fn), **kw)
 
 
 KL_DIV = [
