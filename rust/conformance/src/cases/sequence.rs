@@ -13,7 +13,7 @@ use burn::nn::transformer::{
     TransformerEncoderInput, TransformerEncoderLayer,
 };
 use burn::nn::{
-    BiGruConfig, BiLstmConfig, GruConfig, Lstm, LstmConfig, LstmState, PositionalEncodingConfig,
+    BiGruConfig, BiLstmConfig, BiRnnConfig, GruConfig, Lstm, LstmConfig, LstmState, PositionalEncodingConfig,
     RnnConfig, RotaryEncodingConfig,
 };
 use burn::module::{Module, ModuleDisplay};
@@ -64,6 +64,14 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
             let lstm = BiLstmConfig::new(4, 5, true).with_batch_first(true).init(&c.device);
             c.fed(lstm, |l, x: Tensor<3>| l.forward(x, None).0)
         }),
+        ("bilstm/initial-state", |c| {
+            let lstm = BiLstmConfig::new(4, 5, true).init(&c.device);
+            train_fed(c, TorchNames::new(), lstm, |l, x: Tensor<3>, step| {
+                // [directions, batch, hidden], as PyTorch's; burn's state is (cell, hidden).
+                let (h0, c0) = (step.float_input::<3>("h0")?, step.float_input::<3>("c0")?);
+                Ok(l.forward(x, Some(LstmState::new(c0, h0))).0)
+            })
+        }),
         // GRU (batch-first only)
         ("gru/default", |c| {
             c.fed(GruConfig::new(4, 5, true).init(&c.device), |l, x: Tensor<3>| l.forward(x, None))
@@ -103,6 +111,15 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
                 .with_hidden_activation(ActivationConfig::Relu)
                 .init(&c.device);
             fed_named(c, rnn_names()?, rnn, |l, x: Tensor<3>| l.forward(x, None).0)
+        }),
+        ("birnn/batch-first", |c| {
+            let rnn = BiRnnConfig::new(4, 5, true).init(&c.device);
+            let names = TorchNames::new()
+                .rename(r"^layer\.forward\.gate\.input_transform\.(\w+)$", "layer.${1}_ih_l0")?
+                .rename(r"^layer\.forward\.gate\.hidden_transform\.(\w+)$", "layer.${1}_hh_l0")?
+                .rename(r"^layer\.reverse\.gate\.input_transform\.(\w+)$", "layer.${1}_ih_l0_reverse")?
+                .rename(r"^layer\.reverse\.gate\.hidden_transform\.(\w+)$", "layer.${1}_hh_l0_reverse")?;
+            fed_named(c, names, rnn, |l, x: Tensor<3>| l.forward(x, None).0)
         }),
         // Multi-head attention
         ("multihead_attention/default", |c| {
@@ -172,6 +189,16 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
                 .with_activation(ActivationConfig::Gelu)
                 .with_layer_norm_eps(1e-3);
             encoder_layer(c, config)
+        }),
+        ("transformer_encoder_layer/key-padding-mask", |c| {
+            let config = TransformerEncoderConfig::new(8, 16, 2, 1)
+                .with_dropout(0.0)
+                .with_activation(ActivationConfig::Relu);
+            let layer = TransformerEncoderLayer::new(&config, &c.device);
+            train_fed(c, transformer_names()?, layer, |l, x: Tensor<3>, step| {
+                let pad = step.int_input::<2>("pad")?.equal_elem(1);
+                Ok(l.forward(x, Some(pad), None))
+            })
         }),
         ("transformer_encoder/two-layers", |c| {
             let encoder = TransformerEncoderConfig::new(8, 16, 2, 2)

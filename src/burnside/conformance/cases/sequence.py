@@ -263,6 +263,9 @@ CASES = [
          hypotheses=(_batch_first_default("BiLstmConfig::new(d_input, d_hidden, true).with_batch_first(false)"),)),
     Case("bilstm/batch-first", "nn.LSTM(4, 5, bidirectional=True, batch_first=True)",
          lambda: nn.LSTM(4, 5, bidirectional=True, batch_first=True), (2, 3, 4), call=_out),
+    Case("bilstm/initial-state", "nn.LSTM(4, 5, bidirectional=True, batch_first=True) from (h0, c0), "
+         "[directions, batch, hidden]", lambda: nn.LSTM(4, 5, bidirectional=True, batch_first=True), (2, 3, 4),
+         call=_with_state, batch=_states("h0", "c0", shape=(2, 2, 5))),
     # GRU: PyTorch's is reset-after (burn's default reset_after = true); burn's Gru reads batch-first only.
     Case("gru/default", "nn.GRU(4, 5), defaults (sequence-first)", lambda: nn.GRU(4, 5), (3, 2, 4), call=_out,
          hypotheses=(Hypothesis("framework", "burn's Gru has no batch_first option: it reads [batch, seq, features] only, "
@@ -289,6 +292,8 @@ CASES = [
          call=_out),
     Case("rnn/relu-no-bias", "nn.RNN(4, 5, nonlinearity='relu', bias=False, batch_first=True)",
          lambda: nn.RNN(4, 5, nonlinearity="relu", bias=False, batch_first=True), (2, 3, 4), call=_out),
+    Case("birnn/batch-first", "nn.RNN(4, 5, bidirectional=True, batch_first=True)",
+         lambda: nn.RNN(4, 5, bidirectional=True, batch_first=True), (2, 3, 4), call=_out),
     # Multi-head attention (burn's is batch-first only).
     Case("multihead_attention/default", "nn.MultiheadAttention(8, 2, batch_first=True), self-attention, defaults",
          lambda: nn.MultiheadAttention(8, 2, batch_first=True), (2, 5, 8), call=_self_attn),
@@ -338,6 +343,10 @@ CASES = [
     Case("transformer_encoder_layer/eps-gelu", "nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, activation='gelu', "
          "layer_norm_eps=1e-3, batch_first=True)", lambda: _tel(dropout=0.0, activation="gelu", layer_norm_eps=1e-3),
          (2, 4, 8)),
+    Case("transformer_encoder_layer/key-padding-mask", "nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, "
+         "batch_first=True) with src_key_padding_mask", lambda: _tel(dropout=0.0), (2, 4, 8),
+         call=lambda layer, x, batch: layer(x, src_key_padding_mask=batch["pad"].bool()),
+         batch=_pad([[0, 0, 0, 1], [0, 0, 1, 1]])),
     Case("transformer_encoder/two-layers", "nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, "
          "batch_first=True), 2)", lambda: nn.TransformerEncoder(_tel(dropout=0.0), 2, enable_nested_tensor=False),
          (2, 4, 8)),
