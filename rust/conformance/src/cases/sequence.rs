@@ -224,7 +224,13 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
             let rope = RotaryEncodingConfig::new(6, 8).with_theta(500.0).init(&c.device);
             c.fed(rope, |l, x: Tensor<3>| l.forward(x))
         }),
+        ("rotary_encoding/long", |c| {
+            c.fed(RotaryEncodingConfig::new(1024, 4).init(&c.device), |l, x: Tensor<3>| l.forward(x))
+        }),
         // Sinusoidal position encoding
+        ("positional_encoding/long", |c| {
+            c.fed(PositionalEncodingConfig::new(4).init(&c.device), |l, x: Tensor<3>| l.forward(x))
+        }),
         ("positional_encoding/default", |c| {
             c.fed(PositionalEncodingConfig::new(8).init(&c.device), |l, x: Tensor<3>| l.forward(x))
         }),

@@ -375,9 +375,13 @@ CASES = [
                                 "by hand)"),)),
     Case("rotary_encoding/theta", "RoPE on interleaved pairs, theta 500, against with_theta(500.0)",
          lambda: InterleavedRope(8, 500.0), (2, 6, 8)),
+    Case("rotary_encoding/long", "RoPE on interleaved pairs over 1024 positions (angles up to 1023 rad) against "
+         "RotaryEncoding", lambda: InterleavedRope(4), (1, 1024, 4)),
     # Sinusoidal position encoding.
     Case("positional_encoding/default", "the sinusoidal encoding (timescale 10000) against PositionalEncodingConfig "
          "defaults", lambda: SinusoidalEncoding(8), (2, 6, 8)),
+    Case("positional_encoding/long", "the sinusoidal encoding over 1024 positions against PositionalEncodingConfig "
+         "defaults", lambda: SinusoidalEncoding(4), (1, 1024, 4)),
     Case("positional_encoding/timescale", "the sinusoidal encoding, timescale 100, against with_max_timescale(100)",
          lambda: SinusoidalEncoding(8, 100.0), (2, 6, 8)),
 ]
