@@ -32,6 +32,12 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
         ("prelu/channels3", |c| {
             c.fed(PReluConfig::new().with_num_parameters(3).init(&c.device), |l, x: Tensor<3>| l.forward(x))
         }),
+        ("prelu/channels4-2d", |c| {
+            c.fed(PReluConfig::new().with_num_parameters(4).init(&c.device), |l, x: Tensor<2>| l.forward(x))
+        }),
+        ("prelu/channels3-4d", |c| {
+            c.fed(PReluConfig::new().with_num_parameters(3).init(&c.device), |l, x: Tensor<4>| l.forward(x))
+        }),
         ("elu/default", |c| c.fed(EluConfig::new().init(), |l, x: Tensor<2>| l.forward(x))),
         ("elu/alpha0.5", |c| c.fed(EluConfig::new().with_alpha(0.5).init(), |l, x: Tensor<2>| l.forward(x))),
         ("celu/default", |c| c.fed(CeluConfig::new().init(), |l, x: Tensor<2>| l.forward(x))),
