@@ -346,6 +346,7 @@ fn train_fed<L: Module + ModuleDisplay, const DI: usize, const DO: usize>(
         .with_loss_fn("probe_sum")
         .run(c.args, &init, &c.device, model, |m: &Fed<L, DI>, step| {
             let y = forward(&m.layer, m.x.val(), step)?;
+            step.tap().activation("layer", &y)?; // as a port taps its layers, and as Case::fed does
             let loss = probe_sum(&y, step)?;
             Ok((y, loss))
         })?;
