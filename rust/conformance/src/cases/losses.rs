@@ -2,10 +2,10 @@
 //! batch's targets, with the options and reductions of its PyTorch twin (`burnside.conformance.cases.losses`).
 
 use burn::nn::loss::{
-    BinaryCrossEntropyLossConfig, CTCLossConfig, CosineEmbeddingLossConfig, CrossEntropyLossConfig, GaussianNLLLossConfig,
-    HingeEmbeddingLossConfig, HuberLossConfig, KLDivLossConfig, LpLossConfig, MarginRankingLossConfig, MseLoss,
-    MultiMarginLossConfig, PoissonNllLossConfig, Reduction, SmoothL1LossConfig, SoftMarginLoss,
-    TripletMarginLossConfig,
+    BinaryCrossEntropyLossConfig, CTCLossConfig, CosineEmbeddingLossConfig, CrossEntropyLossConfig,
+    GaussianNLLLossConfig, HingeEmbeddingLossConfig, HuberLossConfig, KLDivLossConfig, LpLossConfig,
+    MarginRankingLossConfig, MseLoss, MultiMarginLossConfig, PoissonNllLossConfig, Reduction, SmoothL1LossConfig,
+    SoftMarginLoss, TripletMarginLossConfig,
 };
 use burn::tensor::Tensor;
 use burn::tensor::activation::{log_softmax, sigmoid, softmax};
@@ -21,49 +21,76 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
     vec![
         // cross-entropy
         ("cross_entropy/weights", |c| {
-            let ce = CrossEntropyLossConfig::new().with_weights(Some(W5.to_vec())).init(&c.device);
-            c.loss("cross_entropy", |x: Tensor<2>, step| Ok(ce.forward(x, step.int_input::<1>("y")?)))
+            let ce = CrossEntropyLossConfig::new()
+                .with_weights(Some(W5.to_vec()))
+                .init(&c.device);
+            c.loss("cross_entropy", |x: Tensor<2>, step| {
+                Ok(ce.forward(x, step.int_input::<1>("y")?))
+            })
         }),
         ("cross_entropy/smoothing", |c| {
             let ce = CrossEntropyLossConfig::new().with_smoothing(Some(0.1)).init(&c.device);
-            c.loss("cross_entropy", |x: Tensor<2>, step| Ok(ce.forward(x, step.int_input::<1>("y")?)))
+            c.loss("cross_entropy", |x: Tensor<2>, step| {
+                Ok(ce.forward(x, step.int_input::<1>("y")?))
+            })
         }),
         ("cross_entropy/smoothing-weights", |c| {
             let ce = CrossEntropyLossConfig::new()
                 .with_weights(Some(W5.to_vec()))
                 .with_smoothing(Some(0.2))
                 .init(&c.device);
-            c.loss("cross_entropy", |x: Tensor<2>, step| Ok(ce.forward(x, step.int_input::<1>("y")?)))
+            c.loss("cross_entropy", |x: Tensor<2>, step| {
+                Ok(ce.forward(x, step.int_input::<1>("y")?))
+            })
         }),
         ("cross_entropy/pad-token", |c| {
-            let ce = CrossEntropyLossConfig::new().with_pad_tokens(Some(vec![0])).init(&c.device);
-            c.loss("cross_entropy", |x: Tensor<2>, step| Ok(ce.forward(x, step.int_input::<1>("y")?)))
+            let ce = CrossEntropyLossConfig::new()
+                .with_pad_tokens(Some(vec![0]))
+                .init(&c.device);
+            c.loss("cross_entropy", |x: Tensor<2>, step| {
+                Ok(ce.forward(x, step.int_input::<1>("y")?))
+            })
         }),
         ("cross_entropy/pad-token-weights", |c| {
             let ce = CrossEntropyLossConfig::new()
                 .with_pad_tokens(Some(vec![0]))
                 .with_weights(Some(W5.to_vec()))
                 .init(&c.device);
-            c.loss("cross_entropy", |x: Tensor<2>, step| Ok(ce.forward(x, step.int_input::<1>("y")?)))
+            c.loss("cross_entropy", |x: Tensor<2>, step| {
+                Ok(ce.forward(x, step.int_input::<1>("y")?))
+            })
         }),
         ("cross_entropy/probabilities", |c| {
             let ce = CrossEntropyLossConfig::new().with_logits(false).init(&c.device);
-            c.loss("nll_loss", |x: Tensor<2>, step| Ok(ce.forward(softmax(x, 1), step.int_input::<1>("y")?)))
+            c.loss("nll_loss", |x: Tensor<2>, step| {
+                Ok(ce.forward(softmax(x, 1), step.int_input::<1>("y")?))
+            })
         }),
         ("cross_entropy/pad-token-smoothing", |c| {
             let ce = CrossEntropyLossConfig::new()
                 .with_pad_tokens(Some(vec![0]))
                 .with_smoothing(Some(0.1))
                 .init(&c.device);
-            c.loss("cross_entropy", |x: Tensor<2>, step| Ok(ce.forward(x, step.int_input::<1>("y")?)))
+            c.loss("cross_entropy", |x: Tensor<2>, step| {
+                Ok(ce.forward(x, step.int_input::<1>("y")?))
+            })
         }),
         ("cross_entropy/two-pad-tokens", |c| {
-            let ce = CrossEntropyLossConfig::new().with_pad_tokens(Some(vec![0, 4])).init(&c.device);
-            c.loss("cross_entropy", |x: Tensor<2>, step| Ok(ce.forward(x, step.int_input::<1>("y")?)))
+            let ce = CrossEntropyLossConfig::new()
+                .with_pad_tokens(Some(vec![0, 4]))
+                .init(&c.device);
+            c.loss("cross_entropy", |x: Tensor<2>, step| {
+                Ok(ce.forward(x, step.int_input::<1>("y")?))
+            })
         }),
         ("cross_entropy/probabilities-pad-token", |c| {
-            let ce = CrossEntropyLossConfig::new().with_logits(false).with_pad_tokens(Some(vec![0])).init(&c.device);
-            c.loss("nll_loss", |x: Tensor<2>, step| Ok(ce.forward(softmax(x, 1), step.int_input::<1>("y")?)))
+            let ce = CrossEntropyLossConfig::new()
+                .with_logits(false)
+                .with_pad_tokens(Some(vec![0]))
+                .init(&c.device);
+            c.loss("nll_loss", |x: Tensor<2>, step| {
+                Ok(ce.forward(softmax(x, 1), step.int_input::<1>("y")?))
+            })
         }),
         // binary cross-entropy
         ("binary_cross_entropy/logits", |c| {
@@ -74,7 +101,9 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
         }),
         ("binary_cross_entropy/default", |c| {
             let bce = BinaryCrossEntropyLossConfig::new().init(&c.device);
-            c.loss("binary_cross_entropy", |x: Tensor<2>, step| Ok(bce.forward(sigmoid(x), step.int_input::<2>("y")?)))
+            c.loss("binary_cross_entropy", |x: Tensor<2>, step| {
+                Ok(bce.forward(sigmoid(x), step.int_input::<2>("y")?))
+            })
         }),
         ("binary_cross_entropy/logits-weights", |c| {
             let bce = BinaryCrossEntropyLossConfig::new()
@@ -86,8 +115,12 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
             })
         }),
         ("binary_cross_entropy/probabilities-weights-1d", |c| {
-            let bce = BinaryCrossEntropyLossConfig::new().with_weights(Some(vec![0.4, 1.6])).init(&c.device);
-            c.loss("binary_cross_entropy", |x: Tensor<1>, step| Ok(bce.forward(sigmoid(x), step.int_input::<1>("y")?)))
+            let bce = BinaryCrossEntropyLossConfig::new()
+                .with_weights(Some(vec![0.4, 1.6]))
+                .init(&c.device);
+            c.loss("binary_cross_entropy", |x: Tensor<1>, step| {
+                Ok(bce.forward(sigmoid(x), step.int_input::<1>("y")?))
+            })
         }),
         ("binary_cross_entropy/logits-smoothing", |c| {
             let bce = BinaryCrossEntropyLossConfig::new()
@@ -100,23 +133,33 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
         }),
         // regression
         ("mse_loss/mean", |c| {
-            c.loss("mse_loss", |x: Tensor<2>, step| Ok(MseLoss::new().forward(x, step.float_input("target")?, Reduction::Mean)))
+            c.loss("mse_loss", |x: Tensor<2>, step| {
+                Ok(MseLoss::new().forward(x, step.float_input("target")?, Reduction::Mean))
+            })
         }),
         ("mse_loss/sum", |c| {
-            c.loss("mse_loss", |x: Tensor<2>, step| Ok(MseLoss::new().forward(x, step.float_input("target")?, Reduction::Sum)))
+            c.loss("mse_loss", |x: Tensor<2>, step| {
+                Ok(MseLoss::new().forward(x, step.float_input("target")?, Reduction::Sum))
+            })
         }),
         ("mse_loss/none-summed", |c| {
             c.loss("mse_loss", |x: Tensor<3>, step| {
-                Ok(MseLoss::new().forward_no_reduction(x, step.float_input("target")?).sum())
+                Ok(MseLoss::new()
+                    .forward_no_reduction(x, step.float_input("target")?)
+                    .sum())
             })
         }),
         ("huber_loss/delta-1", |c| {
             let huber = HuberLossConfig::new(1.0).init();
-            c.loss("huber_loss", |x: Tensor<2>, step| Ok(huber.forward(x, step.float_input("target")?, Reduction::Mean)))
+            c.loss("huber_loss", |x: Tensor<2>, step| {
+                Ok(huber.forward(x, step.float_input("target")?, Reduction::Mean))
+            })
         }),
         ("huber_loss/delta-0.5-sum", |c| {
             let huber = HuberLossConfig::new(0.5).init();
-            c.loss("huber_loss", |x: Tensor<2>, step| Ok(huber.forward(x, step.float_input("target")?, Reduction::Sum)))
+            c.loss("huber_loss", |x: Tensor<2>, step| {
+                Ok(huber.forward(x, step.float_input("target")?, Reduction::Sum))
+            })
         }),
         ("smooth_l1_loss/default", |c| {
             let loss = SmoothL1LossConfig::new().init();
@@ -131,17 +174,25 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
             })
         }),
         ("l1_loss/mean", |c| {
-            c.loss("l1_loss", |x: Tensor<2>, step| Ok(LpLossConfig::l1().forward(x, step.float_input("target")?, Reduction::Mean)))
+            c.loss("l1_loss", |x: Tensor<2>, step| {
+                Ok(LpLossConfig::l1().forward(x, step.float_input("target")?, Reduction::Mean))
+            })
         }),
         ("l1_loss/sum", |c| {
-            c.loss("l1_loss", |x: Tensor<2>, step| Ok(LpLossConfig::l1().forward(x, step.float_input("target")?, Reduction::Sum)))
+            c.loss("l1_loss", |x: Tensor<2>, step| {
+                Ok(LpLossConfig::l1().forward(x, step.float_input("target")?, Reduction::Sum))
+            })
         }),
         ("lp_loss/p2", |c| {
-            c.loss("mse_loss", |x: Tensor<2>, step| Ok(LpLossConfig::l2().forward(x, step.float_input("target")?, Reduction::Mean)))
+            c.loss("mse_loss", |x: Tensor<2>, step| {
+                Ok(LpLossConfig::l2().forward(x, step.float_input("target")?, Reduction::Mean))
+            })
         }),
         ("lp_loss/p3-sum", |c| {
             let lp = LpLossConfig::new(3.0).init();
-            c.loss("lp_loss", |x: Tensor<2>, step| Ok(lp.forward(x, step.float_input("target")?, Reduction::Sum)))
+            c.loss("lp_loss", |x: Tensor<2>, step| {
+                Ok(lp.forward(x, step.float_input("target")?, Reduction::Sum))
+            })
         }),
         // KL divergence (on log_softmax(x), as PyTorch's twin)
         ("kl_div/batchmean", |c| kl(c, false, Reduction::BatchMean)),
@@ -157,11 +208,15 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
         // likelihoods
         ("poisson_nll_loss/default", |c| {
             let loss = PoissonNllLossConfig::new().init();
-            c.loss("poisson_nll_loss", |x: Tensor<2>, step| Ok(loss.forward(x, step.float_input("target")?, Reduction::Auto)))
+            c.loss("poisson_nll_loss", |x: Tensor<2>, step| {
+                Ok(loss.forward(x, step.float_input("target")?, Reduction::Auto))
+            })
         }),
         ("poisson_nll_loss/full-sum", |c| {
             let loss = PoissonNllLossConfig::new().with_full(true).init();
-            c.loss("poisson_nll_loss", |x: Tensor<2>, step| Ok(loss.forward(x, step.float_input("target")?, Reduction::Sum)))
+            c.loss("poisson_nll_loss", |x: Tensor<2>, step| {
+                Ok(loss.forward(x, step.float_input("target")?, Reduction::Sum))
+            })
         }),
         ("poisson_nll_loss/rates", |c| {
             let loss = PoissonNllLossConfig::new().with_log_input(false).init();
@@ -191,18 +246,25 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
             })
         }),
         ("cosine_embedding_loss/margin-0.3-sum", |c| {
-            let loss = CosineEmbeddingLossConfig::new().with_margin(0.3).with_reduction(Reduction::Sum).init();
+            let loss = CosineEmbeddingLossConfig::new()
+                .with_margin(0.3)
+                .with_reduction(Reduction::Sum)
+                .init();
             c.loss("cosine_embedding_loss", |x: Tensor<2>, step| {
                 Ok(loss.forward(x, step.float_input("other")?, step.int_input("y")?))
             })
         }),
         ("hinge_embedding_loss/default", |c| {
             let loss = HingeEmbeddingLossConfig::new().init();
-            c.loss("hinge_embedding_loss", |x: Tensor<2>, step| Ok(loss.forward(x, step.float_input("y")?, Reduction::Auto)))
+            c.loss("hinge_embedding_loss", |x: Tensor<2>, step| {
+                Ok(loss.forward(x, step.float_input("y")?, Reduction::Auto))
+            })
         }),
         ("hinge_embedding_loss/margin-0.5-sum", |c| {
             let loss = HingeEmbeddingLossConfig::new().with_margin(0.5).init();
-            c.loss("hinge_embedding_loss", |x: Tensor<2>, step| Ok(loss.forward(x, step.float_input("y")?, Reduction::Sum)))
+            c.loss("hinge_embedding_loss", |x: Tensor<2>, step| {
+                Ok(loss.forward(x, step.float_input("y")?, Reduction::Sum))
+            })
         }),
         ("margin_ranking_loss/default", |c| {
             let loss = MarginRankingLossConfig::new().init();
@@ -218,11 +280,15 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
         }),
         ("multi_margin_loss/default", |c| {
             let loss = MultiMarginLossConfig::new().init();
-            c.loss("multi_margin_loss", |x: Tensor<2>, step| Ok(loss.forward(x, step.int_input("y")?, Reduction::Auto)))
+            c.loss("multi_margin_loss", |x: Tensor<2>, step| {
+                Ok(loss.forward(x, step.int_input("y")?, Reduction::Auto))
+            })
         }),
         ("multi_margin_loss/p2-margin-0.5-sum", |c| {
             let loss = MultiMarginLossConfig::new().with_p(2).with_margin(0.5).init();
-            c.loss("multi_margin_loss", |x: Tensor<2>, step| Ok(loss.forward(x, step.int_input("y")?, Reduction::Sum)))
+            c.loss("multi_margin_loss", |x: Tensor<2>, step| {
+                Ok(loss.forward(x, step.int_input("y")?, Reduction::Sum))
+            })
         }),
         ("soft_margin_loss/default", |c| {
             c.loss("soft_margin_loss", |x: Tensor<2>, step| {
@@ -265,10 +331,16 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
 
 /// `CTCLoss` on `log_softmax(x, 2)` against the batch's padded `targets` and their lengths.
 fn ctc(c: &crate::harness::Case, blank: usize, zero_infinity: bool, reduction: Reduction) -> crate::harness::Res<()> {
-    let loss = CTCLossConfig::new().with_blank(blank).with_zero_infinity(zero_infinity).init();
+    let loss = CTCLossConfig::new()
+        .with_blank(blank)
+        .with_zero_infinity(zero_infinity)
+        .init();
     c.loss("ctc_loss", |x: Tensor<3>, step| {
         let targets = step.int_input::<2>("targets")?;
-        let (inputs, lengths) = (step.int_input::<1>("input_lengths")?, step.int_input::<1>("target_lengths")?);
+        let (inputs, lengths) = (
+            step.int_input::<1>("input_lengths")?,
+            step.int_input::<1>("target_lengths")?,
+        );
         Ok(loss.forward_with_reduction(log_softmax(x, 2), targets, inputs, lengths, reduction.clone()))
     })
 }

@@ -54,13 +54,8 @@ def _swap(fn: LossFn) -> Callable[[nn.Module], nn.Module]:
     return lambda _layer: _Loss(fn)
 
 
-def _ints(shape: tuple[int, ...], high: int, *, force: dict[int, int] | None = None) -> Callable[[torch.Generator], Batch]:
-    def draw(g: torch.Generator) -> Batch:
-        y = torch.randint(0, high, shape, generator=g)
-        for i, v in (force or {}).items():
-            y[i] = v
-        return {"y": y}
-    return draw
+def _ints(shape: tuple[int, ...], high: int) -> Callable[[torch.Generator], Batch]:
+    return lambda g: {"y": torch.randint(0, high, shape, generator=g)}
 
 
 def _target(shape: tuple[int, ...]) -> Callable[[torch.Generator], Batch]:
@@ -142,7 +137,8 @@ BINARY_CROSS_ENTROPY = [
     Case("binary_cross_entropy/probabilities-weights-1d",
          "F.binary_cross_entropy(sigmoid(x), y, weight=w[y]): burn's 1-D weights are per label (0 and 1)",
          lambda: None, (8,), batch=_bce_targets((8,)),
-         loss=lambda x, b: F.binary_cross_entropy(torch.sigmoid(x), b["y"].to(x.dtype), weight=_w([0.4, 1.6], x)[b["y"]]),
+         loss=lambda x, b: F.binary_cross_entropy(torch.sigmoid(x), b["y"].to(x.dtype),
+                                                  weight=_w([0.4, 1.6], x)[b["y"]]),
          loss_name="binary_cross_entropy"),
     Case("binary_cross_entropy/logits-smoothing",
          "F.binary_cross_entropy_with_logits(x, y * 0.8 + 0.2 / 3): burn's smoothing 0.2 over 3 classes",
@@ -173,7 +169,8 @@ REGRESSION = [
                 lambda x, b: F.smooth_l1_loss(x, b["target"])),
     _regression("smooth_l1_loss", "beta-0.5-sum", "F.smooth_l1_loss(x, t, beta=0.5, reduction='sum')",
                 lambda x, b: F.smooth_l1_loss(x, b["target"], beta=0.5, reduction="sum")),
-    _regression("l1_loss", "mean", "F.l1_loss(x, t): burn's LpLossConfig::l1()", lambda x, b: F.l1_loss(x, b["target"])),
+    _regression("l1_loss", "mean", "F.l1_loss(x, t): burn's LpLossConfig::l1()",
+                lambda x, b: F.l1_loss(x, b["target"])),
     _regression("l1_loss", "sum", "F.l1_loss(x, t, reduction='sum')",
                 lambda x, b: F.l1_loss(x, b["target"], reduction="sum")),
     _regression("lp_loss", "p2", "F.mse_loss(x, t): burn's LpLoss p=2", lambda x, b: F.mse_loss(x, b["target"]),
@@ -314,11 +311,12 @@ MARGINS = [
     Case("triplet_margin_loss/anchor-is-positive",
          "F.triplet_margin_loss(x, positive, negative), the first positive the anchor itself (a distance of 0)",
          x=(4, 6), batch=_triplet, loss_name="triplet_margin_loss",
-         hypotheses=(Hypothesis("framework", "burn's TripletMarginLoss takes the distance as sqrt(sum(d^2)) with no eps "
-                                "(PyTorch's pairwise_distance adds eps=1e-6): at a zero distance its gradient is 0 * inf "
-                                "= NaN, and the NaN reaches the anchor even where the hinge is inactive",
-                                rule="D016", fix="compute the loss by hand with PyTorch's eps: relu(dist(anchor - positive) - "
-                                "dist(anchor - negative) + margin), dist(d) = (d + 1e-6).powi_scalar(2).sum_dim(1).sqrt()"),),
+         hypotheses=(Hypothesis(
+             "framework", "burn's TripletMarginLoss takes the distance as sqrt(sum(d^2)) with no eps (PyTorch's "
+             "pairwise_distance adds eps=1e-6): at a zero distance its gradient is 0 * inf = NaN, and the NaN reaches "
+             "the anchor even where the hinge is inactive", rule="D016",
+             fix="compute the loss by hand with PyTorch's eps: relu(dist(anchor - positive) - dist(anchor - negative) "
+                 "+ margin), dist(d) = (d + 1e-6).powi_scalar(2).sum_dim(1).sqrt()"),),
          **_swappable(lambda x, b: F.triplet_margin_loss(x, _anchor_first(x, b["positive"]), b["negative"]))),
 ]
 
