@@ -7,7 +7,7 @@
 //! writes.
 
 use burn::nn::activation::ActivationConfig;
-use burn::nn::attention::{MhaInput, MultiHeadAttentionConfig};
+use burn::nn::attention::{MhaInput, MultiHeadAttentionConfig, generate_autoregressive_mask};
 use burn::nn::transformer::{
     TransformerDecoderConfig, TransformerDecoderInput, TransformerEncoderConfig,
     TransformerEncoderInput, TransformerEncoderLayer,
@@ -159,6 +159,14 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
             train_fed(c, TorchNames::new(), mha, |l, x: Tensor<3>, step| {
                 let memory = step.float_input::<3>("memory")?;
                 Ok(l.forward(MhaInput::new(x, memory.clone(), memory)).context)
+            })
+        }),
+        ("multihead_attention/square-subsequent-mask", |c| {
+            let mha = MultiHeadAttentionConfig::new(8, 2).with_dropout(0.0).init(&c.device);
+            c.fed(mha, |l, x: Tensor<3>| {
+                let [batch, seq, _] = x.dims();
+                let causal = generate_autoregressive_mask(batch, seq, &x.device());
+                l.forward(MhaInput::self_attn(x).mask_attn(causal)).context
             })
         }),
         // Transformer encoder
