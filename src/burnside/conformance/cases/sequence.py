@@ -1,5 +1,5 @@
 """Sequence layers: the recurrent layers (LSTM, bidirectional LSTM, GRU, RNN), multi-head attention, the
-transformer encoder, and the position encodings (rotary, sinusoidal).
+transformer encoder and decoder, and the position encodings (rotary, sinusoidal).
 
 PyTorch's recurrent layers are sequence-first by default (``[seq, batch, features]``) and burn's batch-first
 (``Gru`` is batch-first only); the ``*/default`` cases build both sides with defaults so the layout default
