@@ -269,7 +269,8 @@ CASES = [
     # GRU: PyTorch's is reset-after (burn's default reset_after = true); burn's Gru reads batch-first only.
     Case("gru/default", "nn.GRU(4, 5), defaults (sequence-first)", lambda: nn.GRU(4, 5), (3, 2, 4), call=_out,
          hypotheses=(Hypothesis("framework", "burn's Gru has no batch_first option: it reads [batch, seq, "
-                                "features] only, so PyTorch's sequence-first [seq, batch, features] is read as batch-first",
+                                "features] only, so PyTorch's sequence-first [seq, batch, features] is read as "
+                                "batch-first",
                                 lambda layer: _set(layer, batch_first=True),
                                 "x.swap_dims(0, 1) before Gru::forward and after it"),)),
     Case("gru/batch-first", "nn.GRU(4, 5, batch_first=True)", lambda: nn.GRU(4, 5, batch_first=True), (2, 3, 4),
@@ -345,8 +346,8 @@ CASES = [
     Case("transformer_encoder_layer/norm-first", "nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, norm_first=True, "
          "batch_first=True)", lambda: _tel(dropout=0.0, norm_first=True), (2, 4, 8),
          hypotheses=(Hypothesis("framework", "burn's TransformerEncoderLayer with norm_first normalizes the "
-                                "attention's input with norm_2 and the feed-forward's with norm_1 (PyTorch: norm1, then norm2), "
-                                "so PyTorch's norm1/norm2 loaded by name into norm_1/norm_2 are swapped",
+                                "attention's input with norm_2 and the feed-forward's with norm_1 (PyTorch: norm1, "
+                                "then norm2), so PyTorch's norm1/norm2 loaded by name into norm_1/norm_2 are swapped",
                                 _swap_pre_norms, "load norm1 into norm_2 and norm2 into norm_1 when norm_first"),)),
     Case("transformer_encoder_layer/eps-gelu", "nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, activation='gelu', "
          "layer_norm_eps=1e-3, batch_first=True)", lambda: _tel(dropout=0.0, activation="gelu", layer_norm_eps=1e-3),
