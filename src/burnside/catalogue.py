@@ -1,20 +1,25 @@
-"""What burn 0.22.1 is known to compute otherwise than PyTorch, layer by layer, as `burnside conformance`
-measured it (each entry names the conformance case that shows it, so the suite re-measures it).
+"""What burn 0.22.1 is known to compute otherwise than PyTorch, as `burnside conformance` measured it: each entry
+names the conformance case that shows it and the PyTorch classes it concerns; what it is (kind, cause, fix) is
+that case's confirmed hypothesis (`burnside.conformance.cases`), so the suite re-measures every entry (the CI
+subset holds every catalogued case).
 
-Two kinds of entries, used in two places:
+The kinds, and where verdicts use them:
 
-- ``default``: a setting whose default differs (burn's `RmsNormConfig` epsilon 1e-5, PyTorch's `finfo.eps`).
-  A port that takes burn's default computes otherwise than its PyTorch model: that is the port's to fix, so
-  the diagnosis of a divergence at such a layer (D010, D011, D013) says, after its own evidence, which known
-  defaults the layer's class has and how to set PyTorch's.
-- ``framework``: burn's own arithmetic, which no setting changes. A correct port computes it, so it must not
-  fail: the float64 referee models it (a `burnside.reference` variant) and names it, as it names Adam's f32
-  constants and BatchNorm's biased running variance; the entry says which variant.
+- ``default``: a setting whose default differs (burn's `RmsNormConfig` epsilon 1e-5, PyTorch's `finfo.eps`). A
+  port that takes burn's default computes otherwise than its PyTorch model: the port's to fix, so the diagnosis
+  of a divergence at such a layer, loss or optimizer says, after its own evidence, which known defaults it has
+  and how to set PyTorch's (leaving out one the diagnosis already sets).
+- ``framework``: burn's own arithmetic or a missing option. Where it is arithmetic a correct port computes too
+  (Adam's f32 constants, BatchNorm's biased running variance), the float64 referee models it (``variant``) and
+  names it without failing the port; elsewhere (an activation's gradient at its kink, no ``padding_idx``) the
+  diagnosis of a divergence there names it as burn's, with the workaround.
+- ``not comparable``: a burn bug that stops the port (a panic, a wrong shape), written up in docs/burn-issues.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 from burnside.trace import parse_name
 
@@ -23,53 +28,150 @@ from burnside.trace import parse_name
 class KnownDifference:
     """One difference of burn's from PyTorch's, measured by the conformance case ``case``."""
 
-    case: str  # the conformance case id that measures it
-    modules: tuple[str, ...]  # the PyTorch classes it concerns (a trace's metadata `modules`)
-    kind: str  # "default" or "framework"
-    cause: str
-    fix: str = ""
-    variant: str = ""  # for a framework difference: the referee's variant that models it
-    #: for a default: the burn setter that sets it (``with_epsilon``); a diagnosis whose fix calls it already
-    #: gives it, so the note leaves the entry out
+    case: str  # the conformance case id whose confirmed hypothesis it is
+    modules: tuple[str, ...]  # the PyTorch classes (or loss functions) it concerns, as a trace's metadata names them
+    #: for a default: the burn setter that sets it (``with_epsilon``); a diagnosis whose fix calls it already gives it
     setter: str = ""
+    variant: str = ""  # a framework difference the float64 referee models: its variant
+    #: a difference of the backward pass only (the forward agrees): D019 lists it for a model using the class
+    backward: bool = False
 
+    @property
+    def kind(self) -> str:
+        return "framework" if self.variant else self._hypothesis()[0]
+
+    @property
+    def cause(self) -> str:
+        if self.variant:
+            from burnside.compare.referee import VARIANT_TITLES
+
+            return VARIANT_TITLES[self.variant]
+        return self._hypothesis()[1]
+
+    @property
+    def fix(self) -> str:
+        return "" if self.variant else self._hypothesis()[2]
+
+    def _hypothesis(self) -> tuple[str, str, str]:
+        return _hypotheses()[self.case]
+
+
+@cache
+def _hypotheses() -> dict[str, tuple[str, str, str]]:
+    """Each case's first hypothesis (kind, cause, fix); imported when a note is written (it imports torch)."""
+    from burnside.conformance.cases import all_cases
+
+    return {c.id: (c.hypotheses[0].kind, c.hypotheses[0].cause, c.hypotheses[0].fix) for c in all_cases()
+            if c.hypotheses}
+
+
+_NORMS = ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d")
 
 CATALOGUE: tuple[KnownDifference, ...] = (
-    KnownDifference("rms_norm/default", ("RMSNorm",), "default",
-                    "burn's RmsNormConfig epsilon defaults to 1e-5, PyTorch's nn.RMSNorm(eps=None) uses "
-                    "torch.finfo(float32).eps (1.1920929e-7)",
-                    "`RmsNormConfig::new(d).with_epsilon(1.1920929e-7)`", setter="with_epsilon"),
-    KnownDifference("batch_norm2d/train", ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d"), "framework",
-                    "burn's BatchNorm updates running_var with the biased batch variance (divided by n), PyTorch "
-                    "with the unbiased one (divided by n - 1)", variant="burn-batchnorm"),
+    # defaults
+    KnownDifference("rms_norm/default", ("RMSNorm",), "with_epsilon"),
+    KnownDifference("instance_norm1d/default", ("InstanceNorm1d", "InstanceNorm2d"), "with_affine"),
+    KnownDifference("interpolate2d/bilinear-default", ("Upsample",), "with_align_corners"),
+    KnownDifference("hard_sigmoid/default", ("Hardsigmoid",), "with_alpha"),
+    KnownDifference("lstm/default", ("LSTM", "RNN"), "with_batch_first"),
+    KnownDifference("multihead_attention/default", ("MultiheadAttention",), "with_dropout"),
+    KnownDifference("transformer_encoder_layer/default", ("TransformerEncoderLayer", "TransformerEncoder"),
+                    "with_dropout"),
+    KnownDifference("transformer_encoder_layer/activation", ("TransformerEncoderLayer", "TransformerEncoder"),
+                    "with_activation"),
+    KnownDifference("kl_div/default", ("KLDivLoss", "kl_div"), "Reduction::"),
+    KnownDifference("sgd/burn-default", ("SGD",), "with_dampening"),
+    KnownDifference("adam/burn-default", ("Adam",), "with_epsilon"),
+    KnownDifference("adamw/burn-default", ("AdamW",), "with_weight_decay"),
+    KnownDifference("rmsprop/burn-default-momentum", ("RMSprop",), "with_momentum"),
+    KnownDifference("adagrad/burn-default", ("Adagrad",), "with_epsilon"),
+    KnownDifference("muon/burn-default", ("Muon",), "with_weight_decay"),
+    # framework: modelled by the referee
+    KnownDifference("batch_norm2d/train", _NORMS, variant="burn-batchnorm"),
+    KnownDifference("adam/default", ("Adam", "AdamW"), variant="burn-adam"),
+    KnownDifference("muon/square", ("Muon",), variant="burn-muon"),
+    # framework: named where a port diverges
+    KnownDifference("batch_norm2d/no-affine", _NORMS),
+    KnownDifference("conv2d/padding-reflect", ("Conv1d", "Conv2d")),
+    KnownDifference("interpolate2d/bilinear-scale1p5", ("Upsample",)),
+    KnownDifference("local_response_norm/size-2", ("LocalResponseNorm",)),
+    KnownDifference("embedding/padding-idx", ("Embedding",), backward=True),
+    KnownDifference("embedding/max-norm", ("Embedding",)),
+    KnownDifference("relu6/kinks", ("ReLU6",), backward=True),
+    KnownDifference("hardtanh/kinks", ("Hardtanh",), backward=True),
+    KnownDifference("hard_sigmoid/kinks", ("Hardsigmoid",), backward=True),
+    KnownDifference("hard_swish/kinks", ("Hardswish",), backward=True),
+    KnownDifference("leaky_relu/kinks", ("LeakyReLU",), backward=True),
+    KnownDifference("prelu/kinks", ("PReLU",), backward=True),
+    KnownDifference("selu/kinks", ("SELU",), backward=True),
+    KnownDifference("gru/default", ("GRU",)),
+    KnownDifference("multihead_attention/all-keys-masked", ("MultiheadAttention",)),
+    KnownDifference("transformer_encoder_layer/norm-first", ("TransformerEncoderLayer", "TransformerEncoder")),
+    KnownDifference("transformer_decoder/norm-first", ("TransformerDecoderLayer", "TransformerDecoder")),
+    KnownDifference("triplet_margin_loss/anchor-is-positive", ("TripletMarginLoss", "triplet_margin_loss"), backward=True),
+    KnownDifference("adagrad/initial-accumulator", ("Adagrad",)),
+    KnownDifference("muon/default", ("Muon",)),
+    # burn bugs that stop a port
+    KnownDifference("conv1d/same-dilation2", ("Conv1d", "Conv2d")),
+    KnownDifference("interpolate2d/nearest-exact", ("Upsample",)),
 )
 
 
-def known_for(module_class: str | None, kind: str | None = None) -> list[KnownDifference]:
-    """The catalogue's entries for a PyTorch class (of ``kind`` when given)."""
-    return [k for k in CATALOGUE if module_class in k.modules and (kind is None or k.kind == kind)]
+def known_for(name: str | None) -> list[KnownDifference]:
+    """The catalogue's entries for a PyTorch class or loss function (case-insensitive: an optimizer's metadata
+    names it in lower case)."""
+    if not name:
+        return []
+    name = name.lower()
+    return [k for k in CATALOGUE if name in (m.lower() for m in k.modules)]
 
 
-def diverging_class(comparison) -> tuple[str | None, str | None]:
-    """The module path and PyTorch class of the layer where ``comparison`` first diverges (None, None when the
-    first divergence is no layer's output or input)."""
+def diverging_class(comparison) -> str | None:
+    """The PyTorch class of the layer where ``comparison`` first diverges (None when the first divergence is no
+    layer's output or input, or the trace does not name the class)."""
     first = comparison.first_divergence
     parsed = parse_name(first.name) if first is not None else None
     if parsed is None or parsed.stage not in ("activations", "layer_inputs"):
-        return None, None
-    module = parsed.rest.split("#", 1)[0]
+        return None
     modules = comparison.a.metadata.get("modules")
-    kind = modules.get(module) if isinstance(modules, dict) else None
-    return module, kind if isinstance(kind, str) else None
+    kind = modules.get(parsed.rest.split("#", 1)[0]) if isinstance(modules, dict) else None
+    return kind if isinstance(kind, str) else None
 
 
-def default_note(comparison, fix: str = "") -> str:
-    """A sentence on the known defaults of the layer where ``comparison`` first diverges, leaving out those
-    ``fix`` (a diagnosis' fix) already sets ("" when none is left)."""
-    module, kind = diverging_class(comparison)
-    known = [k for k in known_for(kind, "default") if not (k.setter and f".{k.setter}(" in fix)]
+def _loss_name(comparison) -> str | None:
+    call = comparison.a.metadata.get("loss_call")
+    name = call.get("fn") if isinstance(call, dict) else None
+    fn = comparison.a.metadata.get("loss_fn")
+    return name if isinstance(name, str) else fn if isinstance(fn, str) else None
+
+
+def _loss_of_divergence(comparison) -> str | None:
+    """The loss function, when ``comparison`` first diverges at the loss or its inputs."""
+    first = comparison.first_divergence
+    parsed = parse_name(first.name) if first is not None else None
+    return _loss_name(comparison) if parsed is not None and parsed.stage in ("loss", "loss_inputs") else None
+
+
+def _optimizer_name(comparison) -> str | None:
+    optimizer = comparison.a.metadata.get("optimizer")
+    name = optimizer.get("name") if isinstance(optimizer, dict) else None
+    return name if isinstance(name, str) else None
+
+
+#: Which rules' diagnoses a note completes, and what they are about.
+_SUBJECTS = {"D010": lambda c: diverging_class(c) or _loss_of_divergence(c), "D011": diverging_class,
+             "D013": diverging_class, "D017": _loss_name, "D005": _optimizer_name, "D009": _optimizer_name}
+
+
+def note_for(rule: str, comparison, fix: str) -> str:
+    """The sentence a diagnosis of ``rule`` gains: the known differences of what it is about (the diverging layer's
+    class, the loss, the optimizer), leaving out a default ``fix`` already sets and a difference the referee models
+    ("" when none is left)."""
+    subject = _SUBJECTS.get(rule)
+    name = subject(comparison) if subject is not None else None
+    known = [k for k in known_for(name) if not k.variant and not (k.setter and k.setter in fix)]
     if not known:
         return ""
-    each = "; ".join(f"{k.cause}" + (f" (set it: {k.fix})" if k.fix else "") for k in known)
-    return (f" Known default{'s' if len(known) > 1 else ''} of burn's twin of {kind} "
+    each = "; ".join(k.cause + (f" (fix: {k.fix})" if k.fix else "") for k in known)
+    return (f" Known difference{'s' if len(known) > 1 else ''} of burn's twin of {name} "
             f"(burnside conformance {', '.join(k.case for k in known)}): {each}.")

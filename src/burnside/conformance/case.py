@@ -41,6 +41,9 @@ class Hypothesis:
     rule: str = ""
     #: for an optimizer's default: the PyTorch optimizer built with burn's setting, instead of the case's
     optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer] | None = None
+    #: for a default that makes burn's side random (a dropout left on): confirmed when two runs of burn's side from
+    #: the same start differ where it is off, while PyTorch's run is recorded with dropout off
+    random: bool = False
     #: for a setting burn's side cannot even be built or loaded with (a default burn sets otherwise that gives
     #: its layer parameters PyTorch's has not): confirmed when burn's side fails with an error containing this
     failure: str = ""
@@ -61,6 +64,9 @@ class Case:
     loss: Callable[[torch.Tensor, Batch], torch.Tensor] | None = None  # default sum(output * probe)
     loss_name: str = "probe_sum"
     optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer] | None = None
+    #: for a default that makes burn's side random (a dropout left on): confirmed when two runs of burn's side from
+    #: the same start differ where it is off, while PyTorch's run is recorded with dropout off
+    random: bool = False
     #: for a setting burn's side cannot even be built or loaded with (a default burn sets otherwise that gives
     #: its layer parameters PyTorch's has not): confirmed when burn's side fails with an error containing this
     failure: str = ""

@@ -16,22 +16,21 @@ def diagnose(comparison: Comparison) -> list[Diagnosis]:
     found = [(rule, rule.check(comparison)) for rule in RULES]
     dropped = {rid for rule, ds in found if ds for rid in getattr(rule, "SUPERSEDES", ())}
     kept = [d for _, ds in found for d in ds if d.rule not in dropped]
+    alone = {rule.ID for rule, ds in found if ds and getattr(rule, "ONLY_ALONE", False)}
+    if any(d.rule not in alone and not d.follows for d in kept):  # a generic symptom another rule names precisely
+        kept = [d for d in kept if d.rule not in alone]
     kept = _with_known_defaults(comparison, kept)
     return [d for d in kept if not d.follows] + [d for d in kept if d.follows]
 
 
-#: The rules that name a layer computing otherwise, whose fix the catalogue's known defaults complete.
-_LAYER_RULES = ("D010", "D011", "D013")
-
-
 def _with_known_defaults(comparison: Comparison, diagnoses: list[Diagnosis]) -> list[Diagnosis]:
-    """The layer rules' diagnoses with the known burn defaults of the diverging layer's class added to their fix
-    (`burnside.catalogue`), leaving out a default the fix already sets."""
-    from burnside.catalogue import default_note
+    """Each diagnosis with the known burn differences of what it is about (the diverging layer's class, the loss,
+    the optimizer: `burnside.catalogue`) added to its fix, leaving out a default the fix already sets."""
+    from burnside.catalogue import note_for
 
     out = []
     for d in diagnoses:
-        note = default_note(comparison, d.fix) if d.rule in _LAYER_RULES and not d.follows else ""
+        note = "" if d.follows else note_for(d.rule, comparison, d.fix)
         out.append(dataclasses.replace(d, fix=d.fix + note) if note else d)
     return out
 

@@ -6,17 +6,11 @@ use burnside_trace::{PortArgs, TraceError};
 use crate::harness::{Case, Res};
 
 mod basic;
-#[cfg(feature = "conv")]
 mod conv;
-#[cfg(feature = "norms")]
 mod norms;
-#[cfg(feature = "activations")]
 mod activations;
-#[cfg(feature = "sequence")]
 mod sequence;
-#[cfg(feature = "losses")]
 mod losses;
-#[cfg(feature = "optimizers")]
 mod optimizers;
 
 type Runner = fn(&Case) -> Res<()>;
@@ -24,17 +18,11 @@ type Runner = fn(&Case) -> Res<()>;
 fn all() -> Vec<(&'static str, Runner)> {
     let mut cases = Vec::new();
     cases.extend(basic::cases());
-    #[cfg(feature = "conv")]
     cases.extend(conv::cases());
-    #[cfg(feature = "norms")]
     cases.extend(norms::cases());
-    #[cfg(feature = "activations")]
     cases.extend(activations::cases());
-    #[cfg(feature = "sequence")]
     cases.extend(sequence::cases());
-    #[cfg(feature = "losses")]
     cases.extend(losses::cases());
-    #[cfg(feature = "optimizers")]
     cases.extend(optimizers::cases());
     cases
 }

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from burnside.conformance.case import Case
-from burnside.conformance.cases import basic
+from burnside.conformance.cases import activations, basic, conv, losses, norms, optimizers, sequence
 
 
 def all_cases() -> list[Case]:
     """Every case, in the suite's order."""
-    cases: list[Case] = [*basic.CASES]
+    cases: list[Case] = [*basic.CASES, *conv.CASES, *norms.CASES, *activations.CASES, *losses.CASES,
+                         *sequence.CASES, *optimizers.CASES]
     seen: set[str] = set()
     for case in cases:
         if case.id in seen:

@@ -299,7 +299,11 @@ CASES = [
     # on the attention weights draws a random mask no float64 run models, and D013 measures no dropout held
     # inside a layer in a training trace (the output is the masked weights times the values, not a masked copy).
     Case("multihead_attention/default", "nn.MultiheadAttention(8, 2, batch_first=True), self-attention, defaults",
-         lambda: nn.MultiheadAttention(8, 2, batch_first=True), (2, 5, 8), call=_self_attn),
+         lambda: nn.MultiheadAttention(8, 2, batch_first=True), (2, 5, 8), call=_self_attn,
+         hypotheses=(Hypothesis("default", "burn's MultiHeadAttentionConfig dropout defaults to 0.1 "
+                                "(nn.MultiheadAttention's: 0.0): burn's attention weights are dropped at random",
+                                fix="MultiHeadAttentionConfig::new(d_model, n_heads).with_dropout(0.0)",
+                                random=True),)),
     Case("multihead_attention/no-dropout", "nn.MultiheadAttention(8, 2, batch_first=True) against with_dropout(0.0)",
          lambda: nn.MultiheadAttention(8, 2, batch_first=True), (2, 5, 8), call=_self_attn, ci=True),
     Case("multihead_attention/no-bias", "nn.MultiheadAttention(8, 2, bias=False, batch_first=True)",
@@ -335,7 +339,11 @@ CASES = [
     # a difference for the same reason as multihead_attention/default (its GELU is measured by the next case).
     Case("transformer_encoder_layer/default", "nn.TransformerEncoderLayer(8, 2, 16, batch_first=True), defaults "
          "(recorded with dropout off), against TransformerEncoderConfig::new(8, 16, 2, 1) defaults", lambda: _tel(),
-         (2, 4, 8)),
+         (2, 4, 8),
+         hypotheses=(Hypothesis("default", "burn's TransformerEncoderConfig dropout defaults to 0.1, applied at "
+                                "random in training (PyTorch's recorded with dropout off; its activation default "
+                                "differs too: transformer_encoder_layer/activation)",
+                                fix="TransformerEncoderConfig::new(..).with_dropout(0.0)", random=True),)),
     Case("transformer_encoder_layer/activation", "nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True) "
          "against with_dropout(0.0), activation left at its default", lambda: _tel(dropout=0.0), (2, 4, 8),
          hypotheses=(Hypothesis("default", "burn's TransformerEncoderConfig activation defaults to GELU "

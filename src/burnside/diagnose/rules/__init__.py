@@ -19,6 +19,7 @@ from burnside.diagnose.rules import (
     d016_run_diverged,
     d017_loss_differs,
     d018_gradient_accumulation,
+    d019_backward_differs,
 )
 
 RULES = (
@@ -40,4 +41,5 @@ RULES = (
     d004_adam_epsilon,
     d005_optimizer_config,
     d009_update_differs,
+    d019_backward_differs,
 )
