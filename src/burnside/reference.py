@@ -259,9 +259,9 @@ class _BurnAdam(torch.optim.Optimizer):
     """
 
     def __init__(self, params, *, lr: float, betas: tuple[float, float], eps: float, weight_decay: float,
-                 decoupled: bool) -> None:
+                 decoupled: bool, amsgrad: bool = False) -> None:
         super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
-                                  "decoupled": decoupled})
+                                  "decoupled": decoupled, "amsgrad": amsgrad})
 
     @torch.no_grad()
     def step(self, closure=None) -> None:
@@ -283,17 +283,22 @@ class _BurnAdam(torch.optim.Optimizer):
                     state["step"] += 1
                 else:
                     state.update(exp_avg=grad * f1, exp_avg_sq=grad.square() * f2, step=1)
+                if group["amsgrad"]:  # burn keeps the running maximum of moment_2 and divides by it
+                    previous = state.get("max_exp_avg_sq")
+                    state["max_exp_avg_sq"] = (state["exp_avg_sq"] if previous is None
+                                               else torch.maximum(previous, state["exp_avg_sq"]))
+                second = state["max_exp_avg_sq"] if group["amsgrad"] else state["exp_avg_sq"]
                 t = state["step"]
                 bc1 = np.float32(1) - _powi_f32(b1, t)
                 bc2 = np.float32(1) - _powi_f32(b2, t)
                 if group["decoupled"]:
-                    update = (state["exp_avg"] / float(bc1)) / ((state["exp_avg_sq"] / float(bc2)).sqrt() + float(eps))
+                    update = (state["exp_avg"] / float(bc1)) / ((second / float(bc2)).sqrt() + float(eps))
                     decay = lr * float(wd)
                     p.copy_((p * (1.0 - decay) if decay else p) - update * lr)
                 else:
                     bc2_sqrt = np.sqrt(bc2)
                     factor = float(np.float32(bc2_sqrt / bc1))
-                    update = (state["exp_avg"] * factor) / (state["exp_avg_sq"].sqrt() + float(np.float32(eps * bc2_sqrt)))
+                    update = (state["exp_avg"] * factor) / (second.sqrt() + float(np.float32(eps * bc2_sqrt)))
                     p.sub_(update * lr)
 
 
@@ -437,7 +442,8 @@ def _double_copy(model: nn.Module, optimizer: torch.optim.Optimizer, burn_adam: 
                                     **{k: groups[0][k] for k in keys})
     # each group with its own settings, as the float64 re-run of the same optimizer has them
     settings = [{"lr": g["lr"], "betas": tuple(g["betas"]), "eps": g["eps"], "weight_decay": g["weight_decay"],
-                 "decoupled": kind == "AdamW" or bool(g.get("decoupled_weight_decay"))} for g in groups]
+                 "decoupled": kind == "AdamW" or bool(g.get("decoupled_weight_decay")),
+                 "amsgrad": bool(g.get("amsgrad"))} for g in groups]
     return double, _BurnAdam([{"params": g["params"], **own} for g, own in zip(groups, settings, strict=True)],
                              **settings[0])
 
@@ -486,9 +492,8 @@ def _check_no_dropout(model: nn.Module) -> None:
 
 def has_burn_adam_variant(optimizer: torch.optim.Optimizer) -> bool:
     """Whether ``optimizer`` is an Adam or AdamW burn would compute with other constants (any groups, each with its
-    own settings; none with amsgrad, whose maximum the variant does not keep)."""
-    return (optimizer_kind(optimizer) in ("Adam", "AdamW")
-            and not any(group.get("amsgrad") for group in optimizer.param_groups))
+    own settings, amsgrad's running maximum too)."""
+    return optimizer_kind(optimizer) in ("Adam", "AdamW")
 
 
 def has_burn_rmsprop_variant(optimizer: torch.optim.Optimizer) -> bool:

@@ -51,6 +51,8 @@ def test_ci_subset_verdicts_are_the_catalogues(ci_results):
     for case_id, case in got.items():
         if case_id in known:
             assert case["verdict"] == known[case_id].kind, case
+        elif case["verdict"] == "framework":  # burn's arithmetic the referee models (Adam's constants)
+            assert "(catalogued: burnside's referee models it)" in case["detail"], case
         else:
             assert case["verdict"] == "same", case
             assert case["detail"] in ("bit-identical", "rounding")
@@ -65,6 +67,26 @@ def test_a_different_default_is_named_with_its_fix(ci_results):
     assert "with_epsilon" in rms["fix"]
     # burn's epsilon 1e-5 against PyTorch's 1.19e-7 shows well above the float32 rounding PyTorch's run has
     assert rms["rel_burn"] > 10 * rms["rel_torch"]
+
+
+@pytest.mark.parametrize(("case", "rule", "told"), [
+    ("hard_sigmoid__default", "D010", "HardSigmoidConfig::new().with_alpha(1.0 / 6.0)"),
+    ("kl_div__default", "D010", "Reduction::Mean"),
+    ("sgd__burn-default", "D009", "with_dampening(0.0)"),
+    ("relu6__kinks", "D019", "relu6/kinks"),
+])
+def test_a_port_meeting_a_catalogued_difference_is_told_it_is_burns(ci_results, case, rule, told):
+    """The case's own traces, diagnosed as a user's port is: the rule fires and its fix names the catalogue's entry."""
+    from burnside.diagnose import diagnose
+    from burnside.parity import compare_with_evidence
+
+    _, out = ci_results
+    d = out / "cases" / case
+    comparison = compare_with_evidence(d / "torch.safetensors", d / "burn.safetensors",
+                                       reference=d / "reference.safetensors")
+    found = {x.rule: x for x in diagnose(comparison)}
+    assert rule in found, sorted(found)
+    assert told in found[rule].fix
 
 
 def test_the_report_page_lists_every_case(ci_results):

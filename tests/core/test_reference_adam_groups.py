@@ -35,9 +35,21 @@ def test_a_grouped_adamw_reference_records_the_burn_adam_variant_with_each_group
     assert moved > 0.1  # the bias group's lr 0.05 (three Adam steps of ~lr each), not the first group's 0.01
 
 
-def test_amsgrad_in_any_group_has_no_variant():
+def test_amsgrad_in_any_group_has_the_variant_keeping_its_maximum(tmp_path):
+    """burn's AMSGrad divides by the running maximum of moment_2 as PyTorch's does, with its f32 constants: the
+    variant keeps that maximum (slot max_exp_avg_sq) for the amsgrad group only, never below moment_2."""
     model = a1_model()
+    x, y = a1_data()
     optimizer = groups_optimizer(model, torch.optim.Adam)
     optimizer.param_groups[1]["amsgrad"] = True
-    assert not has_burn_adam_variant(optimizer)
-    assert has_burn_adam_variant(groups_optimizer(a1_model(), torch.optim.Adam))
+    assert has_burn_adam_variant(optimizer)
+    path = record_reference(model, optimizer, {"x": x, "y": y}, tmp_path / "r.safetensors", steps=3)
+    variant = open_reference(path).variants["burn-adam"]
+    for name in ("fc1.weight", "fc2.weight"):
+        assert f"step2.optim.max_exp_avg_sq.{name}" not in variant
+    for name in ("fc1.bias", "fc2.bias"):
+        for k in range(3):
+            peak = variant.array(f"step{k}.optim.max_exp_avg_sq.{name}")
+            assert (peak >= variant.array(f"step{k}.optim.exp_avg_sq.{name}")).all()
+        assert np.array_equal(variant.array(f"step0.optim.max_exp_avg_sq.{name}"),
+                              variant.array(f"step0.optim.exp_avg_sq.{name}"))
