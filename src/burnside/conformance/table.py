@@ -107,14 +107,17 @@ def results_json(results: Sequence[CaseResult]) -> str:
                        "cases": [r.to_dict() for r in results]}, indent=2)
 
 
-def markdown(results: Sequence[CaseResult]) -> str:
-    """The table as Markdown, headed by what it was measured on (the README's table)."""
+def markdown(results: Sequence[CaseResult], *, findings_only: bool = False) -> str:
+    """The table as Markdown, headed by what it was measured on (docs/conformance.md); with ``findings_only``, only
+    the cases that are not the same (the README's table)."""
     v = versions()
     lines = [f"Measured {v['date']} with burn {v['burn']}, PyTorch {v['torch']}, burnside {v['burnside']}: "
              f"{summary_line(results)}.", "",
              "| case | configuration | verdict | PyTorch rel. err | burn rel. err | cause |",
              "|---|---|---|---|---|---|"]
     for r in results:
+        if findings_only and r.verdict == "same":
+            continue
         cells = [f"`{r.case.id}`", r.case.title, VERDICTS[r.verdict][0], relative(r.rel_torch), relative(r.rel_burn),
                  detail(r) if r.verdict != "same" else r.detail]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
