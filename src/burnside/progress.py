@@ -145,17 +145,10 @@ class Progress:
         is drawn."""
         if self._bars is None:
             return None
-        task: rich_progress.TaskID | None = None
+        line = self._line()
 
         def show(done: int, total: int, name: str) -> None:
-            nonlocal task
-            bars = self._bars
-            if bars is None:
-                return
-            description = f"{what} {done}/{total}{f': {name}' if name else ''}"
-            if task is None:
-                task = self._add(description, max(total, 1))
-            bars.update(task, description=description, completed=done, total=max(total, 1))
+            line(f"{what} {done}/{total}{f': {name}' if name else ''}", max(total, 1), done)
 
         return show
 
@@ -163,19 +156,28 @@ class Progress:
         """`compare_traces`' callback drawing ``WHAT: tensor i/M, X/Y MiB``; None when nothing is drawn."""
         if self._bars is None:
             return None
-        task: rich_progress.TaskID | None = None
+        line = self._line()
 
         def show(done: int, total: int, bytes_done: int, bytes_total: int) -> None:
+            line(f"{what}: tensor {done}/{total}, {_mib(bytes_done)}/{_mib(bytes_total)} MiB", max(bytes_total, 1),
+                 bytes_done if bytes_total else 1)
+
+        return show
+
+    def _line(self) -> Callable[[str, float, float], None]:
+        """One bar, added on its first update: ``update(description, total, completed)``."""
+        task: rich_progress.TaskID | None = None
+
+        def update(description: str, total: float, completed: float) -> None:
             nonlocal task
             bars = self._bars
             if bars is None:
                 return
-            description = f"{what}: tensor {done}/{total}, {_mib(bytes_done)}/{_mib(bytes_total)} MiB"
             if task is None:
-                task = self._add(description, max(bytes_total, 1))
-            bars.update(task, description=description, completed=bytes_done if bytes_total else 1)
+                task = self._add(description, total)
+            bars.update(task, description=description, completed=completed, total=total)
 
-        return show
+        return update
 
     def activity(self, what: str) -> Activity:
         """A piece of work without a known end (a cargo build): a live line, or lines every `every` s off a terminal."""
