@@ -94,6 +94,9 @@ CATALOGUE: tuple[KnownDifference, ...] = (
     KnownDifference("batch_norm2d/no-affine", _NORMS),
     KnownDifference("conv2d/padding-reflect", ("Conv1d", "Conv2d")),
     KnownDifference("interpolate2d/bilinear-scale1p5", ("Upsample",)),
+    KnownDifference("interpolate2d/bilinear-antialias", ()),  # F.interpolate(antialias=True): no module to name
+    KnownDifference("rotary_encoding/rotate-half", ()),  # PyTorch has no rotary module: a port's own code
+    KnownDifference("gru/reset-before", ("GRU",)),
     KnownDifference("local_response_norm/size-2", ("LocalResponseNorm",)),
     KnownDifference("embedding/padding-idx", ("Embedding",), backward=True),
     KnownDifference("embedding/max-norm", ("Embedding",)),
