@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,10 @@ from burnside.atomic import write_atomic
 from burnside.errors import TraceError
 from burnside.trace.dtypes import FLOATS, STORAGE, bf16_to_f32
 from burnside.trace.limits import check_dtype, check_name, check_shape, short
+from burnside.trace.statistics import Statistics
+
+#: The versions of the JSON form: 1, and 3 with statistics-only tensors (it never has aliases, version 2).
+VERSIONS = (1, 3)
 
 JSON_FORMAT = "burnside-trace"
 _DOC_KEYS = {"format", "version", "metadata", "tensors"}
@@ -32,8 +37,9 @@ _BF16_MIN_NORMAL = 2.0**-126
 _BF16_SUBNORMAL_STEP = 2.0**-133
 
 
-def read(path: Path, text: str) -> tuple[dict, dict[str, tuple[str, np.ndarray]]]:
-    """Parse a JSON trace's text: (metadata, {name: (dtype, array)}); the version is checked here."""
+def read(path: Path, text: str) -> tuple[dict, dict[str, tuple[str, np.ndarray]], int]:
+    """Parse a JSON trace's text: (metadata, {name: (dtype, array)}, version); the version is checked here
+    (1, or 3 for a trace with statistics-only tensors, metadata `statistics`)."""
     try:
         doc = strict_json.loads(text, check_floats=False)  # tensor data is checked in bulk below
     except ValueError as exc:
@@ -47,9 +53,9 @@ def read(path: Path, text: str) -> tuple[dict, dict[str, tuple[str, np.ndarray]]
         raise TraceError(f"{path}: not a burnside JSON trace (format is {short(doc.get('format'))}, "
                          f"expected {JSON_FORMAT!r})")
     version = doc.get("version")
-    if type(version) is not int or version != 1:
+    if type(version) is not int or version not in VERSIONS:
         raise TraceError(f"{path}: trace format version {short(version)} is not supported "
-                         "(this burnside reads version 1); upgrade burnside or re-record")
+                         "(this burnside reads JSON versions 1 and 3); upgrade burnside or re-record")
     unknown = set(doc) - _DOC_KEYS
     if unknown:
         raise TraceError(f"{path}: unknown top-level key {short(sorted(unknown)[0])} "
@@ -60,7 +66,7 @@ def read(path: Path, text: str) -> tuple[dict, dict[str, tuple[str, np.ndarray]]
     if not isinstance(metadata, dict):
         raise TraceError(f"{path}: \"metadata\" must be an object, not {short(metadata)}")
     tensors = {check_name(path, name): _tensor(path, name, spec) for name, spec in doc["tensors"].items()}
-    return metadata, tensors
+    return metadata, tensors, version
 
 
 def _tensor(path: Path, name: str, spec: object) -> tuple[str, np.ndarray]:
@@ -171,12 +177,18 @@ def _integers(path: Path, name: str, dtype: str, data: list) -> np.ndarray:
     return np.array(data, dtype=STORAGE[dtype])
 
 
-def write(path: Path, tensors: dict[str, tuple[str, np.ndarray]], metadata: dict) -> None:
-    """Write a JSON trace atomically; floats as shortest round-trip decimals, NaN payloads kept."""
+def write(path: Path, tensors: dict[str, tuple[str, np.ndarray]], metadata: dict,
+          statistics: Mapping[str, Statistics] | None = None) -> None:
+    """Write a JSON trace atomically; floats as shortest round-trip decimals, NaN payloads kept. With
+    ``statistics`` (statistics-only tensors, already checked), version 3 with metadata `statistics`."""
     body = {}
     for name, (dtype, array) in tensors.items():
         body[name] = {"dtype": dtype, "shape": list(array.shape), "data": _values(dtype, array)}
-    doc = {"format": JSON_FORMAT, "version": 1, "metadata": metadata, "tensors": body}
+    version = 1
+    if statistics:
+        version = 3
+        metadata = {**metadata, "statistics": {name: s.to_json() for name, s in statistics.items()}}
+    doc = {"format": JSON_FORMAT, "version": version, "metadata": metadata, "tensors": body}
     text = json.dumps(doc, indent=1, allow_nan=False)
     write_atomic(path, text + "\n")
 

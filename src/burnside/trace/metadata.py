@@ -15,8 +15,10 @@ from pathlib import Path
 
 from burnside import strict_json
 from burnside.errors import TraceError
-from burnside.trace.limits import MAX_STEPS, check_text, short
+from burnside.trace.dtypes import FLOATS, STORAGE
+from burnside.trace.limits import MAX_DIMS, MAX_ELEMENTS, MAX_STEPS, check_text, short
 from burnside.trace.names import MICRO_STAGES, parse_name
+from burnside.trace.statistics import Statistics
 
 FORMAT_KEY = "burnside.format"
 VERSION_KEY = "burnside.version"
@@ -24,14 +26,21 @@ VERSION_KEY = "burnside.version"
 FORMAT_VERSION = 1
 #: The version of a safetensors trace with aliases (metadata `aliases`).
 ALIAS_VERSION = 2
+#: The version of a trace with statistics-only tensors (metadata `statistics`; aliases may be present too).
+STATISTICS_VERSION = 3
 #: The versions this burnside reads.
-VERSIONS = (FORMAT_VERSION, ALIAS_VERSION)
+VERSIONS = (FORMAT_VERSION, ALIAS_VERSION, STATISTICS_VERSION)
 #: Metadata key of a version-2 file: JSON object, alias name -> the name of the tensor it is bit-identical to.
 ALIASES_KEY = "aliases"
+#: Metadata key of a version-3 file: JSON object, statistics-only tensor name -> its `Statistics.to_json()`.
+STATISTICS_KEY = "statistics"
+#: The keys only a writer sets: a caller's metadata holding one is refused.
+WRITER_KEYS = (FORMAT_KEY, VERSION_KEY, ALIASES_KEY, STATISTICS_KEY)
 #: Keys whose safetensors value is JSON text (native JSON in the JSON form).
 JSON_KEYS = frozenset({"steps", "optimizer", "params", "grads_len", "inputs", "buffers", "buffers_nonpersistent",
                        "activations", "modules",
-                       "tied", "layer_inputs", "outputs", "loss_call", "accumulate"})
+                       "tied", "layer_inputs", "outputs", "loss_call", "accumulate", "full_steps",
+                       "layer_statistics"})
 #: Keys a file of each kind must carry (besides the format and version). A forward trace (a trace
 #: whose metadata says `kind: forward`) has no optimizer and no gradients.
 REQUIRED = {
@@ -95,7 +104,7 @@ def check(path: Path, kind: str, metadata: Mapping, names: Iterable[str]) -> Non
             raise TraceError(f"{path}: metadata 'steps' must be an integer from 1 to {MAX_STEPS}, not {short(value)}")
     for key, value in metadata.items():
         check_text(path, "a metadata key", key)
-        if key in (FORMAT_KEY, VERSION_KEY, ALIASES_KEY):
+        if key in WRITER_KEYS:
             raise TraceError(f"{path}: metadata {key!r} is the writer's to set, not a metadata entry")
         if key == "steps":
             pass
@@ -113,6 +122,11 @@ def check(path: Path, kind: str, metadata: Mapping, names: Iterable[str]) -> Non
             _check_loss_call(path, value)
         elif key == "accumulate":
             _check_accumulate(path, value)
+        elif key == "full_steps":
+            _check_full_steps(path, value, metadata.get("steps"))
+        elif key == "layer_statistics":
+            if type(value) is not bool:
+                raise TraceError(f"{path}: metadata 'layer_statistics' must be true or false, not {short(value)}")
         else:
             check_text(path, f"metadata {key!r}", value)
     if kind == "trace":
@@ -156,6 +170,78 @@ def check_aliases(path: Path, kind: str, version: int, value: str | None, names:
             what = "another alias, not a tensor" if target in aliases else "which is not in the file"
             raise corrupt(f"alias {short(alias)} points to {short(target)}, {what}")
     return aliases
+
+
+def check_statistics(path: Path, kind: str, version: int, value: object, names: Iterable[str]) -> dict[str, Statistics]:
+    """The statistics-only tensors of a file (its metadata `statistics` in native form, None if absent), checked
+    against the names of its real tensors and aliases: name -> `Statistics`. Anything off is a corrupt file."""
+    if value is None:
+        return {}
+
+    def corrupt(why: str) -> TraceError:
+        return TraceError(f"{path}: corrupt trace ({why}); re-record it")
+
+    if version < STATISTICS_VERSION:
+        raise corrupt(f"metadata {STATISTICS_KEY!r} in a version-{version} file: statistics are version "
+                      f"{STATISTICS_VERSION}")
+    if kind != "trace":
+        raise corrupt(f"metadata {STATISTICS_KEY!r} in an {kind} file, which holds every tensor in full")
+    if not isinstance(value, dict):
+        raise corrupt(f"metadata {STATISTICS_KEY!r} must map tensor names to statistics, not {short(value)}")
+    real = set(names)
+    out: dict[str, Statistics] = {}
+    for name, entry in value.items():
+        check_text(path, "a statistics name", name)
+        shape = entry.get("shape") if isinstance(entry, dict) else None
+        if isinstance(shape, list) and len(shape) > MAX_DIMS:  # before anything multiplies its sizes
+            raise corrupt(f"statistics of {short(name)}: {len(shape)} dimensions, more than the {MAX_DIMS} allowed")
+        if not name:
+            raise corrupt("a statistics entry has an empty name")
+        if name in real:
+            raise corrupt(f"statistics of {short(name)}, which the file also holds as a tensor or an alias")
+        stats = Statistics.from_json(short(name), entry, str(path))
+        why = statistics_refusal(name, stats.dtype, stats.shape)
+        if why is not None:
+            raise corrupt(f"statistics of {short(name)}: {why}")
+        if math.prod(max(d, 1) for d in stats.shape) > MAX_ELEMENTS:
+            raise corrupt(f"statistics of {short(name)}: shape {short(list(stats.shape))} is beyond a tensor's bounds")
+        if stats.norm < 0 or stats.max_abs < 0:
+            raise corrupt(f"statistics of {short(name)}: norm and max_abs are magnitudes, never negative")
+        if stats.nonfinite == 0 and not math.isfinite(stats.max_abs):
+            raise corrupt(f"statistics of {short(name)}: max_abs {stats.max_abs} with no non-finite value")
+        if stats.nonfinite and (math.isfinite(stats.max_abs) or not (math.isnan(stats.mean) and math.isnan(stats.norm))):
+            raise corrupt(f"statistics of {short(name)}: {stats.nonfinite} non-finite values, but mean and norm "
+                          "are not \"nan\" or max_abs is finite")
+        out[name] = stats
+    return out
+
+
+def statistics_refusal(name: str, dtype: str, shape: tuple[int, ...]) -> str | None:
+    """Why the tensor ``name`` may not be recorded as statistics only (None: it may): an input, the start's
+    parameters (`step0.params_before.*`: init files and the start check need their bytes), a 0-d scalar, an
+    integer or bool tensor."""
+    if dtype not in STORAGE:
+        return f"dtype {short(dtype)} is no dtype a trace holds"
+    if dtype not in FLOATS:
+        return f"an {dtype} tensor is never statistics (only float tensors are)"
+    if not shape:
+        return "a 0-d scalar is never statistics"
+    parsed = parse_name(name)
+    if parsed is not None and parsed.stage in ("inputs", "micro_inputs"):
+        return "an input is never statistics (both sides start from its bytes)"
+    if parsed is not None and parsed.stage == "params_before" and parsed.step == 0:
+        return "step0.params_before is never statistics (the start: init files need its bytes)"
+    return None
+
+
+def _check_full_steps(path: Path, value: object, steps: object) -> None:
+    """`full_steps`: the steps recorded in full, ascending step indices (absent: every step)."""
+    if (not isinstance(value, list) or not all(type(k) is int and 0 <= k < MAX_STEPS for k in value)
+            or any(a >= b for a, b in zip(value, value[1:]))):
+        raise TraceError(f"{path}: metadata 'full_steps' must be a list of step indices (non-negative integers, "
+                         f"ascending), not {short(value)}")
+    if type(steps) is int and value and value[-1] >= steps:
+        raise TraceError(f"{path}: metadata 'full_steps' names step {value[-1]} of a trace of {steps} steps")
 
 
 def _steps_named(path: Path, names: Iterable[str]) -> int:
@@ -331,5 +417,6 @@ def _check_number(path: Path, where: str, value: object) -> None:
         raise TraceError(f"{path}: {where} must be a finite number, not {short(value)}")
 
 
-__all__ = ["ALIAS_VERSION", "ALIASES_KEY", "FORMAT_KEY", "FORMAT_VERSION", "VERSIONS", "check_aliases", "JSON_KEYS", "REQUIRED", "TRACE_KINDS", "VERSION_KEY", "check", "decode",
+__all__ = ["ALIAS_VERSION", "ALIASES_KEY", "STATISTICS_KEY", "STATISTICS_VERSION", "WRITER_KEYS", "check_statistics",
+           "statistics_refusal", "FORMAT_KEY", "FORMAT_VERSION", "VERSIONS", "check_aliases", "JSON_KEYS", "REQUIRED", "TRACE_KINDS", "VERSION_KEY", "check", "decode",
            "encode", "trace_kind"]

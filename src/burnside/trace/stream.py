@@ -16,7 +16,9 @@ the trace. The file is an ordinary safetensors file (docs/trace-format.md, "safe
   the large f64 tensors of a float64 reference stay aligned. At most 16 MiB are held; beyond that a
   tensor is written at once, aligned or not (numpy reads unaligned data correctly, only slower);
 - `TraceWriter.alias` records a tensor bit-identical to one already added as a name in the metadata
-  ``aliases`` (format version 2), with no data of its own.
+  ``aliases`` (format version 2), with no data of its own;
+- `TraceWriter.add_statistics` records a tensor as its statistics only (`burnside.trace.statistics`), an entry
+  of the metadata ``statistics`` (format version 3), with no data of its own.
 """
 
 from __future__ import annotations
@@ -34,9 +36,17 @@ from burnside.atomic import NO_ROOM, create_temporary, no_room_message, prepare_
 from burnside.errors import BurnsideError, TraceError
 from burnside.trace.dtypes import dtype_of
 from burnside.trace.limits import MAX_HEADER_BYTES, check_name, check_shape
-from burnside.trace.metadata import ALIAS_VERSION, ALIASES_KEY, VERSION_KEY
+from burnside.trace.metadata import (
+    ALIAS_VERSION,
+    ALIASES_KEY,
+    STATISTICS_KEY,
+    STATISTICS_VERSION,
+    VERSION_KEY,
+    statistics_refusal,
+)
 from burnside.trace.metadata import check as check_metadata
 from burnside.trace.metadata import encode as encode_metadata
+from burnside.trace.statistics import Statistics
 
 #: Header room reserved per expected tensor (an entry: its name, dtype, shape and offsets) and in all.
 ENTRY_RESERVE = 192
@@ -81,6 +91,7 @@ class TraceWriter:
             raise TraceError(f"{self.path}: a streamed trace is a .safetensors file, not {self.path.suffix or 'a file without suffix'}")
         self._entries: dict[str, tuple[str, tuple[int, ...], int, int]] = {}
         self._aliases: dict[str, str] = {}
+        self._statistics: dict[str, Statistics] = {}
         self._held: list[tuple[str, str, tuple[int, ...], int, np.ndarray]] = []
         self._held_bytes = 0
         self._offset = 0  # bytes of data written so far
@@ -125,7 +136,7 @@ class TraceWriter:
         """Write one tensor (a numpy array in its storage dtype), or hold it if small and unaligned."""
         self._check_open()
         name = check_name(self.path, name)
-        if name in self._entries or name in self._aliases:
+        if name in self._entries or name in self._aliases or name in self._statistics:
             raise TraceError(f"{self.path}: tensor {name!r} is recorded twice; each name is written once")
         array = np.asarray(array)
         try:
@@ -152,7 +163,7 @@ class TraceWriter:
         """Record ``name`` as bit-identical to ``target``, a tensor already added (not an alias)."""
         self._check_open()
         name = check_name(self.path, name)
-        if name in self._entries or name in self._aliases:
+        if name in self._entries or name in self._aliases or name in self._statistics:
             raise TraceError(f"{self.path}: tensor {name!r} is recorded twice; each name is written once")
         if target not in self._entries:
             what = "another alias" if target in self._aliases else "not a tensor added before it"
@@ -160,18 +171,32 @@ class TraceWriter:
                              "already written")
         self._aliases[name] = target
 
+    def add_statistics(self, name: str, stats: Statistics) -> None:
+        """Record the tensor ``name`` as its statistics only (no data): an entry of metadata ``statistics``, and
+        the file becomes format version 3. Refused as the reader would refuse it: a name recorded before, an
+        input, ``step0.params_before.*``, a 0-d scalar, an integer or bool tensor."""
+        self._check_open()
+        name = check_name(self.path, name)
+        _check_statistics_entry(self.path, self.kind, name, stats,
+                                name in self._entries or name in self._aliases or name in self._statistics)
+        self._statistics[name] = stats
+
     def finish(self, metadata: Mapping) -> Path:
         """Check ``metadata`` against every name, write the held tensors and the header, fsync, rename
         the file over the output; returns the output path."""
         self._check_open()
         try:
-            names = [*self._entries, *self._aliases]
+            names = [*self._entries, *self._aliases, *self._statistics]
             check_metadata(self.path, self.kind, metadata, names)
             self._needed = 8 + self._reserve + self._offset + self._held_bytes
             encoded = encode_metadata(metadata, self.kind)
             if self._aliases:
                 encoded[VERSION_KEY] = str(ALIAS_VERSION)
                 encoded[ALIASES_KEY] = json.dumps(self._aliases)
+            if self._statistics:
+                encoded[VERSION_KEY] = str(STATISTICS_VERSION)
+                encoded[STATISTICS_KEY] = json.dumps({n: st.to_json() for n, st in self._statistics.items()},
+                                                     allow_nan=False)
             # widest dtype first: the f64 scalars before the f32 ones before the bytes
             for name, dtype, shape, _, flat in sorted(self._held, key=lambda h: -h[3]):
                 self._write(name, dtype, shape, flat)
@@ -311,6 +336,7 @@ class MemoryWriter:
         self.path, self.kind = Path(path), kind
         self._tensors: dict[str, np.ndarray] = {}
         self._aliases: dict[str, str] = {}
+        self._statistics: dict[str, Statistics] = {}
 
     def __enter__(self) -> MemoryWriter:
         return self
@@ -319,12 +345,19 @@ class MemoryWriter:
         self._tensors.clear()
 
     def add(self, name: str, array: np.ndarray) -> None:
-        if name in self._tensors or name in self._aliases:
+        if name in self._tensors or name in self._aliases or name in self._statistics:
             raise TraceError(f"{self.path}: tensor {name!r} is recorded twice; each name is written once")
         self._tensors[name] = np.array(array)  # a copy: the caller may hand a view of a live tensor
 
+    def add_statistics(self, name: str, stats: Statistics) -> None:
+        """As `TraceWriter.add_statistics`: the JSON trace becomes version 3, with metadata ``statistics``."""
+        name = check_name(self.path, name)
+        _check_statistics_entry(self.path, self.kind, name, stats,
+                                name in self._tensors or name in self._aliases or name in self._statistics)
+        self._statistics[name] = stats
+
     def alias(self, name: str, target: str) -> None:
-        if name in self._tensors or name in self._aliases:
+        if name in self._tensors or name in self._aliases or name in self._statistics:
             raise TraceError(f"{self.path}: tensor {name!r} is recorded twice; each name is written once")
         if target not in self._tensors:
             raise TraceError(f"{self.path}: alias {name!r} points to {target!r}, not a tensor added before it")
@@ -334,7 +367,19 @@ class MemoryWriter:
         from burnside.trace.trace import write_trace
 
         tensors = {**self._tensors, **{a: self._tensors[t] for a, t in self._aliases.items()}}
-        return write_trace(self.path, tensors, metadata, kind=self.kind)
+        return write_trace(self.path, tensors, metadata, kind=self.kind, statistics=self._statistics)
+
+
+def _check_statistics_entry(path: Path, kind: str, name: str, stats: object, recorded: bool) -> None:
+    if recorded:
+        raise TraceError(f"{path}: tensor {name!r} is recorded twice; each name is written once")
+    if kind != "trace":
+        raise TraceError(f"{path}: an {kind} file holds every tensor in full, never statistics")
+    if not isinstance(stats, Statistics):
+        raise TraceError(f"{path}: statistics of {name!r} must be a Statistics, not {type(stats).__name__}")
+    why = statistics_refusal(name, stats.dtype, stats.shape)
+    if why is not None:
+        raise TraceError(f"{path}: tensor {name!r} cannot be recorded as statistics: {why}")
 
 
 def open_writer(path: str | os.PathLike[str], *, kind: str = "trace", expected_tensors: int = 0,

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -15,12 +16,25 @@ from burnside.input_file import decode_utf8, open_input
 from burnside.trace import json_file, safetensors_file
 from burnside.trace.dtypes import bf16_to_f32, dtype_of
 from burnside.trace.limits import MAX_JSON_BYTES, check_name, check_shape, short
-from burnside.trace.metadata import ALIASES_KEY, FORMAT_KEY, FORMAT_VERSION, VERSION_KEY, VERSIONS, check_aliases
+from burnside import strict_json
+from burnside.trace.metadata import (
+    ALIASES_KEY,
+    FORMAT_KEY,
+    FORMAT_VERSION,
+    STATISTICS_KEY,
+    STATISTICS_VERSION,
+    VERSION_KEY,
+    VERSIONS,
+    check_aliases,
+    check_statistics,
+    statistics_refusal,
+)
 from burnside.trace.metadata import check as check_metadata
 from burnside.trace.metadata import decode as decode_metadata
 from burnside.trace.metadata import encode as encode_metadata
 from burnside.trace.metadata import trace_kind
 from burnside.trace.names import order_key
+from burnside.trace.statistics import Statistics, statistics_of
 
 
 @dataclass(frozen=True)
@@ -40,7 +54,8 @@ class Trace:
     """A trace or init file. Tensor data is read on demand (memory-mapped for safetensors)."""
 
     def __init__(self, path: Path, metadata: dict, infos: dict[str, TensorInfo], source,
-                 release=None, aliases: Mapping[str, str] | None = None) -> None:
+                 release=None, aliases: Mapping[str, str] | None = None,
+                 statistics: Mapping[str, Statistics] | None = None) -> None:
         self.path = path
         #: Format version 2's aliases: name -> the tensor it is bit-identical to. Every other method presents
         #: an alias exactly as its target (`info`, `array`, `release`, `names`).
@@ -57,6 +72,12 @@ class Trace:
                  *(metadata.get("layer_inputs") or [])]
         self._param_order = {p: i for i, p in enumerate(dict.fromkeys(order))}
         self.names: tuple[str, ...] = tuple(sorted(infos, key=lambda n: order_key(n, self._param_order)))
+        #: Format version 3's statistics-only tensors, name -> `Statistics`, in pipeline order (as `names`).
+        #: They have no data: they are not in `names`, ``name in trace`` is False, `info`/`array` do not know
+        #: them. `statistics_of` gives the statistics of either kind of name.
+        self.statistics: dict[str, Statistics] = {
+            name: (statistics or {})[name]
+            for name in sorted(statistics or {}, key=lambda n: order_key(n, self._param_order))}
 
     def __contains__(self, name: object) -> bool:
         return name in self._infos
@@ -80,6 +101,17 @@ class Trace:
         if self._infos[name].dtype == "BF16":
             return bf16_to_f32(array)
         return array
+
+    def statistics_of(self, name: str) -> Statistics:
+        """The statistics of a tensor recorded in full (computed from its data, in chunks, pages released after)
+        or as statistics only (as recorded); KeyError for a name the trace has neither way."""
+        if name in self.statistics:
+            return self.statistics[name]
+        info = self._infos[name]
+        try:
+            return statistics_of(self.array(name), info.dtype)
+        finally:
+            self.release(name)
 
     @property
     def steps(self) -> int:
@@ -109,7 +141,8 @@ class Trace:
 
 
     def __repr__(self) -> str:
-        return f"Trace({str(self.path)!r}, {len(self._infos)} tensors, framework={self.framework!r})"
+        stats = f", {len(self.statistics)} as statistics" if self.statistics else ""
+        return f"Trace({str(self.path)!r}, {len(self._infos)} tensors{stats}, framework={self.framework!r})"
 
 
 def open_trace(path: str | Path, kind: str = "trace") -> Trace:
@@ -138,26 +171,41 @@ def _open_safetensors(path: Path, kind: str, handle: BinaryIO, size: int) -> Tra
     raw, entries = safetensors_file.read_index(path, handle, size)
     version = _check_header(path, kind, raw.get(FORMAT_KEY), raw.get(VERSION_KEY))
     aliases = check_aliases(path, kind, version, raw.pop(ALIASES_KEY, None), entries)
+    statistics = check_statistics(path, kind, version, _statistics_value(path, raw.pop(STATISTICS_KEY, None)),
+                                  [*entries, *aliases])
     metadata = decode_metadata(path, raw)
-    check_metadata(path, kind, metadata, [*entries, *aliases])
+    check_metadata(path, kind, metadata, [*entries, *aliases, *statistics])
     mapped = safetensors_file.MappedFile(handle, size)
     for name, entry in entries.items():
         mapped.check_bools(path, name, entry)
     infos = {name: TensorInfo(e.dtype, e.shape) for name, e in entries.items()}
     return Trace(path, metadata, infos, lambda name: mapped.array(entries[name]),
-                 lambda name: mapped.release(entries[name]), aliases)
+                 lambda name: mapped.release(entries[name]), aliases, statistics)
+
+
+def _statistics_value(path: Path, value: str | None) -> object:
+    """A safetensors file's metadata `statistics` (JSON text) parsed strictly; None if absent."""
+    if value is None:
+        return None
+    try:
+        return strict_json.loads(value)
+    except ValueError as exc:
+        raise TraceError(f"{path}: corrupt trace (metadata {STATISTICS_KEY!r} is not valid JSON: "
+                         f"{strict_json.describe(exc)}); re-record it") from None
 
 
 def _open_json(path: Path, kind: str, text: str) -> Trace:
     if kind != "trace":
         raise TraceError(f"{path}: {kind} files are safetensors only")
-    metadata, tensors = json_file.read(path, text)
-    check_metadata(path, kind, metadata, tensors)
+    metadata, tensors, version = json_file.read(path, text)
+    metadata = dict(metadata)
+    statistics = check_statistics(path, kind, version, metadata.pop(STATISTICS_KEY, None), tensors)
+    check_metadata(path, kind, metadata, [*tensors, *statistics])
     infos = {name: TensorInfo(dtype, tuple(a.shape)) for name, (dtype, a) in tensors.items()}
     arrays = {name: a for name, (_, a) in tensors.items()}
     for a in arrays.values():
         a.flags.writeable = False
-    return Trace(path, dict(metadata), infos, arrays.__getitem__)
+    return Trace(path, metadata, infos, arrays.__getitem__, statistics=statistics)
 
 
 def _check_header(path: Path, kind: str, fmt: str | None, version: str | None) -> int:
@@ -176,11 +224,13 @@ def _check_header(path: Path, kind: str, fmt: str | None, version: str | None) -
     return known[version]
 
 
-def write_trace(path: str | Path, tensors: Mapping[str, np.ndarray], metadata: Mapping, kind: str = "trace") -> Path:
+def write_trace(path: str | Path, tensors: Mapping[str, np.ndarray], metadata: Mapping, kind: str = "trace",
+                statistics: Mapping[str, Statistics] | None = None) -> Path:
     """Write numpy tensors + metadata as a trace; the suffix (.json/.safetensors) picks the form.
 
-    The tensors and metadata are checked as a reader checks them first: burnside never writes
-    a file it would refuse to read.
+    ``statistics`` (name -> `Statistics`) are tensors recorded as statistics only: with any, the file is format
+    version 3 (metadata `statistics`). The tensors, statistics and metadata are checked as a reader checks them
+    first: burnside never writes a file it would refuse to read.
     """
     path = Path(path)
     arrays = {check_name(path, name): np.asarray(array) for name, array in tensors.items()}
@@ -193,14 +243,20 @@ def write_trace(path: str | Path, tensors: Mapping[str, np.ndarray], metadata: M
         check_shape(path, name, array.shape)
         if array.dtype == np.bool_ and array.size and np.ascontiguousarray(array).view(np.uint8).max() > 1:
             raise TraceError(f"{path}: tensor {name!r} is a bool array holding bytes other than 0 and 1")
-    check_metadata(path, kind, metadata, arrays)
+    statistics = dict(statistics or {})
+    check_statistics_entries(path, kind, statistics, arrays)
+    check_metadata(path, kind, metadata, [*arrays, *statistics])
     if path.suffix == ".json":
         if kind != "trace":
             raise TraceError(f"{path}: {kind} files are safetensors only; use a .safetensors suffix")
         typed = {name: (dtype_of(a), a) for name, a in arrays.items()}
-        json_file.write(path, typed, dict(metadata))
+        json_file.write(path, typed, dict(metadata), statistics)
     elif path.suffix == ".safetensors":
-        safetensors_file.write(path, arrays, encode_metadata(metadata, kind))
+        encoded = encode_metadata(metadata, kind)
+        if statistics:
+            encoded[VERSION_KEY] = str(STATISTICS_VERSION)
+            encoded[STATISTICS_KEY] = encode_statistics(statistics)
+        safetensors_file.write(path, arrays, encoded)
     else:
         raise TraceError(f"{path}: unknown trace suffix {path.suffix!r}; use .safetensors or .json")
     return path
@@ -210,13 +266,37 @@ def convert_trace(src: str | Path, dst: str | Path) -> Path:
     """Rewrite a trace in the other form (by ``dst``'s suffix), bit for bit, NaN payloads included.
 
     Aliases (format version 2) are expanded: every name gets its own copy of the data, so the result is a
-    version-1 file in either form."""
+    version-1 file in either form. Statistics-only tensors (format version 3) are kept as they are: a trace
+    with any stays version 3."""
     trace = open_trace(src)
     if any(trace.info(n).dtype == "BF16" for n in trace.names) and Path(dst).suffix != ".json":
         raise TraceError(f"{src}: writing BF16 tensors to safetensors from JSON is not supported yet; keep the JSON form")
     tensors = {name: np.array(trace.array(name)) for name in trace.names}
     if Path(dst).suffix == ".json":
         typed = {name: (trace.info(name).dtype, a) for name, a in tensors.items()}
-        json_file.write(Path(dst), typed, trace.metadata)
+        json_file.write(Path(dst), typed, trace.metadata, trace.statistics)
         return Path(dst)
-    return write_trace(dst, tensors, trace.metadata)
+    return write_trace(dst, tensors, trace.metadata, statistics=trace.statistics)
+
+
+def check_statistics_entries(path: Path, kind: str, statistics: Mapping[str, Statistics], real: Iterable[str]) -> None:
+    """A writer's check of the statistics-only tensors it is given: each a `Statistics` under a valid name no
+    real tensor (or alias) has, and one that may be statistics (`statistics_refusal`); TraceError otherwise."""
+    if statistics and kind != "trace":
+        raise TraceError(f"{path}: an {kind} file holds every tensor in full, never statistics")
+    real = set(real)
+    for name, stats in statistics.items():
+        check_name(path, name)
+        if not isinstance(stats, Statistics):
+            raise TraceError(f"{path}: statistics of {name!r} must be a Statistics, not {type(stats).__name__}")
+        if name in real:
+            raise TraceError(f"{path}: tensor {name!r} is recorded twice (in full and as statistics); each name "
+                             "is written once")
+        why = statistics_refusal(name, stats.dtype, stats.shape)
+        if why is not None:
+            raise TraceError(f"{path}: tensor {name!r} cannot be recorded as statistics: {why}")
+
+
+def encode_statistics(statistics: Mapping[str, Statistics]) -> str:
+    """Metadata `statistics` in its safetensors form: JSON text."""
+    return json.dumps({name: stats.to_json() for name, stats in statistics.items()}, allow_nan=False)
