@@ -23,6 +23,7 @@ from burnside.compare import (
     compare_traces,
     open_reference,
     refuse_reference,
+    refuse_statistics_reference,
 )
 from burnside.diagnose import Diagnosis, diagnose
 from burnside.forensics import Forensics
@@ -77,7 +78,8 @@ def compare_with_evidence(torch: str | Path | Trace, burn: str | Path | Trace, t
     diagnosis evidence gathered in the same pass (`burnside.forensics`): what `burnside compare` runs.
 
     A float64 reference given as either side is refused; ``reference`` (a path or an opened
-    `Reference`) is checked to start where A does, then each tensor is judged by it.
+    `Reference`) is checked to start where A does, and refused when it holds only statistics of a tensor both
+    sides hold in full; then each tensor is judged by it.
     """
     trace_a, trace_b = _trace(torch), _trace(burn)
     if reference is not None and not isinstance(reference, Reference):
@@ -85,6 +87,8 @@ def compare_with_evidence(torch: str | Path | Trace, burn: str | Path | Trace, t
     for side, trace in (("A", trace_a), ("B", trace_b)):
         refuse_reference(trace, f"a side to compare ({side})", _AS_SIDE_FIX)
     judge_by = _judge_by(reference, trace_a) if reference is not None else None
+    if judge_by is not None:
+        refuse_statistics_reference(trace_a, trace_b, judge_by)
     return compare_traces(trace_a, trace_b, tolerances, only, reference=judge_by, progress=progress,
                           collector=Forensics())
 
@@ -120,6 +124,8 @@ def record_and_compare(torch: Path | TorchSide, burn: BurnSide, *, torch_out: Pa
         judge_by = _judge_by(reference, trace_a)
     trace_b = open_trace(burn_trace)
     refuse_reference(trace_b, "a side to compare (B)", _AS_SIDE_FIX)
+    if judge_by is not None:
+        refuse_statistics_reference(trace_a, trace_b, judge_by)
     comparison = compare_traces(trace_a, trace_b, tolerances, only, reference=judge_by, progress=progress,
                                 collector=Forensics())
     return Parity(torch_trace, burn_trace, comparison, diagnose(comparison), reference)

@@ -9,7 +9,8 @@ from burnside.compare.comparison import (
 )
 from burnside.compare.referee import FrameworkDifference, RefStats
 from burnside.compare.reference_file import Reference, open_reference
-from burnside.compare.start_checks import check_start, refuse_reference, same_setting
+from burnside.compare.start_checks import check_start, refuse_reference, refuse_statistics_reference, same_setting
+from burnside.compare.statistics_rows import StatisticsRow
 from burnside.compare.summary import TraceSummary
 from burnside.compare.tensor_diff import (
     ElementStats,
@@ -27,6 +28,7 @@ __all__ = [
     "ElementStats",
     "FrameworkDifference",
     "RefStats",
+    "StatisticsRow",
     "Reference",
     "StructureProblem",
     "TensorRow",
@@ -41,6 +43,7 @@ __all__ = [
     "load_tolerances",
     "open_reference",
     "refuse_reference",
+    "refuse_statistics_reference",
     "same_setting",
     "ulp_distance",
 ]

@@ -11,6 +11,7 @@ import numpy as np
 from burnside.compare.loading import LoadingFault, is_loaded_start
 from burnside.compare.output_metrics import OutputMetrics
 from burnside.compare.referee import FrameworkDifference, RefStats
+from burnside.compare.statistics_rows import NOT_JUDGED, OUT_OF_TOLERANCE, StatisticsRow
 from burnside.compare.summary import TraceSummary
 from burnside.compare.tensor_diff import ElementStats
 from burnside.compare.tolerance import Tolerance, Tolerances
@@ -123,6 +124,9 @@ class Comparison:
     #: as the loop did: RMSNorm eps=None, torch.finfo) and `unpinned` (those it could not pin), "" when none
     reference_pinned: str = ""
     reference_unpinned: str = ""
+    #: the tensors a trace holds as statistics only (format version 3), judged by their statistics in pipeline
+    #: order (`burnside.compare.statistics_rows`); never in `rows`, so the rules and forensics see full tensors only
+    statistics: list[StatisticsRow] = field(default_factory=list)
 
     def missing_buffers(self, side: str) -> list[str]:
         """The persistent buffers (`step{k}.buffers.*`, not `num_batches_tracked`) only ``side`` records: state
@@ -230,11 +234,29 @@ class Comparison:
         return [s for s, summary in (("a", self.a), ("b", self.b)) if summary.first_nonfinite is not None]
 
     @property
+    def failed_statistics(self) -> list[StatisticsRow]:
+        """Statistics rows proven out of tolerance."""
+        return [s for s in self.statistics if s.verdict == OUT_OF_TOLERANCE]
+
+    @property
+    def unjudged_statistics(self) -> list[StatisticsRow]:
+        """Statistics rows that are not bit-identical and not proven out of tolerance: what compare could not
+        judge."""
+        return [s for s in self.statistics if s.verdict == NOT_JUDGED]
+
+    @property
+    def first_statistics_parting(self) -> StatisticsRow | None:
+        """The earliest statistics row, in pipeline order, that is not bit-identical: where the statistics show
+        the sides part first."""
+        return next((s for s in self.statistics if not s.bit_identical), None)
+
+    @property
     def passed(self) -> bool:
         """Same structure, bit-identical start, every element within tolerance, no run diverged, the same
-        optimizer declared."""
+        optimizer declared, and no tensor held as statistics proven out of tolerance."""
         return not (self.failed_rows or self.only_in_a or self.only_in_b or self.structure or self.start_mismatch
-                    or self.loading or self.diverged or self.optimizer_differences or self.accumulation)
+                    or self.loading or self.diverged or self.optimizer_differences or self.accumulation
+                    or self.failed_statistics)
 
     def tolerances_used(self) -> list[tuple[str | None, Tolerance]]:
         """The default tolerance, then each override that applied to a compared row (glob, tolerance)."""

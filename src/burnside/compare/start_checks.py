@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from burnside.compare.reference_file import Reference
+from burnside.compare.statistics_rows import trace_statistics
 from burnside.errors import TraceError
 from burnside.trace import Trace, parse_name
 
@@ -26,6 +27,20 @@ def refuse_reference(trace: Trace, role: str, fix: str) -> None:
     if trace.metadata.get("reference") == "float64":
         raise TraceError(f"{trace.path} is a float64 reference (burnside.reference.record_reference), "
                          f"not {role}: {fix}")
+
+
+def refuse_statistics_reference(a: Trace, b: Trace, reference: Reference) -> None:
+    """Raise TraceError when ``reference`` holds only the statistics of a tensor both traces hold in full: it
+    could not judge that tensor, which the sides' full values could (record the reference with the traces'
+    `full_steps`)."""
+    held = trace_statistics(reference.trace)
+    if not held:
+        return
+    full_b = set(b.names)
+    for name in a.names:  # pipeline order: the earliest such tensor is named
+        if name in held and name in full_b:
+            raise TraceError(f"the reference holds only statistics of {name}, which both traces hold in full: "
+                             "record the reference with the traces' full_steps")
 
 
 #: Elements per chunk when the reference's start is checked against a trace's.

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
+from burnside.compare.statistics_rows import held_names, trace_statistics
 from burnside.trace import TensorName, Trace, parse_name
 from burnside.trace.dtypes import FLOATS
+from burnside.trace.statistics import Statistics, statistics_of
 
 
 @dataclass
@@ -77,12 +79,17 @@ def summarize(trace: Trace) -> TraceSummary:
     recorded_len = metadata.get("grads_len")
     counted: dict[int, int] = {}
     nonfinite_steps: set[int] = set()
-    for name in trace.names:
+    held = trace_statistics(trace)
+    for name in held_names(trace, held):
         parsed = parse_name(name)
         if parsed is None:
             continue
         k = parsed.step
         counted.setdefault(k, 0)
+        if name in held:
+            _note_statistics(trace, parsed, name, held, summary, nonfinite_steps)
+            counted[k] += parsed.stage == "grads"
+            continue
         finite = True
         if trace.info(name).dtype in FLOATS and (
                 parsed.stage == "params_after" or (summary.first_nonfinite is None and parsed.stage in _DIVERGING)):
@@ -120,6 +127,31 @@ def summarize(trace: Trace) -> TraceSummary:
 #: The stages whose values show a run diverging (read here anyway, or small).
 _DIVERGING = frozenset({"logits", "outputs", "micro_logits", "micro_loss", "loss", "grads", "params_after", "optim",
                         "loss_after"})
+
+
+def _note_statistics(trace: Trace, parsed: TensorName, name: str, held: dict[str, Statistics], summary: TraceSummary,
+                     nonfinite_steps: set[int]) -> None:
+    """What a tensor held as statistics only tells: a non-finite count, a gradient that is not all zero, parameters
+    whose hash after the step is their hash before it (never a loss or an optimizer counter: 0-d, always full)."""
+    stats = held[name]
+    if stats.nonfinite and summary.first_nonfinite is None and parsed.stage in _DIVERGING:
+        summary.first_nonfinite = name
+    if parsed.stage == "grads":
+        summary.grads_nonzero[parsed.step] = summary.grads_nonzero.get(parsed.step, False) or stats.max_abs != 0
+    elif parsed.stage == "params_after":
+        if stats.nonfinite:
+            nonfinite_steps.add(parsed.step)
+            return
+        before = f"step{parsed.step}.params_before.{parsed.rest}"
+        if before in held:
+            previous = held[before]
+        elif before in trace:
+            previous = statistics_of(trace.array(before), trace.info(before).dtype)
+            trace.release(before)
+        else:
+            return
+        summary.params_unchanged[parsed.step] = (summary.params_unchanged.get(parsed.step, True)
+                                                 and stats.same_bits(previous))
 
 
 def _finite(trace: Trace, name: str) -> bool:

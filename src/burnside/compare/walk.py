@@ -21,6 +21,7 @@ from burnside.compare.output_metrics import output_metrics
 from burnside.compare.pairing import pair_renamed
 from burnside.compare.reference_file import Reference
 from burnside.compare.referee import Judge
+from burnside.compare.statistics_rows import held_names, judge_statistics, side_statistics, trace_statistics
 from burnside.compare.summary import summarize
 from burnside.compare.tensor_diff import diff_arrays
 from burnside.compare.tolerance import Tolerances
@@ -28,6 +29,7 @@ from burnside.errors import TraceError
 from burnside.trace import TensorInfo, Trace, parse_name
 from burnside.trace.dtypes import FLOATS, STORAGE
 from burnside.trace.names import STAGE_INDEX
+from burnside.trace.statistics import Statistics, statistics_of
 
 if TYPE_CHECKING:
     from burnside.progress import TensorProgress
@@ -60,11 +62,12 @@ def _accumulation_line(a: Trace, b: Trace) -> str:
             "gradients are of other loops")
 
 
-def _check_steps(a: Trace, b: Trace, one_sided: list[str]) -> None:
+def _check_steps(a: Trace, b: Trace, one_sided: list[str], held_a: list[str], held_b: list[str]) -> None:
     """Raise TraceError when the traces hold different numbers of steps and the comparison would
-    list the longer one's extra steps tensor by tensor (traces of two different runs, not a bug)."""
-    steps_a = {p.step for n in a.names if (p := parse_name(n)) is not None}
-    steps_b = {p.step for n in b.names if (p := parse_name(n)) is not None}
+    list the longer one's extra steps tensor by tensor (traces of two different runs, not a bug).
+    ``held_a`` / ``held_b``: every name each trace holds, in full or as statistics."""
+    steps_a = {p.step for n in held_a if (p := parse_name(n)) is not None}
+    steps_b = {p.step for n in held_b if (p := parse_name(n)) is not None}
     if not steps_a or not steps_b or steps_a == steps_b:
         return
     shared = steps_a & steps_b
@@ -162,6 +165,23 @@ def _buffer_of(name: str) -> str | None:
     return parsed.rest if parsed is not None and parsed.stage == "buffers" else None
 
 
+def _info(trace: Trace, name: str, statistics: dict[str, Statistics]) -> TensorInfo:
+    """dtype and shape of a tensor held in full or as statistics."""
+    held = statistics.get(name)
+    return TensorInfo(held.dtype, held.shape) if held is not None else trace.info(name)
+
+
+def _reference_statistics(reference: Reference, name: str) -> Statistics | None:
+    """The float64 reference's statistics of ``name``: recorded, or computed from its tensor; None without it."""
+    ref = reference.trace
+    recorded = trace_statistics(ref).get(name)
+    if recorded is not None or name not in ref:
+        return recorded
+    stats = statistics_of(ref.array(name), ref.info(name).dtype)
+    ref.release(name)
+    return stats
+
+
 def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, only: str | None = None,
                    reference: Reference | None = None, progress: TensorProgress | None = None,
                    collector: Collector | None = None) -> Comparison:
@@ -180,20 +200,24 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
     with its fault in ``comparison.loading`` (`burnside.compare.loading`), in place of a structure problem
     or an "only in" entry. Each `outputs.*` row gets its relative error, cosine similarity and, for a
     [batch, classes] output, top-1 agreement (`burnside.compare.output_metrics`).
-    ``progress`` is told the tensors and bytes done before each tensor and at the end
+    A name either trace holds as statistics only (format version 3) is judged by its statistics, the full side's
+    computed from its tensor (`burnside.compare.statistics_rows`), into ``comparison.statistics``, never
+    ``comparison.rows``. ``progress`` is told the tensors and bytes done before each tensor and at the end
     (`burnside.progress.Progress.tensors` draws it). ``collector`` is told the open traces before the
     first tensor and, with the comparison, after the last (`burnside.forensics.Forensics`).
     """
     tolerances = tolerances or Tolerances()
     check_same_kind(a, b)
     forward = a.kind == "forward"
-    names_a, names_b = set(a.names), set(b.names)
+    stats_a, stats_b = trace_statistics(a), trace_statistics(b)
+    all_a, all_b = held_names(a, stats_a), held_names(b, stats_b)
+    names_a, names_b = set(all_a), set(all_b)
 
     def selected(name: str) -> bool:
         # `--only grads.*` matches single-step names as the table prints them, without `step0.`
         return only is None or fnmatch.fnmatchcase(name, only) or fnmatch.fnmatchcase(name.removeprefix("step0."), only)
 
-    common = [n for n in a.names if n in names_b and selected(n)]
+    common = [n for n in all_a if n in names_b and selected(n)]
     if forward:
         common = _forward_order(common)
     if not common and names_a & names_b == set():
@@ -201,9 +225,9 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
                          "(see docs/trace-format.md for the names)?")
     if not common:
         raise TraceError(f"--only {only!r} matches no tensor present in both traces")
-    _check_steps(a, b, [n for n in (names_a ^ names_b) if selected(n)])
-    missing_in_b = [n for n in a.names if n not in names_b and selected(n)]
-    missing_in_a = [n for n in b.names if n not in names_a and selected(n)]
+    _check_steps(a, b, [n for n in (names_a ^ names_b) if selected(n)], all_a, all_b)
+    missing_in_b = [n for n in all_a if n not in names_b and selected(n)]
+    missing_in_a = [n for n in all_b if n not in names_a and selected(n)]
     # a buffer registered with persistent=False is a constant of the module (a causal mask), compared where both
     # sides hold it; one side only is no failure: the other computes it inline
     constant = _nonpersistent(a) | _nonpersistent(b)
@@ -250,12 +274,17 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
     if collector is not None:
         collector.start(a, b)
     if progress is not None:
-        sizes = [_nbytes(a.info(n)) + _nbytes(b.info(n)) for n in common]
+        # a tensor held as statistics on a side reads nothing there
+        sizes = [(0 if n in stats_a else _nbytes(a.info(n))) + (0 if n in stats_b else _nbytes(b.info(n)))
+                 for n in common]
         done, total = 0, sum(sizes)
     for i, name in enumerate(common):
         if progress is not None:
             progress(i, len(common), done, total)
             done += sizes[i]
+        if name in stats_a or name in stats_b:
+            _compare_statistics(comparison, a, b, name, stats_a, stats_b, tolerances, reference)
+            continue
         ia, ib = a.info(name), b.info(name)
         loaded = forward and is_loaded_start(name)
         if ia.shape != ib.shape:
@@ -298,3 +327,23 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
     if collector is not None:
         collector.finish(a, b, comparison)  # while the traces are still open
     return comparison
+
+
+def _compare_statistics(comparison: Comparison, a: Trace, b: Trace, name: str, stats_a: dict[str, Statistics],
+                        stats_b: dict[str, Statistics], tolerances: Tolerances, reference: Reference | None) -> None:
+    """One tensor at least one side holds as statistics: a structure problem when its shape or dtype differs,
+    else a `StatisticsRow`."""
+    ia, ib = _info(a, name, stats_a), _info(b, name, stats_b)
+    if ia.shape != ib.shape:
+        transposed = len(ia.shape) == 2 and ia.shape == ib.shape[::-1]
+        comparison.structure.append(StructureProblem(name, "shape", str(list(ia.shape)), str(list(ib.shape)),
+                                                     transposed))
+        return
+    if ia.dtype != ib.dtype:
+        comparison.structure.append(StructureProblem(name, "dtype", ia.dtype, ib.dtype))
+        return
+    sa, held_a = side_statistics(a, name, stats_a)
+    sb, held_b = side_statistics(b, name, stats_b)
+    ref = _reference_statistics(reference, name) if reference is not None else None
+    comparison.statistics.append(judge_statistics(name, sa, sb, held_a, held_b, tolerances.for_name(name),
+                                                  with_reference=reference is not None, ref=ref))

@@ -31,7 +31,7 @@ from burnside.forensics.adagrad import AdagradFits, replay_adagrad
 from burnside.forensics.muon import MuonFits, replay_muon
 from burnside.forensics.rmsprop import RmsPropFits, replay_rmsprop
 from burnside.forensics.sgd import SgdFits, replay_sgd
-from burnside.trace import Trace
+from burnside.trace import Trace, parse_name
 
 
 @dataclass
@@ -97,6 +97,10 @@ def _measure(trace: Trace) -> OptimizerForensics:
     # each group with settings of its own is fitted apart (its weight decay, its lr): index -> its fits
     group_of = group_index(config)
     group_fits: dict[int, SgdFits | AdamFits | RmsPropFits | AdagradFits | AdafactorFits | MuonFits] = {}
+    # (step, parameter) whose optimizer state a trace holds as statistics only (format version 3): the next step's
+    # replay needs that state's values, so it is not replayed (a missing buffer would read as a fresh one)
+    held = {(parsed.step, parsed.param) for n in getattr(trace, "statistics", None) or {}
+            if (parsed := parse_name(n)) is not None and parsed.stage == "optim"}
     for k in range(steps):
         # the declared clipping's factor for this step; 1 without clipping
         coef = min(1.0, clip / (norm(k) + 1e-6)) if clip > 0 else 1.0
@@ -111,6 +115,8 @@ def _measure(trace: Trace) -> OptimizerForensics:
             wd = number(cfg, "weight_decay", 0.0)
             needed = (f"step{k}.params_before.{p}", f"step{k}.params_after.{p}", f"step{k}.grads.{p}")
             if not all(n in trace for n in needed) or len({trace.info(n).shape for n in needed}) != 1:
+                continue
+            if (k - 1, p) in held:
                 continue
             if name == "adafactor":  # read whole, not sampled: its update needs the tensor's RMS and means
                 found = replay_adafactor(trace, cfg, k, p, lr)

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from burnside import __version__
 from burnside.atomic import write_atomic
-from burnside.compare import Comparison, TensorRow
+from burnside.compare import Comparison, StatisticsRow, TensorRow
+from burnside.compare.statistics_rows import NOT_JUDGED, OUT_OF_TOLERANCE
 from burnside.diagnose import Diagnosis
 from burnside.errors import BurnsideError
 from burnside.forensics import evidence_of
@@ -176,6 +177,11 @@ def _verdict(comparison: Comparison) -> str:
     elif (shape := comparison.first_shape_divergence) is not None:
         facts.append(f"<div>first divergence: <span class=mono>{escape(shape.name)}</span> (shape {escape(shape.a)} "
                      f"in A, {escape(shape.b)} in B)</div>")
+    if comparison.statistics:
+        facts.append(f"<div><b>{len(comparison.statistics)}</b> tensors recorded as statistics: "
+                     f"<b>{len(comparison.unjudged_statistics)}</b> not judged, "
+                     f"<b>{len(comparison.failed_statistics)}</b> out of tolerance "
+                     "(<a href=\"#statistics\">listed below</a>)</div>")
     for row in rows:
         if row.metrics is not None:
             facts.append(f"<div><span class=mono>{escape(comparison.display_name(row.name))}</span>: "
@@ -327,6 +333,36 @@ def _tensors(comparison: Comparison) -> str:
     return "".join(parts)
 
 
+def _statistics_row(comparison: Comparison, row: StatisticsRow) -> str:
+    classes = "fail" if row.verdict == OUT_OF_TOLERANCE else ("noise" if row.verdict == NOT_JUDGED else "")
+    bounds = row.ref_bounds()
+    cells = [f"<td class=name>{escape(comparison.display_name(row.name))}</td>",
+             f"<td>{escape('×'.join(map(str, row.shape)) or 'scalar')}</td>", f"<td>{row.a.n}</td>",
+             f"<td>{escape(row.held_a)}</td>", f"<td>{escape(row.held_b)}</td>", f"<td>{_fmt(row.lower_bound)}</td>",
+             f"<td>{_fmt(row.a.max_abs)}</td>", f"<td>{_fmt(row.b.max_abs)}</td>"]
+    if comparison.reference is not None:
+        cells += [f"<td>{_fmt(bounds[0])}</td>", f"<td>{_fmt(bounds[1])}</td>"] if bounds else ["<td></td>"] * 2
+    cells.append(f"<td>{escape(row.verdict)}</td>")
+    return f"<tr class=\"{classes}\">{''.join(cells)}</tr>"
+
+
+def _statistics(comparison: Comparison) -> str:
+    """The tensors held as statistics only, each with its verdict; nothing when there are none."""
+    if not comparison.statistics:
+        return ""
+    header = ["<th class=name>tensor</th>", "<th>shape</th>", "<th>n</th>", "<th>A holds</th>", "<th>B holds</th>",
+              "<th>max |A−B| ≥</th>", "<th>max |A|</th>", "<th>max |B|</th>"]
+    if comparison.reference is not None:
+        header += ["<th>max |A−R| ≥</th>", "<th>max |B−R| ≥</th>"]
+    header.append("<th>verdict</th>")
+    return ("<h2 id=\"statistics\">Tensors recorded as statistics</h2><p class=note>A trace held these as "
+            "statistics only (mean, norm, largest magnitude, hash): bit-identical when the hashes agree; out of "
+            "tolerance when the lower bound on max |A−B| they give is beyond the tolerance; otherwise not judged "
+            "(statistics cannot tell rounding from a bug: record those steps in full to judge them). Highlighted: "
+            "out of tolerance; yellow: not judged.</p><table>" + "<tr>" + "".join(header) + "</tr>"
+            + "".join(_statistics_row(comparison, r) for r in comparison.statistics) + "</table>")
+
+
 def _group(kind: str, label: str, rows: list[TensorRow], everything_open: bool) -> str:
     failed = sum(1 for r in rows if not r.passed)
     state = f"<span class=bad>{failed} out of tolerance</span>" if failed else "<span class=good>all within</span>"
@@ -353,6 +389,7 @@ def html_report(comparison: Comparison, diagnoses: list[Diagnosis]) -> str:
         _plots(make_plots(comparison)),
         _metadata(comparison),
         _tensors(comparison),
+        _statistics(comparison),
         f"<footer>burnside {escape(__version__)}, {generated}</footer></body></html>",
     ])
 

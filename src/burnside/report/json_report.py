@@ -49,6 +49,9 @@ def comparison_json(comparison: Comparison, diagnoses: list[Diagnosis]) -> str:
         "structure": [{"name": p.name, "what": p.what, "a": p.a, "b": p.b, "transposed": p.transposed}
                       for p in comparison.structure],
         "tensors": [_row(r) for r in comparison.rows],
+        #: the tensors a trace holds as statistics only, each with its verdict (`identical`, `out of tolerance`,
+        #: `not judged`); present only when there are some, so a comparison of full traces reads as before
+        **({"statistics": [r.to_dict() for r in comparison.statistics]} if comparison.statistics else {}),
         "diagnosis": [d.to_dict() for d in diagnoses],
     }
     return json.dumps(_strict(doc), indent=1, allow_nan=False)

@@ -7,7 +7,8 @@ import math
 from rich.console import Console
 from rich.text import Text
 
-from burnside.compare import Comparison, StructureProblem, TensorRow
+from burnside.compare import Comparison, StatisticsRow, StructureProblem, TensorRow
+from burnside.compare.statistics_rows import NOT_JUDGED, OUT_OF_TOLERANCE
 from burnside.compare.config import optimizer_notes
 from burnside.compare.pairing import pair_renamed, rename_rules
 from burnside.compare.rounding import FLOOR_HALF_ULPS, NOISE_FACTOR
@@ -67,6 +68,65 @@ def row_line(comparison: Comparison, row: TensorRow, width: int) -> Text:
     if not row.passed:
         text.append("  FAIL", style="bold red")
     return text
+
+
+def statistics_row_line(comparison: Comparison, row: StatisticsRow, width: int) -> Text:
+    """One tensor held as statistics on some side: name, n, `stats`, how each side holds it, the lower bound on
+    max|diff| and its verdict."""
+    text = Text(f"{comparison.display_name(row.name):<{width}} n={row.a.n:>3}  stats (A {row.held_a}, B {row.held_b})"
+                f"  max|diff|>={_distance(row.lower_bound)}")
+    bounds = row.ref_bounds()
+    if bounds is not None:
+        text.append(f"  |A-R|>={_distance(bounds[0])} |B-R|>={_distance(bounds[1])}")
+    if row.verdict == OUT_OF_TOLERANCE:
+        text.append(f"  out of tolerance (beyond {row.allowed:.2e})  FAIL", style="bold red")
+    elif row.verdict == NOT_JUDGED:
+        text.append("  not judged", style="yellow")
+    else:
+        text.append("  bit-identical", style="green")
+    return text
+
+
+def steps_text(steps: list[int]) -> str:
+    """`1-8`, `1-3, 5, 7-8`: ascending step numbers as ranges."""
+    parts: list[str] = []
+    for k in sorted(set(steps)):
+        if parts and parts[-1][1] == k - 1:
+            parts[-1] = (parts[-1][0], k)
+        else:
+            parts.append((k, k))
+    return ", ".join(f"{lo}" if lo == hi else f"{lo}-{hi}" for lo, hi in parts)
+
+
+def statistics_lines(comparison: Comparison) -> list[Line]:
+    """What the tensors held as statistics showed and what could not be judged, one line, then where the
+    statistics show the sides part first. Nothing for traces without statistics."""
+    rows = comparison.statistics
+    if not rows:
+        return []
+    plural = "batches" if comparison.forward else "steps"
+    steps = [row.step for row in rows if row.step is not None]
+    identical = sum(1 for row in rows if row.bit_identical)
+    unjudged, failed = comparison.unjudged_statistics, comparison.failed_statistics
+    text = f"{len(rows)} tensors recorded as statistics ({plural} {steps_text(steps)}): {identical} bit-identical"
+    if failed:
+        text += f", {len(failed)} out of tolerance (statistics prove them beyond it)"
+    if unjudged:
+        # the largest lower bound: the most the statistics prove the unjudged tensors apart
+        largest = max(row.lower_bound for row in unjudged)
+        full = sorted({row.step for row in unjudged if row.step is not None})
+        text += (f", {len(unjudged)} not judged (they differ by at least {_distance(largest)}; statistics cannot "
+                 f"tell rounding from a bug: record those {plural} in full, full_steps={full})")
+    lines: list[Line] = [(text, "red" if failed else ("yellow" if unjudged else "green"))]
+    first = comparison.first_statistics_parting
+    if first is not None:
+        where = f"{comparison.unit} {first.step}" if first.step is not None else "a tensor"
+        line = (f"statistics part first at {where}: {comparison.display_name(first.name)} (differs by at least "
+                f"{_distance(first.lower_bound)})")
+        if first.verdict == OUT_OF_TOLERANCE:
+            line += f": out of tolerance, beyond the {first.allowed:.2e} it allows"
+        lines.append((line, "red" if first.verdict == OUT_OF_TOLERANCE else "yellow"))
+    return lines
 
 
 def tolerances_text(comparison: Comparison) -> str:
@@ -277,6 +337,7 @@ def finding_lines(comparison: Comparison) -> list[Line]:
     """What the verdict rests on: framework differences, zero gradients, the first divergence (or that
     the differences are noise), and the optional tensors one side did not record."""
     lines: list[Line] = [(comparison.accumulation + " (D018 below)", "yellow")] if comparison.accumulation else []
+    lines += statistics_lines(comparison)
     lines += [(line, "cyan") for line in framework_lines(comparison) + zero_gradient_lines(comparison)]
     lines += reference_pin_lines(comparison)
     first = comparison.first_divergence
@@ -348,12 +409,22 @@ def render(comparison: Comparison, diagnoses: list[Diagnosis], console: Console,
     for text, style in structure_lines(comparison):
         console.print(Text(text, style=style))
     rows = comparison.rows if failing_rows is None else comparison.failed_rows[:failing_rows]
-    width = max((len(comparison.display_name(r.name)) for r in rows), default=10) + 1
-    for row in rows:
-        console.print(row_line(comparison, row, width))
+    held = comparison.statistics if failing_rows is None else comparison.failed_statistics[:failing_rows]
+    width = max((len(comparison.display_name(r.name)) for r in [*rows, *held]), default=10) + 1
+    if held:  # full rows and statistics rows together, in pipeline order
+        merged = sorted([*rows, *held], key=lambda r: comparison.order.get(r.name, 0))
+        for row in merged:
+            console.print(statistics_row_line(comparison, row, width) if isinstance(row, StatisticsRow)
+                          else row_line(comparison, row, width))
+    else:
+        for row in rows:
+            console.print(row_line(comparison, row, width))
     if failing_rows is not None and len(comparison.failed_rows) > len(rows):
         console.print(f"... and {len(comparison.failed_rows) - len(rows)} more rows out of tolerance "
                       "(`burnside compare` prints them all)")
+    if failing_rows is not None and len(comparison.failed_statistics) > len(held):
+        console.print(f"... and {len(comparison.failed_statistics) - len(held)} more statistics rows out of "
+                      "tolerance (`burnside compare` prints them all)")
     console.print(verdict_line(comparison))
     for text, style in finding_lines(comparison):
         console.print(Text(text, style=style))
