@@ -254,3 +254,37 @@ def test_traces_without_statistics_read_as_before(recorded: Path, tmp_path: Path
     assert c.statistics == [] and statistics_lines(c) == [] and c.passed
     assert "statistics" not in json.loads(comparison_json(c, []))
     assert 'id="statistics"' not in html_report(c, [])
+
+
+def test_junit_fails_a_proven_statistics_row_and_skips_the_unjudged(recorded: Path, tmp_path: Path) -> None:
+    import xml.etree.ElementTree as ET
+
+    from burnside.report.junit import comparison_junit
+
+    a = recorded / "a.safetensors"
+    bug, rounding = "step2.params_after.fc1.weight", "step1.grads.fc2.weight"
+    b = _restat(a, tmp_path / "b.safetensors", {1, 2}, {bug: lambda x: x * 1.01, rounding: _one_ulp_up},
+                framework="burn")
+    c = compare_with_evidence(a, b)
+    suite = ET.fromstring(comparison_junit(c, diagnose(c))).find("testsuite")
+    cases = {case.get("name"): case for case in suite.iter("testcase")}
+    assert cases[bug].find("failure").get("message") == "statistics prove it out of tolerance"
+    assert cases[rounding].find("skipped") is not None and cases[rounding].find("failure") is None
+    assert len(cases) == len(c.rows) + len(c.statistics)
+    assert int(suite.get("failures")) == 1
+    assert "tensors recorded as statistics (steps 1-2)" in suite.find("system-out").text
+
+
+def test_a_nonfinite_statistics_tensor_marks_the_run_diverged(recorded: Path, tmp_path: Path) -> None:
+    a = recorded / "a.safetensors"
+    name = "step1.grads.fc1.weight"
+
+    def poison(x: np.ndarray) -> np.ndarray:
+        y = x.copy()
+        y[0, 0] = np.inf
+        return y
+    b = _restat(a, tmp_path / "b.safetensors", {1, 2}, {name: poison}, framework="burn")
+    c = compare_with_evidence(a, b)
+    assert c.b.first_nonfinite == name and c.diverged == ["b"]
+    row = next(s for s in c.statistics if s.name == name)
+    assert row.lower_bound == float("inf") and row.verdict == "out of tolerance" and not c.passed

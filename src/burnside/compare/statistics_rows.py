@@ -145,8 +145,8 @@ def side_statistics(trace, name: str, held: dict[str, Statistics]) -> tuple[Stat
 
 
 def trace_statistics(trace) -> dict[str, Statistics]:
-    """The statistics-only tensors a trace holds (format version 3's metadata `statistics`)."""
-    return getattr(trace, "statistics", None) or {}
+    """The statistics-only tensors a trace holds (format version 3's metadata `statistics`; empty before)."""
+    return trace.statistics
 
 
 def held_names(trace, statistics: dict[str, Statistics]) -> list[str]:
