@@ -288,3 +288,33 @@ def test_a_nonfinite_statistics_tensor_marks_the_run_diverged(recorded: Path, tm
     assert c.b.first_nonfinite == name and c.diverged == ["b"]
     row = next(s for s in c.statistics if s.name == name)
     assert row.lower_bound == float("inf") and row.verdict == "out of tolerance" and not c.passed
+
+
+def test_a_trace_recorded_with_full_steps_compares_against_the_full_one(tmp_path: Path) -> None:
+    def loop():
+        torch.manual_seed(0)
+        model = _Net()
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        generator = torch.Generator().manual_seed(1)
+        batches = [{"x": torch.randn(8, 4, generator=generator), "y": torch.randint(0, 3, (8,), generator=generator)}
+                   for _ in range(5)]
+        return model, opt, batches
+
+    record(*loop(), tmp_path / "full.safetensors", steps=5)
+    record(*loop(), tmp_path / "part.safetensors", steps=5, full_steps=[0, -1])
+    part = open_trace(tmp_path / "part.safetensors")
+    c = compare_with_evidence(tmp_path / "full.safetensors", part)
+    assert {s.step for s in c.statistics} == {1, 2, 3} and len(c.statistics) == len(part.statistics)
+    assert all(s.bit_identical for s in c.statistics) and c.passed
+    assert diagnose(c) == []  # Adam's replay skips the step after a statistics-only state, nothing misread
+    assert statistics_lines(c) == [(f"{len(c.statistics)} tensors recorded as statistics (steps 1-3): "
+                                    f"{len(c.statistics)} bit-identical", "green")]
+
+
+def test_an_unjudged_layer_output_asks_for_layer_statistics_off(recorded: Path, tmp_path: Path) -> None:
+    a = recorded / "a.safetensors"
+    name = "step2.activations.fc1"
+    b = _restat(a, tmp_path / "b.safetensors", {2}, {name: _one_ulp_up}, framework="burn")
+    c = compare_with_evidence(a, b)
+    assert [s.name for s in c.unjudged_statistics] == [name] and c.passed
+    assert statistics_lines(c)[0][0].endswith("record those steps in full, full_steps=[2], layer_statistics=False)")

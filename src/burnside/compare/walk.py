@@ -257,8 +257,8 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
         comparison.only_in_a = [n for n in comparison.only_in_a if not batch_tensor(n)]
         comparison.only_in_b = [n for n in comparison.only_in_b if not batch_tensor(n)]
     if forward:  # the model as loaded: a start tensor one side lacks is a loading fault
-        start_a = [n for n in comparison.only_in_a if is_loaded_start(n)]
-        start_b = [n for n in comparison.only_in_b if is_loaded_start(n)]
+        start_a = [n for n in comparison.only_in_a if is_loaded_start(n) and n not in stats_a]
+        start_b = [n for n in comparison.only_in_b if is_loaded_start(n) and n not in stats_b]
         comparison.loading += _loading_only(a, b, start_a, start_b)
         comparison.only_in_a = [n for n in comparison.only_in_a if n not in start_a]
         comparison.only_in_b = [n for n in comparison.only_in_b if n not in start_b]

@@ -115,8 +115,12 @@ def statistics_lines(comparison: Comparison) -> list[Line]:
         # the largest lower bound: the most the statistics prove the unjudged tensors apart
         largest = max(row.lower_bound for row in unjudged)
         full = sorted({row.step for row in unjudged if row.step is not None})
+        # layer outputs and inputs held as statistics at every step (layer_statistics) stay so in a full step
+        layers = any((p := parse_name(row.name)) is not None and p.stage in ("activations", "layer_inputs")
+                     for row in unjudged)
         text += (f", {len(unjudged)} not judged (they differ by at least {_distance(largest)}; statistics cannot "
-                 f"tell rounding from a bug: record those {plural} in full, full_steps={full})")
+                 f"tell rounding from a bug: record those {plural} in full, full_steps={full}"
+                 f"{', layer_statistics=False' if layers else ''})")
     lines: list[Line] = [(text, "red" if failed else ("yellow" if unjudged else "green"))]
     first = comparison.first_statistics_parting
     if first is not None:
