@@ -24,13 +24,153 @@ from burnside._torch_loss import LossCall
 from burnside._torch_optim import optimizer_config, optimizer_state, step_optimizer, to_numpy
 from burnside.errors import BurnsideError
 from burnside.trace import tensor_name
-from burnside.trace.names import micro_name
+from burnside.trace.dtypes import dtype_of
+from burnside.trace.metadata import statistics_refusal
+from burnside.trace.names import micro_name, parse_name
+from burnside.trace.statistics import Statistics, statistics_of
 from burnside.trace.stream import open_writer
 
 if TYPE_CHECKING:
     from burnside.progress import StepProgress
 
 Batch = Mapping[str, torch.Tensor]
+
+#: A model with at least this many parameters records its layer inputs and activations as statistics unless
+#: told otherwise (``layer_statistics=None``).
+LAYER_STATISTICS_ABOVE = 50_000_000
+#: Header room reserved per tensor that may be recorded as statistics (its entry in metadata `statistics`).
+_STATISTICS_RESERVE = 320
+
+
+def loop_steps(batches: Batch | Sequence[Batch], steps: int | None, accumulate: int = 1) -> int:
+    """The steps a loop of ``batches`` runs, as `record_trace` counts them (an invalid count is refused there)."""
+    n = 1 if isinstance(batches, Mapping) else len(batches)  # type: ignore[arg-type]
+    if steps is not None:
+        return steps
+    if type(accumulate) is int and accumulate > 1:
+        return n // accumulate if n > 1 else 1
+    return n
+
+
+def check_full_steps(full_steps: Sequence[int] | None, steps: int) -> list[int] | None:
+    """``full_steps`` as step indices, ascending and without repeats (negative ones count from the end: -1 is
+    the last step); None stays None (every step in full). A step the loop does not have, or anything but a list
+    of integers, is refused in one line, before anything runs."""
+    if full_steps is None:
+        return None
+    if isinstance(full_steps, (str, bytes, Mapping)) or not isinstance(full_steps, (Sequence, set, frozenset)) \
+            or not all(isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)) for k in full_steps):
+        raise BurnsideError(f"full_steps must be a list of step indices (e.g. [0, -1]: the first and the last), "
+                            f"not {full_steps!r}")
+    asked = [int(k) for k in full_steps]
+    if steps < 1:  # no loop: refused as such by the recorder
+        return sorted(set(asked))
+    missing = [k for k in asked if not -steps <= k < steps]
+    if missing:
+        span = "0, or -1" if steps == 1 else f"0-{steps - 1}, or -{steps} to -1"
+        raise BurnsideError(f"full_steps={asked}: the loop has {steps} step{'s' if steps != 1 else ''} ({span})")
+    return sorted({k % steps for k in asked})
+
+
+def layer_statistics_for(model: nn.Module, layer_statistics: bool | None) -> bool:
+    """Whether layer inputs and activations are recorded as statistics: as asked, or (None) when the model has
+    at least `LAYER_STATISTICS_ABOVE` parameters."""
+    if layer_statistics is None:
+        return sum(p.numel() for p in model.parameters()) >= LAYER_STATISTICS_ABOVE
+    if not isinstance(layer_statistics, bool):
+        raise BurnsideError(f"layer_statistics must be True, False or None (None: True for a model of at least "
+                            f"{LAYER_STATISTICS_ABOVE} parameters), not {layer_statistics!r}")
+    return layer_statistics
+
+
+class StatisticsWriter:
+    """A trace writer that records each tensor in full or as its statistics (docs/trace-format.md, "Version 3:
+    statistics"): at a step not in ``full_steps`` (None: every step is full) every tensor that may be statistics
+    is; with ``layer``, every step's `layer_inputs` and `activations` are too. Never statistics: inputs,
+    `step0.params_before.*`, 0-d scalars, integer and bool tensors. The statistics are computed at once, in
+    chunks (`statistics_of`): no tensor is held. With every step full and no layer statistics it writes exactly
+    what the writer it wraps would."""
+
+    def __init__(self, writer, full_steps: list[int] | None, layer: bool) -> None:
+        self._writer = writer
+        self._full = None if full_steps is None else frozenset(full_steps)
+        self._layer = layer
+        self._statistics: dict[str, Statistics] = {}
+        self.path = writer.path
+
+    def __enter__(self) -> StatisticsWriter:
+        self._writer.__enter__()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._writer.__exit__(*exc_info)
+
+    @property
+    def active(self) -> bool:
+        return self._full is not None or self._layer
+
+    def as_statistics(self, name: str, array: np.ndarray) -> bool:
+        """Whether ``name`` (holding ``array``) is recorded as statistics."""
+        if not self.active:
+            return False
+        parsed = parse_name(name)
+        if parsed is None:
+            return False
+        layer = self._layer and parsed.stage in ("layer_inputs", "activations")
+        if not layer and (self._full is None or parsed.step in self._full):
+            return False
+        try:
+            dtype = dtype_of(array)
+        except ValueError:
+            return False  # the writer refuses it with its own message
+        return statistics_refusal(name, dtype, tuple(array.shape)) is None
+
+    def add(self, name: str, array: np.ndarray) -> None:
+        array = np.asarray(array)
+        if self.as_statistics(name, array):
+            stats = statistics_of(array, dtype_of(array))
+            self._writer.add_statistics(name, stats)
+            self._statistics[name] = stats
+        else:
+            self._writer.add(name, array)
+
+    def alias(self, name: str, target: str, source: Callable[[], np.ndarray]) -> None:
+        """``name`` is bit-identical to ``target`` (recorded before) and holds ``source()`` (called only when
+        needed): an alias when both are full, the target's statistics when both are statistics, else recorded
+        from ``source()``."""
+        if not self.active:
+            self._writer.alias(name, target)
+            return
+        array = np.asarray(source())
+        if self.as_statistics(name, array):
+            stats = self._statistics.get(target)
+            if stats is None:
+                stats = statistics_of(array, dtype_of(array))
+            self._writer.add_statistics(name, stats)
+            self._statistics[name] = stats
+        elif target in self._statistics:
+            self._writer.add(name, array)
+        else:
+            self._writer.alias(name, target)
+
+    def describe(self, meta: dict) -> None:
+        """Metadata `full_steps` and `layer_statistics` (what was asked), when statistics recording is on."""
+        if self.active:
+            if self._full is not None:
+                meta["full_steps"] = sorted(self._full)
+            meta["layer_statistics"] = self._layer
+
+    def finish(self, metadata: Mapping) -> Path:
+        return self._writer.finish(metadata)
+
+
+def statistics_reserve(per_step: int, steps: int, full_steps: list[int] | None, layer: bool, layers: int) -> int:
+    """Header room for the metadata `statistics` of a loop: every tensor of each statistics step, and the layer
+    tensors of the others."""
+    if full_steps is None and not layer:
+        return 0
+    statistics_steps = steps - len(full_steps) if full_steps is not None else 0
+    return _STATISTICS_RESERVE * (statistics_steps * per_step + (steps - statistics_steps) * layers * int(layer))
 
 def check_model(model: nn.Module, *, trainable: bool = True) -> None:
     """Refuse, in one line and before anything is run or written, a model no recorder can record: no
@@ -345,6 +485,8 @@ def record_trace(
     lr_schedule: Callable[[torch.optim.Optimizer], object] | None = None,
     progress: StepProgress | None = None,
     accumulate: int = 1,
+    full_steps: Sequence[int] | None = None,
+    layer_statistics: bool | None = None,
 ) -> Path:
     """Train ``steps`` steps and write every tensor of every step to a trace at ``path``.
 
@@ -362,10 +504,12 @@ def record_trace(
         return _record_accumulating(model, optimizer, per_step, path, steps=steps, loss_fn=loss_fn, forward=forward,
                                     target=target, metadata=metadata, clip_grad_norm=clip_grad_norm,
                                     dropout=dropout, lr_schedule=lr_schedule, progress=progress,
-                                    accumulate=accumulate)
+                                    accumulate=accumulate, full_steps=full_steps, layer_statistics=layer_statistics)
     steps = steps if steps is not None else len(per_step)
     if steps < 1:
         raise BurnsideError("record needs at least one step")
+    full = check_full_steps(full_steps, steps)
+    layer = layer_statistics_for(model, layer_statistics)
     if clip_grad_norm is not None and not clip_grad_norm > 0:
         raise BurnsideError(f"clip_grad_norm must be a positive number, got {clip_grad_norm!r}")
     if len(per_step) not in (1, steps):
@@ -406,8 +550,11 @@ def record_trace(
     modules = sum(1 for name, _ in model.named_modules() if name) if hooks is not None else 0
     per_step_tensors = (len(per_step[0]) + 6 * len(named) + len(untouched) + 2 * modules + 6)
     names_text = sum(len(name) + 4 for name, _ in named) + sum(len(name) + 24 for name, _ in model.named_modules())
-    writer = open_writer(path, expected_tensors=steps * per_step_tensors + 1,
-                         metadata_estimate=4 * names_text + 32 * steps + len(str(dict(metadata or {}))))
+    writer = StatisticsWriter(
+        open_writer(path, expected_tensors=steps * per_step_tensors + 1,
+                    metadata_estimate=4 * names_text + 32 * steps + len(str(dict(metadata or {})))
+                    + statistics_reserve(per_step_tensors, steps, full, layer, 2 * modules)),
+        full, layer)
     #: the loss call found inside the loss (`burnside._torch_loss`), the same one every step it is recorded
     loss_call: dict | None = None
     with writer:
@@ -422,7 +569,8 @@ def record_trace(
                     if k == 0:
                         writer.add(tensor_name(k, "params_before", name), host_array(p))
                     else:  # bit-identical to the previous step's params_after: nothing ran in between
-                        writer.alias(tensor_name(k, "params_before", name), tensor_name(k - 1, "params_after", name))
+                        writer.alias(tensor_name(k, "params_before", name), tensor_name(k - 1, "params_after", name),
+                                     lambda p=p: host_array(p))
                 if hooks is None:
                     logits = forward(model, batch)
                 else:
@@ -446,9 +594,9 @@ def record_trace(
                     for key, t in call[1].items():
                         name = tensor_name(k, "loss_inputs", key)
                         if t is logits:
-                            writer.alias(name, tensor_name(k, "logits"))
+                            writer.alias(name, tensor_name(k, "logits"), lambda t=t: host_array(t))
                         elif target is not None and t is batch.get(target):
-                            writer.alias(name, tensor_name(k, "inputs", target))
+                            writer.alias(name, tensor_name(k, "inputs", target), lambda t=t: host_array(t))
                         else:
                             writer.add(name, host_array(t))
                 writer.add(tensor_name(k, "loss"), host_array(loss).reshape(()))
@@ -470,7 +618,7 @@ def record_trace(
             for undo in restore:
                 undo()
         meta = _metadata(model, named, steps, config, clip_grad_norm, scheduler, lrs, grads_len, loss_fn, target,
-                         active, dropout, hooks, metadata)
+                         active, dropout, hooks, metadata, writer)
         if loss_call is not None:
             meta.setdefault("loss_call", loss_call)
         return writer.finish(meta)
@@ -479,7 +627,8 @@ def record_trace(
 def _record_accumulating(model: nn.Module, optimizer: torch.optim.Optimizer, per_step: list[Batch], path: str | Path,
                          *, steps: int | None, loss_fn: Callable, forward: Callable, target: str | None,
                          metadata: Mapping[str, object] | None, clip_grad_norm: float | None, dropout: bool,
-                         lr_schedule: Callable | None, progress: StepProgress | None, accumulate: int) -> Path:
+                         lr_schedule: Callable | None, progress: StepProgress | None, accumulate: int,
+                         full_steps: Sequence[int] | None = None, layer_statistics: bool | None = None) -> Path:
     """`record_trace` of a loop that accumulates gradients over ``accumulate`` micro-batches per optimizer step:
     `zero_grad`, then `loss_fn(...).backward()` on each micro-batch's loss as ``loss_fn`` returns it (a loop that
     divides each loss by M does so in its ``loss_fn``), then one (clipped) optimizer step on the summed `.grad`.
@@ -500,6 +649,8 @@ def _record_accumulating(model: nn.Module, optimizer: torch.optim.Optimizer, per
         raise BurnsideError(f"got {len(per_step)} batches for {steps} steps of {m} micro-batches: give one batch "
                             f"(every micro-batch's) or one per micro-batch ({steps * m}: step k's micro-batch j is "
                             f"batches[k * {m} + j])")
+    full = check_full_steps(full_steps, steps)
+    layer = layer_statistics_for(model, layer_statistics)
     if clip_grad_norm is not None and not clip_grad_norm > 0:
         raise BurnsideError(f"clip_grad_norm must be a positive number, got {clip_grad_norm!r}")
     if lr_schedule is not None and not callable(lr_schedule):
@@ -544,9 +695,12 @@ def _record_accumulating(model: nn.Module, optimizer: torch.optim.Optimizer, per
         return logits, loss
 
     per_micro = len(per_step[0]) + 2
-    writer = open_writer(path, expected_tensors=steps * (m * per_micro + 5 * len(named) + len(untouched) + 2) + 1,
-                         metadata_estimate=4 * sum(len(n) + 4 for n, _ in named) + 32 * steps
-                         + len(str(dict(metadata or {}))))
+    per_step_tensors = m * per_micro + 5 * len(named) + len(untouched) + 2
+    writer = StatisticsWriter(
+        open_writer(path, expected_tensors=steps * per_step_tensors + 1,
+                    metadata_estimate=4 * sum(len(n) + 4 for n, _ in named) + 32 * steps
+                    + len(str(dict(metadata or {}))) + statistics_reserve(per_step_tensors, steps, full, False, 0)),
+        full, layer)
     with writer:
         if progress is not None:
             progress(0, steps)
@@ -556,7 +710,8 @@ def _record_accumulating(model: nn.Module, optimizer: torch.optim.Optimizer, per
                     if k == 0:
                         writer.add(tensor_name(k, "params_before", name), host_array(p))
                     else:
-                        writer.alias(tensor_name(k, "params_before", name), tensor_name(k - 1, "params_after", name))
+                        writer.alias(tensor_name(k, "params_before", name), tensor_name(k - 1, "params_after", name),
+                                     lambda p=p: host_array(p))
                 optimizer.zero_grad(set_to_none=True)
                 total = None
                 for j in range(m):
@@ -584,7 +739,7 @@ def _record_accumulating(model: nn.Module, optimizer: torch.optim.Optimizer, per
             for undo in restore:
                 undo()
         meta = _metadata(model, named, steps, config, clip_grad_norm, scheduler, lrs, grads_len, loss_fn, target,
-                         active, dropout, None, None)
+                         active, dropout, None, None, writer)
         meta["accumulate"] = m
         meta.update(metadata or {})
         return writer.finish(meta)
@@ -593,7 +748,7 @@ def _record_accumulating(model: nn.Module, optimizer: torch.optim.Optimizer, per
 def _metadata(model: nn.Module, named: list[tuple[str, nn.Parameter]], steps: int, config: dict,
               clip_grad_norm: float | None, scheduler: object, lrs: list[float], grads_len: list[int],
               loss_fn: Callable, target: str | None, active: list[str], dropout: bool, hooks: ModuleHooks | None,
-              metadata: Mapping[str, object] | None) -> dict:
+              metadata: Mapping[str, object] | None, writer: StatisticsWriter | None = None) -> dict:
     """A training trace's metadata (docs/trace-format.md), the caller's ``metadata`` last."""
     # the model's dtype and device: its first float parameter's (an integer parameter's dtype is not the model's)
     first = next((p for _, p in named if p.is_floating_point()), named[0][1])
@@ -625,9 +780,12 @@ def _metadata(model: nn.Module, named: list[tuple[str, nn.Parameter]], steps: in
         meta["buffers_nonpersistent"] = constants
     if hooks is not None:
         hooks.describe(meta)
+    if writer is not None:
+        writer.describe(meta)
     meta.update(metadata or {})
     return meta
 
 
-__all__ = ["Batch", "ModuleHooks", "active_dropouts", "check_model", "default_forward", "loss_name", "nonpersistent_buffers",
+__all__ = ["LAYER_STATISTICS_ABOVE", "StatisticsWriter", "check_full_steps", "layer_statistics_for", "loop_steps",
+           "Batch", "ModuleHooks", "active_dropouts", "check_model", "default_forward", "loss_name", "nonpersistent_buffers",
            "host_array", "record_trace", "tied_names"]

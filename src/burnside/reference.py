@@ -33,7 +33,14 @@ from torch import nn
 
 from burnside._torch_forward import Forward, batch_list, check_forward_model, record_forward_trace
 from burnside.errors import BurnsideError
-from burnside._torch_loop import active_dropouts, check_model, record_trace
+from burnside._torch_loop import (
+    active_dropouts,
+    check_full_steps,
+    check_model,
+    layer_statistics_for,
+    loop_steps,
+    record_trace,
+)
 from burnside._torch_optim import optimizer_kind, same_step
 from torch.overrides import TorchFunctionMode
 
@@ -548,6 +555,8 @@ def record_reference(
     progress: StepProgress | None = None,
     layer_inputs: bool = False,
     accumulate: int = 1,
+    full_steps: Sequence[int] | None = None,
+    layer_statistics: bool | None = None,
 ) -> Path:
     """Record the float64 reference of a PyTorch loop at ``path``; call it before training ``model``
     (or pass ``reference=path`` to `burnside.torch.record`, which calls this first, with its arguments).
@@ -571,10 +580,18 @@ def record_reference(
     ``dropout``, ``lr_schedule``, as for `record`): a float64 re-run is made from the optimizer's
     class and settings, so step hooks registered on ``optimizer`` and an Adam whose ``step`` is
     overridden are refused rather than silently left out.
+
+    ``full_steps`` and ``layer_statistics`` record steps and layers as statistics only, as `burnside.torch.record`
+    does (give the reference the trace's own: compare refuses a reference holding only the statistics of a
+    tensor both traces hold in full); the layer rule counts the model's parameters.
     """
     path = Path(path)
     check_model(model)
     _check_rerunnable(optimizer)
+    if not isinstance(batches, Mapping):
+        batches = list(batches)  # counted here, then read by each run
+    check_full_steps(full_steps, loop_steps(batches, steps, accumulate))  # before anything runs
+    layer_statistics_for(model, layer_statistics)
     extra = {"forward": forward} if forward is not None else {}
     if clip_grad_norm is not None:
         extra["clip_grad_norm"] = clip_grad_norm
@@ -587,6 +604,10 @@ def record_reference(
         extra["layer_inputs"] = True
     if accumulate != 1:  # the same micro-batches per optimizer step as the loop (`record(..., accumulate=)`)
         extra["accumulate"] = accumulate
+    if full_steps is not None:
+        extra["full_steps"] = full_steps
+    if layer_statistics is not None:
+        extra["layer_statistics"] = layer_statistics
     found: dict[str, str] = {}
     name = variant_name(model, optimizer) if variants else None
     if name is not None:

@@ -39,7 +39,17 @@ from torch import nn
 
 from burnside import __version__
 from burnside._torch_forward import Forward, batch_list, record_forward_trace
-from burnside._torch_loop import Batch, check_model, default_forward, record_trace, tied_names
+from burnside._torch_loop import (
+    LAYER_STATISTICS_ABOVE,
+    Batch,
+    check_full_steps,
+    check_model,
+    default_forward,
+    layer_statistics_for,
+    loop_steps,
+    record_trace,
+    tied_names,
+)
 from burnside._torch_optim import to_numpy
 from burnside.errors import BurnsideError
 from burnside.reference import record_forward_reference, record_reference, reference_files
@@ -50,7 +60,9 @@ if TYPE_CHECKING:
     from burnside.progress import StepProgress
 
 
-def export_init(model: nn.Module, inputs: Batch | Sequence[Batch], path: str | Path) -> Path:
+def export_init(model: nn.Module, inputs: Batch | Sequence[Batch], path: str | Path, *,
+                full_steps: Sequence[int] | None = None, layer_statistics: bool | None = None,
+                steps: int | None = None) -> Path:
     """Write the initial parameters, buffers and the batches (PyTorch names and layout) for the other side.
 
     ``inputs`` is one batch, or one batch per step as given to `record`: step 0's batch is
@@ -60,8 +72,27 @@ def export_init(model: nn.Module, inputs: Batch | Sequence[Batch], path: str | P
     as i64. A parameter reachable under several names is written once, under the name `named_parameters()`
     gives it; the metadata's ``tied`` maps each other name to it. A model `record` would refuse (no
     parameters, on the meta device, bfloat16) is refused here too, before anything is written.
+
+    ``full_steps`` and ``layer_statistics``, as given to `record`, go into the metadata (normalised: ascending
+    step indices, ``layer_statistics`` by the model's size when None), so the burn recorder records the same
+    steps and layers as statistics only. Negative steps count from the end of ``steps`` (default: the number of
+    batches, when one per step is given).
     """
     check_model(model, trainable=False)
+    batches = [inputs] if isinstance(inputs, Mapping) else list(inputs)
+    statistics_meta: dict = {}
+    layer = layer_statistics_for(model, layer_statistics)  # as `record` decides it
+    if full_steps is not None:
+        check_full_steps(full_steps, 1 << 62)  # a list of integers, before they are counted
+        count = steps if steps is not None else (len(batches) if len(batches) > 1 else None)
+        if count is None:
+            if any(k < 0 for k in full_steps):
+                raise BurnsideError(f"full_steps={list(full_steps)} counts from the end: give steps=N, the "
+                                    "loop's steps")
+            count = max((int(k) for k in full_steps), default=0) + 1
+        statistics_meta["full_steps"] = check_full_steps(full_steps, count)
+    if full_steps is not None or layer:
+        statistics_meta["layer_statistics"] = layer
     tensors: dict[str, np.ndarray] = {}
     params = [name for name, _ in model.named_parameters()]
     for name, p in model.named_parameters():
@@ -69,7 +100,6 @@ def export_init(model: nn.Module, inputs: Batch | Sequence[Batch], path: str | P
     buffers = [name for name, _ in model.named_buffers()]
     for name, b in model.named_buffers():
         tensors[f"buffers.{name}"] = to_numpy(b.float() if b.is_floating_point() else b.long())
-    batches = [inputs] if isinstance(inputs, Mapping) else list(inputs)
     tensors |= batch_tensors([{name: to_numpy(t.float() if t.is_floating_point() else t.long())
                                for name, t in batch.items()} for batch in batches])
     metadata = {"params": params, "buffers": buffers, "inputs": list(batches[0]) if batches else [],
@@ -78,6 +108,7 @@ def export_init(model: nn.Module, inputs: Batch | Sequence[Batch], path: str | P
     tied = tied_names(model)
     if tied:
         metadata["tied"] = tied
+    metadata |= statistics_meta
     return write_trace(Path(path), tensors, metadata, kind="init")
 
 
@@ -102,6 +133,8 @@ def record(
     reference: str | Path | None = None,
     reference_variants: bool = True,
     accumulate: int = 1,
+    full_steps: Sequence[int] | None = None,
+    layer_statistics: bool | None = None,
 ) -> Path:
     """Train ``steps`` steps and write every tensor of every step to a trace at ``path``.
 
@@ -153,6 +186,17 @@ def record(
     metadata says ``accumulate: M``; activations, layer inputs and the loss call are not recorded (docs/trace-format.md,
     "Gradient accumulation"). L-BFGS is refused with it.
 
+    ``full_steps`` (a list of step indices, negative ones counting from the end: ``[0, -1]`` the first and the
+    last) records only those steps in full: at every other step each tensor that may be is recorded as its
+    statistics only (mean, norm, largest magnitude, non-finite count, a hash of its bytes: docs/trace-format.md,
+    "Version 3: statistics"), which compare judges as far as statistics allow. Never statistics: the inputs,
+    ``step0.params_before.*`` (the start), 0-d scalars (the loss), integer tensors. ``None`` (the default) records
+    every step in full, as before. ``layer_statistics=True`` records every step's layer inputs and activations as
+    statistics (full steps too); ``None`` (the default) does so for a model of at least
+    ``LAYER_STATISTICS_ABOVE`` (50,000,000) parameters. The metadata says ``full_steps`` and ``layer_statistics``,
+    and the init file made from the trace carries them, so the burn recorder records the same way. A step the
+    loop does not have is refused in one line before anything runs.
+
     With ``reference`` (a path), the float64 reference of the same loop is recorded first, from the
     untrained model, exactly as `burnside.reference.record_reference(model, optimizer, batches, reference,
     ...)` with these arguments would (``reference_variants`` is its ``variants``; ``activations`` is the
@@ -164,7 +208,9 @@ def record(
     """
     loop = {"steps": steps, "loss_fn": loss_fn, "forward": forward, "target": target, "metadata": metadata,
             "clip_grad_norm": clip_grad_norm, "dropout": dropout, "lr_schedule": lr_schedule,
-            "layer_inputs": layer_inputs, **({"accumulate": accumulate} if accumulate != 1 else {})}
+            "layer_inputs": layer_inputs, **({"accumulate": accumulate} if accumulate != 1 else {}),
+            **({"full_steps": full_steps} if full_steps is not None else {}),
+            **({"layer_statistics": layer_statistics} if layer_statistics is not None else {})}
     if reference is None:
         return record_trace(model, optimizer, batches, path, activations=activations, progress=progress, **loop)
     files = reference_files(model, optimizer, reference, variants=reference_variants)
@@ -176,6 +222,8 @@ def record(
                             f"a file each, e.g. reference={stem}.reference.safetensors")
     if not isinstance(batches, Mapping):
         batches = list(batches)  # one pass of an iterator for the reference's runs and the trace's
+    check_full_steps(full_steps, loop_steps(batches, steps, accumulate))  # before the reference runs
+    layer_statistics_for(model, layer_statistics)
     before = {f: _stamp(f) for f in files}
     try:
         record_reference(model, optimizer, batches, reference, variants=reference_variants,
@@ -280,4 +328,4 @@ def _reference_progress(progress: StepProgress | None) -> StepProgress | None:
     return told
 
 
-__all__ = ["export_init", "record", "record_forward"]
+__all__ = ["LAYER_STATISTICS_ABOVE", "export_init", "record", "record_forward"]

@@ -100,10 +100,10 @@ def test_aliases_in_an_init_file_are_refused(tmp_path):
         open_trace(path, kind="init")
 
 
-def test_a_version_beyond_2_is_refused(v2_path):
-    _edit(v2_path, **{"burnside.version": "3"})
-    with pytest.raises(TraceError, match="trace format version '3' is not supported .this burnside reads version "
-                                         "1 and 2."):
+def test_a_version_beyond_3_is_refused(v2_path):
+    _edit(v2_path, **{"burnside.version": "4"})
+    with pytest.raises(TraceError, match="trace format version '4' is not supported .this burnside reads versions "
+                                         "1, 2 and 3."):
         open_trace(v2_path)
 
 

@@ -30,7 +30,7 @@ from rich.console import Console
 from burnside.burn.binary import run_binary
 from burnside.burn.cargo import build
 from burnside.errors import BurnsideError
-from burnside.trace import Trace, open_trace, write_trace
+from burnside.trace import Trace, open_trace, parse_name, write_trace
 from burnside.trace.init_batches import batch_tensors
 
 if TYPE_CHECKING:
@@ -44,7 +44,11 @@ def init_from_trace(trace: Trace, path: Path) -> Path:
     every step k >= 1 also gets `step{k}.inputs.{name}` (`InitFile::float_input_at(k, ..)`).
     A forward trace's init file also holds its buffers as loaded (`buffers.{name}`) and each
     batch's recorded module inputs (`step{k}.layer_inputs.{module}`, `Batch::layer_input`).
+    The trace's metadata `full_steps` and `layer_statistics` (what it recorded as statistics only) are carried
+    into the init file's, so the burn recorder records the same steps and layers as statistics.
     """
+    _refuse_statistics_start(trace)
+    carried = {key: trace.metadata[key] for key in _CARRIED if key in trace.metadata}
     params = _under(trace, "step0.params_before.")
     accumulate = trace.metadata.get("accumulate")
     if type(accumulate) is int:  # one batch per micro-batch: step k's micro-batch j is batch k * M + j
@@ -58,7 +62,7 @@ def init_from_trace(trace: Trace, path: Path) -> Path:
         tensors = {f"params.{p}": np.array(trace.array(f"step0.params_before.{p}")) for p in params}
         tensors |= batch_tensors(batches)
         return write_trace(path, tensors, {"params": params, "inputs": inputs, "kind": trace.kind,
-                                           "accumulate": accumulate}, kind="init")
+                                           "accumulate": accumulate, **carried}, kind="init")
     inputs = _under(trace, "step0.inputs.")
     if not params or not inputs:
         raise BurnsideError(f"{trace.path}: has no step0.params_before.* or step0.inputs.*, so there is no "
@@ -69,7 +73,7 @@ def init_from_trace(trace: Trace, path: Path) -> Path:
                for k in range(trace.steps)]
     tensors |= batch_tensors(batches)
     # what it was made from, so that a port recording the other kind says so (burnside_trace checks it)
-    metadata: dict = {"params": params, "inputs": inputs, "kind": trace.kind}
+    metadata: dict = {"params": params, "inputs": inputs, "kind": trace.kind, **carried}
     if trace.kind == "forward":
         buffers = _under(trace, "step0.buffers.")
         tensors |= {f"buffers.{b}": np.array(trace.array(f"step0.buffers.{b}")) for b in buffers}
@@ -77,6 +81,22 @@ def init_from_trace(trace: Trace, path: Path) -> Path:
         tensors |= {n: np.array(trace.array(n)) for n in layer_inputs}
         metadata |= {"buffers": buffers, "layer_inputs": _under(trace, "step0.layer_inputs.")}
     return write_trace(path, tensors, metadata, kind="init")
+
+
+#: The trace metadata an init file carries to the burn recorder: how the trace recorded statistics.
+_CARRIED = ("full_steps", "layer_statistics")
+
+
+def _refuse_statistics_start(trace: Trace) -> None:
+    """The start (step 0's parameters, every batch) is needed in full: a trace holding only statistics of one of
+    them has no starting point (a reader refuses such a file; this guards a `Trace` built by other means)."""
+    for name in trace.statistics:
+        parsed = parse_name(name)
+        if parsed is not None and (parsed.stage in ("inputs", "micro_inputs")
+                                   or (parsed.stage == "params_before" and parsed.step == 0)):
+            raise BurnsideError(f"{trace.path}: holds only the statistics of {name}, so there is no starting point "
+                                "to hand to the burn port; re-record it (inputs and step0.params_before are always "
+                                "recorded in full)")
 
 
 def _under(trace: Trace, prefix: str) -> list[str]:

@@ -218,9 +218,11 @@ def _check_header(path: Path, kind: str, fmt: str | None, version: str | None) -
         raise TraceError(f"{path}: is a burnside {shown} file, expected a {kind} file")
     known = {str(v): v for v in VERSIONS if kind == "trace" or v == FORMAT_VERSION}
     if version not in known:
-        readable = " and ".join(map(str, known.values()))
+        values = [str(v) for v in known.values()]
+        readable = values[0] if len(values) == 1 else f"versions {', '.join(values[:-1])} and {values[-1]}"
+        readable = readable if len(values) > 1 else f"version {readable}"
         raise TraceError(f"{path}: trace format version {short(version)} is not supported "
-                         f"(this burnside reads version {readable}); upgrade burnside or re-record")
+                         f"(this burnside reads {readable}); upgrade burnside or re-record")
     return known[version]
 
 
