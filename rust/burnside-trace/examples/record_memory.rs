@@ -49,11 +49,19 @@ fn write_init(path: &std::path::Path, layers: usize, width: usize) {
     let mut owned: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
     for i in 0..layers {
         let weight = values(width * width, 2 * i as u64 + 1, scale);
-        owned.push((format!("params.layers.{i}.weight"), vec![width, width], weight));
+        owned.push((
+            format!("params.layers.{i}.weight"),
+            vec![width, width],
+            weight,
+        ));
         let bias = values(width, 2 * i as u64 + 2, scale);
         owned.push((format!("params.layers.{i}.bias"), vec![width], bias));
     }
-    owned.push(("inputs.x".into(), vec![4, width], values(4 * width, 99, 1.0)));
+    owned.push((
+        "inputs.x".into(),
+        vec![4, width],
+        values(4 * width, 99, 1.0),
+    ));
     let views: Vec<(String, TensorView<'_>)> = owned
         .iter()
         .map(|(name, shape, bytes)| {

@@ -19,6 +19,10 @@ use crate::{
 pub struct InitFile {
     file: SafetensorsFile,
     names: TorchNames,
+    /// Metadata `full_steps`: the steps the PyTorch side recorded in full (absent: every step).
+    full_steps: Option<Vec<usize>>,
+    /// Metadata `layer_statistics`: layer inputs and activations recorded as statistics.
+    layer_statistics: bool,
 }
 
 impl InitFile {
@@ -43,10 +47,50 @@ impl InitFile {
                 ),
             });
         }
+        let bad = |key: &str, value: &str, expected: &str| TraceError::Format {
+            path: file.path.clone(),
+            message: format!("metadata `{key}` is `{value}`, expected {expected}; re-export it"),
+        };
+        let full_steps = match file.metadata.get("full_steps") {
+            None => None,
+            Some(text) => {
+                let steps: Vec<usize> = serde_json::from_str(text).map_err(|_| {
+                    bad(
+                        "full_steps",
+                        text,
+                        "a JSON list of step indices (0, 1, ...)",
+                    )
+                })?;
+                if steps.windows(2).any(|w| w[0] >= w[1]) {
+                    return Err(bad("full_steps", text, "step indices in ascending order"));
+                }
+                Some(steps)
+            }
+        };
+        let layer_statistics = match file.metadata.get("layer_statistics").map(String::as_str) {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(text) => return Err(bad("layer_statistics", text, "`true` or `false`")),
+        };
         Ok(Self {
             file,
             names: TorchNames::new(),
+            full_steps,
+            layer_statistics,
         })
+    }
+
+    /// The steps the PyTorch side recorded in full (metadata `full_steps`, ascending), the others
+    /// as statistics; `None` when every step is full. [`Training`](crate::Training) records the
+    /// same steps the same way.
+    pub fn full_steps(&self) -> Option<Vec<usize>> {
+        self.full_steps.clone()
+    }
+
+    /// Whether the PyTorch side recorded the layers' inputs and activations of every step as
+    /// statistics (metadata `layer_statistics`; false when absent).
+    pub fn layer_statistics(&self) -> bool {
+        self.layer_statistics
     }
 
     /// The initial value of parameter `path` in PyTorch layout, if the file has it.
@@ -676,6 +720,26 @@ mod tests {
 /// `tag`) and read back.
 #[cfg(test)]
 pub(crate) fn init_with(tag: &str, tensors: &[(&str, HostTensor)]) -> InitFile {
+    init_with_metadata(tag, tensors, &[])
+}
+
+/// [`init_with`], with metadata keys of its own (`full_steps`, ...).
+#[cfg(test)]
+pub(crate) fn init_with_metadata(
+    tag: &str,
+    tensors: &[(&str, HostTensor)],
+    extra: &[(&str, &str)],
+) -> InitFile {
+    try_init_with(tag, tensors, extra).unwrap()
+}
+
+/// The init file holding `tensors` and `extra` metadata, as `InitFile::read` reads it.
+#[cfg(test)]
+pub(crate) fn try_init_with(
+    tag: &str,
+    tensors: &[(&str, HostTensor)],
+    extra: &[(&str, &str)],
+) -> Result<InitFile, TraceError> {
     let tensors: BTreeMap<String, HostTensor> = tensors
         .iter()
         .map(|(k, v)| (k.to_string(), v.clone()))
@@ -683,6 +747,7 @@ pub(crate) fn init_with(tag: &str, tensors: &[(&str, HostTensor)]) -> InitFile {
     let metadata: BTreeMap<String, String> =
         [("burnside.format", "init"), ("burnside.version", "1")]
             .into_iter()
+            .chain(extra.iter().copied())
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
     let path = std::env::temp_dir().join(format!(
@@ -690,7 +755,7 @@ pub(crate) fn init_with(tag: &str, tensors: &[(&str, HostTensor)]) -> InitFile {
         std::process::id()
     ));
     crate::write_safetensors(&path, &tensors, &metadata).unwrap();
-    let init = InitFile::read(&path).unwrap();
+    let init = InitFile::read(&path);
     std::fs::remove_file(&path).unwrap();
     init
 }
@@ -705,6 +770,35 @@ mod batch_tests {
 
     fn ints(t: Tensor<1, Int>) -> Vec<i64> {
         t.into_data().iter::<i64>().collect()
+    }
+
+    #[test]
+    fn full_steps_and_layer_statistics_come_from_the_metadata() {
+        let x = || ("inputs.x", HostTensor::from_f32(&[0.5], vec![1, 1]));
+        let plain = init_with("plain", &[x()]);
+        assert_eq!(plain.full_steps(), None);
+        assert!(!plain.layer_statistics());
+        let asked = init_with_metadata(
+            "asked",
+            &[x()],
+            &[("full_steps", "[0, 4]"), ("layer_statistics", "true")],
+        );
+        assert_eq!(asked.full_steps(), Some(vec![0, 4]));
+        assert!(asked.layer_statistics());
+        for (key, value, says) in [
+            ("full_steps", "[-1]", "a JSON list of step indices"),
+            ("full_steps", "0,4", "a JSON list of step indices"),
+            ("full_steps", "[4, 0]", "ascending"),
+            ("layer_statistics", "True", "`true` or `false`"),
+        ] {
+            let error = try_init_with("bad", &[x()], &[(key, value)]).unwrap_err();
+            let line = error.to_string();
+            assert!(
+                line.contains(&format!("metadata `{key}` is `{value}`")) && line.contains(says),
+                "{line}"
+            );
+            assert!(!line.contains('\n'), "{line}");
+        }
     }
 
     #[test]

@@ -1,7 +1,10 @@
 //! The burn side of burnside: load the starting point PyTorch exported and record what a burn
 //! training loop computes, in the burnside trace format (`docs/trace-format.md`: version 1, or 2
-//! when a step's `params_before` is written as an alias of the step before's `params_after`),
-//! written to the file as it is recorded.
+//! when a step's `params_before` is written as an alias of the step before's `params_after`, 3
+//! when tensors are recorded as their [`Statistics`] only), written to the file as it is
+//! recorded. An init file whose PyTorch trace kept only some steps in full
+//! ([`InitFile::full_steps`], [`InitFile::layer_statistics`]) has [`Training`] record the same
+//! steps in full and the others as statistics.
 //!
 //! A port's `main` is the check contract ([`run_port`]), loading ([`InitFile`]) and one
 //! [`Training`] loop, which records every stage itself:
@@ -94,6 +97,7 @@ mod param_paths;
 mod port_args;
 mod recorded_on;
 mod safetensors_file;
+mod statistics;
 mod step_progress;
 mod stream_writer;
 mod torch_names;
@@ -109,6 +113,7 @@ pub use init_file::InitFile;
 pub use optimizer_spec::OptimizerSpec;
 pub use port_args::{PortArgs, UsageError, run_port};
 pub use safetensors_file::SafetensorsFile;
+pub use statistics::Statistics;
 pub use step_progress::step_done;
 pub use torch_names::TorchNames;
 pub use trace_recorder::{Tap, TraceRecorder};
@@ -126,5 +131,7 @@ pub(crate) use safetensors_file::write_safetensors;
 pub(crate) const FORMAT_VERSION: &str = "1";
 /// The trace format version of a trace holding aliases (metadata `aliases`).
 pub(crate) const ALIASES_VERSION: &str = "2";
+/// The trace format version of a trace holding statistics (metadata `statistics`).
+pub(crate) const STATISTICS_VERSION: &str = "3";
 /// The burn version the recorder was built against, written as `framework_version`.
 pub(crate) const BURN_VERSION: &str = "0.22.1";

@@ -1,10 +1,11 @@
 use std::collections::BTreeMap;
 
-use burn::optim::ModuleOptimizer;
+use burn::module::{ParamGroup, ParamId};
+use burn::optim::{ModuleOptimizer, SgdConfig};
 use burn::tensor::DType;
 use burn_pack::{Reader, Scalar};
 
-use crate::{HostTensor, ParamEntry, TorchNames, TraceError, pack_parts};
+use crate::{HostDType, HostTensor, ParamEntry, TorchNames, TraceError, pack_parts};
 
 /// The optimizer's per-parameter state in PyTorch's names and layout:
 /// `(slot, param path) -> tensor`, e.g. `("exp_avg", "fc1.weight")`.
@@ -24,9 +25,58 @@ use crate::{HostTensor, ParamEntry, TorchNames, TraceError, pack_parts};
 /// and moments their PyTorch layout (`Linear` weight moments are transposed, an RNN's gates
 /// stacked into PyTorch's packed tensors).
 /// State of a parameter that is not in `params` (another module's) is an error.
+///
+/// The state goes to `emit(slot, param, tensor)` one PyTorch tensor at a time (its slots
+/// together), so only one parameter's state is ever out of the optimizer: each comes from the
+/// record of a clone of the optimizer that keeps that parameter's state alone (burn's
+/// `with_group` drops the state of the parameters a new group matches; the clone shares the
+/// state's tensors, it copies none).
 pub(crate) fn optimizer_state(
     optim: &ModuleOptimizer,
     params: &[ParamEntry],
+    names: &TorchNames,
+    mut emit: impl FnMut(String, String, HostTensor) -> Result<(), TraceError>,
+) -> Result<(), TraceError> {
+    // A `ParamId` shared by two parameters (a cloned module) has one state, the first parameter's
+    // in module order: the one burn's optimizer updates.
+    let mut by_id: BTreeMap<u64, &ParamEntry> = BTreeMap::new();
+    // The parameters by PyTorch tensor (a packed tensor's slices together), in module order.
+    let mut tensors: Vec<(&str, Vec<ParamId>)> = Vec::new();
+    for entry in params {
+        if by_id.contains_key(&entry.id.val()) {
+            continue;
+        }
+        by_id.insert(entry.id.val(), entry);
+        match tensors.iter_mut().find(|(torch, _)| *torch == entry.torch) {
+            Some((_, ids)) => ids.push(entry.id),
+            None => tensors.push((entry.torch.as_str(), vec![entry.id])),
+        }
+    }
+    // State kept for no parameter of the module: the record of the state of the others.
+    let all: Vec<ParamId> = by_id.values().map(|e| e.id).collect();
+    let others = only(optim, ParamGroup::from_ids(all));
+    record_state(&others, &by_id, names)?;
+    for (_, ids) in tensors {
+        let one = only(optim, ParamGroup::all().exclude(ParamGroup::from_ids(ids)));
+        for ((slot, path), tensor) in record_state(&one, &by_id, names)? {
+            emit(slot, path, tensor)?;
+        }
+    }
+    Ok(())
+}
+
+/// A clone of `optim` without the state of the parameters `drop` matches.
+fn only(optim: &ModuleOptimizer, drop: ParamGroup) -> ModuleOptimizer {
+    optim
+        .clone()
+        .with_group(drop, SgdConfig::new().build(), None)
+}
+
+/// The state `optim`'s record holds, by (PyTorch slot, PyTorch name); state of a parameter not in
+/// `by_id` is an error.
+fn record_state(
+    optim: &ModuleOptimizer,
+    by_id: &BTreeMap<u64, &ParamEntry>,
     names: &TorchNames,
 ) -> Result<BTreeMap<(String, String), HostTensor>, TraceError> {
     let bad = |what: String| TraceError::OptimizerState(what);
@@ -35,12 +85,6 @@ pub(crate) fn optimizer_state(
         .map_err(|e| bad(format!("cannot serialize the optimizer record: {e:?}")))?;
     let reader = Reader::from_bytes(bytes)
         .map_err(|e| bad(format!("cannot read the optimizer record: {e:?}")))?;
-    // A `ParamId` shared by two parameters (a cloned module) has one state, the first parameter's
-    // in module order: the one burn's optimizer updates.
-    let mut by_id: BTreeMap<u64, &ParamEntry> = BTreeMap::new();
-    for entry in params {
-        by_id.entry(entry.id.val()).or_insert(entry);
-    }
     let param_of = |name: &str| -> Result<(&ParamEntry, String), TraceError> {
         let (id, field) = name
             .split_once('.')
@@ -90,12 +134,17 @@ pub(crate) fn optimizer_state(
         }
         let (entry, leaf) = param_of(&name)?;
         let burn_shape = shape.clone();
-        let data = burn::tensor::TensorData::from_bytes_vec(bytes.to_vec(), shape, dtype);
-        let host = HostTensor::from_data(if dtype == DType::F32 {
-            data
+        let host = if dtype == DType::F32 {
+            // burnpack's bytes are little-endian f32s already: one copy
+            HostTensor {
+                dtype: HostDType::F32,
+                shape: shape.to_vec(),
+                bytes: bytes.to_vec(),
+            }
         } else {
-            data.convert::<f32>()
-        })?;
+            let data = burn::tensor::TensorData::from_bytes_vec(bytes.to_vec(), shape, dtype);
+            HostTensor::from_data(data.convert::<f32>())?
+        };
         let value = entry.to_torch_layout(host, names)?;
         if ADAFACTOR_MOMENTS.contains(&leaf.as_str()) {
             factored

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value, json};
 
 use crate::safetensors_file::no_room_after;
-use crate::{ALIASES_VERSION, HostDType, HostTensor, TraceError};
+use crate::{ALIASES_VERSION, HostDType, HostTensor, STATISTICS_VERSION, Statistics, TraceError};
 
 /// Header room every file gets, before the room per expected tensor.
 const HEADER_BASE: usize = 65536;
@@ -73,6 +73,8 @@ pub(crate) struct StreamWriter {
     held_names: BTreeSet<String>,
     /// Alias name -> target name (a tensor of this file).
     aliases: BTreeMap<String, String>,
+    /// Tensors recorded as their statistics only (metadata `statistics`), by name.
+    statistics: BTreeMap<String, Statistics>,
     /// Set once an I/O error removed the temporary file: the message every later call returns.
     failed: Option<String>,
 }
@@ -103,6 +105,7 @@ impl StreamWriter {
             held_bytes: 0,
             held_names: BTreeSet::new(),
             aliases: BTreeMap::new(),
+            statistics: BTreeMap::new(),
             failed: None,
         };
         // The data starts after the length and the header's room.
@@ -125,11 +128,12 @@ impl StreamWriter {
         self.temp.as_deref()
     }
 
-    /// Whether `name` is in the file already (a tensor written or held, or an alias).
+    /// Whether `name` is in the file already (a tensor written or held, an alias, or statistics).
     pub(crate) fn contains(&self, name: &str) -> bool {
         self.entries.contains_key(name)
             || self.held_names.contains(name)
             || self.aliases.contains_key(name)
+            || self.statistics.contains_key(name)
     }
 
     /// Every name in the file so far, tensors and aliases, sorted.
@@ -140,6 +144,7 @@ impl StreamWriter {
             .keys()
             .chain(self.held_names.iter())
             .chain(self.aliases.keys())
+            .chain(self.statistics.keys())
             .map(String::as_str)
             .collect();
         names.sort_unstable();
@@ -149,6 +154,23 @@ impl StreamWriter {
     /// The aliases so far (alias -> target).
     pub(crate) fn aliases(&self) -> &BTreeMap<String, String> {
         &self.aliases
+    }
+
+    /// The tensors recorded as statistics so far.
+    pub(crate) fn statistics(&self) -> &BTreeMap<String, Statistics> {
+        &self.statistics
+    }
+
+    /// Record tensor `name` as its statistics only (no bytes in the file: an entry of metadata
+    /// `statistics`). A name already in the file is an error.
+    pub(crate) fn add_statistics(
+        &mut self,
+        name: String,
+        statistics: Statistics,
+    ) -> Result<(), TraceError> {
+        self.check_name(&name)?;
+        self.statistics.insert(name, statistics);
+        Ok(())
     }
 
     fn check_name(&self, name: &str) -> Result<(), TraceError> {
@@ -259,7 +281,8 @@ impl StreamWriter {
     }
 
     /// Write the held tensors, the header (`metadata` plus `aliases` and version 2 if there are
-    /// any), sync, and rename the file over the output.
+    /// any, `statistics` and version 3 if there are any), sync, and rename the file over the
+    /// output.
     pub(crate) fn finish(
         mut self,
         mut metadata: BTreeMap<String, String>,
@@ -278,6 +301,13 @@ impl StreamWriter {
                 serde_json::to_string(&self.aliases).expect("a map of strings is JSON"),
             );
             metadata.insert("burnside.version".to_string(), ALIASES_VERSION.to_string());
+        }
+        if !self.statistics.is_empty() {
+            metadata.insert("statistics".to_string(), statistics_json(&self.statistics));
+            metadata.insert(
+                "burnside.version".to_string(),
+                STATISTICS_VERSION.to_string(),
+            );
         }
         let header = self.header(&metadata);
         let result = if header.len() <= self.reserve {
@@ -437,7 +467,17 @@ fn itemsize(dtype: HostDType) -> usize {
     }
 }
 
-fn dtype_name(dtype: HostDType) -> &'static str {
+/// Metadata `statistics`: each statistics-only tensor's entry, by name (JSON text).
+pub(crate) fn statistics_json(statistics: &BTreeMap<String, Statistics>) -> String {
+    let object: Map<String, Value> = statistics
+        .iter()
+        .map(|(name, s)| (name.clone(), s.to_json()))
+        .collect();
+    Value::Object(object).to_string()
+}
+
+/// The safetensors name of a dtype.
+pub(crate) fn dtype_name(dtype: HostDType) -> &'static str {
     match dtype {
         HostDType::F32 => "F32",
         HostDType::F64 => "F64",
@@ -602,6 +642,43 @@ mod tests {
             "an alias's name is taken"
         );
         assert_eq!(writer.names().collect::<Vec<_>>(), vec!["a", "b", "s"]);
+    }
+
+    #[test]
+    fn statistics_entries_go_to_the_metadata_as_version_3_and_take_their_names() {
+        let path = scratch("statistics.safetensors");
+        let mut writer = StreamWriter::create(&path, 4).unwrap();
+        let big = HostTensor::from_f32(&[1.0, -2.0, 0.5, 4.0], vec![2, 2]);
+        let stats = Statistics::of(&big);
+        writer
+            .add("step0.params_after.w".into(), big.clone())
+            .unwrap();
+        writer
+            .alias("step1.params_before.w".into(), "step0.params_after.w")
+            .unwrap();
+        writer
+            .add_statistics("step1.params_after.w".into(), stats.clone())
+            .unwrap();
+        assert!(writer.contains("step1.params_after.w"));
+        let again = writer.add("step1.params_after.w".into(), big.clone());
+        assert!(again.unwrap_err().to_string().contains("recorded twice"));
+        assert!(
+            writer
+                .alias("step2.params_before.w".into(), "step1.params_after.w")
+                .is_err(),
+            "statistics are no tensor an alias may name"
+        );
+        writer.finish(meta()).unwrap();
+        let file = SafetensorsFile::read(&path).unwrap();
+        assert_eq!(file.meta("burnside.version").unwrap(), "3");
+        assert!(file.meta("aliases").is_ok(), "aliases kept beside");
+        assert_eq!(file.tensors.len(), 1);
+        let entries: Value = serde_json::from_str(file.meta("statistics").unwrap()).unwrap();
+        assert_eq!(entries["step1.params_after.w"], stats.to_json());
+        assert_eq!(
+            entries["step1.params_after.w"]["xxh3"],
+            format!("{:032x}", xxhash_rust::xxh3::xxh3_128(&big.bytes))
+        );
     }
 
     #[test]

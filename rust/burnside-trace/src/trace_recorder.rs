@@ -9,10 +9,11 @@ use serde_json::{Value, json};
 
 use crate::recorded_on::RecordedOn;
 use crate::stream_writer::StreamWriter;
+use crate::stream_writer::statistics_json;
 use crate::{
     ALIASES_VERSION, BURN_VERSION, ClipGradNorm, FORMAT_VERSION, HostDType, HostTensor, InitFile,
-    OptimizerSpec, ParamEntry, Step, TorchNames, TraceError, optimizer_state, pack_parts,
-    param_paths_with, param_values, write_safetensors,
+    OptimizerSpec, ParamEntry, STATISTICS_VERSION, Statistics, Step, TorchNames, TraceError,
+    optimizer_state, pack_parts, param_paths_with, param_values, write_safetensors,
 };
 
 /// Records what one burn training loop computes, step by step, and writes it as a burnside
@@ -33,6 +34,12 @@ use crate::{
 /// second copy of the bytes: format version 2, metadata `aliases`) when the two are the same
 /// tensor bit for bit; a loop that hands the next step another model (the step's result
 /// dropped) records both in full, and the comparison sees the difference.
+///
+/// With [`with_statistics`](Self::with_statistics) a tensor may be recorded as its
+/// [`Statistics`] only (format version 3, metadata `statistics`), by the rule the PyTorch
+/// recorder follows: the steps not in `full_steps`, and with `layer_statistics` the layers'
+/// activations of every step; never an `inputs` tensor, step 0's `params_before`, a 0-d scalar
+/// or an integer tensor.
 #[derive(Debug)]
 pub struct TraceRecorder {
     optimizer: OptimizerSpec,
@@ -66,6 +73,11 @@ pub struct TraceRecorder {
     /// and the micro-batches whose loss each step recorded.
     accumulate: Option<usize>,
     micro_losses: BTreeMap<usize, BTreeSet<usize>>,
+    /// What [`with_statistics`](Self::with_statistics) asked for, if it was called: the steps
+    /// recorded in full (`None`: every step) and whether layers are statistics everywhere.
+    statistics_rule: Option<(Option<BTreeSet<usize>>, bool)>,
+    /// In memory: the tensors recorded as statistics, by full name.
+    statistics: BTreeMap<String, Statistics>,
 }
 
 /// Where a recorder's tensors go.
@@ -145,7 +157,53 @@ impl TraceRecorder {
             after: BTreeMap::new(),
             accumulate: None,
             micro_losses: BTreeMap::new(),
+            statistics_rule: None,
+            statistics: BTreeMap::new(),
         }
+    }
+
+    /// Record the steps not in `full_steps` as statistics (each tensor that may be one), and
+    /// with `layer_statistics` the layers' activations (and inputs) of every step, full steps
+    /// too; `full_steps = None` keeps every step in full. What the PyTorch side was asked for
+    /// is in its init file ([`InitFile::full_steps`], [`InitFile::layer_statistics`]), which
+    /// [`Training`](crate::Training) follows by itself. The trace's metadata says it
+    /// (`full_steps`, `layer_statistics`).
+    ///
+    /// Never statistics: a step's `inputs` (and micro-batches' inputs), step 0's
+    /// `params_before` (the start), a 0-d scalar (`loss`, `loss_after`, the optimizer's `step`)
+    /// and an integer tensor.
+    pub fn with_statistics(
+        mut self,
+        full_steps: Option<Vec<usize>>,
+        layer_statistics: bool,
+    ) -> Self {
+        self.statistics_rule = Some((
+            full_steps.map(|s| s.into_iter().collect()),
+            layer_statistics,
+        ));
+        self
+    }
+
+    /// Whether tensor `rest` of step `step` is recorded as statistics (see
+    /// [`with_statistics`](Self::with_statistics)).
+    fn as_statistics(&self, step: usize, rest: &str, tensor: &HostTensor) -> bool {
+        let Some((full_steps, layers)) = &self.statistics_rule else {
+            return false;
+        };
+        if tensor.shape.is_empty()
+            || tensor.dtype == HostDType::I64
+            || rest.starts_with("inputs.")
+            || rest.starts_with("micro_inputs.")
+            || (step == 0 && rest.starts_with("params_before."))
+        {
+            return false;
+        }
+        if *layers && (rest.starts_with("activations.") || rest.starts_with("layer_inputs.")) {
+            return true;
+        }
+        full_steps
+            .as_ref()
+            .is_some_and(|full| !full.contains(&step))
     }
 
     /// Declare that the loop accumulates gradients over `micro_batches` micro-batches per
@@ -249,6 +307,9 @@ impl TraceRecorder {
         for (name, tensor) in earlier {
             stream_put(&mut writer, &mut self.after, name, tensor)?;
         }
+        for (name, statistics) in std::mem::take(&mut self.statistics) {
+            writer.add_statistics(name, statistics)?;
+        }
         *self.sink.get_mut().unwrap_or_else(|e| e.into_inner()) = Sink::File(writer);
         Ok(())
     }
@@ -272,22 +333,18 @@ impl TraceRecorder {
         self.sink.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Whether tensor `name` (a full name, `step0.inputs.x`) was recorded, streaming or not.
+    /// Whether tensor `name` (a full name, `step0.inputs.x`) was recorded, in full or as
+    /// statistics, streaming or not.
     pub fn contains(&self, name: &str) -> bool {
         match &*self.sink() {
-            Sink::Memory => self.tensors.contains_key(name),
+            Sink::Memory => self.tensors.contains_key(name) || self.statistics.contains_key(name),
             Sink::File(writer) => writer.contains(name),
             Sink::Finished(_) => false,
         }
     }
 
     /// The aliases the trace will hold (alias -> target): step k's `params_before.{p}` that is
-    /// step k-1's `params_after.{p}` bit for bit.
-    fn aliases(&self) -> BTreeMap<String, String> {
-        self.aliases_in(&self.sink())
-    }
-
-    /// [`aliases`](Self::aliases), with the sink's lock held.
+    /// step k-1's `params_after.{p}` bit for bit; with the sink's lock held.
     fn aliases_in(&self, sink: &Sink) -> BTreeMap<String, String> {
         match sink {
             Sink::Memory => self
@@ -375,14 +432,27 @@ impl TraceRecorder {
 
     fn put(&mut self, step: usize, name: &str, tensor: HostTensor) -> Result<(), TraceError> {
         self.steps = self.steps.max(step + 1);
+        let statistics = self
+            .as_statistics(step, name, &tensor)
+            .then(|| Statistics::of(&tensor));
         let name = format!("step{step}.{name}");
-        match self.sink.get_mut().unwrap_or_else(|e| e.into_inner()) {
-            Sink::Memory => {
+        match (
+            self.sink.get_mut().unwrap_or_else(|e| e.into_inner()),
+            statistics,
+        ) {
+            (Sink::Memory, None) => {
+                self.statistics.remove(&name);
                 self.tensors.insert(name, tensor);
                 Ok(())
             }
-            Sink::File(writer) => stream_put(writer, &mut self.after, name, tensor),
-            Sink::Finished(path) => Err(TraceError::Setup(format!(
+            (Sink::Memory, Some(statistics)) => {
+                self.tensors.remove(&name);
+                self.statistics.insert(name, statistics);
+                Ok(())
+            }
+            (Sink::File(writer), None) => stream_put(writer, &mut self.after, name, tensor),
+            (Sink::File(writer), Some(statistics)) => writer.add_statistics(name, statistics),
+            (Sink::Finished(path), _) => Err(TraceError::Setup(format!(
                 "tensor `{name}` recorded after the trace was written to {}",
                 path.display()
             ))),
@@ -576,6 +646,10 @@ impl TraceRecorder {
     }
 
     /// The optimizer's state after step `step` (`optim.{slot}.{param}`); plain SGD has none.
+    ///
+    /// One parameter's state at a time goes to the trace (a streaming recorder writes it, or its
+    /// statistics, before the next is read out of the optimizer): the recording holds one
+    /// parameter's state beside the optimizer's own, not a copy of all of it.
     pub fn optim<M: Module>(
         &mut self,
         step: usize,
@@ -583,15 +657,17 @@ impl TraceRecorder {
         optim: &ModuleOptimizer,
     ) -> Result<(), TraceError> {
         self.mark(step, "optim");
-        let entries: Vec<ParamEntry> = param_paths_with(module, &self.names);
-        for ((slot, path), tensor) in optimizer_state(optim, &entries, &self.names)? {
+        let names = self.names.clone();
+        let entries: Vec<ParamEntry> = param_paths_with(module, &names);
+        let groups = self.groups.clone();
+        let main = self.optimizer.clone();
+        optimizer_state(optim, &entries, &names, |slot, path, tensor| {
             // each parameter's state in PyTorch's terms by its group's optimizer (Muon's buffer)
-            let spec = (self.groups.iter().find(|(_, names)| names.contains(&path)))
-                .map_or(&self.optimizer, |(spec, _)| spec);
+            let spec = (groups.iter().find(|(_, names)| names.contains(&path)))
+                .map_or(&main, |(spec, _)| spec);
             let tensor = spec.torch_state(&slot, tensor);
-            self.put(step, &format!("optim.{slot}.{path}"), tensor)?;
-        }
-        Ok(())
+            self.put(step, &format!("optim.{slot}.{path}"), tensor)
+        })
     }
 
     /// The tensors recorded so far, by full name (`step0.logits`, ...), for a recorder that keeps
@@ -599,6 +675,12 @@ impl TraceRecorder {
     /// none here (ask [`contains`](Self::contains)).
     pub fn tensors(&self) -> &BTreeMap<String, HostTensor> {
         &self.tensors
+    }
+
+    /// The tensors recorded as statistics so far, by full name, for a recorder that keeps them
+    /// in memory (see [`tensors`](Self::tensors)).
+    pub fn statistics(&self) -> &BTreeMap<String, Statistics> {
+        &self.statistics
     }
 
     /// The keys every trace this recorder writes carries, training or forward (`kind`): the port's own
@@ -620,13 +702,29 @@ impl TraceRecorder {
             set("dtype", dtype);
         }
         set("steps", json!(self.steps).to_string());
-        let aliases = self.aliases();
+        let sink = self.sink();
+        let aliases = self.aliases_in(&sink);
         if !aliases.is_empty() {
             set("burnside.version", ALIASES_VERSION.to_string());
             set(
                 "aliases",
                 serde_json::to_string(&aliases).expect("a map of strings is JSON"),
             );
+        }
+        let statistics = match &*sink {
+            Sink::Memory => statistics_json(&self.statistics),
+            Sink::File(writer) => statistics_json(writer.statistics()),
+            Sink::Finished(_) => statistics_json(&BTreeMap::new()),
+        };
+        if statistics != "{}" {
+            set("burnside.version", STATISTICS_VERSION.to_string());
+            set("statistics", statistics);
+        }
+        if let Some((full_steps, layers)) = &self.statistics_rule {
+            if let Some(full) = full_steps {
+                set("full_steps", json!(full).to_string());
+            }
+            set("layer_statistics", json!(layers).to_string());
         }
         metadata
     }
@@ -1116,6 +1214,100 @@ mod tests {
         assert_eq!(
             aliases,
             vec![("step1.params_before.a", "step0.params_after.a")]
+        );
+    }
+
+    #[test]
+    fn with_statistics_records_the_steps_not_full_as_statistics_by_the_rule() {
+        let device = Device::default().autodiff();
+        let recorder =
+            TraceRecorder::new(OptimizerSpec::sgd(0.1)).with_statistics(Some(vec![]), false);
+        let recorder = one_step(recorder, &device);
+        let names: Vec<&str> = recorder.statistics().keys().map(String::as_str).collect();
+        assert_eq!(
+            names,
+            vec![
+                "step0.grads.bias",
+                "step0.grads.weight",
+                "step0.logits",
+                "step0.params_after.bias",
+                "step0.params_after.weight",
+            ]
+        );
+        for full in [
+            "step0.inputs.x",
+            "step0.params_before.weight",
+            "step0.loss",
+            "step0.loss_after",
+        ] {
+            assert!(recorder.tensors().contains_key(full), "{full}");
+        }
+        let recorded = &recorder.statistics()["step0.grads.weight"];
+        assert_eq!(recorded.shape, vec![2, 2], "PyTorch layout");
+        let metadata = recorder.metadata().unwrap();
+        assert_eq!(metadata["burnside.version"], "3");
+        assert_eq!(metadata["full_steps"], "[]");
+        assert_eq!(metadata["layer_statistics"], "false");
+        let entries: Value = serde_json::from_str(&metadata["statistics"]).unwrap();
+        assert_eq!(entries["step0.grads.weight"], recorded.to_json());
+        // the same step in full gives the tensors these are the statistics of
+        let full = one_step(TraceRecorder::new(OptimizerSpec::sgd(0.1)), &device);
+        assert!(!full.metadata().unwrap().contains_key("statistics"));
+        let full_steps = one_step(
+            TraceRecorder::new(OptimizerSpec::sgd(0.1)).with_statistics(Some(vec![0]), true),
+            &device,
+        );
+        assert!(
+            full_steps.statistics().is_empty(),
+            "a full step, no layer tapped"
+        );
+        assert_eq!(full_steps.metadata().unwrap()["burnside.version"], "1");
+        assert_eq!(full.tensors()["step0.logits"].shape, vec![1, 2]);
+    }
+
+    #[test]
+    fn adam_state_is_recorded_parameter_by_parameter_and_foreign_state_is_refused() {
+        let device = Device::default().autodiff();
+        let layer = LinearConfig::new(2, 3).init(&device);
+        let spec = OptimizerSpec::adam(0.1);
+        let mut optim = spec.init();
+        let loss = layer.forward(Tensor::<2>::ones([1, 2], &device)).sum();
+        let grads = GradientsParams::from_grads(loss.backward(), &layer);
+        let layer = optim.step(spec.lr(), layer, grads);
+        let mut recorder = TraceRecorder::new(spec.clone());
+        recorder.optim(0, &layer, &optim).unwrap();
+        let names: Vec<&str> = recorder.tensors().keys().map(String::as_str).collect();
+        assert_eq!(
+            names,
+            vec![
+                "step0.optim.exp_avg.bias",
+                "step0.optim.exp_avg.weight",
+                "step0.optim.exp_avg_sq.bias",
+                "step0.optim.exp_avg_sq.weight",
+                "step0.optim.step.bias",
+                "step0.optim.step.weight",
+            ]
+        );
+        assert_eq!(
+            recorder.tensors()["step0.optim.exp_avg.weight"].shape,
+            vec![3, 2]
+        );
+        assert_eq!(
+            recorder.tensors()["step0.optim.step.weight"]
+                .to_f32()
+                .unwrap(),
+            vec![1.0]
+        );
+        // the state of another module's parameters is no state of this one
+        let other = LinearConfig::new(2, 3).init(&device);
+        let error = TraceRecorder::new(spec)
+            .optim(0, &other, &optim)
+            .unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("belongs to no parameter of this module"),
+            "{error}"
         );
     }
 

@@ -169,6 +169,12 @@ impl Training {
         ) -> Result<(Tensor<D>, Tensor<1>), Box<dyn Error>>,
     ) -> Result<Trained<M>, Box<dyn Error>> {
         init.check_kind("training")?;
+        // the steps the PyTorch side recorded in full, the others as statistics, as it did
+        if init.full_steps().is_some() || init.layer_statistics() {
+            self.recorder = self
+                .recorder
+                .with_statistics(init.full_steps(), init.layer_statistics());
+        }
         if let Some(spec) = std::iter::once(&self.optimizer)
             .chain(self.groups.iter().map(|(spec, _)| spec))
             .find(|spec| matches!(spec, OptimizerSpec::Lbfgs { .. }))
