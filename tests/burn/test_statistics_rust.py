@@ -1,0 +1,106 @@
+"""Statistics-only recording on the burn side (trace format version 3), on a real burn port (`accum_port/`, the MLP
+trained by `Training` with Adam): an init file carrying `full_steps` has the port record the other steps'
+tensors as statistics, each of them the statistics PyTorch's `statistics_of` computes of the same values (the hash
+bit for bit, the numbers to rounding), and the hash equals PyTorch's own where the port computes PyTorch's bits."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors import safe_open
+from safetensors.numpy import load_file, save_file
+
+from burnside.burn.cargo import build
+from burnside.burn.port import record_port, run_binary
+from burnside.torch import record
+from burnside.trace import open_trace
+from burnside.trace.statistics import Statistics, statistics_of
+from tests.burn.user_port_harness import Mlp, copy_crate
+
+STEPS = 4
+PORT = Path(__file__).resolve().parent / "accum_port"
+PORT_ARGS = ["--accumulate", "1", "--optim", "adam"]
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory) -> dict[str, Path]:
+    """The PyTorch trace (every step in full), and the port's traces from its init file as it is and with
+    ``full_steps=[0, 3]`` in the metadata."""
+    root = tmp_path_factory.mktemp("statistics-rust")
+    port = copy_crate(PORT, root / "accum_port")
+    torch.manual_seed(0)
+    model = Mlp()
+    batches = [{"x": torch.randn(4, 4), "y": torch.randint(0, 3, (4,))} for _ in range(STEPS)]
+    torch_trace = root / "torch.safetensors"
+    record(model, torch.optim.Adam(model.parameters(), lr=0.01), batches, torch_trace)
+    full = record_port(torch_trace, port, "accum_port", PORT_ARGS, root / "full")
+    # the init file as the PyTorch side writes it for full_steps=[0, 3] (the metadata keys the port follows)
+    init = root / "full" / "init.safetensors"
+    with safe_open(init, "np") as f:
+        metadata = dict(f.metadata())
+    metadata.update(full_steps="[0, 3]", layer_statistics="false")
+    asked = root / "init-full-steps.safetensors"
+    save_file(load_file(init), asked, metadata=metadata)
+    partial = root / "partial.burn.safetensors"
+    # the same binary, run by hand on the init file with full_steps
+    binary = build(port, bins=["accum_port"], reuse=True).executables["accum_port"]
+    run_binary(binary, ["--init", str(asked), "-o", str(partial), *PORT_ARGS, "--steps", str(STEPS)],
+               expect_file=partial)
+    return {"torch": torch_trace, "full": full, "partial": partial}
+
+
+def recorded_statistics(path: Path) -> dict[str, dict]:
+    with safe_open(path, "np") as f:
+        metadata = f.metadata()
+    assert metadata["burnside.version"] == "3"
+    return json.loads(metadata["statistics"])
+
+
+def test_the_steps_not_full_are_statistics_and_the_rest_is_as_recorded_in_full(traces):
+    statistics = recorded_statistics(traces["partial"])
+    steps = {name.split(".", 1)[0] for name in statistics}
+    assert steps == {"step1", "step2"}, sorted(statistics)
+    kinds = {name.split(".", 1)[1].split(".")[0] for name in statistics}
+    assert kinds == {"params_before", "logits", "grads", "params_after", "optim"}
+    partial, full = open_trace(traces["partial"]), open_trace(traces["full"])
+    assert partial.metadata["full_steps"] == [0, 3]
+    # never statistics: the inputs, 0-d scalars (loss, Adam's step), the full steps
+    for name in ["step1.inputs.x", "step1.inputs.y", "step1.loss", "step2.optim.step.fc1.weight",
+                 "step3.params_before.fc1.weight", "step0.grads.fc2.bias", "step3.loss_after"]:
+        assert name in partial.names and name not in partial.statistics, name
+    for name in partial.names:
+        if name not in partial.statistics:
+            assert partial.array(name).tobytes() == full.array(name).tobytes(), name
+
+
+def test_the_ports_statistics_are_pythons_statistics_of_the_same_values(traces):
+    statistics = recorded_statistics(traces["partial"])
+    full = open_trace(traces["full"])
+    # per step: 4 parameters' params_before, grads, params_after, exp_avg and exp_avg_sq, and the logits
+    assert len(statistics) == 2 * (5 * 4 + 1)
+    for name, entry in statistics.items():
+        rust = Statistics.from_json(name, entry, "burn trace")
+        python = statistics_of(full.array(name), full.info(name).dtype)
+        assert rust.same_bits(python), name
+        assert rust.nonfinite == python.nonfinite == 0
+        for field in ("mean", "norm", "max_abs"):
+            a, b = getattr(rust, field), getattr(python, field)
+            assert math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-300), (name, field, a, b)
+
+
+def test_the_hash_is_pytorchs_where_the_port_computes_pytorchs_bits(traces):
+    statistics = recorded_statistics(traces["partial"])
+    torch_trace, full = open_trace(traces["torch"]), open_trace(traces["full"])
+    same = [name for name in statistics
+            if name in torch_trace.names and torch_trace.array(name).tobytes() == full.array(name).tobytes()]
+    assert same, "no tensor of steps 1-2 is PyTorch's bit for bit"
+    for name in same:
+        torch_stats = statistics_of(torch_trace.array(name), torch_trace.info(name).dtype)
+        assert statistics[name]["xxh3"] == torch_stats.xxh3, name
+    differs = [name for name in statistics if name in torch_trace.names and name not in same]
+    for name in differs:
+        assert statistics[name]["xxh3"] != statistics_of(torch_trace.array(name), torch_trace.info(name).dtype).xxh3
