@@ -1,5 +1,7 @@
 """Benchmark the recorders' memory and time on a 25.2 M-parameter MLP: the plain training loop,
-`burnside.torch.record` and `burnside.reference.record_reference` (with its burn-adam variant).
+`burnside.torch.record` (in full, and with `full_steps=[0, -1], layer_statistics=True`: the steps between and
+every layer's input and output as statistics) and `burnside.reference.record_reference` (with its burn-adam
+variant).
 
 The model is six 2048x2048 Linears with GELU between them, batch 8, 3 Adam steps, activations on.
 Each case runs in its own process, so its peak RSS (VmHWM, the process's high-water mark) is its
@@ -59,6 +61,10 @@ _CASE = textwrap.dedent("""
         from burnside.torch import record
         record(model, opt, batches, out, steps=steps, activations=True)
         written = out.stat().st_size
+    elif case == "record-stats":  # the first and last steps in full, the others and every layer as statistics
+        from burnside.torch import record
+        record(model, opt, batches, out, steps=steps, activations=True, full_steps=[0, -1], layer_statistics=True)
+        written = out.stat().st_size
     else:
         from burnside.reference import record_reference, reference_files
         files = reference_files(model, opt, out)  # the trace and its burn-adam variant
@@ -111,25 +117,25 @@ def main() -> None:
     try:
         speed = disk_speed(directory, args.disk_mib)
         results = {case: run_case(case, directory, args.steps)
-                   for case in ("plain", "record", "reference", "plain64")}
+                   for case in ("plain", "record", "record-stats", "reference", "plain64")}
     finally:
         if not args.keep and args.dir is None:
             shutil.rmtree(directory, ignore_errors=True)
     plain = results["plain"]
     print(f"model: 6 x Linear(2048, 2048) + GELU, 25.2 M params; batch 8, {args.steps} Adam steps, activations on")
     print(f"disk sequential write (write + fsync, {args.disk_mib} MiB): {speed / 1e6:.0f} MB/s")
-    print(f"{'case':<10} {'wall':>8} {'peak RSS':>10} {'written':>10} {'RSS target':>11} {'wall target':>12}")
+    print(f"{'case':<12} {'wall':>8} {'peak RSS':>10} {'written':>10} {'RSS target':>11} {'wall target':>12}")
     ok = True
     for case, r in results.items():
         if case.startswith("plain"):
             continue
         if case == "record":
-            print(f"{'plain':<10} {plain['wall']:>7.2f}s {gib(plain['peak_rss']):>10} {'-':>10}")
+            print(f"{'plain':<12} {plain['wall']:>7.2f}s {gib(plain['peak_rss']):>10} {'-':>10}")
         rss_target = plain["peak_rss"] + (512 << 20)
         wall_target = (plain["wall"] + r["written"] / speed) * 1.5
         rss_ok, wall_ok = r["peak_rss"] <= rss_target, r["wall"] <= wall_target
         ok &= rss_ok and wall_ok
-        print(f"{case:<10} {r['wall']:>7.2f}s {gib(r['peak_rss']):>10} {gib(r['written']):>10} "
+        print(f"{case:<12} {r['wall']:>7.2f}s {gib(r['peak_rss']):>10} {gib(r['written']):>10} "
               f"{gib(rss_target):>8} {'ok' if rss_ok else 'NO':>2} {wall_target:>8.2f}s {'ok' if wall_ok else 'NO':>2}")
     print("targets met" if ok else "targets missed")
     # The reference trains a float64 copy twice (its trace and its burn-adam variant): its own floor is the

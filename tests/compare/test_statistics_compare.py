@@ -312,9 +312,16 @@ def test_a_trace_recorded_with_full_steps_compares_against_the_full_one(tmp_path
 
 
 def test_an_unjudged_layer_output_asks_for_layer_statistics_off(recorded: Path, tmp_path: Path) -> None:
+    """A layer output held as statistics at a step left out of full_steps asks for that step in full; only a trace
+    recorded with layer_statistics (every step's layers as statistics) asks for layer_statistics=False too."""
     a = recorded / "a.safetensors"
     name = "step2.activations.fc1"
     b = _restat(a, tmp_path / "b.safetensors", {2}, {name: _one_ulp_up}, framework="burn")
     c = compare_with_evidence(a, b)
     assert [s.name for s in c.unjudged_statistics] == [name] and c.passed
+    assert statistics_lines(c)[0][0].endswith("record those steps in full, full_steps=[2])")
+    trace = open_trace(b)
+    layered = write_trace(tmp_path / "layered.safetensors", {n: np.array(trace.array(n)) for n in trace.names},
+                          {**trace.metadata, "layer_statistics": True}, statistics=trace.statistics)
+    c = compare_with_evidence(a, layered)
     assert statistics_lines(c)[0][0].endswith("record those steps in full, full_steps=[2], layer_statistics=False)")

@@ -116,8 +116,8 @@ def statistics_lines(comparison: Comparison) -> list[Line]:
         largest = max(row.lower_bound for row in unjudged)
         full = sorted({row.step for row in unjudged if row.step is not None})
         # layer outputs and inputs held as statistics at every step (layer_statistics) stay so in a full step
-        layers = any((p := parse_name(row.name)) is not None and p.stage in ("activations", "layer_inputs")
-                     for row in unjudged)
+        layers = any(side.metadata.get("layer_statistics") is True for side in (comparison.a, comparison.b)) and any(
+            (p := parse_name(row.name)) is not None and p.stage in ("activations", "layer_inputs") for row in unjudged)
         text += (f", {len(unjudged)} not judged (they differ by at least {_distance(largest)}; statistics cannot "
                  f"tell rounding from a bug: record those {plural} in full, full_steps={full}"
                  f"{', layer_statistics=False' if layers else ''})")
