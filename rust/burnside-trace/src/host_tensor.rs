@@ -38,7 +38,7 @@ pub struct HostTensor {
 impl HostTensor {
     /// An f32 tensor from its values and shape.
     pub fn from_f32(values: &[f32], shape: Vec<usize>) -> Self {
-        let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let bytes = le_bytes(values, f32::to_le_bytes);
         Self {
             dtype: HostDType::F32,
             shape,
@@ -48,7 +48,7 @@ impl HostTensor {
 
     /// An i64 tensor from its values and shape.
     pub fn from_i64(values: &[i64], shape: Vec<usize>) -> Self {
-        let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let bytes = le_bytes(values, i64::to_le_bytes);
         Self {
             dtype: HostDType::I64,
             shape,
@@ -58,6 +58,14 @@ impl HostTensor {
 
     /// Copy burn tensor data to the host: f64 stays f64, other floats become f32, integers i64.
     pub fn from_data(data: TensorData) -> Result<Self, TraceError> {
+        if let Some(dtype) = host_dtype(data.dtype()) {
+            // Already a host type: the bytes are the little-endian elements, one copy.
+            return Ok(Self {
+                dtype,
+                shape: data.shape().to_vec(),
+                bytes: data.as_bytes().to_vec(),
+            });
+        }
         let shape = data.shape().to_vec();
         let dtype = data.dtype();
         let mismatch = |e: burn::tensor::DataError| TraceError::Mismatch {
@@ -67,11 +75,10 @@ impl HostTensor {
         Ok(match dtype {
             DType::F64 => {
                 let values = data.try_into_vec_as::<f64>().map_err(mismatch)?;
-                let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
                 Self {
                     dtype: HostDType::F64,
                     shape,
-                    bytes,
+                    bytes: le_bytes(&values, f64::to_le_bytes),
                 }
             }
             d if d.is_float() => {
@@ -79,6 +86,32 @@ impl HostTensor {
             }
             _ => Self::from_i64(&data.try_into_vec_as::<i64>().map_err(mismatch)?, shape),
         })
+    }
+
+    /// A 2-d `data` (`[a, b]`) transposed to `[b, a]` on the host, moving whole elements: the
+    /// bytes of `from_data(data)` transposed, read once.
+    pub(crate) fn transposed_from_data(data: TensorData) -> Result<Self, TraceError> {
+        match (host_dtype(data.dtype()), data.shape().to_vec().as_slice()) {
+            (Some(dtype), &[rows, cols]) => Ok(Self {
+                dtype,
+                shape: vec![cols, rows],
+                bytes: transpose_bytes(data.as_bytes(), rows, cols, dtype),
+            }),
+            _ => Ok(Self::from_data(data)?.transpose_2d()),
+        }
+    }
+
+    /// The transpose of a 2-d tensor (`[a, b]` becomes `[b, a]`), moving whole elements, in
+    /// cache-sized blocks. A tensor of another rank is returned as is.
+    pub(crate) fn transpose_2d(self) -> Self {
+        let &[rows, cols] = self.shape.as_slice() else {
+            return self;
+        };
+        Self {
+            dtype: self.dtype,
+            shape: vec![cols, rows],
+            bytes: transpose_bytes(&self.bytes, rows, cols, self.dtype),
+        }
     }
 
     /// Number of elements.
@@ -141,10 +174,14 @@ impl HostTensor {
         }
         let mut shape = first.shape.clone();
         shape[0] = parts.iter().map(|p| p.shape[0]).sum();
+        let mut bytes = Vec::with_capacity(parts.iter().map(|p| p.bytes.len()).sum());
+        for p in parts {
+            bytes.extend_from_slice(&p.bytes);
+        }
         Some(Self {
             dtype: first.dtype,
             shape,
-            bytes: parts.iter().flat_map(|p| p.bytes.iter().copied()).collect(),
+            bytes,
         })
     }
 
@@ -197,6 +234,63 @@ impl HostTensor {
     }
 }
 
+/// The host dtype whose bytes `dtype`'s are, element for element, on this (little-endian) machine.
+fn host_dtype(dtype: DType) -> Option<HostDType> {
+    if !cfg!(target_endian = "little") {
+        return None;
+    }
+    match dtype {
+        DType::F32 => Some(HostDType::F32),
+        DType::F64 => Some(HostDType::F64),
+        DType::I64 => Some(HostDType::I64),
+        _ => None,
+    }
+}
+
+/// `values` as little-endian bytes.
+fn le_bytes<T: Copy, const N: usize>(values: &[T], to_le: fn(T) -> [u8; N]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(values.len() * N);
+    for v in values {
+        bytes.extend_from_slice(&to_le(*v));
+    }
+    bytes
+}
+
+/// The bytes of a row-major `[rows, cols]` tensor of `dtype` transposed to `[cols, rows]`.
+fn transpose_bytes(bytes: &[u8], rows: usize, cols: usize, dtype: HostDType) -> Vec<u8> {
+    match dtype {
+        HostDType::F32 => transpose_elements::<4>(bytes, rows, cols),
+        HostDType::F64 | HostDType::I64 => transpose_elements::<8>(bytes, rows, cols),
+    }
+}
+
+/// Transpose `[rows, cols]` elements of `N` bytes a block of rows by a block of columns at a
+/// time, so that the block's reads and writes stay in cache; each output row's part of a block is
+/// written in one run.
+fn transpose_elements<const N: usize>(bytes: &[u8], rows: usize, cols: usize) -> Vec<u8> {
+    const BLOCK: usize = 32;
+    let (src, rest) = bytes.as_chunks::<N>();
+    assert!(
+        rest.is_empty() && src.len() == rows * cols,
+        "{} bytes are no [{rows}, {cols}] tensor of {N}-byte elements",
+        bytes.len()
+    );
+    let mut dst = vec![[0_u8; N]; src.len()];
+    for r0 in (0..rows).step_by(BLOCK) {
+        let r1 = (r0 + BLOCK).min(rows);
+        for c0 in (0..cols).step_by(BLOCK) {
+            for c in c0..(c0 + BLOCK).min(cols) {
+                let out = &mut dst[c * rows + r0..c * rows + r1];
+                let column = src[r0 * cols + c..].iter().step_by(cols);
+                for (to, from) in out.iter_mut().zip(column) {
+                    *to = *from;
+                }
+            }
+        }
+    }
+    dst.into_flattened()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,6 +303,22 @@ mod tests {
         assert_eq!(tt.to_f32().unwrap(), vec![1.0, 4.0, 2.0, 5.0, 3.0, -0.0]);
         assert!(tt.to_f32().unwrap()[5].is_sign_negative());
         assert_eq!(tt.transposed(), t);
+    }
+
+    #[test]
+    fn the_blocked_transpose_is_the_element_by_element_one() {
+        for (rows, cols) in [(1, 1), (3, 70), (70, 3), (33, 65), (64, 64)] {
+            let n = rows * cols;
+            let f = HostTensor::from_f32(
+                &(0..n).map(|i| i as f32 - 0.5).collect::<Vec<_>>(),
+                vec![rows, cols],
+            );
+            assert_eq!(f.clone().transpose_2d(), f.transposed(), "[{rows}, {cols}]");
+            let data = f.to_data();
+            assert_eq!(HostTensor::transposed_from_data(data).unwrap(), f.transposed());
+            let i = HostTensor::from_i64(&(0..n as i64).collect::<Vec<_>>(), vec![rows, cols]);
+            assert_eq!(i.clone().transpose_2d(), i.transposed());
+        }
     }
 
     #[test]

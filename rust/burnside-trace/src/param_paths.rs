@@ -5,7 +5,7 @@
 use burn::module::{Module, ModuleVisitor, Param, ParamId};
 use burn::store::bridge;
 use burn::store::burn_pack::Tensor as PackTensor;
-use burn::tensor::Tensor;
+use burn::tensor::{Tensor, TensorData};
 
 use crate::packed::{Part, pack_parts, packed_name};
 use crate::{HostTensor, TorchNames, TraceError};
@@ -29,6 +29,18 @@ pub(crate) struct ParamEntry {
     containers: Vec<String>,
 }
 
+/// What PyTorch's layout of a burn tensor is, as burn-store's adapter and the port's renames
+/// make it (found by [`ParamEntry::layout`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// The same elements in the same order.
+    Same,
+    /// The 2-d transpose (a `Linear` weight).
+    Transposed,
+    /// Anything else: the tensor goes through burn-store itself.
+    Other,
+}
+
 impl ParamEntry {
     /// Bring a tensor shaped like this parameter in burn (its value, a gradient, a moment) to
     /// PyTorch layout (`Linear` weights transposed, everything else as is).
@@ -37,10 +49,69 @@ impl ParamEntry {
         tensor: HostTensor,
         names: &TorchNames,
     ) -> Result<HostTensor, TraceError> {
-        let packed = bridge::from_data(tensor.to_data(), self.path.clone(), None);
+        match self.layout(tensor.shape.len(), names) {
+            Layout::Same => Ok(tensor),
+            Layout::Transposed => Ok(tensor.transpose_2d()),
+            Layout::Other => self.through_store(tensor.to_data(), names),
+        }
+    }
+
+    /// Burn tensor data shaped like this parameter, on the host in PyTorch layout (one copy, or
+    /// one transposing pass).
+    pub(crate) fn torch_value(
+        &self,
+        data: TensorData,
+        names: &TorchNames,
+    ) -> Result<HostTensor, TraceError> {
+        match self.layout(data.shape().len(), names) {
+            Layout::Same => HostTensor::from_data(data),
+            Layout::Transposed => HostTensor::transposed_from_data(data),
+            Layout::Other => self.through_store(data, names),
+        }
+    }
+
+    /// `data` in PyTorch layout by burn-store's adapter (`to_torch`), data and all.
+    fn through_store(&self, data: TensorData, names: &TorchNames) -> Result<HostTensor, TraceError> {
+        let packed = bridge::from_data(data, self.path.clone(), None);
         // Only the layout matters here: the name is the entry's.
         let packed = names.to_torch(packed, &self.containers, None);
         host(packed, &self.torch)
+    }
+
+    /// The layout change `to_torch` (burn-store's adapter, then the renames) makes to a tensor of
+    /// rank `rank` of this parameter, found by passing it a small probe of that rank (dimensions
+    /// 2, 3, ..., elements numbered): burn-store decides by the layer type, the name and the rank,
+    /// so the probe's fate is the tensor's, and the tensor itself is moved once, not element by
+    /// element through burn-store's transpose and its copies.
+    fn layout(&self, rank: usize, names: &TorchNames) -> Layout {
+        let dims: Vec<usize> = (2..rank + 2).collect();
+        let n: usize = dims.iter().product();
+        let numbered: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let probe = TensorData::new(numbered.clone(), dims.clone());
+        let packed = names.to_torch(
+            bridge::from_data(probe, self.path.clone(), None),
+            &self.containers,
+            None,
+        );
+        let Ok(out) = bridge::into_data(packed) else {
+            return Layout::Other;
+        };
+        let Ok(values) = out.try_to_vec::<f32>() else {
+            return Layout::Other;
+        };
+        if out.shape().as_slice() == dims.as_slice() && values == numbered {
+            return Layout::Same;
+        }
+        if let &[rows, cols] = dims.as_slice()
+            && out.shape().as_slice() == [cols, rows]
+            && values
+                .iter()
+                .enumerate()
+                .all(|(i, v)| *v == ((i % rows) * cols + i / rows) as f32)
+        {
+            return Layout::Transposed;
+        }
+        Layout::Other
     }
 }
 
@@ -92,8 +163,8 @@ pub(crate) fn param_values<M: Module>(
         .entries
         .into_iter()
         .zip(values)
-        .map(|(entry, packed)| {
-            let value = host(packed, &entry.torch)?;
+        .map(|(entry, data)| {
+            let value = entry.torch_value(data, names)?;
             Ok((entry, value))
         })
         .collect::<Result<Vec<_>, TraceError>>()?;
@@ -105,8 +176,8 @@ struct PathVisitor<'a> {
     names: &'a TorchNames,
     stack: Vec<(String, String)>,
     entries: Vec<ParamEntry>,
-    /// The values in PyTorch layout (not yet read), when asked for.
-    values: Option<Vec<PackTensor>>,
+    /// The values in burn's layout, when asked for.
+    values: Option<Vec<TensorData>>,
 }
 
 impl ModuleVisitor for PathVisitor<'_> {
@@ -128,7 +199,7 @@ impl ModuleVisitor for PathVisitor<'_> {
             .join(".");
         let containers: Vec<String> = self.stack.iter().map(|(_, c)| c.clone()).collect();
         let renamed = packed_name(&self.stack);
-        // Deferred: the data is only read if the values were asked for.
+        // Deferred: no data is read for the name.
         let packed = bridge::from_tensor(&param.val(), path.clone(), Some(param.id.val()));
         let packed = self.names.to_torch(
             packed,
@@ -144,7 +215,7 @@ impl ModuleVisitor for PathVisitor<'_> {
             containers,
         });
         if let Some(values) = self.values.as_mut() {
-            values.push(packed);
+            values.push(param.val().into_data());
         }
     }
 }

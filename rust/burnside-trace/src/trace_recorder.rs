@@ -625,7 +625,7 @@ impl TraceRecorder {
         let mut found = Vec::with_capacity(visitor.found.len());
         for (index, data) in visitor.found {
             let entry = &entries[index];
-            let tensor = entry.to_torch_layout(HostTensor::from_data(data)?, &self.names)?;
+            let tensor = entry.torch_value(data, &self.names)?;
             found.push((entry.clone(), tensor));
         }
         // `grads_len` counts PyTorch's tensors: the slices of one packed tensor count once.
