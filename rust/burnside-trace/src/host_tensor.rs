@@ -1,3 +1,6 @@
+use std::cell::RefCell;
+use std::collections::VecDeque;
+
 use burn::tensor::{DType, TensorData};
 
 use crate::TraceError;
@@ -63,7 +66,7 @@ impl HostTensor {
             return Ok(Self {
                 dtype,
                 shape: data.shape().to_vec(),
-                bytes: data.as_bytes().to_vec(),
+                bytes: buffer_with(data.as_bytes()),
             });
         }
         let shape = data.shape().to_vec();
@@ -234,6 +237,62 @@ impl HostTensor {
     }
 }
 
+/// Buffers of tensors already written to a trace file, kept for the next tensors' bytes: a
+/// recording copies every parameter, gradient and moment of every step, and a fresh allocation of
+/// that size is fresh pages the kernel must fault in and clear each time. Only large buffers are
+/// kept, at most [`SPARE_BUFFERS`] of them and [`SPARE_BYTES`] in all, and one is reused only for
+/// bytes that fill most of it, so a tensor kept in memory holds little more than its size.
+const SPARE_MIN: usize = 1 << 20;
+const SPARE_BUFFERS: usize = 8;
+const SPARE_BYTES: usize = 192 << 20;
+
+thread_local! {
+    static SPARE: RefCell<VecDeque<Vec<u8>>> = const { RefCell::new(VecDeque::new()) };
+}
+
+/// An empty buffer with room for `len` bytes: a spare one if one fits, else a new one.
+pub(crate) fn buffer(len: usize) -> Vec<u8> {
+    if len >= SPARE_MIN {
+        let spare = SPARE.with(|spare| {
+            let mut spare = spare.borrow_mut();
+            let fits = |b: &Vec<u8>| b.capacity() >= len && b.capacity() - len <= len / 4;
+            let at = (0..spare.len())
+                .filter(|&i| fits(&spare[i]))
+                .min_by_key(|&i| spare[i].capacity())?;
+            spare.remove(at)
+        });
+        if let Some(mut buffer) = spare {
+            buffer.clear();
+            return buffer;
+        }
+    }
+    Vec::with_capacity(len)
+}
+
+/// `bytes` in a buffer of [`buffer`]'s.
+pub(crate) fn buffer_with(bytes: &[u8]) -> Vec<u8> {
+    let mut out = buffer(bytes.len());
+    out.extend_from_slice(bytes);
+    out
+}
+
+/// Keep `buffer`, whose bytes are no longer needed, for a later [`buffer`] (the oldest spare
+/// goes when there are too many).
+pub(crate) fn recycle(buffer: Vec<u8>) {
+    if buffer.capacity() < SPARE_MIN || buffer.capacity() > SPARE_BYTES {
+        return;
+    }
+    SPARE.with(|spare| {
+        let mut spare = spare.borrow_mut();
+        spare.push_back(buffer);
+        while spare.len() > SPARE_BUFFERS
+            || spare.iter().map(Vec::capacity).sum::<usize>() > SPARE_BYTES
+        {
+            spare.pop_front();
+        }
+    });
+}
+
 /// The host dtype whose bytes `dtype`'s are, element for element, on this (little-endian) machine.
 fn host_dtype(dtype: DType) -> Option<HostDType> {
     if !cfg!(target_endian = "little") {
@@ -275,7 +334,9 @@ fn transpose_elements<const N: usize>(bytes: &[u8], rows: usize, cols: usize) ->
         "{} bytes are no [{rows}, {cols}] tensor of {N}-byte elements",
         bytes.len()
     );
-    let mut dst = vec![[0_u8; N]; src.len()];
+    let mut out = buffer(bytes.len());
+    out.resize(bytes.len(), 0);
+    let (dst, _) = out.as_chunks_mut::<N>();
     for r0 in (0..rows).step_by(BLOCK) {
         let r1 = (r0 + BLOCK).min(rows);
         for c0 in (0..cols).step_by(BLOCK) {
@@ -288,7 +349,7 @@ fn transpose_elements<const N: usize>(bytes: &[u8], rows: usize, cols: usize) ->
             }
         }
     }
-    dst.into_flattened()
+    out
 }
 
 #[cfg(test)]

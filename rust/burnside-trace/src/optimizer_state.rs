@@ -139,7 +139,7 @@ fn record_state(
             HostTensor {
                 dtype: HostDType::F32,
                 shape: shape.to_vec(),
-                bytes: bytes.to_vec(),
+                bytes: crate::host_tensor::buffer_with(&bytes),
             }
         } else {
             let data = burn::tensor::TensorData::from_bytes_vec(bytes.to_vec(), shape, dtype);

@@ -209,7 +209,7 @@ impl StreamWriter {
         let aligned_start = self.offset.is_multiple_of(itemsize);
         let stays_aligned = (self.offset + size as u64).is_multiple_of(8);
         if aligned_start && stays_aligned {
-            return self.write_now(name, &tensor);
+            return self.write_now(name, tensor);
         }
         if size < SMALL && self.held_bytes + size <= HELD_BOUND {
             self.held_bytes += size;
@@ -217,7 +217,7 @@ impl StreamWriter {
             self.held.push((name, tensor));
             return Ok(());
         }
-        self.write_now(name, &tensor)
+        self.write_now(name, tensor)
     }
 
     /// Record `name` as an alias of `target`, a tensor (not an alias) already in the file.
@@ -235,7 +235,8 @@ impl StreamWriter {
         Ok(())
     }
 
-    fn write_now(&mut self, name: String, tensor: &HostTensor) -> Result<(), TraceError> {
+    /// Write `tensor`'s bytes at the end of the data; its buffer is kept for later tensors'.
+    fn write_now(&mut self, name: String, tensor: HostTensor) -> Result<(), TraceError> {
         let Some(file) = self.file.as_mut() else {
             return self.check_ok();
         };
@@ -248,11 +249,12 @@ impl StreamWriter {
             name,
             Entry {
                 dtype: tensor.dtype,
-                shape: tensor.shape.clone(),
+                shape: tensor.shape,
                 start,
                 end: self.offset,
             },
         );
+        crate::host_tensor::recycle(tensor.bytes);
         Ok(())
     }
 
@@ -293,7 +295,7 @@ impl StreamWriter {
         held.sort_by_key(|(_, t)| std::cmp::Reverse(itemsize(t.dtype)));
         for (name, tensor) in held {
             self.held_names.remove(&name);
-            self.write_now(name, &tensor)?;
+            self.write_now(name, tensor)?;
         }
         if !self.aliases.is_empty() {
             metadata.insert(
