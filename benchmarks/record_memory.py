@@ -134,10 +134,11 @@ def main() -> None:
         rss_target = plain["peak_rss"] + (512 << 20)
         wall_target = (plain["wall"] + r["written"] / speed) * 1.5
         rss_ok, wall_ok = r["peak_rss"] <= rss_target, r["wall"] <= wall_target
-        ok &= rss_ok and wall_ok
+        if case != "reference":  # the reference's own floor is the float64 loop (below)
+            ok &= rss_ok and wall_ok
         print(f"{case:<12} {r['wall']:>7.2f}s {gib(r['peak_rss']):>10} {gib(r['written']):>10} "
               f"{gib(rss_target):>8} {'ok' if rss_ok else 'NO':>2} {wall_target:>8.2f}s {'ok' if wall_ok else 'NO':>2}")
-    print("targets met" if ok else "targets missed")
+    print("float32 recorders: targets met" if ok else "float32 recorders: targets missed")
     # The reference trains a float64 copy twice (its trace and its burn-adam variant): its own floor is the
     # float64 loop's memory and two runs of it, not the float32 loop's.
     p64, r = results["plain64"], results["reference"]
