@@ -29,7 +29,7 @@ plain loop: peak RSS <= plain + 512 MiB; wall <= (plain + bytes written / disk s
 reference trains its copy twice with its variant: 2 x plain64).
 
     python benchmarks/gpt2_scale.py [--layers 12 --d-model 768 --vocab 50257 --context 64]
-        [--dir DIR] [--steps 3] [--no-variants] [--disk-mib 1024] [--keep]
+        [--dir DIR] [--steps 3] [--no-variants] [--full-steps 0,-1] [--disk-mib 1024] [--keep]
 
 A quick run: `--layers 2 --d-model 128 --vocab 1000`.
 """
@@ -157,13 +157,14 @@ def run_python_case(case: str, out: str, cfg: dict) -> None:
             opt.step()
     elif case == "record":
         from burnside.torch import record
-        record(model, opt, batches, out, steps=cfg["steps"], activations=True, layer_inputs=True)
+        record(model, opt, batches, out, steps=cfg["steps"], activations=True, layer_inputs=True,
+               full_steps=cfg["full_steps"])
         written = Path(out).stat().st_size
     elif case == "reference":
         from burnside.reference import record_reference, reference_files
         files = reference_files(model, opt, out, variants=cfg["variants"])
         record_reference(model, opt, batches, out, steps=cfg["steps"], layer_inputs=True,
-                         variants=cfg["variants"])
+                         variants=cfg["variants"], full_steps=cfg["full_steps"])
         written = sum(f.stat().st_size for f in files)
     else:
         raise SystemExit(f"unknown case {case}")
@@ -219,7 +220,8 @@ def estimate_bytes(cfg: dict, variants: bool) -> int:
     the reference (twice with its variant); activations and layer inputs add a few percent at this context."""
     d, v, c, layers = cfg["d_model"], cfg["vocab"], cfg["context"], cfg["layers"]
     params = v * d + c * d + layers * (12 * d * d + 13 * d) + 2 * d
-    f32_trace = 4 * params * (4 * cfg["steps"] + 1)
+    full = cfg["steps"] if cfg.get("full_steps") is None else len(set(k % cfg["steps"] for k in cfg["full_steps"]))
+    f32_trace = 4 * params * (4 * full + 1)
     return int(f32_trace * (2 + 2 * (2 if variants else 1)) * 1.05)
 
 
@@ -242,6 +244,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--dir", type=Path, default=None, help="where the traces go (default: a temp dir in /tmp)")
     parser.add_argument("--no-variants", action="store_true", help="record the reference without its burn-adam variant")
+    parser.add_argument("--full-steps", default=None,
+                        help="steps recorded in full, e.g. 0,-1 (the others as statistics, on every side)")
     parser.add_argument("--disk-mib", type=int, default=1024)
     parser.add_argument("--keep", action="store_true", help="keep the traces and the report")
     parser.add_argument("--case", help=argparse.SUPPRESS)
@@ -253,7 +257,8 @@ def main() -> None:
         return
     heads = args.heads or max(1, args.d_model // 64)
     cfg = {"layers": args.layers, "d_model": args.d_model, "heads": heads, "vocab": args.vocab,
-           "context": args.context, "steps": args.steps, "variants": not args.no_variants}
+           "context": args.context, "steps": args.steps, "variants": not args.no_variants,
+           "full_steps": None if args.full_steps is None else [int(k) for k in args.full_steps.split(",")]}
     directory = args.dir or Path(tempfile.mkdtemp(prefix="burnside-gpt2-scale-"))
     directory.mkdir(parents=True, exist_ok=True)
     free = shutil.disk_usage(directory).free
@@ -305,7 +310,8 @@ def main() -> None:
     print()
     print(f"model: GPT-2 shape, {args.layers} layers, d_model {args.d_model}, {heads} heads, vocab {args.vocab}, "
           f"context {args.context}, batch 1, tied head: {params / 1e6:.1f} M params; {args.steps} Adam steps "
-          f"(lr {LR}); reference variants {'on (burn-adam)' if cfg['variants'] else 'off'}")
+          f"(lr {LR}); reference variants {'on (burn-adam)' if cfg['variants'] else 'off'}; "
+          f"{'every step in full' if cfg['full_steps'] is None else 'full steps %s, others as statistics' % cfg['full_steps']}")
     print(f"disk sequential write (write + fsync, {args.disk_mib} MiB): {speed / 1e6:.0f} MB/s")
     print(f"init file from the PyTorch trace (init_from_trace, in the driver): {init_wall:.1f}s, {size(init_size)}")
     print(f"{'case':<12} {'wall':>9} {'peak RSS':>10} {'written':>10}   {'RSS target':>13}   {'wall target':>13}")
