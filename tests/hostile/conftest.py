@@ -39,6 +39,17 @@ def join(header: dict | str, body: bytes, length: int | None = None) -> bytes:
     return struct.pack("<Q", len(text) if length is None else length) + text + body
 
 
+def edit_metadata(path: Path, **metadata) -> None:
+    """Rewrite a safetensors file's metadata keys in place (a value of None removes the key)."""
+    _, header, body = split(path)
+    for key, value in metadata.items():
+        if value is None:
+            header["__metadata__"].pop(key, None)
+        else:
+            header["__metadata__"][key] = value
+    path.write_bytes(join(header, body))
+
+
 def tiny_tensors() -> dict[str, np.ndarray]:
     """A one-step trace small enough to spell out in a test."""
     return {"step0.loss": np.array(1.5, np.float32), "step0.inputs.y": np.array([1, 2], np.int64)}

@@ -12,7 +12,8 @@ from burnside.trace import open_trace, write_trace
 from burnside.trace.stream import TraceWriter
 from tests.core.conftest import a1_like_tensors, base_metadata
 
-from .conftest import join, split
+from .conftest import edit_metadata as _edit
+from .conftest import split
 
 ALIAS = "step0.params_after.fc2.bias"
 TARGET = "step0.params_before.fc2.bias"
@@ -31,16 +32,6 @@ def v2_path(tmp_path):
         writer.alias(ALIAS, TARGET)
         writer.finish(base_metadata())
     return path
-
-
-def _edit(path, **metadata):
-    _, header, body = split(path)
-    for key, value in metadata.items():
-        if value is None:
-            header["__metadata__"].pop(key, None)
-        else:
-            header["__metadata__"][key] = value
-    path.write_bytes(join(header, body))
 
 
 def test_the_writers_version_2_file_reads_with_the_alias_as_its_target(v2_path):

@@ -13,6 +13,7 @@ from burnside.trace import open_trace, statistics_of, write_trace
 from burnside.trace.stream import TraceWriter
 from tests.core.conftest import a1_like_tensors, base_metadata
 
+from .conftest import edit_metadata as _edit
 from .conftest import join, split
 
 NAME = "step0.grads.fc1.weight"
@@ -51,16 +52,6 @@ def _entry(**changes):
         else:
             entry[key] = value
     return entry
-
-
-def _edit(path, **metadata):
-    _, header, body = split(path)
-    for key, value in metadata.items():
-        if value is None:
-            header["__metadata__"].pop(key, None)
-        else:
-            header["__metadata__"][key] = value
-    path.write_bytes(join(header, body))
 
 
 def test_the_writers_version_3_file_reads_with_the_statistics_apart(v3_path, v3_json):
