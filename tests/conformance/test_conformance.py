@@ -102,3 +102,12 @@ def test_no_case_matching_is_one_line_and_exit_2(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "--list" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("args", [["--report", "/nonexistent-dir/page.html"], ["--markdown", "/nonexistent-dir/t.md"],
+                                  ["--out-dir", "/proc/no-such-place"]])
+def test_an_unusable_output_path_is_one_line_before_anything_runs(tmp_path, args):
+    proc = run_cli("conformance", "--only", "linear/*", *args, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and args[0] in proc.stderr
+    assert proc.stdout == ""  # no case ran

@@ -9,6 +9,7 @@ from rich.text import Text
 
 from burnside.cli.command import BurnsideCommand
 from burnside.cli.console import stderr, stdout
+from burnside.errors import BurnsideError
 
 _OUT = click.Path(path_type=Path, dir_okay=False)
 
@@ -36,6 +37,16 @@ def conformance(only, ci, list_cases, as_json, report, markdown, out_dir) -> Non
     from burnside.progress import Progress
 
     cases = select(all_cases(), only, ci)
+    if not list_cases:  # before the suite runs: a bad output path is said in a line, not after the run
+        for option, path in (("--report", report), ("--markdown", markdown)):
+            if path is not None and not path.parent.is_dir():
+                raise BurnsideError(f"{option} {path}: directory {path.parent} does not exist; create it or choose "
+                                    "another path")
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise BurnsideError(f"--out-dir {out_dir}: cannot create it ({error.strerror}); choose another "
+                                "directory") from None
     if list_cases:
         for case in cases:
             stdout.print(Text(f"{case.id:<36} {case.kind:<9} {case.title}"))
