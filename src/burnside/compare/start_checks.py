@@ -12,7 +12,6 @@ import math
 import numpy as np
 
 from burnside.compare.reference_file import Reference
-from burnside.compare.statistics_rows import trace_statistics
 from burnside.errors import TraceError
 from burnside.trace import Trace, parse_name
 
@@ -33,7 +32,7 @@ def refuse_statistics_reference(a: Trace, b: Trace, reference: Reference) -> Non
     """Raise TraceError when ``reference`` holds only the statistics of a tensor both traces hold in full: it
     could not judge that tensor, which the sides' full values could (record the reference with the traces'
     `full_steps`)."""
-    held = trace_statistics(reference.trace)
+    held = reference.trace.statistics
     if not held:
         return
     full_b = set(b.names)

@@ -24,8 +24,7 @@ import numpy as np
 
 from burnside.compare.tolerance import Tolerance
 from burnside.trace import parse_name
-from burnside.trace.names import order_key
-from burnside.trace.statistics import Statistics, lower_bound, statistics_of
+from burnside.trace.statistics import Statistics, lower_bound
 
 #: The verdicts of a statistics row, as the JSON report writes them.
 IDENTICAL, OUT_OF_TOLERANCE, NOT_JUDGED = "identical", "out of tolerance", "not judged"
@@ -134,28 +133,7 @@ def judge_statistics(name: str, a: Statistics, b: Statistics, held_a: str, held_
     return StatisticsRow(name, a.dtype, a.shape, a, b, held_a, held_b, tol, bound, verdict, ref)
 
 
-def side_statistics(trace, name: str, held: dict[str, Statistics]) -> tuple[Statistics, str]:
-    """One side's statistics of ``name``: recorded, or computed from its full tensor in chunks (then released)."""
-    if name in held:
-        return held[name], "statistics"
-    info = trace.info(name)
-    stats = statistics_of(trace.array(name), info.dtype)
-    trace.release(name)
-    return stats, "full"
-
-
-def trace_statistics(trace) -> dict[str, Statistics]:
-    """The statistics-only tensors a trace holds (format version 3's metadata `statistics`; empty before)."""
-    return trace.statistics
-
-
-def held_names(trace, statistics: dict[str, Statistics]) -> list[str]:
-    """Every name ``trace`` holds, in full or as statistics only, in pipeline order (its `names` when it holds no
-    statistics)."""
-    if not statistics:
-        return list(trace.names)
-    metadata = trace.metadata
-    order = [*(metadata.get("params") or []), *(metadata.get("buffers") or []), *(metadata.get("activations") or []),
-             *(metadata.get("layer_inputs") or [])]
-    ranks = {p: i for i, p in enumerate(dict.fromkeys(order))}
-    return sorted([*trace.names, *statistics], key=lambda n: order_key(n, ranks))
+def side_statistics(trace, name: str) -> tuple[Statistics, str]:
+    """One side's statistics of ``name`` and how the side holds it: recorded ("statistics"), or computed from its
+    full tensor in chunks ("full", `Trace.statistics_of`)."""
+    return trace.statistics_of(name), "statistics" if name in trace.statistics else "full"

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from burnside.compare.statistics_rows import held_names, trace_statistics
 from burnside.trace import TensorName, Trace, parse_name
 from burnside.trace.dtypes import FLOATS
-from burnside.trace.statistics import Statistics, statistics_of
+from burnside.trace.statistics import Statistics
 
 
 @dataclass
@@ -79,8 +78,8 @@ def summarize(trace: Trace) -> TraceSummary:
     recorded_len = metadata.get("grads_len")
     counted: dict[int, int] = {}
     nonfinite_steps: set[int] = set()
-    held = trace_statistics(trace)
-    for name in held_names(trace, held):
+    held = trace.statistics
+    for name in trace.held_names:
         parsed = parse_name(name)
         if parsed is None:
             continue
@@ -143,13 +142,9 @@ def _note_statistics(trace: Trace, parsed: TensorName, name: str, held: dict[str
             nonfinite_steps.add(parsed.step)
             return
         before = f"step{parsed.step}.params_before.{parsed.rest}"
-        if before in held:
-            previous = held[before]
-        elif before in trace:
-            previous = statistics_of(trace.array(before), trace.info(before).dtype)
-            trace.release(before)
-        else:
+        if before not in held and before not in trace:
             return
+        previous = trace.statistics_of(before)
         summary.params_unchanged[parsed.step] = (summary.params_unchanged.get(parsed.step, True)
                                                  and stats.same_bits(previous))
 

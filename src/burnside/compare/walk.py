@@ -21,7 +21,7 @@ from burnside.compare.output_metrics import output_metrics
 from burnside.compare.pairing import pair_renamed
 from burnside.compare.reference_file import Reference
 from burnside.compare.referee import Judge
-from burnside.compare.statistics_rows import held_names, judge_statistics, side_statistics, trace_statistics
+from burnside.compare.statistics_rows import judge_statistics, side_statistics
 from burnside.compare.summary import summarize
 from burnside.compare.tensor_diff import diff_arrays
 from burnside.compare.tolerance import Tolerances
@@ -29,7 +29,7 @@ from burnside.errors import TraceError
 from burnside.trace import TensorInfo, Trace, parse_name
 from burnside.trace.dtypes import FLOATS, STORAGE
 from burnside.trace.names import STAGE_INDEX
-from burnside.trace.statistics import Statistics, statistics_of
+from burnside.trace.statistics import Statistics
 
 if TYPE_CHECKING:
     from burnside.progress import TensorProgress
@@ -174,12 +174,7 @@ def _info(trace: Trace, name: str, statistics: dict[str, Statistics]) -> TensorI
 def _reference_statistics(reference: Reference, name: str) -> Statistics | None:
     """The float64 reference's statistics of ``name``: recorded, or computed from its tensor; None without it."""
     ref = reference.trace
-    recorded = trace_statistics(ref).get(name)
-    if recorded is not None or name not in ref:
-        return recorded
-    stats = statistics_of(ref.array(name), ref.info(name).dtype)
-    ref.release(name)
-    return stats
+    return ref.statistics_of(name) if name in ref.statistics or name in ref else None
 
 
 def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, only: str | None = None,
@@ -209,8 +204,8 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
     tolerances = tolerances or Tolerances()
     check_same_kind(a, b)
     forward = a.kind == "forward"
-    stats_a, stats_b = trace_statistics(a), trace_statistics(b)
-    all_a, all_b = held_names(a, stats_a), held_names(b, stats_b)
+    stats_a, stats_b = a.statistics, b.statistics
+    all_a, all_b = a.held_names, b.held_names
     names_a, names_b = set(all_a), set(all_b)
 
     def selected(name: str) -> bool:
@@ -342,8 +337,8 @@ def _compare_statistics(comparison: Comparison, a: Trace, b: Trace, name: str, s
     if ia.dtype != ib.dtype:
         comparison.structure.append(StructureProblem(name, "dtype", ia.dtype, ib.dtype))
         return
-    sa, held_a = side_statistics(a, name, stats_a)
-    sb, held_b = side_statistics(b, name, stats_b)
+    sa, held_a = side_statistics(a, name)
+    sb, held_b = side_statistics(b, name)
     ref = _reference_statistics(reference, name) if reference is not None else None
     comparison.statistics.append(judge_statistics(name, sa, sb, held_a, held_b, tolerances.for_name(name),
                                                   with_reference=reference is not None, ref=ref))

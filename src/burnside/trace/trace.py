@@ -102,6 +102,14 @@ class Trace:
             return bf16_to_f32(array)
         return array
 
+    @property
+    def held_names(self) -> tuple[str, ...]:
+        """Every name the trace holds, in full or as statistics only, in pipeline order (`names` without
+        statistics)."""
+        if not self.statistics:
+            return self.names
+        return tuple(sorted([*self.names, *self.statistics], key=lambda n: order_key(n, self._param_order)))
+
     def statistics_of(self, name: str) -> Statistics:
         """The statistics of a tensor recorded in full (computed from its data, in chunks, pages released after)
         or as statistics only (as recorded); KeyError for a name the trace has neither way."""
