@@ -133,12 +133,7 @@ def diverging_class(comparison) -> str | None:
     """The PyTorch class of the layer where ``comparison`` first diverges (None when the first divergence is no
     layer's output or input, or the trace does not name the class)."""
     first = comparison.first_divergence
-    parsed = parse_name(first.name) if first is not None else None
-    if parsed is None or parsed.stage not in ("activations", "layer_inputs"):
-        return None
-    modules = comparison.a.metadata.get("modules")
-    kind = modules.get(parsed.rest.split("#", 1)[0]) if isinstance(modules, dict) else None
-    return kind if isinstance(kind, str) else None
+    return comparison.module_class(first.name) if first is not None else None
 
 
 def _loss_name(comparison) -> str | None:

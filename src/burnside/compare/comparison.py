@@ -272,9 +272,7 @@ class Comparison:
         parsed = parse_name(row.name)
         if parsed is None or parsed.stage != "activations":
             return None, None
-        modules = self.a.metadata.get("modules")
-        module = parsed.rest.split("#", 1)[0]
-        kind = modules.get(module) if isinstance(modules, dict) and isinstance(modules.get(module), str) else None
+        kind = self.module_class(row.name)
         before = None
         for other in self.rows:
             if other is row:
@@ -283,6 +281,16 @@ class Comparison:
             if other_parsed and other_parsed.stage == "activations" and other_parsed.step == parsed.step:
                 before = other
         return kind, before
+
+    def module_class(self, name: str) -> str | None:
+        """The PyTorch class (A's metadata `modules`) of the module a layer's output or input ``name`` belongs to;
+        None for another tensor or a module the metadata does not name."""
+        parsed = parse_name(name)
+        if parsed is None or parsed.stage not in ("activations", "layer_inputs"):
+            return None
+        modules = self.a.metadata.get("modules")
+        kind = modules.get(parsed.rest.split("#", 1)[0]) if isinstance(modules, dict) else None
+        return kind if isinstance(kind, str) else None
 
     def drift_before(self, step: int) -> float:
         """The largest |A - B| of step ``step``'s parameters before its update: 0 when the two sides start
