@@ -125,7 +125,7 @@ def record_hypothesis(case: Case, hypothesis: Hypothesis, path: Path) -> Path:
 
     harness, batch = build(case)
     if hypothesis.change is not None:
-        harness.layer = hypothesis.change(copy.deepcopy(getattr(harness, "layer", None)))
+        harness.layer = hypothesis.change(getattr(harness, "layer", None))  # a fresh harness: changed in place
     optimizer = (hypothesis.optimizer(list(harness.parameters())) if hypothesis.optimizer is not None
                  else _optimizer(case, harness))
     loop = _loop(case)

@@ -82,12 +82,11 @@ def check(comparison: Comparison) -> list[Diagnosis]:
 
 def _known_backward(comparison: Comparison) -> str:
     """The catalogue's backward differences for the classes the PyTorch side's model uses (or "")."""
-    from burnside.catalogue import CATALOGUE
+    from burnside.catalogue import CATALOGUE, known_for
 
     modules = comparison.a.metadata.get("modules")
-    classes = {v.lower() for v in modules.values() if isinstance(v, str)} if isinstance(modules, dict) else set()
-    loss = comparison.a.metadata.get("loss_fn")
-    if isinstance(loss, str):
-        classes.add(loss.lower())
-    known = [k for k in CATALOGUE if k.backward and classes & {m.lower() for m in k.modules}]
+    names = [v for v in modules.values() if isinstance(v, str)] if isinstance(modules, dict) else []
+    names.append(comparison.a.metadata.get("loss_fn"))
+    found = {k for name in names if isinstance(name, str) for k in known_for(name) if k.backward}
+    known = [k for k in CATALOGUE if k in found]  # in the catalogue's order
     return "; ".join(f"{k.case}: {k.cause}" + (f" (fix: {k.fix})" if k.fix else "") for k in known)
