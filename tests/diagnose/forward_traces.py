@@ -16,11 +16,23 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from burnside.torch import record_forward
 from burnside.trace import open_trace, write_trace
 
 Batch = Mapping[str, torch.Tensor]
+
+
+class BurnDropout(nn.Module):
+    """burn's Dropout on an autodiff device: on whatever the recorder does to PyTorch's dropouts."""
+
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        self.p = p
+
+    def forward(self, x):
+        return F.dropout(x, self.p, training=True)
 
 
 def torch_side(model: nn.Module, batches: Sequence[Batch], path: Path, **kwargs) -> Path:

@@ -17,18 +17,7 @@ from torch.nn import functional as F
 from burnside.diagnose import diagnose
 from burnside.parity import compare_with_evidence
 from burnside.trace import open_trace, write_trace
-from tests.diagnose.forward_traces import burn_side, torch_side
-
-
-class BurnDropout(nn.Module):
-    """burn's Dropout on an autodiff device: on whatever the recorder does to PyTorch's dropouts."""
-
-    def __init__(self, p: float) -> None:
-        super().__init__()
-        self.p = p
-
-    def forward(self, x):
-        return F.dropout(x, self.p, training=True)
+from tests.diagnose.forward_traces import BurnDropout, burn_side, torch_side
 
 
 class FeedForward(nn.Module):

@@ -12,14 +12,13 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from burnside.diagnose import diagnose
 from burnside.forensics import measure_layer
 from burnside.forensics.dropout import measure_dropout
 from burnside.parity import compare_with_evidence
 from burnside.trace import open_trace, write_trace
-from tests.diagnose.forward_traces import burn_side, torch_side
+from tests.diagnose.forward_traces import BurnDropout, burn_side, torch_side
 
 
 def _batches(*shape: int, n: int = 2, seed: int = 1) -> list[dict[str, torch.Tensor]]:
@@ -114,17 +113,6 @@ def test_a_batchnorm_fed_through_a_transpose_is_measured_from_its_recorded_input
 
 
 # 2. Dropout on at inference
-
-
-class BurnDropout(nn.Module):
-    """burn's Dropout on an autodiff device: on whatever the recorder does to PyTorch's dropouts."""
-
-    def __init__(self, p: float) -> None:
-        super().__init__()
-        self.p = p
-
-    def forward(self, x):
-        return F.dropout(x, self.p, training=True)
 
 
 class DropNet(nn.Module):
