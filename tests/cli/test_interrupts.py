@@ -171,3 +171,58 @@ def test_the_first_handler_says_what_the_command_line_says():
     from burnside.errors import STOPPING, stopped_line
 
     assert {s: cli._LINES[s].decode() for s in STOPPING} == {s: f"{stopped_line(s)}\n" for s in STOPPING}
+
+
+STAND_IN = """\
+import os, signal, time
+os.kill(os.getpid(), signal.SIGINT)
+deadline = time.monotonic() + 2
+while time.monotonic() < deadline:  # Python code, where a handler's exception would be raised
+    pass
+open(os.environ["STAND_IN_DONE"], "w").close()
+"""
+
+CLI_IMPORTING_THE_STAND_IN = """\
+import sys
+import click
+from burnside.cli import root
+
+if sys.argv.pop(1) == "native":
+    root._NATIVE_IMPORTS = root._NATIVE_IMPORTS | {"stand_in"}
+
+@click.command()
+def imports():
+    import stand_in
+    print("the import returned")
+
+root.app = imports
+root.main()
+"""
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "ordinary"])
+def test_a_stop_during_a_native_import_waits_for_the_import_to_return(tmp_path, native):
+    """torch's and triton's native modules run Python while they initialise, where a stop raised by the
+    handler aborts the process (a C++ terminate, exit -6): during their import a stop is deferred and
+    raised when it returns. A stand-in module signals itself mid-import; the ordinary import is the
+    control, cut short where it was."""
+    (tmp_path / "stand_in.py").write_text(STAND_IN)
+    done = tmp_path / "done"
+    proc = subprocess.run([sys.executable, "-c", CLI_IMPORTING_THE_STAND_IN, "native" if native else "ordinary"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(tmp_path), "STAND_IN_DONE": str(done)})
+    assert proc.returncode == 130 and proc.stderr == "interrupted\n", proc.stderr
+    assert "the import returned" not in proc.stdout
+    assert done.exists() == native
+
+
+def test_torch_imported_by_the_console_script_is_torch_with_its_own_loader():
+    """The deferring finder hands torch its own loader, so what torch reads through it (its resources,
+    `__loader__`) is unchanged."""
+    proc = subprocess.run([sys.executable, "-c", (
+        "import sys\nfrom burnside.cli import root\nsys.meta_path.insert(0, root._DeferStopsInNativeImports())\n"
+        "import torch, torch._dynamo\n"
+        "print(type(torch.__loader__).__name__, type(torch.__spec__.loader).__name__, torch.ones(2).sum().item())")],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["SourceFileLoader", "_DeferringLoader", "2.0"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.abc
 import os
 import signal
 import sys
@@ -55,11 +56,74 @@ def app() -> None:
 _STOPPING = STOPPING
 
 
+#: Imports whose native modules run Python code while they initialise: torch's own, and triton's
+#: nanobind modules, which torch.optim imports lazily (through torch._dynamo) at a first step. A stop
+#: raised by the handler inside such code cannot unwind: it crosses C++ that aborts the process
+#: ("terminate called after throwing an instance of 'nanobind::python_error'", exit -6, a core dump).
+#: While one of these is imported, a stop waits and is raised when the import returns.
+_NATIVE_IMPORTS = frozenset({"torch", "torch._dynamo", "triton"})
+
+
+class _Deferral:
+    """How many `_NATIVE_IMPORTS` are being imported (nested), and the stop that came meanwhile."""
+
+    depth = 0
+    pending: int | None = None
+
+
 def _stop(signum: int, frame) -> None:
     # One stop: further signals while the run unwinds (a second Ctrl-C) must not cut its cleanup short.
     for each in _STOPPING:
         signal.signal(each, signal.SIG_IGN)
+    if _Deferral.depth:
+        _Deferral.pending = signum  # raised by _DeferringLoader when the import returns
+        return
     raise Interrupted(signum)
+
+
+class _DeferringLoader(importlib.abc.Loader):
+    """A loader running another's `exec_module` with stops deferred till it returns."""
+
+    def __init__(self, loader) -> None:
+        self._loader = loader
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        module.__loader__ = self._loader  # what the module and its resources see is its own loader
+        _Deferral.depth += 1
+        try:
+            self._loader.exec_module(module)
+        finally:
+            _Deferral.depth -= 1
+        if not _Deferral.depth and _Deferral.pending is not None:
+            raise Interrupted(_Deferral.pending)
+
+    def __getattr__(self, name: str):
+        return getattr(self._loader, name)
+
+
+class _DeferStopsInNativeImports(importlib.abc.MetaPathFinder):
+    """Finds `_NATIVE_IMPORTS` as the rest of `sys.meta_path` does, with a `_DeferringLoader`.
+
+    Written here because nothing in the standard library defers a signal handler's exception past an
+    import: `signal.pthread_sigmask` blocks a signal in one thread only, and a signal taken by another
+    thread (a progress display's, torch's workers) still runs the handler in the main thread.
+    """
+
+    def find_spec(self, name: str, path, target=None):
+        if name not in _NATIVE_IMPORTS:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _DeferringLoader(spec.loader)
+                return spec
+        return None
 
 
 def _unraisable(hook_args) -> None:
@@ -92,6 +156,7 @@ def main() -> None:
     for each in _STOPPING:
         signal.signal(each, _stop)
     sys.unraisablehook = _unraisable
+    sys.meta_path.insert(0, _DeferStopsInNativeImports())
     try:
         try:
             app(prog_name="burnside")
