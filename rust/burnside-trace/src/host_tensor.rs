@@ -376,7 +376,10 @@ mod tests {
             );
             assert_eq!(f.clone().transpose_2d(), f.transposed(), "[{rows}, {cols}]");
             let data = f.to_data();
-            assert_eq!(HostTensor::transposed_from_data(data).unwrap(), f.transposed());
+            assert_eq!(
+                HostTensor::transposed_from_data(data).unwrap(),
+                f.transposed()
+            );
             let i = HostTensor::from_i64(&(0..n as i64).collect::<Vec<_>>(), vec![rows, cols]);
             assert_eq!(i.clone().transpose_2d(), i.transposed());
         }

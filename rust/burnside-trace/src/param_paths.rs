@@ -71,7 +71,11 @@ impl ParamEntry {
     }
 
     /// `data` in PyTorch layout by burn-store's adapter (`to_torch`), data and all.
-    fn through_store(&self, data: TensorData, names: &TorchNames) -> Result<HostTensor, TraceError> {
+    fn through_store(
+        &self,
+        data: TensorData,
+        names: &TorchNames,
+    ) -> Result<HostTensor, TraceError> {
         let packed = bridge::from_data(data, self.path.clone(), None);
         // Only the layout matters here: the name is the entry's.
         let packed = names.to_torch(packed, &self.containers, None);
