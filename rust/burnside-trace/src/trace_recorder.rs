@@ -166,8 +166,9 @@ impl TraceRecorder {
     /// with `layer_statistics` the layers' activations (and inputs) of every step, full steps
     /// too; `full_steps = None` keeps every step in full. What the PyTorch side was asked for
     /// is in its init file ([`InitFile::full_steps`], [`InitFile::layer_statistics`]), which
-    /// [`Training`](crate::Training) follows by itself. The trace's metadata says it
-    /// (`full_steps`, `layer_statistics`).
+    /// [`Training`](crate::Training) follows by itself, and so does a recorder without this
+    /// call from its first [`step`](Self::step) or [`micro_step`](Self::micro_step) on. The
+    /// trace's metadata says it (`full_steps`, `layer_statistics`).
     ///
     /// Never statistics: a step's `inputs` (and micro-batches' inputs), step 0's
     /// `params_before` (the start), a 0-d scalar (`loss`, `loss_after`, the optimizer's `step`)
@@ -276,7 +277,23 @@ impl TraceRecorder {
         device: &'a Device,
     ) -> Step<'a> {
         let m = self.accumulation();
+        self.follow(init);
         Step::recorded(step, init, device, self).micro(micro, m)
+    }
+
+    /// A loop recorded call by call records what the PyTorch side was asked for, as
+    /// [`Training`](crate::Training) does: unless [`with_statistics`](Self::with_statistics) said
+    /// otherwise, the init file's `full_steps` and `layer_statistics`, from the first step read
+    /// from it on. Nothing before that may be statistics anyway (step 0's `params_before`).
+    fn follow(&mut self, init: &InitFile) {
+        if self.statistics_rule.is_none()
+            && (init.full_steps().is_some() || init.layer_statistics())
+        {
+            self.statistics_rule = Some((
+                init.full_steps().map(|s| s.into_iter().collect()),
+                init.layer_statistics(),
+            ));
+        }
     }
 
     /// From now on, write every tensor recorded to the trace file `path` at once (a temporary
@@ -551,6 +568,7 @@ impl TraceRecorder {
     /// inputs ([`Step::float_input`](crate::Step::float_input)), and its tap. What
     /// [`Training`](crate::Training) hands its closure, for a loop recorded call by call.
     pub fn step<'a>(&'a mut self, step: usize, init: &'a InitFile, device: &'a Device) -> Step<'a> {
+        self.follow(init);
         Step::recorded(step, init, device, self)
     }
 
