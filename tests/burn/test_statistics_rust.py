@@ -104,3 +104,37 @@ def test_the_hash_is_pytorchs_where_the_port_computes_pytorchs_bits(traces):
     differs = [name for name in statistics if name in torch_trace.names and name not in same]
     for name in differs:
         assert statistics[name]["xxh3"] != statistics_of(torch_trace.array(name), torch_trace.info(name).dtype).xxh3
+
+
+def _port_with_bug(root: Path, bug: str | None, full_steps) -> tuple[Path, Path]:
+    """The PyTorch trace recorded with ``full_steps``, and the port's trace from its init file, with ``bug``."""
+    port = copy_crate(PORT, root / "accum_port")
+    torch.manual_seed(0)
+    model = Mlp()
+    batches = [{"x": torch.randn(4, 4), "y": torch.randint(0, 3, (4,))} for _ in range(STEPS)]
+    torch_trace = root / "torch.safetensors"
+    record(model, torch.optim.Adam(model.parameters(), lr=0.01), batches, torch_trace, full_steps=full_steps)
+    args = [*PORT_ARGS, *(["--bug", bug] if bug else [])]
+    return torch_trace, record_port(torch_trace, port, "accum_port", args, root / "burn")
+
+
+@pytest.mark.parametrize("bug", [None, "optim-in-loop"], ids=["faithful", "optim-in-loop"])
+def test_a_bug_that_first_acts_in_a_statistics_step_is_named_where_it_parts(tmp_path, bug):
+    """The port builds its optimizer inside the loop: step 0 agrees, step 1 (statistics only) parts in its update.
+    D020 names step 1's update and the full_steps to record, and no rule reads a cause off the later full step 3;
+    the same port recorded in full is D009's (its updates are no replay of the declared Adam); a faithful port with
+    statistics passes with no diagnosis."""
+    from burnside.diagnose import diagnose
+    from burnside.parity import compare_with_evidence
+
+    a, b = _port_with_bug(tmp_path / "statistics", bug, [0, -1])
+    comparison = compare_with_evidence(a, b)
+    found = diagnose(comparison)
+    if bug is None:
+        assert comparison.passed and not found, [d.rule for d in found]
+        return
+    assert [d.rule for d in found] == ["D020"], [(d.rule, d.evidence) for d in found]
+    assert "at step 1" in found[0].evidence and "the update is the first part of the step proven to differ" in found[0].evidence
+    assert "`full_steps=[0, 1, 3]`" in found[0].fix
+    full = compare_with_evidence(*_port_with_bug(tmp_path / "full", bug, None))
+    assert [d.rule for d in diagnose(full)] == ["D009"]

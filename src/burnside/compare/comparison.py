@@ -247,8 +247,36 @@ class Comparison:
     @property
     def first_statistics_parting(self) -> StatisticsRow | None:
         """The earliest statistics row, in pipeline order, that is not bit-identical: where the statistics show
-        the sides part first."""
-        return next((s for s in self.statistics if not s.bit_identical), None)
+        the sides part first (passing over what fed a layer, as `first_divergence` does)."""
+        first = self._first([(s.name, s) for s in self.statistics if not s.bit_identical])
+        return first if isinstance(first, StatisticsRow) else None
+
+    @property
+    def statistics_parting_first(self) -> StatisticsRow | None:
+        """Where the sides part in tensors recorded as statistics before anything compared in full shows it (D020):
+
+        - the first statistics row proven out of tolerance, when it comes (in pipeline order) before every tensor
+          compared in full that is out of tolerance or of another shape: what those show may follow from it;
+        - else the first not bit-identical statistics row of the step of the first full divergence that comes before
+          it: a rule reading that divergence would take the step's earlier tensors (its parameters, its logits) to
+          agree, and their statistics cannot say so.
+
+        None when neither is found: the full tensors hold what the rules need."""
+        full = self.first_divergence_name
+        place = self.order.get(full, 0) if full is not None else None
+
+        def before(row: StatisticsRow) -> bool:
+            return place is None or self.order.get(row.name, 0) < place
+
+        proven = self._first([(s.name, s) for s in self.failed_statistics if before(s)])
+        if isinstance(proven, StatisticsRow):
+            return proven
+        parsed = parse_name(full) if full is not None else None
+        if parsed is None:
+            return None
+        unproven = self._first([(s.name, s) for s in self.statistics
+                                if not s.bit_identical and before(s) and s.step == parsed.step])
+        return unproven if isinstance(unproven, StatisticsRow) else None
 
     @property
     def passed(self) -> bool:

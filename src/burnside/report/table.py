@@ -169,6 +169,11 @@ def divergence_text(comparison: Comparison, first: TensorRow) -> str:
     text = (f"first divergence: {where} (max|diff|={shown_max_abs(first)}, "
             f"{first.stats.out_of_tol} of {first.stats.n} out of tolerance); later rows usually follow from it")
     parsed = parse_name(first.name)
+    earlier = comparison.statistics_parting_first
+    if earlier is not None:  # the sides part before it, in a tensor recorded as statistics
+        text += (f"; tensors recorded as statistics part before it, from {earlier.name} at {comparison.unit} "
+                 f"{earlier.step}, so it may follow from there")
+        return text
     drift = comparison.drift_before(parsed.step) if parsed is not None and parsed.stage != "params_before" else 0.0
     # a forward trace's parameters are the loaded ones for every batch: no rounding grows between batches
     if drift > 0 and comparison.reference is None and not comparison.start_mismatch and not comparison.forward:

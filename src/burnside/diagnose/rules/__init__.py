@@ -20,6 +20,7 @@ from burnside.diagnose.rules import (
     d017_loss_differs,
     d018_gradient_accumulation,
     d019_backward_differs,
+    d020_parted_in_statistics,
 )
 
 RULES = (
@@ -42,4 +43,5 @@ RULES = (
     d005_optimizer_config,
     d009_update_differs,
     d019_backward_differs,
+    d020_parted_in_statistics,
 )

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! accum_port --init INIT -o OUT --steps N --accumulate M [--optim sgd|adam] [--manual]
-//!            [--bug step-each|mean|loss-mean|none]
+//!            [--bug step-each|mean|optim-in-loop|loss-mean|none]
 //! ```
 //!
 //! The faithful port is `Training::with_accumulation(M)`; `--manual` is the same loop written call
@@ -14,6 +14,9 @@
 //! - `step-each`: an optimizer step after every micro-batch (M steps where PyTorch takes one);
 //! - `mean`: `backward` on each loss divided by M, so the accumulated gradient is the mean where
 //!   PyTorch's `.grad` is the sum (the losses recorded as computed);
+//! - `optim-in-loop`: one batch per step (no accumulation), the optimizer built inside the step loop
+//!   (`spec.init()` at every step), so its state (Adam's moments and step count) starts anew at every
+//!   step: step 0 agrees, the rest do not;
 //! - `loss-mean`: the closure returns each loss divided by M, where PyTorch's `loss_fn` does not;
 //! - `none`: no accumulation at all, one batch per step (`Training::new` alone).
 
@@ -23,7 +26,9 @@ use burn::nn::{Linear, LinearConfig};
 use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
-use burnside_trace::{InitFile, OptimizerSpec, PortArgs, Step, TraceRecorder, Training, UsageError};
+use burnside_trace::{
+    InitFile, OptimizerSpec, PortArgs, Step, TraceRecorder, Training, UsageError,
+};
 
 #[derive(Module, Debug)]
 struct Mlp {
@@ -89,14 +94,35 @@ fn main() {
                     })?;
             }
             Some("none") => {
-                Training::new(spec)
-                    .with_loss_fn("cross_entropy")
-                    .run(&args, &init, &device, model, forward_loss)?;
+                Training::new(spec).with_loss_fn("cross_entropy").run(
+                    &args,
+                    &init,
+                    &device,
+                    model,
+                    forward_loss,
+                )?;
+            }
+            Some("optim-in-loop") => {
+                optim_in_loop(&args, &init, &device, model, spec, forward_loss)?
             }
             None | Some("step-each") | Some("mean") => {
-                manual_loop(&args, &init, &device, model, spec, m, bug.as_deref(), forward_loss)?;
+                manual_loop(
+                    &args,
+                    &init,
+                    &device,
+                    model,
+                    spec,
+                    m,
+                    bug.as_deref(),
+                    forward_loss,
+                )?;
             }
-            Some(other) => return Err(UsageError(format!("--bug {other}: step-each, mean, loss-mean or none")).into()),
+            Some(other) => {
+                return Err(UsageError(format!(
+                    "--bug {other}: step-each, mean, optim-in-loop, loss-mean or none"
+                ))
+                .into())
+            }
         }
         Ok(())
     });
@@ -113,7 +139,10 @@ fn manual_loop(
     spec: OptimizerSpec,
     m: usize,
     bug: Option<&str>,
-    forward_loss: impl Fn(&Mlp, &mut Step<'_>) -> Result<(Tensor<2>, Tensor<1>), Box<dyn std::error::Error>>,
+    forward_loss: impl Fn(
+        &Mlp,
+        &mut Step<'_>,
+    ) -> Result<(Tensor<2>, Tensor<1>), Box<dyn std::error::Error>>,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let mut recorder = TraceRecorder::new(spec.clone())
         .with_accumulation(m)
@@ -124,7 +153,8 @@ fn manual_loop(
         let mut accumulator = GradientsAccumulator::<Mlp>::new();
         let mut total: Option<Tensor<1>> = None;
         for j in 0..m {
-            let (logits, loss) = forward_loss(&model, &mut recorder.micro_step(k, j, init, device))?;
+            let (logits, loss) =
+                forward_loss(&model, &mut recorder.micro_step(k, j, init, device))?;
             recorder.micro_logits(k, j, &logits)?;
             recorder.micro_loss(k, j, &loss)?;
             let value = loss.clone().detach();
@@ -132,7 +162,11 @@ fn manual_loop(
                 None => value,
                 Some(sum) => sum + value,
             });
-            let backward = if bug == Some("mean") { loss / m as f32 } else { loss };
+            let backward = if bug == Some("mean") {
+                loss / m as f32
+            } else {
+                loss
+            };
             let grads = GradientsParams::from_grads(backward.backward(), &model);
             if bug == Some("step-each") {
                 // the slip: one optimizer step per micro-batch
@@ -156,7 +190,10 @@ fn manual_loop(
     let last = args.steps - 1;
     let mut loss_after: Option<Tensor<1>> = None;
     for j in 0..m {
-        let (_, loss) = forward_loss(&model, &mut Step::unrecorded(last, init, device).micro(j, m))?;
+        let (_, loss) = forward_loss(
+            &model,
+            &mut Step::unrecorded(last, init, device).micro(j, m),
+        )?;
         let loss = loss.detach();
         loss_after = Some(match loss_after {
             None => loss,
@@ -164,6 +201,38 @@ fn manual_loop(
         });
     }
     recorder.loss_after(last, &loss_after.expect("micro-batches"))?;
+    recorder.write(&args.out)?;
+    Ok(())
+}
+
+/// One batch per step, with the optimizer built inside the loop: the `optim-in-loop` slip.
+fn optim_in_loop(
+    args: &PortArgs,
+    init: &InitFile,
+    device: &Device,
+    mut model: Mlp,
+    spec: OptimizerSpec,
+    forward_loss: impl Fn(
+        &Mlp,
+        &mut Step<'_>,
+    ) -> Result<(Tensor<2>, Tensor<1>), Box<dyn std::error::Error>>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let mut recorder = TraceRecorder::new(spec.clone()).with_loss_fn("cross_entropy");
+    for k in 0..args.steps {
+        let mut optim = spec.init(); // the slip: a new optimizer, with new state, at every step
+        recorder.params_before(k, &model)?;
+        let (logits, loss) = forward_loss(&model, &mut recorder.step(k, init, device))?;
+        recorder.logits(k, &logits)?;
+        recorder.loss(k, &loss)?;
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        recorder.grads(k, &model, &grads)?;
+        model = optim.step(spec.lr(), model, grads);
+        recorder.params_after(k, &model)?;
+        recorder.optim(k, &model, &optim)?;
+    }
+    let last = args.steps - 1;
+    let (_, loss) = forward_loss(&model, &mut Step::unrecorded(last, init, device))?;
+    recorder.loss_after(last, &loss.detach())?;
     recorder.write(&args.out)?;
     Ok(())
 }
