@@ -118,23 +118,37 @@ def _port_with_bug(root: Path, bug: str | None, full_steps) -> tuple[Path, Path]
     return torch_trace, record_port(torch_trace, port, "accum_port", args, root / "burn")
 
 
-@pytest.mark.parametrize("bug", [None, "optim-in-loop"], ids=["faithful", "optim-in-loop"])
-def test_a_bug_that_first_acts_in_a_statistics_step_is_named_where_it_parts(tmp_path, bug):
-    """The port builds its optimizer inside the loop: step 0 agrees, step 1 (statistics only) parts in its update.
-    D020 names step 1's update and the full_steps to record, and no rule reads a cause off the later full step 3;
-    the same port recorded in full is D009's (its updates are no replay of the declared Adam); a faithful port with
-    statistics passes with no diagnosis."""
+def _diagnosed(root: Path, bug: str | None, full_steps) -> tuple[bool, list]:
     from burnside.diagnose import diagnose
     from burnside.parity import compare_with_evidence
 
-    a, b = _port_with_bug(tmp_path / "statistics", bug, [0, -1])
-    comparison = compare_with_evidence(a, b)
-    found = diagnose(comparison)
-    if bug is None:
-        assert comparison.passed and not found, [d.rule for d in found]
-        return
+    comparison = compare_with_evidence(*_port_with_bug(root, bug, full_steps))
+    return comparison.passed, diagnose(comparison)
+
+
+def test_a_faithful_port_with_statistics_steps_passes_with_no_diagnosis(tmp_path):
+    passed, found = _diagnosed(tmp_path, None, [0, -1])
+    assert passed and not found, [(d.rule, d.evidence) for d in found]
+
+
+def test_a_bug_first_acting_in_a_statistics_step_is_located_then_named_once_recorded_in_full(tmp_path):
+    """The port halves its learning rate at every step after the first, a schedule its trace does not declare: step 0
+    agrees, step 1 (statistics only) parts in its update. D020 names step 1's update and `full_steps=[0, 1, 3]`, and
+    no rule reads a cause off the later full step; recorded again so, D009 finds step 1's update is no replay of the
+    declared Adam (it fits one learning rate for every step, so it names no setting: a per-step fit is not built)."""
+    _, found = _diagnosed(tmp_path / "statistics", "lr-decay", [0, -1])
     assert [d.rule for d in found] == ["D020"], [(d.rule, d.evidence) for d in found]
-    assert "at step 1" in found[0].evidence and "the update is the first part of the step proven to differ" in found[0].evidence
+    assert "at step 1" in found[0].evidence and "the update is the first part of the step proven" in found[0].evidence
     assert "`full_steps=[0, 1, 3]`" in found[0].fix
-    full = compare_with_evidence(*_port_with_bug(tmp_path / "full", bug, None))
-    assert [d.rule for d in diagnose(full)] == ["D009"]
+    _, found = _diagnosed(tmp_path / "full", "lr-decay", [0, 1, 3])
+    assert [d.rule for d in found] == ["D009"], [(d.rule, d.evidence) for d in found]
+    assert "from step 1, its params_after" in found[0].evidence, found[0].evidence
+
+
+@pytest.mark.parametrize("full_steps", [[0, -1], None], ids=["statistics", "full"])
+def test_an_optimizer_built_inside_the_loop_is_named_by_its_step_count(tmp_path, full_steps):
+    """The port builds its optimizer at every step: its step count stays 1 (a 0-d scalar, full in every step), and
+    D021 names the restart whether the steps between are statistics or full (D009 said "no setting explains it")."""
+    _, found = _diagnosed(tmp_path, "optim-in-loop", full_steps)
+    assert [d.rule for d in found] == ["D021"], [(d.rule, d.evidence) for d in found]
+    assert "step count is 1 after step 1, as after step 0" in found[0].evidence

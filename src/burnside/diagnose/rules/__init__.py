@@ -21,6 +21,7 @@ from burnside.diagnose.rules import (
     d018_gradient_accumulation,
     d019_backward_differs,
     d020_parted_in_statistics,
+    d021_optimizer_state_restarts,
 )
 
 RULES = (
@@ -39,6 +40,7 @@ RULES = (
     d012_trains_frozen_parameters,
     d001_step_result_discarded,
     d003_optimizer_state_without_model,
+    d021_optimizer_state_restarts,
     d004_adam_epsilon,
     d005_optimizer_config,
     d009_update_differs,

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! accum_port --init INIT -o OUT --steps N --accumulate M [--optim sgd|adam] [--manual]
-//!            [--bug step-each|mean|optim-in-loop|loss-mean|none]
+//!            [--bug step-each|mean|optim-in-loop|lr-decay|loss-mean|none]
 //! ```
 //!
 //! The faithful port is `Training::with_accumulation(M)`; `--manual` is the same loop written call
@@ -17,6 +17,8 @@
 //! - `optim-in-loop`: one batch per step (no accumulation), the optimizer built inside the step loop
 //!   (`spec.init()` at every step), so its state (Adam's moments and step count) starts anew at every
 //!   step: step 0 agrees, the rest do not;
+//! - `lr-decay`: one batch per step, the learning rate halved at every step after the first (a
+//!   schedule PyTorch's loop does not have, unrecorded): step 0 agrees, the rest do not;
 //! - `loss-mean`: the closure returns each loss divided by M, where PyTorch's `loss_fn` does not;
 //! - `none`: no accumulation at all, one batch per step (`Training::new` alone).
 
@@ -102,8 +104,8 @@ fn main() {
                     forward_loss,
                 )?;
             }
-            Some("optim-in-loop") => {
-                optim_in_loop(&args, &init, &device, model, spec, forward_loss)?
+            Some(slip @ ("optim-in-loop" | "lr-decay")) => {
+                plain_loop(&args, &init, &device, model, spec, slip, forward_loss)?
             }
             None | Some("step-each") | Some("mean") => {
                 manual_loop(
@@ -119,7 +121,7 @@ fn main() {
             }
             Some(other) => {
                 return Err(UsageError(format!(
-                    "--bug {other}: step-each, mean, optim-in-loop, loss-mean or none"
+                    "--bug {other}: step-each, mean, optim-in-loop, lr-decay, loss-mean or none"
                 ))
                 .into())
             }
@@ -205,28 +207,40 @@ fn manual_loop(
     Ok(())
 }
 
-/// One batch per step, with the optimizer built inside the loop: the `optim-in-loop` slip.
-fn optim_in_loop(
+/// One batch per step, recorded call by call, with one of two slips of an optimizer port:
+/// `optim-in-loop` builds the optimizer inside the loop; `lr-decay` halves the learning rate at every
+/// step after the first, a schedule the PyTorch loop does not have (step 0 is the same).
+fn plain_loop(
     args: &PortArgs,
     init: &InitFile,
     device: &Device,
     mut model: Mlp,
     spec: OptimizerSpec,
+    bug: &str,
     forward_loss: impl Fn(
         &Mlp,
         &mut Step<'_>,
     ) -> Result<(Tensor<2>, Tensor<1>), Box<dyn std::error::Error>>,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let mut recorder = TraceRecorder::new(spec.clone()).with_loss_fn("cross_entropy");
+    let build = || spec.init();
+    let mut optim = build();
     for k in 0..args.steps {
-        let mut optim = spec.init(); // the slip: a new optimizer, with new state, at every step
+        if bug == "optim-in-loop" {
+            optim = build(); // the slip: a new optimizer, with new state, at every step
+        }
         recorder.params_before(k, &model)?;
         let (logits, loss) = forward_loss(&model, &mut recorder.step(k, init, device))?;
         recorder.logits(k, &logits)?;
         recorder.loss(k, &loss)?;
         let grads = GradientsParams::from_grads(loss.backward(), &model);
         recorder.grads(k, &model, &grads)?;
-        model = optim.step(spec.lr(), model, grads);
+        let lr = if bug == "lr-decay" {
+            spec.lr() * 0.5f64.powi(k as i32) // the slip: a decay the PyTorch loop does not have
+        } else {
+            spec.lr()
+        };
+        model = optim.step(lr, model, grads);
         recorder.params_after(k, &model)?;
         recorder.optim(k, &model, &optim)?;
     }
