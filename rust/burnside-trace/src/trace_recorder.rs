@@ -640,22 +640,39 @@ impl TraceRecorder {
             seen: BTreeSet::new(),
         };
         module.visit(&mut visitor);
-        let mut found = Vec::with_capacity(visitor.found.len());
-        for (index, data) in visitor.found {
-            let entry = &entries[index];
-            let tensor = entry.torch_value(data, &self.names)?;
-            found.push((entry.clone(), tensor));
-        }
         // `grads_len` counts PyTorch's tensors: the slices of one packed tensor count once.
-        let slices = found.iter().filter(|(e, _)| e.part.is_some()).count();
-        let packed: BTreeSet<&str> = found
-            .iter()
-            .filter(|(e, _)| e.part.is_some())
-            .map(|(e, _)| e.torch.as_str())
+        let sliced = |index: &usize| entries[*index].part.is_some();
+        let slices = visitor.found.iter().filter(|(i, _)| sliced(i)).count();
+        let packed: BTreeSet<&str> = (visitor.found.iter())
+            .filter(|(i, _)| sliced(i))
+            .map(|(i, _)| entries[*i].torch.as_str())
             .collect();
         let len = grads.len() - slices + packed.len();
-        for (entry, tensor) in pack_parts(found)? {
-            self.put(step, &format!("grads.{}", entry.torch), tensor)?;
+        // One gradient's host copy at a time (all of them at once held the model's size again,
+        // the recording's peak at GPT-2 size): a whole tensor goes to the trace as soon as it is
+        // read, the slices of a packed one once the last of them is.
+        let mut parts: BTreeMap<String, Vec<(ParamEntry, HostTensor)>> = BTreeMap::new();
+        for (index, read) in visitor.found {
+            let entry = &entries[index];
+            let tensor = entry.torch_value(read(), &self.names)?;
+            let Some(part) = entry.part else {
+                self.put(step, &format!("grads.{}", entry.torch), tensor)?;
+                continue;
+            };
+            let group = parts.entry(entry.torch.clone()).or_default();
+            group.push((entry.clone(), tensor));
+            if group.len() == part.of {
+                let group = parts.remove(&entry.torch).unwrap_or_default();
+                for (entry, tensor) in pack_parts(group)? {
+                    self.put(step, &format!("grads.{}", entry.torch), tensor)?;
+                }
+            }
+        }
+        for (_, group) in parts {
+            // a packed tensor some of whose slices have no gradient: `pack_parts` leaves it out
+            for (entry, tensor) in pack_parts(group)? {
+                self.put(step, &format!("grads.{}", entry.torch), tensor)?;
+            }
         }
         // a port with parameter groups records each group's part: the counts add up
         *self.grads_len.entry(step).or_insert(0) += len;
@@ -1067,10 +1084,12 @@ fn scalar(loss: &Tensor<1>, what: &str) -> Result<HostTensor, TraceError> {
 /// Two parameters with one `ParamId` (a module `clone()`d into another field, as a target
 /// network often is) share one gradient, which burn's optimizer gives to the first of them in
 /// module order (it removes the gradient once used): the gradient is recorded there only.
+/// Each parameter's gradient (its index among the module's parameters), read to the host only
+/// when asked: the tensor's handle, not its data.
 struct GradsVisitor<'a> {
     grads: &'a GradientsParams,
     index: usize,
-    found: Vec<(usize, TensorData)>,
+    found: Vec<(usize, Box<dyn FnOnce() -> TensorData>)>,
     seen: BTreeSet<burn::module::ParamId>,
 }
 
@@ -1079,7 +1098,8 @@ impl ModuleVisitor for GradsVisitor<'_> {
         if self.seen.insert(param.id)
             && let Some(grad) = self.grads.get::<D>(param.id)
         {
-            self.found.push((self.index, grad.into_data()));
+            self.found
+                .push((self.index, Box::new(move || grad.into_data())));
         }
         self.index += 1;
     }
