@@ -21,7 +21,7 @@ from torch import nn
 
 from burnside import __version__
 from burnside._torch_loss import LossCall
-from burnside._torch_optim import optimizer_config, optimizer_state, step_optimizer, to_numpy
+from burnside._torch_optim import host_array, optimizer_config, optimizer_state, step_optimizer, to_numpy
 from burnside.errors import BurnsideError
 from burnside.trace import tensor_name
 from burnside.trace.dtypes import dtype_of
@@ -273,18 +273,6 @@ def _first_tensor(output: object) -> torch.Tensor | None:
     if isinstance(output, (tuple, list)):
         return next((o for o in output if isinstance(o, torch.Tensor)), None)
     return None
-
-
-def host_array(t: torch.Tensor) -> np.ndarray:
-    """``t``'s values as a numpy array to write at once: a view of a CPU tensor's own memory (no copy; the
-    writer writes or copies it before the loop computes on), a detached CPU copy (`to_numpy`) otherwise."""
-    if t.device.type == "cpu" and t.layout == torch.strided and t.dtype != torch.bfloat16 \
-            and not t.is_conj() and not t.is_neg():
-        try:
-            return t.detach().numpy()
-        except (RuntimeError, TypeError):
-            pass
-    return to_numpy(t)
 
 
 class ModuleHooks:

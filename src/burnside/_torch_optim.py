@@ -132,9 +132,22 @@ def to_numpy(t: torch.Tensor) -> np.ndarray:
     return t.numpy().copy()
 
 
+def host_array(t: torch.Tensor) -> np.ndarray:
+    """``t``'s values as a numpy array to write at once: a view of a CPU tensor's own memory (no copy; the
+    writer writes or copies it before the loop computes on), a detached CPU copy (`to_numpy`) otherwise."""
+    if t.device.type == "cpu" and t.layout == torch.strided and t.dtype != torch.bfloat16 \
+            and not t.is_conj() and not t.is_neg():
+        try:
+            return t.detach().numpy()
+        except (RuntimeError, TypeError):
+            pass
+    return to_numpy(t)
+
+
 def optimizer_state(optimizer: torch.optim.Optimizer, names_by_param: Mapping[int, str]
                     ) -> Iterator[tuple[str, np.ndarray]]:
-    """The optimizer's state after a step as trace tensors: (``{slot}.{param}``, array), PyTorch's slot names.
+    """The optimizer's state after a step as trace tensors: (``{slot}.{param}``, array), PyTorch's slot names; an
+    array may be a view of the state itself (`host_array`), to be written before the optimizer steps again.
 
     A float64 reference keeps its state in float64; a number (a step count) is an f32 scalar.
     """
@@ -149,7 +162,7 @@ def optimizer_state(optimizer: torch.optim.Optimizer, names_by_param: Mapping[in
             value = state.get(slot)
             if isinstance(value, torch.Tensor):
                 state_value = value if value.dtype == torch.float64 else value.float()
-                yield f"{slot}.{pname}", to_numpy(state_value)
+                yield f"{slot}.{pname}", host_array(state_value)  # written before the next step changes it
             elif isinstance(value, (int, float)):
                 yield f"{slot}.{pname}", np.array(value, dtype=np.float32)
 
@@ -164,4 +177,5 @@ def step_optimizer(optimizer: torch.optim.Optimizer, closure: Callable[[], torch
         optimizer.step()
 
 
-__all__ = ["optimizer_config", "optimizer_kind", "optimizer_state", "same_step", "step_optimizer", "to_numpy"]
+__all__ = ["host_array", "optimizer_config", "optimizer_kind", "optimizer_state", "same_step", "step_optimizer",
+           "to_numpy"]
