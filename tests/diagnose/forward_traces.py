@@ -24,6 +24,18 @@ from burnside.trace import open_trace, write_trace
 Batch = Mapping[str, torch.Tensor]
 
 
+def lr_from_step_1(model: nn.Module, optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """From the second forward pass on, ``optimizer``'s learning rate is ``lr``: a port's schedule the PyTorch loop
+    does not have, set by hand (never declared: the trace's optimizer says the first rate)."""
+    calls: list[int] = []
+
+    def later(*_) -> None:
+        calls.append(1)
+        if len(calls) > 1:
+            optimizer.param_groups[0]["lr"] = lr
+    model.register_forward_pre_hook(later)
+
+
 class BurnDropout(nn.Module):
     """burn's Dropout on an autodiff device: on whatever the recorder does to PyTorch's dropouts."""
 

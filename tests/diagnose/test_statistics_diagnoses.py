@@ -21,6 +21,7 @@ from burnside.report.table import divergence_text
 from burnside.torch import record
 from burnside.trace import open_trace, write_trace
 from burnside.trace.statistics import statistics_of
+from tests.diagnose.forward_traces import lr_from_step_1 as set_lr_from_step_1
 
 
 class _Net(nn.Module):
@@ -38,13 +39,7 @@ def _record(path: Path, *, eps: float = 1e-5, lr_from_step_1: float | None = Non
     model = _Net(eps)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     if lr_from_step_1 is not None:  # the port's learning rate changes after step 0 (a schedule PyTorch lacks)
-        calls: list[int] = []
-
-        def later(*_):
-            calls.append(1)
-            if len(calls) > 1:
-                opt.param_groups[0]["lr"] = lr_from_step_1
-        model.register_forward_pre_hook(later)
+        set_lr_from_step_1(model, opt, lr_from_step_1)
     generator = torch.Generator().manual_seed(1)
     batches = [{"x": torch.randn(8, 4, generator=generator), "y": torch.randint(0, 3, (8,), generator=generator)}
                for _ in range(steps)]
