@@ -134,8 +134,9 @@ def test_a_faithful_port_with_statistics_steps_passes_with_no_diagnosis(tmp_path
 def test_a_bug_first_acting_in_a_statistics_step_is_located_then_named_once_recorded_in_full(tmp_path):
     """The port halves its learning rate at every step after the first, a schedule its trace does not declare: step 0
     agrees, step 1 (statistics only) parts in its update. D020 names step 1's update and `full_steps=[0, 1, 3]`, and
-    no rule reads a cause off the later full step; recorded again so, D009 finds step 1's update is no replay of the
-    declared Adam (it fits one learning rate for every step, so it names no setting: a per-step fit is not built)."""
+    no rule reads a cause off the later full step; recorded again so, D009 measures each step's learning rate from
+    its updates: 0.005 at step 1 where the trace declares 0.01 (step 3 is not replayed: it starts from step 2's
+    optimizer state, which is statistics only)."""
     _, found = _diagnosed(tmp_path / "statistics", "lr-decay", [0, -1])
     assert [d.rule for d in found] == ["D020"], [(d.rule, d.evidence) for d in found]
     assert "at step 1" in found[0].evidence and "the update is the first part of the step proven" in found[0].evidence
@@ -143,6 +144,8 @@ def test_a_bug_first_acting_in_a_statistics_step_is_located_then_named_once_reco
     _, found = _diagnosed(tmp_path / "full", "lr-decay", [0, 1, 3])
     assert [d.rule for d in found] == ["D009"], [(d.rule, d.evidence) for d in found]
     assert "from step 1, its params_after" in found[0].evidence, found[0].evidence
+    assert found[0].evidence.endswith("its updates show learning rate 0.005 at step 1 where the trace declares 0.01")
+    assert "Training::with_lr_schedule" in found[0].fix
 
 
 @pytest.mark.parametrize("full_steps", [[0, -1], None], ids=["statistics", "full"])

@@ -47,12 +47,15 @@ class OptimizerForensics:
     #: index in the declared `groups` -> the settings that group's own updates show, for each group that
     #: declares settings of its own (`measured` is the first group's)
     group_measured: dict[int, dict[str, float]] = field(default_factory=dict)
+    #: Adam and AdamW: step -> the learning rate its updates show (the first group's), where one rate explains them
+    lr_by_step: dict[int, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """For `--json`."""
         return {"measured": self.measured, "mismatch_step": self.mismatch_step, "mismatch_what": self.mismatch_what,
                 "mismatch_residual": self.mismatch_residual,
-                "group_measured": {str(i): m for i, m in self.group_measured.items()}}
+                "group_measured": {str(i): m for i, m in self.group_measured.items()},
+                "lr_by_step": {str(k): lr for k, lr in self.lr_by_step.items()}}
 
 
 def measure_optimizer(trace: Trace) -> OptimizerForensics:
@@ -147,6 +150,7 @@ def _measure(trace: Trace) -> OptimizerForensics:
         result.group_measured[i] = (found_fits.settings(group_lr) if isinstance(found_fits, AdagradFits)
                                     else found_fits.settings())
     if isinstance(fits, AdamFits):
+        result.lr_by_step = fits.learning_rates()
         clipped = fits.clipping(steps, clip, norm)
         if clipped is not None:
             # the scale explains the moments; betas fitted to scaled gradients would only restate it

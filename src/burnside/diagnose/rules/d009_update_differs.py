@@ -255,10 +255,34 @@ def check(comparison: Comparison) -> list[Diagnosis]:
                 fix += ("; each parameter group's burn optimizer is built from the spec declared for it: "
                         "`Training::with_group(spec, &names)`, or call by call `TraceRecorder::with_group(spec.clone(), "
                         "&names)` with `spec.init()` stepping that group's part of the gradients")
+        elif (rates := _undeclared_rates(forensics, k)):
+            evidence += "; its updates show " + ", ".join(
+                f"learning rate {shown:.4g} at step {at} where the trace declares {said:.4g}" for at, shown, said in rates)
+            fix = ("give `optim.step` the learning rate the PyTorch loop uses at each step, and declare the one each "
+                   "step uses: a schedule through `Training::with_lr_schedule(..)` (call by call `recorder.lr(k, lr)`), "
+                   "so both traces carry it and D005 compares them")
         else:
             evidence += "; no setting of that optimizer explains it (gradient clipping, two updates per step, or a " \
                         "hand-written update)"
             fix = ("remove what changes the update besides the optimizer: gradient clipping the PyTorch loop does "
                    "not have, a second `optim.step` per batch, a modified gradient")
         found.append(Diagnosis(ID, TITLE, evidence, fix))
+    return found
+
+
+#: How far (relative) a step's measured learning rate must be from the declared one to be another rate.
+_LR_APART = 1e-3
+
+
+def _undeclared_rates(forensics, k: int) -> list[tuple[int, float, float]]:
+    """(step, measured, declared) for each step from ``k`` on whose updates show another learning rate than the
+    trace declares for it (its `lr`, or its schedule's `lr_per_step`): Adam's rate fitted step by step."""
+    declared = forensics.declared
+    schedule = declared.get("lr_per_step")
+    base = number(declared.get("lr"))
+    found = []
+    for at, shown in sorted(forensics.lr_by_step.items()):
+        said = number(schedule[at]) if isinstance(schedule, list) and at < len(schedule) else base
+        if at >= k and said is not None and said > 0 and abs(shown - said) > _LR_APART * said:
+            found.append((at, shown, said))
     return found
