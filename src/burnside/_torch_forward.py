@@ -18,8 +18,9 @@ import torch
 from torch import nn
 
 from burnside import __version__
-from burnside._torch_loop import (Batch, ModuleHooks, _dropout_off, active_dropouts, check_model, host_array,
+from burnside._torch_loop import (Batch, ModuleHooks, _dropout_off, active_dropouts, check_model,
                                   nonpersistent_buffers, tied_names)
+from burnside._torch_optim import host_array
 from burnside.errors import BurnsideError
 from burnside.trace import tensor_name
 from burnside.trace.stream import open_writer

@@ -59,7 +59,7 @@ _PART = {
     "layer_inputs": "the forward pass", "activations": "the forward pass", "logits": "the forward pass",
     "outputs": "the forward pass", "micro_logits": "the forward pass",
     "loss": "the loss", "micro_loss": "the loss",
-    "grads": "the backward pass", "micro_grads": "the backward pass",
+    "grads": "the backward pass",
     "params_after": "the update", "optim": "the update", "buffers": "the layers' running state",
     "params_before": "the parameters the step starts from",
 }
