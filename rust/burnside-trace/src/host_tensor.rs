@@ -1,7 +1,8 @@
 use std::cell::RefCell;
 use std::collections::VecDeque;
 
-use burn::tensor::{DType, TensorData};
+use burn::tensor::{DType, Tensor, TensorData};
+use burn_dispatch::backends::Flex;
 
 use crate::TraceError;
 
@@ -18,7 +19,6 @@ pub enum HostDType {
 
 impl HostDType {
     /// Bytes per element.
-    #[cfg(test)]
     pub(crate) fn size(self) -> usize {
         match self {
             HostDType::F32 => 4,
@@ -88,6 +88,41 @@ impl HostTensor {
                 Self::from_f32(&data.try_into_vec_as::<f32>().map_err(mismatch)?, shape)
             }
             _ => Self::from_i64(&data.try_into_vec_as::<i64>().map_err(mismatch)?, shape),
+        })
+    }
+
+    /// `tensor` on the host, as [`from_data`](Self::from_data) of its data makes it: one copy
+    /// of the bytes where the backend keeps them on the host (see [`with_host_bytes`]).
+    pub(crate) fn of<const D: usize>(tensor: &Tensor<D>) -> Result<Self, TraceError> {
+        with_host_bytes(tensor, |dtype, shape, bytes| Self {
+            dtype,
+            shape: shape.to_vec(),
+            bytes: buffer_with(bytes),
+        })
+        .map_or_else(|| Self::from_data(tensor.to_data()), Ok)
+    }
+
+    /// A 2-d `tensor` transposed on the host, as
+    /// [`transposed_from_data`](Self::transposed_from_data) of its data makes it: one
+    /// transposing pass over bytes read in place where the backend keeps them on the host.
+    pub(crate) fn transposed_of<const D: usize>(tensor: &Tensor<D>) -> Result<Self, TraceError> {
+        with_host_bytes(tensor, |dtype, shape, bytes| {
+            Self::transposed_from(dtype, shape, bytes)
+        })
+        .flatten()
+        .map_or_else(|| Self::transposed_from_data(tensor.to_data()), Ok)
+    }
+
+    /// The `[rows, cols]` tensor of `dtype` whose bytes are `bytes`, transposed; `None` for
+    /// another rank.
+    pub(crate) fn transposed_from(dtype: HostDType, shape: &[usize], bytes: &[u8]) -> Option<Self> {
+        let &[rows, cols] = shape else {
+            return None;
+        };
+        Some(Self {
+            dtype,
+            shape: vec![cols, rows],
+            bytes: transpose_bytes(bytes, rows, cols, dtype),
         })
     }
 
@@ -306,6 +341,32 @@ fn host_dtype(dtype: DType) -> Option<HostDType> {
     }
 }
 
+/// `f(dtype, shape, bytes)` of `tensor`'s elements where they are, without a copy, when the
+/// backend keeps them on the host in a host dtype, row-major from the start of its buffer: burn's
+/// Flex CPU backend's tensors, which is every tensor of a port on burn's CPU device but views
+/// (a transpose, a slice). `None` otherwise (another backend, a view, bf16): the caller reads
+/// `tensor.to_data()`.
+///
+/// `to_data()` / `into_data()` of a tensor the model or the optimizer still holds copies the
+/// bytes twice in burn 0.22.1 (to a new `Vec`, then to an aligned buffer), each into fresh pages;
+/// at GPT-2 size those copies were most of the recorder's time beyond the training loop.
+pub(crate) fn with_host_bytes<const D: usize, R>(
+    tensor: &Tensor<D>,
+    f: impl FnOnce(HostDType, &[usize], &[u8]) -> R,
+) -> Option<R> {
+    // A handle to the same buffer (the autodiff node is dropped from the clone, not the tensor).
+    let flex = tensor.clone().inner().try_into_primitive::<Flex>().ok()?;
+    let dtype = host_dtype(flex.dtype())?;
+    let layout = flex.layout();
+    if !layout.is_contiguous() || layout.start_offset() != 0 {
+        return None;
+    }
+    let shape: Vec<usize> = layout.shape().to_vec();
+    let len = shape.iter().product::<usize>() * dtype.size();
+    let bytes = flex.bytes().get(..len)?;
+    Some(f(dtype, &shape, bytes))
+}
+
 /// `values` as little-endian bytes.
 fn le_bytes<T: Copy, const N: usize>(values: &[T], to_le: fn(T) -> [u8; N]) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(values.len() * N);
@@ -355,6 +416,38 @@ fn transpose_elements<const N: usize>(bytes: &[u8], rows: usize, cols: usize) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cpu_tensor_is_read_in_place_and_as_its_data_reads() {
+        use burn::tensor::Device;
+        let device = Device::default();
+        let plain = Tensor::<2>::from_data(
+            TensorData::new(vec![1.0f32, 2.0, 3.0, -0.0, 5.0, 6.0], [2, 3]),
+            &device,
+        );
+        let tracked = plain.clone().autodiff().require_grad();
+        for tensor in [&plain, &tracked, &(tracked.clone() * 2.0)] {
+            let seen = with_host_bytes(tensor, |dtype, shape, bytes| {
+                (dtype, shape.to_vec(), bytes.to_vec())
+            });
+            let (dtype, shape, bytes) = seen.expect("a Flex tensor's bytes are on the host");
+            let data = HostTensor::from_data(tensor.to_data()).unwrap();
+            assert_eq!(
+                (dtype, shape, bytes),
+                (data.dtype, data.shape.clone(), data.bytes.clone())
+            );
+            assert_eq!(HostTensor::of(tensor).unwrap(), data);
+            assert_eq!(
+                HostTensor::transposed_of(tensor).unwrap(),
+                data.transposed()
+            );
+        }
+        // a view (the transpose) is not read in place; its data still is right
+        let view = plain.clone().transpose();
+        assert!(with_host_bytes(&view, |_, _, _| ()).is_none());
+        let data = HostTensor::from_data(plain.to_data()).unwrap();
+        assert_eq!(HostTensor::of(&view).unwrap(), data.transposed());
+    }
 
     #[test]
     fn transpose_moves_elements_bit_for_bit() {

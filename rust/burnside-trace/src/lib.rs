@@ -123,7 +123,9 @@ pub(crate) use optimizer_state::optimizer_state;
 pub(crate) use packed::pack_parts;
 #[cfg(test)]
 pub(crate) use param_paths::param_paths;
-pub(crate) use param_paths::{ParamEntry, param_paths_with, param_values};
+#[cfg(test)]
+pub(crate) use param_paths::param_values;
+pub(crate) use param_paths::{HostRead, ParamEntry, ValuesVisitor, param_paths_with};
 pub(crate) use safetensors_file::write_safetensors;
 
 /// The trace format version of a trace without aliases, and the init format version `InitFile`

@@ -134,18 +134,13 @@ fn record_state(
         }
         let (entry, leaf) = param_of(&name)?;
         let burn_shape = shape.clone();
-        let host = if dtype == DType::F32 {
-            // burnpack's bytes are little-endian f32s already: one copy
-            HostTensor {
-                dtype: HostDType::F32,
-                shape: shape.to_vec(),
-                bytes: crate::host_tensor::buffer_with(&bytes),
-            }
+        let value = if dtype == DType::F32 {
+            // burnpack's bytes are little-endian f32s already: one copy, or one transposing pass
+            entry.torch_value_from(HostDType::F32, &shape, &bytes, names)?
         } else {
             let data = burn::tensor::TensorData::from_bytes_vec(bytes.to_vec(), shape, dtype);
-            HostTensor::from_data(data.convert::<f32>())?
+            entry.to_torch_layout(HostTensor::from_data(data.convert::<f32>())?, names)?
         };
-        let value = entry.to_torch_layout(host, names)?;
         if ADAFACTOR_MOMENTS.contains(&leaf.as_str()) {
             factored
                 .entry(entry.id.val())

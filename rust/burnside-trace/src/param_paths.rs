@@ -4,11 +4,13 @@
 
 use burn::module::{Module, ModuleVisitor, Param, ParamId};
 use burn::store::bridge;
+use burn::store::burn_pack::Error as PackError;
 use burn::store::burn_pack::Tensor as PackTensor;
-use burn::tensor::{Tensor, TensorData};
+use burn::tensor::{DType, Tensor, TensorData};
 
-use crate::packed::{Part, pack_parts, packed_name};
-use crate::{HostTensor, TorchNames, TraceError};
+use crate::host_tensor::buffer_with;
+use crate::packed::{Part, packed_name};
+use crate::{HostDType, HostTensor, TorchNames, TraceError};
 
 /// One float tensor of a module, a parameter or a running-statistics buffer, with its burn path
 /// and its PyTorch name.
@@ -56,17 +58,44 @@ impl ParamEntry {
         }
     }
 
-    /// Burn tensor data shaped like this parameter, on the host in PyTorch layout (one copy, or
-    /// one transposing pass).
-    pub(crate) fn torch_value(
+    /// A burn tensor shaped like this parameter (its value, a gradient), on the host in PyTorch
+    /// layout: one copy, or one transposing pass, of bytes read in place where the backend keeps
+    /// them on the host.
+    pub(crate) fn torch_value<const D: usize>(
         &self,
-        data: TensorData,
+        tensor: &Tensor<D>,
         names: &TorchNames,
     ) -> Result<HostTensor, TraceError> {
-        match self.layout(data.shape().len(), names) {
-            Layout::Same => HostTensor::from_data(data),
-            Layout::Transposed => HostTensor::transposed_from_data(data),
-            Layout::Other => self.through_store(data, names),
+        match self.layout(D, names) {
+            Layout::Same => HostTensor::of(tensor),
+            Layout::Transposed => HostTensor::transposed_of(tensor),
+            Layout::Other => self.through_store(tensor.to_data(), names),
+        }
+    }
+
+    /// Bytes of a tensor of `dtype` shaped like this parameter in burn (a moment out of the
+    /// optimizer's record), on the host in PyTorch layout: one copy, or one transposing pass.
+    pub(crate) fn torch_value_from(
+        &self,
+        dtype: HostDType,
+        shape: &[usize],
+        bytes: &[u8],
+        names: &TorchNames,
+    ) -> Result<HostTensor, TraceError> {
+        let layout = self.layout(shape.len(), names);
+        if layout == Layout::Transposed
+            && let Some(tensor) = HostTensor::transposed_from(dtype, shape, bytes)
+        {
+            return Ok(tensor);
+        }
+        let tensor = HostTensor {
+            dtype,
+            shape: shape.to_vec(),
+            bytes: buffer_with(bytes),
+        };
+        match layout {
+            Layout::Same => Ok(tensor),
+            _ => self.to_torch_layout(tensor, names),
         }
     }
 
@@ -140,7 +169,6 @@ pub(crate) fn param_paths_with<M: Module>(module: &M, names: &TorchNames) -> Vec
         names,
         stack: Vec::new(),
         entries: Vec::new(),
-        values: None,
     };
     module.visit(&mut visitor);
     visitor.entries
@@ -148,31 +176,40 @@ pub(crate) fn param_paths_with<M: Module>(module: &M, names: &TorchNames) -> Vec
 
 /// Every float tensor of `module` in module order with its value in PyTorch name and layout
 /// (the slices of a packed tensor stacked into one, listed with its first slice's entry).
-///
-/// Running statistics are read as the module holds them; call `module.valid()` first (which
-/// syncs every `RunningState`) to see the value of the latest forward pass.
+#[cfg(test)]
 pub(crate) fn param_values<M: Module>(
     module: &M,
     names: &TorchNames,
 ) -> Result<Vec<(ParamEntry, HostTensor)>, TraceError> {
-    let mut visitor = PathVisitor {
-        names,
-        stack: Vec::new(),
-        entries: Vec::new(),
-        values: Some(Vec::new()),
-    };
+    let entries = param_paths_with(module, names);
+    let mut visitor = ValuesVisitor::default();
     module.visit(&mut visitor);
-    let values = visitor.values.unwrap_or_default();
-    let values = visitor
-        .entries
-        .into_iter()
-        .zip(values)
-        .map(|(entry, data)| {
-            let value = entry.torch_value(data, names)?;
-            Ok((entry, value))
-        })
+    let values = (visitor.found.into_iter())
+        .map(|(index, read)| Ok((entries[index].clone(), read(&entries[index], names)?)))
         .collect::<Result<Vec<_>, TraceError>>()?;
-    pack_parts(values)
+    crate::pack_parts(values)
+}
+
+/// Reads one tensor (a parameter's value, its gradient) to the host in PyTorch layout, given its
+/// parameter's entry.
+pub(crate) type HostRead = dyn FnOnce(&ParamEntry, &TorchNames) -> Result<HostTensor, TraceError>;
+
+/// Every float tensor of a module (parameters and running statistics) in module order, by its
+/// index in the order `param_paths_with` lists them, each read to the host only when asked: the
+/// tensor's handle, not its data.
+#[derive(Default)]
+pub(crate) struct ValuesVisitor {
+    index: usize,
+    pub(crate) found: Vec<(usize, Box<HostRead>)>,
+}
+
+impl ModuleVisitor for ValuesVisitor {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let value = param.val();
+        let read = move |entry: &ParamEntry, names: &TorchNames| entry.torch_value(&value, names);
+        self.found.push((self.index, Box::new(read)));
+        self.index += 1;
+    }
 }
 
 /// Walks a module keeping the stack of field names and the types that declare them.
@@ -180,8 +217,6 @@ struct PathVisitor<'a> {
     names: &'a TorchNames,
     stack: Vec<(String, String)>,
     entries: Vec<ParamEntry>,
-    /// The values in burn's layout, when asked for.
-    values: Option<Vec<TensorData>>,
 }
 
 impl ModuleVisitor for PathVisitor<'_> {
@@ -203,8 +238,21 @@ impl ModuleVisitor for PathVisitor<'_> {
             .join(".");
         let containers: Vec<String> = self.stack.iter().map(|(_, c)| c.clone()).collect();
         let renamed = packed_name(&self.stack);
-        // Deferred: no data is read for the name.
-        let packed = bridge::from_tensor(&param.val(), path.clone(), Some(param.id.val()));
+        // Deferred: no data is read for the name. A parameter not yet initialized (a module just
+        // built, about to be loaded) is named from its shape, which burn knows without running
+        // its initializer: `param.val()` would fill it with random values first, at GPT-2 size
+        // 2 s of every port's loading, only to be overwritten. The name and the layout depend on
+        // the path, the layer types and the rank, not on the dtype.
+        let packed = if !param.is_initialized() {
+            let id = Some(param.id.val());
+            bridge::deferred(path.clone(), DType::F32, param.lazy_shape(), id, || {
+                Err(PackError::ValidationError(
+                    "a lazy parameter named, never read".to_string(),
+                ))
+            })
+        } else {
+            bridge::from_tensor(&param.val(), path.clone(), Some(param.id.val()))
+        };
         let packed = self.names.to_torch(
             packed,
             &containers,
@@ -218,9 +266,6 @@ impl ModuleVisitor for PathVisitor<'_> {
             path,
             containers,
         });
-        if let Some(values) = self.values.as_mut() {
-            values.push(param.val().into_data());
-        }
     }
 }
 

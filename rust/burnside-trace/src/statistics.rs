@@ -38,36 +38,12 @@ impl Statistics {
     /// The statistics of `tensor`, as the file would store it.
     pub fn of(tensor: &HostTensor) -> Self {
         let mut stats = Running::default();
-        match tensor.dtype {
-            HostDType::F32 => {
-                for chunk in tensor.bytes.chunks(CHUNK * 4) {
-                    stats.hash.update(chunk);
-                    stats.add(
-                        chunk
-                            .chunks_exact(4)
-                            .map(|b| f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
-                    );
-                }
-            }
-            HostDType::F64 => {
-                for chunk in tensor.bytes.chunks(CHUNK * 8) {
-                    stats.hash.update(chunk);
-                    stats.add(
-                        chunk
-                            .chunks_exact(8)
-                            .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes"))),
-                    );
-                }
-            }
-            HostDType::I64 => {
-                for chunk in tensor.bytes.chunks(CHUNK * 8) {
-                    stats.hash.update(chunk);
-                    stats.add(
-                        chunk
-                            .chunks_exact(8)
-                            .map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes")) as f64),
-                    );
-                }
+        for chunk in tensor.bytes.chunks(CHUNK * tensor.dtype.size()) {
+            stats.hash.update(chunk);
+            match tensor.dtype {
+                HostDType::F32 => stats.add(chunk, |b: [u8; 4]| f64::from(f32::from_le_bytes(b))),
+                HostDType::F64 => stats.add(chunk, f64::from_le_bytes),
+                HostDType::I64 => stats.add(chunk, |b: [u8; 8]| i64::from_le_bytes(b) as f64),
             }
         }
         stats.finish(tensor.dtype, tensor.shape.clone())
@@ -146,29 +122,47 @@ impl Default for Running {
 }
 
 impl Running {
-    /// One chunk's values: each chunk's sums are added to the totals (8 partial sums within a
-    /// chunk, closer to the PyTorch side's pairwise sums than one running sum).
-    fn add(&mut self, values: impl Iterator<Item = f64>) {
-        let (mut sums, mut squares) = ([0.0_f64; 8], [0.0_f64; 8]);
-        let mut peak = 0.0_f64;
-        for (i, v) in values.enumerate() {
-            sums[i % 8] += v;
-            squares[i % 8] += v * v;
+    /// One chunk's elements (little-endian, `N` bytes each, `value` of each): each chunk's sums
+    /// are added to the totals (8 partial sums within a chunk, element `i` in sum `i % 8`, closer
+    /// to the PyTorch side's pairwise sums than one running sum). The 8 sums run side by side over
+    /// groups of 8, which the compiler vectorizes; non-finite elements are counted in a second
+    /// pass only when there are any: one makes its square, and so the sums of squares, non-finite.
+    fn add<const N: usize>(&mut self, chunk: &[u8], value: impl Fn([u8; N]) -> f64) {
+        let (elements, rest) = chunk.as_chunks::<N>();
+        debug_assert!(rest.is_empty(), "a chunk of whole elements");
+        let (groups, tail) = elements.as_chunks::<8>();
+        let (mut sums, mut squares, mut peak) = ([0.0_f64; 8], [0.0_f64; 8], [0.0_f64; 8]);
+        let mut lane = |j: usize, v: f64| {
+            sums[j] += v;
+            squares[j] += v * v;
             let a = v.abs();
-            if a > peak {
-                peak = a;
+            // NaN's |x| is never greater: a NaN is counted below and makes the peak NaN
+            peak[j] = if a > peak[j] { a } else { peak[j] };
+        };
+        for group in groups {
+            for (j, element) in group.iter().enumerate() {
+                lane(j, value(*element));
             }
-            if !v.is_finite() {
-                self.nonfinite += 1;
-                self.nan |= v.is_nan();
-            }
-            self.n += 1;
         }
+        for (j, element) in tail.iter().enumerate() {
+            lane(j, value(*element));
+        }
+        self.n += elements.len() as u64;
         let pairwise =
             |s: [f64; 8]| ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+        let squares = pairwise(squares);
+        if !squares.is_finite() {
+            for element in elements {
+                let v = value(*element);
+                if !v.is_finite() {
+                    self.nonfinite += 1;
+                    self.nan |= v.is_nan();
+                }
+            }
+        }
         self.total += pairwise(sums);
-        self.squares += pairwise(squares);
-        self.peak = self.peak.max(peak);
+        self.squares += squares;
+        self.peak = peak.into_iter().fold(self.peak, f64::max);
     }
 
     fn finish(self, dtype: HostDType, shape: Vec<usize>) -> Statistics {

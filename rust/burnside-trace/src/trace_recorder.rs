@@ -11,9 +11,9 @@ use crate::recorded_on::RecordedOn;
 use crate::stream_writer::StreamWriter;
 use crate::stream_writer::statistics_json;
 use crate::{
-    ALIASES_VERSION, BURN_VERSION, ClipGradNorm, FORMAT_VERSION, HostDType, HostTensor, InitFile,
-    OptimizerSpec, ParamEntry, STATISTICS_VERSION, Statistics, Step, TorchNames, TraceError,
-    optimizer_state, pack_parts, param_paths_with, param_values, write_safetensors,
+    ALIASES_VERSION, BURN_VERSION, ClipGradNorm, FORMAT_VERSION, HostDType, HostRead, HostTensor,
+    InitFile, OptimizerSpec, ParamEntry, STATISTICS_VERSION, Statistics, Step, TorchNames,
+    TraceError, ValuesVisitor, optimizer_state, pack_parts, param_paths_with, write_safetensors,
 };
 
 /// Records what one burn training loop computes, step by step, and writes it as a burnside
@@ -247,7 +247,7 @@ impl TraceRecorder {
         micro: usize,
         logits: &Tensor<D>,
     ) -> Result<(), TraceError> {
-        let tensor = HostTensor::from_data(logits.to_data())?;
+        let tensor = HostTensor::of(&logits)?;
         self.on.tensor(logits);
         self.mark(step, "logits");
         self.put(step, &format!("micro_logits.{micro}"), tensor)
@@ -518,24 +518,67 @@ impl TraceRecorder {
             drop(module.valid());
         }
         self.on.params(module);
-        let values = param_values(module, &self.names)?;
+        let entries = param_paths_with(module, &self.names);
         if self.params.is_empty() {
-            self.params = values
-                .iter()
-                .filter(|(entry, _)| !entry.buffer)
-                .map(|(entry, _)| entry.torch.clone())
-                .collect();
-            self.buffers = values
-                .iter()
-                .filter(|(entry, _)| entry.buffer)
-                .map(|(entry, _)| entry.torch.clone())
-                .collect();
+            // PyTorch's tensors in module order, a packed one where its first slice is
+            let names = |buffer: bool| {
+                let mut seen = BTreeSet::new();
+                (entries.iter())
+                    .filter(|entry| entry.buffer == buffer && seen.insert(entry.torch.as_str()))
+                    .map(|entry| entry.torch.clone())
+                    .collect::<Vec<_>>()
+            };
+            self.params = names(false);
+            self.buffers = names(true);
         }
-        for (entry, value) in values {
+        let mut visitor = ValuesVisitor::default();
+        module.visit(&mut visitor);
+        self.put_each(step, &entries, visitor.found, |entry| {
             if !entry.buffer {
-                self.put(step, &format!("{stage}.{}", entry.torch), value)?;
-            } else if with_buffers {
-                self.put(step, &format!("buffers.{}", entry.torch), value)?;
+                Some(format!("{stage}.{}", entry.torch))
+            } else {
+                with_buffers.then(|| format!("buffers.{}", entry.torch))
+            }
+        })
+    }
+
+    /// Read each tensor of `found` (by its index in `entries`) to the host and put it under
+    /// `name(entry)` (none: not recorded) one at a time, so that one tensor's host copy is out at
+    /// a time (all of them at once held the model's size again, the recording's peak at GPT-2
+    /// size, and their buffers could not be reused): a whole tensor goes to the trace as soon as
+    /// it is read, the slices of a packed one once the last of them is.
+    fn put_each(
+        &mut self,
+        step: usize,
+        entries: &[ParamEntry],
+        found: Vec<(usize, Box<HostRead>)>,
+        name: impl Fn(&ParamEntry) -> Option<String>,
+    ) -> Result<(), TraceError> {
+        let mut parts: BTreeMap<String, Vec<(ParamEntry, HostTensor)>> = BTreeMap::new();
+        for (index, read) in found {
+            let entry = &entries[index];
+            if name(entry).is_none() {
+                continue;
+            }
+            let tensor = read(entry, &self.names)?;
+            let Some(part) = entry.part else {
+                let name = name(entry).unwrap_or_default();
+                self.put(step, &name, tensor)?;
+                continue;
+            };
+            let group = parts.entry(entry.torch.clone()).or_default();
+            group.push((entry.clone(), tensor));
+            if group.len() == part.of {
+                let group = parts.remove(&entry.torch).unwrap_or_default();
+                for (entry, tensor) in pack_parts(group)? {
+                    self.put(step, &name(&entry).unwrap_or_default(), tensor)?;
+                }
+            }
+        }
+        for (_, group) in parts {
+            // a packed tensor some of whose slices have no value: `pack_parts` leaves it out
+            for (entry, tensor) in pack_parts(group)? {
+                self.put(step, &name(&entry).unwrap_or_default(), tensor)?;
             }
         }
         Ok(())
@@ -550,7 +593,7 @@ impl TraceRecorder {
         name: &str,
         output: &Tensor<D>,
     ) -> Result<(), TraceError> {
-        let tensor = HostTensor::from_data(output.to_data())?;
+        let tensor = HostTensor::of(output)?;
         self.on.tensor(output);
         if !self.activations.iter().any(|a| a == name) {
             self.activations.push(name.to_string());
@@ -579,7 +622,7 @@ impl TraceRecorder {
         name: &str,
         output: &Tensor<D>,
     ) -> Result<(), TraceError> {
-        let tensor = HostTensor::from_data(output.to_data())?;
+        let tensor = HostTensor::of(output)?;
         self.on.tensor(output);
         if !self.outputs.iter().any(|o| o == name) {
             self.outputs.push(name.to_string());
@@ -601,7 +644,7 @@ impl TraceRecorder {
         step: usize,
         logits: &Tensor<D>,
     ) -> Result<(), TraceError> {
-        let tensor = HostTensor::from_data(logits.to_data())?;
+        let tensor = HostTensor::of(&logits)?;
         self.on.tensor(logits);
         self.mark(step, "logits");
         self.put(step, "logits", tensor)
@@ -648,32 +691,9 @@ impl TraceRecorder {
             .map(|(i, _)| entries[*i].torch.as_str())
             .collect();
         let len = grads.len() - slices + packed.len();
-        // One gradient's host copy at a time (all of them at once held the model's size again,
-        // the recording's peak at GPT-2 size): a whole tensor goes to the trace as soon as it is
-        // read, the slices of a packed one once the last of them is.
-        let mut parts: BTreeMap<String, Vec<(ParamEntry, HostTensor)>> = BTreeMap::new();
-        for (index, read) in visitor.found {
-            let entry = &entries[index];
-            let tensor = entry.torch_value(read(), &self.names)?;
-            let Some(part) = entry.part else {
-                self.put(step, &format!("grads.{}", entry.torch), tensor)?;
-                continue;
-            };
-            let group = parts.entry(entry.torch.clone()).or_default();
-            group.push((entry.clone(), tensor));
-            if group.len() == part.of {
-                let group = parts.remove(&entry.torch).unwrap_or_default();
-                for (entry, tensor) in pack_parts(group)? {
-                    self.put(step, &format!("grads.{}", entry.torch), tensor)?;
-                }
-            }
-        }
-        for (_, group) in parts {
-            // a packed tensor some of whose slices have no gradient: `pack_parts` leaves it out
-            for (entry, tensor) in pack_parts(group)? {
-                self.put(step, &format!("grads.{}", entry.torch), tensor)?;
-            }
-        }
+        self.put_each(step, &entries, visitor.found, |entry| {
+            Some(format!("grads.{}", entry.torch))
+        })?;
         // a port with parameter groups records each group's part: the counts add up
         *self.grads_len.entry(step).or_insert(0) += len;
         self.mark(step, "grads");
@@ -937,6 +957,10 @@ impl TraceRecorder {
     /// [`stream_to`](Self::stream_to) started (`path` must be the same).
     pub fn write(&self, path: impl AsRef<Path>) -> Result<(), TraceError> {
         let path = path.as_ref();
+        if let Sink::File(writer) = &mut *self.sink() {
+            // a write that failed since the last tensor: its error, not what the trace lacks
+            writer.settle()?;
+        }
         let metadata = self.metadata()?;
         let mut sink = self.sink();
         match &*sink {
@@ -1068,7 +1092,7 @@ impl Tap<'_> {
 }
 
 fn scalar(loss: &Tensor<1>, what: &str) -> Result<HostTensor, TraceError> {
-    let tensor = HostTensor::from_data(loss.to_data())?;
+    let tensor = HostTensor::of(&loss)?;
     if tensor.len() != 1 {
         return Err(TraceError::Mismatch {
             name: what.to_string(),
@@ -1089,7 +1113,7 @@ fn scalar(loss: &Tensor<1>, what: &str) -> Result<HostTensor, TraceError> {
 struct GradsVisitor<'a> {
     grads: &'a GradientsParams,
     index: usize,
-    found: Vec<(usize, Box<dyn FnOnce() -> TensorData>)>,
+    found: Vec<(usize, Box<HostRead>)>,
     seen: BTreeSet<burn::module::ParamId>,
 }
 
@@ -1098,8 +1122,9 @@ impl ModuleVisitor for GradsVisitor<'_> {
         if self.seen.insert(param.id)
             && let Some(grad) = self.grads.get::<D>(param.id)
         {
-            self.found
-                .push((self.index, Box::new(move || grad.into_data())));
+            let read =
+                move |entry: &ParamEntry, names: &TorchNames| entry.torch_value(&grad, names);
+            self.found.push((self.index, Box::new(read)));
         }
         self.index += 1;
     }
