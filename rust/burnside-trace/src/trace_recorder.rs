@@ -247,7 +247,7 @@ impl TraceRecorder {
         micro: usize,
         logits: &Tensor<D>,
     ) -> Result<(), TraceError> {
-        let tensor = HostTensor::of(&logits)?;
+        let tensor = HostTensor::of(logits)?;
         self.on.tensor(logits);
         self.mark(step, "logits");
         self.put(step, &format!("micro_logits.{micro}"), tensor)
@@ -644,7 +644,7 @@ impl TraceRecorder {
         step: usize,
         logits: &Tensor<D>,
     ) -> Result<(), TraceError> {
-        let tensor = HostTensor::of(&logits)?;
+        let tensor = HostTensor::of(logits)?;
         self.on.tensor(logits);
         self.mark(step, "logits");
         self.put(step, "logits", tensor)
@@ -1092,7 +1092,7 @@ impl Tap<'_> {
 }
 
 fn scalar(loss: &Tensor<1>, what: &str) -> Result<HostTensor, TraceError> {
-    let tensor = HostTensor::of(&loss)?;
+    let tensor = HostTensor::of(loss)?;
     if tensor.len() != 1 {
         return Err(TraceError::Mismatch {
             name: what.to_string(),
