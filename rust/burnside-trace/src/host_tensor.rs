@@ -63,11 +63,7 @@ impl HostTensor {
     pub fn from_data(data: TensorData) -> Result<Self, TraceError> {
         if let Some(dtype) = host_dtype(data.dtype()) {
             // Already a host type: the bytes are the little-endian elements, one copy.
-            return Ok(Self {
-                dtype,
-                shape: data.shape().to_vec(),
-                bytes: buffer_with(data.as_bytes()),
-            });
+            return Ok(Self::copied(dtype, data.shape(), data.as_bytes()));
         }
         let shape = data.shape().to_vec();
         let dtype = data.dtype();
@@ -94,12 +90,17 @@ impl HostTensor {
     /// `tensor` on the host, as [`from_data`](Self::from_data) of its data makes it: one copy
     /// of the bytes where the backend keeps them on the host (see [`with_host_bytes`]).
     pub(crate) fn of<const D: usize>(tensor: &Tensor<D>) -> Result<Self, TraceError> {
-        with_host_bytes(tensor, |dtype, shape, bytes| Self {
+        with_host_bytes(tensor, Self::copied).map_or_else(|| Self::from_data(tensor.to_data()), Ok)
+    }
+
+    /// The `shape` tensor of `dtype` whose little-endian elements are `bytes`: one copy, into a
+    /// buffer of [`buffer`]'s.
+    pub(crate) fn copied(dtype: HostDType, shape: &[usize], bytes: &[u8]) -> Self {
+        Self {
             dtype,
             shape: shape.to_vec(),
             bytes: buffer_with(bytes),
-        })
-        .map_or_else(|| Self::from_data(tensor.to_data()), Ok)
+        }
     }
 
     /// A 2-d `tensor` transposed on the host, as
@@ -129,27 +130,18 @@ impl HostTensor {
     /// A 2-d `data` (`[a, b]`) transposed to `[b, a]` on the host, moving whole elements: the
     /// bytes of `from_data(data)` transposed, read once.
     pub(crate) fn transposed_from_data(data: TensorData) -> Result<Self, TraceError> {
-        match (host_dtype(data.dtype()), data.shape().to_vec().as_slice()) {
-            (Some(dtype), &[rows, cols]) => Ok(Self {
-                dtype,
-                shape: vec![cols, rows],
-                bytes: transpose_bytes(data.as_bytes(), rows, cols, dtype),
-            }),
-            _ => Ok(Self::from_data(data)?.transpose_2d()),
+        let transposed = host_dtype(data.dtype())
+            .and_then(|dtype| Self::transposed_from(dtype, data.shape(), data.as_bytes()));
+        match transposed {
+            Some(tensor) => Ok(tensor),
+            None => Ok(Self::from_data(data)?.transpose_2d()),
         }
     }
 
     /// The transpose of a 2-d tensor (`[a, b]` becomes `[b, a]`), moving whole elements, in
     /// cache-sized blocks. A tensor of another rank is returned as is.
     pub(crate) fn transpose_2d(self) -> Self {
-        let &[rows, cols] = self.shape.as_slice() else {
-            return self;
-        };
-        Self {
-            dtype: self.dtype,
-            shape: vec![cols, rows],
-            bytes: transpose_bytes(&self.bytes, rows, cols, self.dtype),
-        }
+        Self::transposed_from(self.dtype, &self.shape, &self.bytes).unwrap_or(self)
     }
 
     /// Number of elements.

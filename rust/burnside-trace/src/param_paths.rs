@@ -8,7 +8,6 @@ use burn::store::burn_pack::Error as PackError;
 use burn::store::burn_pack::Tensor as PackTensor;
 use burn::tensor::{DType, Tensor, TensorData};
 
-use crate::host_tensor::buffer_with;
 use crate::packed::{Part, packed_name};
 use crate::{HostDType, HostTensor, TorchNames, TraceError};
 
@@ -82,20 +81,14 @@ impl ParamEntry {
         bytes: &[u8],
         names: &TorchNames,
     ) -> Result<HostTensor, TraceError> {
-        let layout = self.layout(shape.len(), names);
-        if layout == Layout::Transposed
-            && let Some(tensor) = HostTensor::transposed_from(dtype, shape, bytes)
-        {
-            return Ok(tensor);
-        }
-        let tensor = HostTensor {
-            dtype,
-            shape: shape.to_vec(),
-            bytes: buffer_with(bytes),
-        };
-        match layout {
-            Layout::Same => Ok(tensor),
-            _ => self.to_torch_layout(tensor, names),
+        let copied = || HostTensor::copied(dtype, shape, bytes);
+        match self.layout(shape.len(), names) {
+            Layout::Same => Ok(copied()),
+            // `layout` finds a transpose of 2-d tensors only
+            Layout::Transposed => {
+                Ok(HostTensor::transposed_from(dtype, shape, bytes).unwrap_or_else(copied))
+            }
+            Layout::Other => self.through_store(copied().to_data(), names),
         }
     }
 

@@ -85,8 +85,8 @@ pub struct TraceRecorder {
 enum Sink {
     /// Kept in `tensors`, written by `write`.
     Memory,
-    /// Written to the file as they are recorded.
-    File(StreamWriter),
+    /// Written to the file as they are recorded (boxed: the writer is large beside the others).
+    File(Box<StreamWriter>),
     /// The streamed file was finished (renamed to this path).
     Finished(PathBuf),
 }
@@ -327,7 +327,7 @@ impl TraceRecorder {
         for (name, statistics) in std::mem::take(&mut self.statistics) {
             writer.add_statistics(name, statistics)?;
         }
-        *self.sink.get_mut().unwrap_or_else(|e| e.into_inner()) = Sink::File(writer);
+        *self.sink.get_mut().unwrap_or_else(|e| e.into_inner()) = Sink::File(Box::new(writer));
         Ok(())
     }
 
@@ -557,13 +557,12 @@ impl TraceRecorder {
         let mut parts: BTreeMap<String, Vec<(ParamEntry, HostTensor)>> = BTreeMap::new();
         for (index, read) in found {
             let entry = &entries[index];
-            if name(entry).is_none() {
+            let Some(recorded_as) = name(entry) else {
                 continue;
-            }
+            };
             let tensor = read(entry, &self.names)?;
             let Some(part) = entry.part else {
-                let name = name(entry).unwrap_or_default();
-                self.put(step, &name, tensor)?;
+                self.put(step, &recorded_as, tensor)?;
                 continue;
             };
             let group = parts.entry(entry.torch.clone()).or_default();
