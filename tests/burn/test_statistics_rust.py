@@ -106,23 +106,26 @@ def test_the_hash_is_pytorchs_where_the_port_computes_pytorchs_bits(traces):
         assert statistics[name]["xxh3"] != statistics_of(torch_trace.array(name), torch_trace.info(name).dtype).xxh3
 
 
-def _port_with_bug(root: Path, bug: str | None, full_steps) -> tuple[Path, Path]:
-    """The PyTorch trace recorded with ``full_steps``, and the port's trace from its init file, with ``bug``."""
+def _port_with_bug(root: Path, bug: str | None, full_steps, optim: str = "adam") -> tuple[Path, Path]:
+    """The PyTorch trace recorded with ``full_steps``, and the port's trace from its init file, with ``bug``; both
+    with Adam (lr 0.01) or ``optim="sgd"`` (lr 0.1), as the port builds them."""
     port = copy_crate(PORT, root / "accum_port")
     torch.manual_seed(0)
     model = Mlp()
     batches = [{"x": torch.randn(4, 4), "y": torch.randint(0, 3, (4,))} for _ in range(STEPS)]
     torch_trace = root / "torch.safetensors"
-    record(model, torch.optim.Adam(model.parameters(), lr=0.01), batches, torch_trace, full_steps=full_steps)
-    args = [*PORT_ARGS, *(["--bug", bug] if bug else [])]
+    opt = (torch.optim.SGD(model.parameters(), lr=0.1) if optim == "sgd"
+           else torch.optim.Adam(model.parameters(), lr=0.01))
+    record(model, opt, batches, torch_trace, full_steps=full_steps)
+    args = ["--accumulate", "1", "--optim", optim, *(["--bug", bug] if bug else [])]
     return torch_trace, record_port(torch_trace, port, "accum_port", args, root / "burn")
 
 
-def _diagnosed(root: Path, bug: str | None, full_steps) -> tuple[bool, list]:
+def _diagnosed(root: Path, bug: str | None, full_steps, optim: str = "adam") -> tuple[bool, list]:
     from burnside.diagnose import diagnose
     from burnside.parity import compare_with_evidence
 
-    comparison = compare_with_evidence(*_port_with_bug(root, bug, full_steps))
+    comparison = compare_with_evidence(*_port_with_bug(root, bug, full_steps, optim))
     return comparison.passed, diagnose(comparison)
 
 
@@ -145,6 +148,17 @@ def test_a_bug_first_acting_in_a_statistics_step_is_located_then_named_once_reco
     assert [d.rule for d in found] == ["D009"], [(d.rule, d.evidence) for d in found]
     assert "from step 1, its params_after" in found[0].evidence, found[0].evidence
     assert found[0].evidence.endswith("its updates show learning rate 0.005 at step 1 where the trace declares 0.01")
+    assert "Training::with_lr_schedule" in found[0].fix
+
+
+def test_an_sgd_ports_undeclared_decay_is_measured_step_by_step(tmp_path):
+    """The same slip under SGD, every step in full: D009 measures the rate each step applied (0.1 halved at each step
+    after the first), where it said "no setting of that optimizer explains it" when only Adam's rate was fitted."""
+    _, found = _diagnosed(tmp_path, "lr-decay", None, "sgd")
+    assert [d.rule for d in found] == ["D009"], [(d.rule, d.evidence) for d in found]
+    assert found[0].evidence.endswith("its updates show learning rate 0.05 at step 1 where the trace declares 0.1, "
+                                      "learning rate 0.025 at step 2 where the trace declares 0.1, learning rate "
+                                      "0.0125 at step 3 where the trace declares 0.1"), found[0].evidence
     assert "Training::with_lr_schedule" in found[0].fix
 
 

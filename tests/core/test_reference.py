@@ -200,7 +200,9 @@ def test_zero_gradients_amplified_by_adam_are_named_not_blamed(tmp_path):
     assert zero["fc1.bias"].count == 6 and zero["fc1.bias"].first_step == 0
     rows = {r.name: r for r in comparison.rows}
     bias = rows["step3.params_after.fc1.bias"]
-    assert bias.stats.max_abs > 1e-2  # Adam turned ~1e-8 of noise into lr-sized steps, differently per side
+    # Adam turned ~1e-8 of noise into lr-sized steps, differently per side: at least half the lr (0.01) apart by
+    # step 3, thousands of times the tolerance (how far exactly depends on the CPU's rounding: 0.009 to over 0.01)
+    assert bias.stats.max_abs > 0.005
     assert bias.ref.noise and bias.passed
     assert not any(r.name.endswith("fc1.bias") for r in comparison.failed_rows)
     proc = run_cli("compare", str(paths["a"]), str(paths["b"]), "--reference", str(paths["r"]))

@@ -36,6 +36,16 @@ def lr_from_step_1(model: nn.Module, optimizer: torch.optim.Optimizer, lr: float
     model.register_forward_pre_hook(later)
 
 
+def as_burn(path: Path) -> Path:
+    """Mark the training trace at ``path`` as a burn port's (framework burn), in place: its tensors, statistics and
+    metadata as they are otherwise."""
+    trace = open_trace(path)
+    tensors = {n: np.array(trace.array(n)) for n in trace.names}
+    write_trace(path, tensors, trace.metadata | {"framework": "burn", "framework_version": "0.22.1"},
+                statistics=trace.statistics)
+    return path
+
+
 class BurnDropout(nn.Module):
     """burn's Dropout on an autodiff device: on whatever the recorder does to PyTorch's dropouts."""
 

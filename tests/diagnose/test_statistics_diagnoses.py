@@ -21,6 +21,7 @@ from burnside.report.table import divergence_text
 from burnside.torch import record
 from burnside.trace import open_trace, write_trace
 from burnside.trace.statistics import statistics_of
+from tests.diagnose.forward_traces import as_burn
 from tests.diagnose.forward_traces import lr_from_step_1 as set_lr_from_step_1
 
 
@@ -46,18 +47,9 @@ def _record(path: Path, *, eps: float = 1e-5, lr_from_step_1: float | None = Non
     return record(model, opt, batches, path, steps=steps, **options)
 
 
-def _as_burn(path: Path) -> Path:
-    """The port's trace: framework burn."""
-    trace = open_trace(path)
-    tensors = {n: np.array(trace.array(n)) for n in trace.names}
-    write_trace(path, tensors, trace.metadata | {"framework": "burn", "framework_version": "0.22.1"},
-                statistics=trace.statistics)
-    return path
-
-
 def _pair(tmp_path: Path, a: dict, b: dict):
     comparison = compare_with_evidence(_record(tmp_path / "a.safetensors", **a),
-                                       _as_burn(_record(tmp_path / "b.safetensors", **a, **b)))
+                                       as_burn(_record(tmp_path / "b.safetensors", **a, **b)))
     return comparison, diagnose(comparison)
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from burnside.forensics.replay import REPLAY_TOLERANCE, Rows, beyond_rounding, half_ulp, number, sampled
+from burnside.forensics.replay import REPLAY_TOLERANCE, Rows, StepRates, beyond_rounding, half_ulp, number, sampled
 from burnside.trace import Trace
 
 
@@ -23,6 +23,9 @@ class AdagradFits:
     steps: Rows = field(default_factory=Rows)
     roots: Rows = field(default_factory=Rows)
     ratios: Rows = field(default_factory=Rows)
+    #: per step, (the declared step direction with its decay, before - after): the learning rate the step applied,
+    #: in the declared lr's terms (before its decay)
+    step_lr: StepRates = field(default_factory=StepRates)
 
     def settings(self, lr: float) -> dict[str, float]:
         """The settings the rows show for learning rate ``lr``: eps (from step 1's updates) and lr_decay (from the
@@ -68,6 +71,8 @@ def replay_adagrad(trace: Trace, config: dict, k: int, p: str, before: np.ndarra
         fits.steps.add(np.full(int(np.count_nonzero(big)), t))
         fits.roots.add(root[big])
         fits.ratios.add(-d[big] / moved[big])
+    if lr:
+        fits.step_lr.add(k, step_dir * (clr / lr), -moved)
     expected = before - clr * step_dir
     rounding = half_ulp(before) + half_ulp(after) + half_ulp(clr * step_dir) + abs(clr) * 4 * half_ulp(step_dir)
     residual = beyond_rounding(after, expected, moved if np.any(moved) else clr * step_dir, rounding)

@@ -31,6 +31,7 @@ import numpy as np
 from burnside.forensics.replay import (
     REPLAY_TOLERANCE,
     Rows,
+    StepRates,
     betas,
     standard_errors,
     beyond_rounding,
@@ -65,8 +66,8 @@ class AdamFits:
     #: (p, m_hat / (sqrt(v_hat) + eps)) -> (after - before) / lr: decoupled weight decay in the update
     decoupled_x: Rows = field(default_factory=Rows)
     decoupled_y: Rows = field(default_factory=Rows)
-    #: step -> (m_hat / (sqrt(v_hat) + eps), before * decay - after) pairs: the learning rate the step applied
-    step_lr: dict[int, Rows] = field(default_factory=dict)
+    #: per step, (m_hat / (sqrt(v_hat) + eps), before * decay - after): the learning rate the step applied
+    step_lr: StepRates = field(default_factory=StepRates)
     #: parameter -> the running maximum of its recorded exp_avg_sq (AMSGrad's, where no slot records it)
     running_max: dict[str, np.ndarray] = field(default_factory=dict)
     #: where the running maximum is above exp_avg_sq: the largest |after - replay| relative to the update,
@@ -108,22 +109,6 @@ class AdamFits:
         if self.amsgrad_gap > _AMSGRAD_GAP and min(self.amsgrad_err, self.plain_err) < REPLAY_TOLERANCE:
             measured["amsgrad"] = 1.0 if self.amsgrad_err < self.plain_err else 0.0
         return measured
-
-    def learning_rates(self) -> dict[int, float]:
-        """Step -> the learning rate that step's updates show, from the recorded moments (fitted through 0), for
-        each step whose updates one rate explains."""
-        found: dict[int, float] = {}
-        for k, rows in sorted(self.step_lr.items()):
-            pairs = rows.all()
-            if pairs is None:
-                continue
-            pairs = pairs[np.all(np.isfinite(pairs), axis=1)]
-            x, y = pairs[:, 0], pairs[:, 1]
-            if x.size and np.dot(x, x) > 0:
-                lr = float(np.dot(x, y) / np.dot(x, x))
-                if lr > 0 and explains(pairs[:, :1], y, np.array([lr])):
-                    found[k] = lr
-        return found
 
     def clipping(self, steps: int, clip: float, norm: Callable[[int], float]) -> float | None:
         """The `clip_grad_norm` the moments show where it is not the declared ``clip`` (infinity: no clipping),
@@ -218,7 +203,7 @@ def replay_adam(trace: Trace, config: dict, name: str, k: int, p: str, before: n
     step = lr * direction
     decay = 1 - lr * wd if is_decoupled else 1.0
     expected_after = before * decay - step
-    fits.step_lr.setdefault(k, Rows()).add(np.stack([direction.ravel(), (before * decay - after).ravel()], axis=1))
+    fits.step_lr.add(k, direction, before * decay - after)
     if lr:
         fits.decoupled_x.add(np.stack([before, direction], axis=1))
         fits.decoupled_y.add((after - before) / lr)

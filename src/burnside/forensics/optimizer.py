@@ -47,7 +47,8 @@ class OptimizerForensics:
     #: index in the declared `groups` -> the settings that group's own updates show, for each group that
     #: declares settings of its own (`measured` is the first group's)
     group_measured: dict[int, dict[str, float]] = field(default_factory=dict)
-    #: Adam and AdamW: step -> the learning rate its updates show (the first group's), where one rate explains them
+    #: SGD, Adam, AdamW, RMSprop, Adagrad: step -> the learning rate its updates show (the first group's), where one
+    #: rate explains them
     lr_by_step: dict[int, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -149,8 +150,10 @@ def _measure(trace: Trace) -> OptimizerForensics:
         group_lr = number(group_config(config, i)[0], "lr", 0.0)
         result.group_measured[i] = (found_fits.settings(group_lr) if isinstance(found_fits, AdagradFits)
                                     else found_fits.settings())
+    rates = getattr(fits, "step_lr", None)  # Muon and Adafactor fit no rate per step
+    if rates is not None:
+        result.lr_by_step = rates.rates()
     if isinstance(fits, AdamFits):
-        result.lr_by_step = fits.learning_rates()
         clipped = fits.clipping(steps, clip, norm)
         if clipped is not None:
             # the scale explains the moments; betas fitted to scaled gradients would only restate it

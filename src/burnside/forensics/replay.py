@@ -40,6 +40,35 @@ class Rows:
         return np.concatenate(self.parts) if self.parts else None
 
 
+@dataclass
+class StepRates:
+    """The learning rate each step's updates show: per step, (the update's direction, how far the parameter moved
+    against it) pairs, gathered over the parameters of one group, fitted through 0 one step at a time. A rate the
+    loop changes between steps (a schedule, a decay written by hand) is seen at the step it acts; the fits over
+    every step at once explain none of them."""
+
+    rows: dict[int, Rows] = field(default_factory=dict)
+
+    def add(self, k: int, direction: np.ndarray, moved: np.ndarray) -> None:
+        """Step ``k`` of one parameter: ``moved = lr * direction`` for the rate ``lr`` it applied."""
+        self.rows.setdefault(k, Rows()).add(np.stack([direction.ravel(), moved.ravel()], axis=1))
+
+    def rates(self) -> dict[int, float]:
+        """Step -> the learning rate its updates show, for each step whose updates one positive rate explains."""
+        found: dict[int, float] = {}
+        for k, rows in sorted(self.rows.items()):
+            pairs = rows.all()
+            if pairs is None:
+                continue
+            pairs = pairs[np.all(np.isfinite(pairs), axis=1)]
+            x, y = pairs[:, 0], pairs[:, 1]
+            if x.size and np.dot(x, x) > 0:
+                lr = float(np.dot(x, y) / np.dot(x, x))
+                if lr > 0 and explains(pairs[:, :1], y, np.array([lr])):
+                    found[k] = lr
+        return found
+
+
 def sampled(trace: Trace, name: str) -> np.ndarray | None:
     """The first SAMPLE elements of tensor ``name``, flat, in float64; None when the trace lacks it."""
     if name not in trace:

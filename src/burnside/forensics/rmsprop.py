@@ -16,6 +16,7 @@ import numpy as np
 from burnside.forensics.replay import (
     REPLAY_TOLERANCE,
     Rows,
+    StepRates,
     beyond_rounding,
     explains,
     finite,
@@ -39,6 +40,8 @@ class RmsPropFits:
     #: a step without momentum buffer: (sqrt(variance), -lr * d / (after - before)): each element's eps
     eps_root: Rows = field(default_factory=Rows)
     eps_ratio: Rows = field(default_factory=Rows)
+    #: per step, (the declared step direction, before - after): the learning rate the step applied
+    step_lr: StepRates = field(default_factory=StepRates)
 
     def settings(self) -> dict[str, float]:
         """The settings the rows show: alpha, momentum, eps (each only where a fit explains them)."""
@@ -115,6 +118,7 @@ def replay_rmsprop(trace: Trace, config: dict, k: int, p: str, before: np.ndarra
         if np.any(big) and buf is None:  # a recorded buffer the declaration lacks: the update is not q
             fits.eps_root.add(root[big])
             fits.eps_ratio.add(-lr * d[big] / moved[big])
+    fits.step_lr.add(k, step_dir, before - after)
     expected = before - lr * step_dir
     rounding = half_ulp(before) + half_ulp(after) + half_ulp(lr * step_dir) + abs(lr) * 4 * half_ulp(step_dir)
     residual = beyond_rounding(after, expected, after - before if np.any(after != before) else lr * step_dir, rounding)

@@ -19,6 +19,7 @@ import numpy as np
 from burnside.forensics.replay import (
     REPLAY_TOLERANCE,
     Rows,
+    StepRates,
     beyond_rounding,
     explains,
     finite,
@@ -48,6 +49,8 @@ class SgdFits:
     #: steps after the first, under momentum: (buf_k, g, before) -> (after - before) / lr
     nesterov_x: Rows = field(default_factory=Rows)
     nesterov_y: Rows = field(default_factory=Rows)
+    #: per step, (the declared step direction, before - after): the learning rate the step applied
+    step_lr: StepRates = field(default_factory=StepRates)
 
     def settings(self) -> dict[str, float]:
         """The settings the rows show: lr, weight_decay, momentum, dampening, nesterov (1.0 or 0.0), each only
@@ -121,6 +124,7 @@ def replay_sgd(trace: Trace, config: dict, k: int, p: str, before: np.ndarray, a
         if k == 0 or not momentum:
             fits.plain_x.add(np.stack([grad.ravel(), before.ravel()], axis=1))
             fits.plain_y.add((after - before).ravel())
+    fits.step_lr.add(k, step_dir, before - after)
     expected = before - lr * step_dir
     # float32 rounding of the parameter before and after, of the step (lr times its direction) and of the terms
     # the direction is made of (the gradient plus weight decay, a Nesterov look-ahead): an update only as large

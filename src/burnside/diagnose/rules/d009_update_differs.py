@@ -7,7 +7,11 @@ finds the first step whose update or optimizer state the replay does not reprodu
 measures the effective settings from the numbers (SGD: lr, weight decay, momentum,
 dampening, Nesterov; Adam: lr, betas, epsilon, weight decay of each kind (L2 in the moments,
 decoupled in the update), AMSGrad, and the gradient clipping each step applied) and names
-those that contradict the metadata, each parameter group's by its own updates.
+those that contradict the metadata, each parameter group's by its own updates. The learning
+rate is also fitted one step at a time (SGD, Adam, AdamW, RMSprop, Adagrad): a rate the loop
+changes between steps without declaring it is named step by step, with the schedule to declare,
+and the same other rate at every step is named as the lr, where the fits over every step at once
+would read either as another setting (RMSprop's or Adagrad's eps, Adagrad's lr_decay).
 
 Each element is judged beyond its float32 rounding (half an ulp of the parameter before and after, and
 of the update's own arithmetic), so an update as small as that rounding (weight decay alone moving a
@@ -229,6 +233,16 @@ def check(comparison: Comparison) -> list[Diagnosis]:
             continue
         name = forensics.declared.get("name", "optimizer")
         wrong = contradictions(forensics)
+        rates = _undeclared_rates(forensics, k)
+        if rates:
+            # one rate explains each step, and some step's is not the declared one: the settings read off the updates
+            # of every step at once (RMSprop's and Adagrad's eps, Adagrad's lr_decay, a pooled lr) take another rate
+            # for theirs, and are not its cause unless they give those very rates
+            wrong = [w for w in wrong if w[0] not in _RATE_MIMICS or _gives_the_rates(w, forensics)]
+            shown = {round(lr, 6) for lr in forensics.lr_by_step.values()}
+            if len(shown) == 1 and len(rates) == len(forensics.lr_by_step) and not any(w[0] == "lr" for w in wrong):
+                # the same other rate at every step: the optimizer's lr itself, as SGD's and Adam's fits say it
+                wrong.append(("lr", rates[0][2], rates[0][1]))
         groups = [(i, *_group(forensics.declared, i)) for i in sorted(forensics.group_measured)]
         group_wrong = [(i, params, bad) for i, config, params in groups
                        if (bad := _contradictions(forensics.group_measured[i], config))]
@@ -255,7 +269,7 @@ def check(comparison: Comparison) -> list[Diagnosis]:
                 fix += ("; each parameter group's burn optimizer is built from the spec declared for it: "
                         "`Training::with_group(spec, &names)`, or call by call `TraceRecorder::with_group(spec.clone(), "
                         "&names)` with `spec.init()` stepping that group's part of the gradients")
-        elif (rates := _undeclared_rates(forensics, k)):
+        elif rates:
             evidence += "; its updates show " + ", ".join(
                 f"learning rate {shown:.4g} at step {at} where the trace declares {said:.4g}" for at, shown, said in rates)
             fix = ("give `optim.step` the learning rate the PyTorch loop uses at each step, and declare the one each "
@@ -270,19 +284,41 @@ def check(comparison: Comparison) -> list[Diagnosis]:
     return found
 
 
+#: The settings a learning rate changed between steps shows up as, when fitted over every step at once.
+_RATE_MIMICS = ("lr", "eps", "lr_decay")
+
 #: How far (relative) a step's measured learning rate must be from the declared one to be another rate.
 _LR_APART = 1e-3
 
 
+def _declared_rate(declared: dict, at: int) -> float | None:
+    """The learning rate the trace declares for step ``at``: its schedule's, else its `lr`."""
+    schedule = declared.get("lr_per_step")
+    return number(schedule[at]) if isinstance(schedule, list) and at < len(schedule) else number(declared.get("lr"))
+
+
+def _gives_the_rates(contradiction: tuple[str, object, object], forensics) -> bool:
+    """Whether a setting the updates show in place of the declared one also gives the rate each step applied, as
+    Adagrad's `lr_decay` does: step k's rate is the declared one times (1 + k d) / (1 + k d') for the declared d and
+    the measured d'. A rate changed by hand follows no such curve."""
+    key, declared, measured = contradiction
+    if key != "lr_decay" or not isinstance(declared, (int, float)) or not isinstance(measured, (int, float)):
+        return False
+    for at, shown in forensics.lr_by_step.items():
+        said = _declared_rate(forensics.declared, at)
+        if said is None or 1 + at * measured <= 0:
+            return False
+        if abs(shown - said * (1 + at * declared) / (1 + at * measured)) > _LR_APART * said:
+            return False
+    return True
+
+
 def _undeclared_rates(forensics, k: int) -> list[tuple[int, float, float]]:
     """(step, measured, declared) for each step from ``k`` on whose updates show another learning rate than the
-    trace declares for it (its `lr`, or its schedule's `lr_per_step`): Adam's rate fitted step by step."""
-    declared = forensics.declared
-    schedule = declared.get("lr_per_step")
-    base = number(declared.get("lr"))
+    trace declares for it (its `lr`, or its schedule's `lr_per_step`): the rate fitted step by step."""
     found = []
     for at, shown in sorted(forensics.lr_by_step.items()):
-        said = number(schedule[at]) if isinstance(schedule, list) and at < len(schedule) else base
+        said = _declared_rate(forensics.declared, at)
         if at >= k and said is not None and said > 0 and abs(shown - said) > _LR_APART * said:
             found.append((at, shown, said))
     return found
