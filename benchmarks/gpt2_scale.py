@@ -23,13 +23,22 @@ Python cases, `getrusage(RUSAGE_CHILDREN)` of a one-child wrapper for the comman
 - `compare`: `burnside compare T B --reference R`; `report`: the same with `--report page.html`.
 
 Python cases time the loop alone (not the import of torch or building the model); the commands'
-wall is the whole process. Then the disk's sequential write speed (write + fsync of ~1 GiB in the
-output directory), measured in the same run, and the targets for each recorder against its own
-plain loop: peak RSS <= plain + 512 MiB; wall <= (plain + bytes written / disk speed) x 1.5 (the
-reference trains its copy twice with its variant: 2 x plain64).
+wall is the whole process. The targets for each recorder are against its own plain loop: peak RSS <=
+plain + 512 MiB; wall <= (plain + bytes written / disk speed) x 1.5 (the reference trains its copy twice
+with its variant: 2 x plain64). The disk speed is measured just before each recorder, as it writes
+(`--disk-mib` MiB through the page cache, then fsync, in the output directory), and that file is kept
+until the recorder ends. On this project's machines, a VM that hands freed memory back to its host
+within seconds, what a write costs is mostly the page cache's fresh pages, and how many are fresh
+depends on what ran just before: one measure at the start (the old way) was 295 to 1329 MB/s for
+the same disk, and the recorders' writes do not follow it. Memory a process frees goes back to the
+host 2 to 6 seconds later (measured: 4 GiB touched again 0.3 s after it was freed took 0.3 s, 3 s
+after 4.6 s, 6 s after 9.9 s), so the benchmark waits `--settle` seconds (15) before each case and
+each measure: every case, plain loops included, starts on the fresh pages a new process gets, and
+the measure's file, kept, leaves the recorder none freed a moment before. The disk's own speed
+(`disk_speed(drop_behind=True)`: the page cache dropped behind the writes) is printed beside.
 
     python benchmarks/gpt2_scale.py [--layers 12 --d-model 768 --vocab 50257 --context 64]
-        [--dir DIR] [--steps 3] [--no-variants] [--full-steps 0,-1] [--disk-mib 1024] [--keep]
+        [--dir DIR] [--steps 3] [--no-variants] [--full-steps 0,-1] [--disk-mib 1024] [--settle 15] [--keep]
 
 A quick run: `--layers 2 --d-model 128 --vocab 1000`.
 """
@@ -247,6 +256,8 @@ def main() -> None:
     parser.add_argument("--full-steps", default=None,
                         help="steps recorded in full, e.g. 0,-1 (the others as statistics, on every side)")
     parser.add_argument("--disk-mib", type=int, default=1024)
+    parser.add_argument("--settle", type=float, default=15.0,
+                        help="seconds to wait before each case and each disk measure (default 15; see above)")
     parser.add_argument("--keep", action="store_true", help="keep the traces and the report")
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--case-out", help=argparse.SUPPRESS)
@@ -274,11 +285,31 @@ def main() -> None:
                                                             "burn.safetensors"))
     init, page = directory / "init.safetensors", directory / "page.html"
     rows: dict[str, dict] = {}
+    speeds: dict[str, float] = {}
     try:
         binary = build_port()
-        speed = disk_speed(directory, args.disk_mib)
+        own_speed = disk_speed(directory, args.disk_mib, drop_behind=True)
+
+        def settle() -> None:
+            """Wait for the memory the last step freed to go back to the host (a few seconds, measured), so the
+            next case finds the fresh pages any process would, not pages another freed a moment before."""
+            time.sleep(args.settle)
+
+        def measured(case: str, run):
+            """``run()`` with the disk measured just before it, the measure's file kept until it ends."""
+            settle()
+            speeds[case] = disk_speed(directory, args.disk_mib, keep=True)
+            try:
+                return run()
+            finally:
+                (directory / "disk-speed.bin").unlink(missing_ok=True)
+
         for case, out in (("plain", None), ("record", torch_trace), ("plain64", None), ("reference", ref)):
-            rows[case] = python_case(case, out or directory / "none", cfg)
+            if out is None:
+                settle()
+                rows[case] = python_case(case, directory / "none", cfg)
+            else:
+                rows[case] = measured(case, lambda case=case, out=out: python_case(case, out, cfg))
             print(f"  {case}: {rows[case]['wall']:.1f}s", flush=True)
         from burnside.burn.port import init_from_trace
         from burnside.trace import open_trace
@@ -287,7 +318,11 @@ def main() -> None:
         init_wall, init_size = time.perf_counter() - start, init.stat().st_size
         port = [str(binary), "--init", str(init), "--steps", str(args.steps), "--heads", str(heads)]
         for case, argv in (("burn plain", [*port, "-o", str(directory / "unused.safetensors"), "--no-record"]), ("burn record", [*port, "-o", str(burn_trace)])):
-            r = run_command(argv)
+            if case == "burn plain":
+                settle()
+                r = run_command(argv)
+            else:
+                r = measured(case, lambda argv=argv: run_command(argv))
             if r["rc"] != 0:
                 raise SystemExit(f"{case} failed ({' '.join(argv)}):\n{r['stderr']}")
             r["written"] = burn_trace.stat().st_size if case == "burn record" else 0
@@ -295,6 +330,7 @@ def main() -> None:
             print(f"  {case}: {r['wall']:.1f}s", flush=True)
         compare = ["burnside", "compare", str(torch_trace), str(burn_trace), "--reference", str(ref)]
         for case, argv in (("compare", compare), ("report", [*compare, "--report", str(page)])):
+            settle()
             rows[case] = run_command([str(Path(sys.executable).parent / argv[0]), *argv[1:]])
             print(f"  {case}: {rows[case]['wall']:.1f}s (exit {rows[case]['rc']})", flush=True)
         rows["report"]["written"] = page.stat().st_size if page.exists() else 0
@@ -312,7 +348,9 @@ def main() -> None:
           f"context {args.context}, batch 1, tied head: {params / 1e6:.1f} M params; {args.steps} Adam steps "
           f"(lr {LR}); reference variants {'on (burn-adam)' if cfg['variants'] else 'off'}; "
           f"{'every step in full' if cfg['full_steps'] is None else 'full steps %s, others as statistics' % cfg['full_steps']}")
-    print(f"disk sequential write (write + fsync, {args.disk_mib} MiB): {speed / 1e6:.0f} MB/s")
+    print(f"disk sequential write (write + fsync, {args.disk_mib} MiB, through the page cache as the recorders "
+          f"write), measured before each recorder: " + ", ".join(f"{c} {v / 1e6:.0f} MB/s" for c, v in speeds.items())
+          + f"; the disk itself (the page cache dropped behind the writes): {own_speed / 1e6:.0f} MB/s")
     print(f"init file from the PyTorch trace (init_from_trace, in the driver): {init_wall:.1f}s, {size(init_size)}")
     print(f"{'case':<12} {'wall':>9} {'peak RSS':>10} {'written':>10}   {'RSS target':>13}   {'wall target':>13}")
     floors = {"record": ("plain", 1), "reference": ("plain64", 2 if cfg["variants"] else 1),
@@ -323,7 +361,7 @@ def main() -> None:
         if case in floors:
             base, runs = floors[case]
             rss_target = rows[base]["peak_rss"] + (512 << 20)
-            wall_target = (runs * rows[base]["wall"] + r["written"] / speed) * 1.5
+            wall_target = (runs * rows[base]["wall"] + r["written"] / speeds[case]) * 1.5
             rss_ok, wall_ok = r["peak_rss"] <= rss_target, r["wall"] <= wall_target
             ok &= rss_ok and wall_ok
             line += (f"   {gib(rss_target):>10} {'ok' if rss_ok else 'NO'}   {wall_target:>9.2f}s "
