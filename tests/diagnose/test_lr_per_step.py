@@ -20,6 +20,7 @@ from torch import nn
 from burnside.diagnose import diagnose
 from burnside.parity import compare_with_evidence
 from burnside.torch import record
+from burnside.trace import open_trace
 from tests.diagnose.forward_traces import as_burn, lr_from_step_1
 
 STEPS = 3
@@ -77,3 +78,22 @@ def test_another_rate_at_every_step_is_named_as_the_lr(tmp_path, optimizer):
     assert "from step 0" in evidence, evidence
     assert evidence.endswith(f"the trace says lr {lr:g}; its updates show {lr / 2:g}"), evidence
     assert "configure the burn optimizer with the PyTorch values" in found["D009"].fix
+
+
+def test_an_sgd_ports_undeclared_clipping_is_named_as_clipping_not_as_rates(tmp_path):
+    """Plain SGD's update is linear in the gradient, so a joint-norm clipping the trace does not declare shows as
+    another rate at each step: the rates follow the gradient norms, min(1, c / |g_k|), and D009 names the clipping
+    at that c, not a schedule."""
+    from tests.core.test_clipping import _norm0, _record as record_a1, _relabel
+
+    clip = _norm0() / 4
+    clipped = record_a1(tmp_path / "c.safetensors", clip=clip, optim="sgd", lr=0.1)
+    unclipped = record_a1(tmp_path / "u.safetensors", clip=None, optim="sgd", lr=0.1)
+    silent = _relabel(clipped, tmp_path / "silent.safetensors", clip_grad_norm=None)
+    found = {d.rule: d for d in diagnose(compare_with_evidence(open_trace(unclipped), silent))}
+    assert "D009" in found, sorted(found)
+    evidence = found["D009"].evidence
+    assert "the trace says no clipping; its updates show gradients scaled to a joint norm of" in evidence, evidence
+    shown = float(evidence.rsplit(" ", 1)[1])
+    assert shown == pytest.approx(clip, rel=1e-3)
+    assert "learning rate" not in evidence and "clip_grad_norm_" in found["D009"].fix

@@ -19,6 +19,7 @@ actually applied is measured too (`AdamFits.clipping`), reported as the `clip_gr
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -153,6 +154,16 @@ def _measure(trace: Trace) -> OptimizerForensics:
     rates = getattr(fits, "step_lr", None)  # Muon and Adafactor fit no rate per step
     if rates is not None:
         result.lr_by_step = rates.rates()
+    if isinstance(fits, SgdFits) and result.lr_by_step:
+        def step_rate(k: int) -> float:
+            return schedule[k] if schedule is not None else base_lr
+
+        clipped = _clipping_from_rates(result.lr_by_step, step_rate, clip, norm)
+        if clipped is not None:
+            # plain SGD's update is linear in the gradient: a global clipping shows as a rate per step, and is that
+            result.measured.pop("lr", None)
+            result.measured["clip_grad_norm"] = clipped
+            result.lr_by_step = {}
     if isinstance(fits, AdamFits):
         clipped = fits.clipping(steps, clip, norm)
         if clipped is not None:
@@ -161,6 +172,48 @@ def _measure(trace: Trace) -> OptimizerForensics:
             result.measured.pop("beta_2", None)
             result.measured["clip_grad_norm"] = clipped
     return result
+
+
+#: How far apart (relative) two rates, two clipping thresholds or a scale and 1 are to be told apart.
+_APART = 1e-3
+
+
+def _clipping_from_rates(rates: dict[int, float], step_rate: Callable[[int], float], clip: float,
+                         norm: Callable[[int], float]) -> float | None:
+    """The `clip_grad_norm` a plain SGD's per-step rates show where it is not the declared ``clip`` (infinity: no
+    clipping), or None: they show the declared rates, or no one threshold explains them. A step clipped at c moves by
+    ``lr * min(1, c / |g_k|)``: each step's rate over the declared one, times the declared clipping's factor, is the
+    factor the step applied; the clipped steps' factors times their gradient norms must give one c, and the steps at
+    their full rate have norms at most c, over two clipped steps at least. A rate changed by hand follows the norms only
+    by chance."""
+    if all(abs(rate - step_rate(k)) <= _APART * step_rate(k) for k, rate in rates.items()):
+        return None  # the declared rates (and the declared clipping, which the replay applied)
+    implied: dict[int, float] = {}
+    full: list[int] = []
+    declared_clipped = False
+    for k, rate in rates.items():
+        said = step_rate(k)
+        if said <= 0:
+            return None
+        declared = min(1.0, clip / (norm(k) + 1e-6)) if clip > 0 else 1.0
+        declared_clipped |= declared < 1 - _APART
+        factor = rate / said * declared
+        if factor > 1 + _APART:
+            return None  # faster than the unclipped rate: no clipping gives it
+        if factor < 1 - _APART:
+            implied[k] = factor * (norm(k) + 1e-6)
+        else:
+            full.append(k)
+    if not implied:
+        return math.inf if declared_clipped else None
+    if len(implied) < 2:
+        return None  # one clipped step's factor is as well another lr: the rates say which only over two
+    threshold = float(np.median(list(implied.values())))
+    if any(abs(c - threshold) > _APART * threshold for c in implied.values()):
+        return None
+    if any(norm(k) > threshold * (1 + _APART) for k in full):
+        return None
+    return threshold
 
 
 #: Elements per read when a step's gradient norm is taken over whole tensors.

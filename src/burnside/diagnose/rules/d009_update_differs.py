@@ -11,7 +11,9 @@ those that contradict the metadata, each parameter group's by its own updates. T
 rate is also fitted one step at a time (SGD, Adam, AdamW, RMSprop, Adagrad): a rate the loop
 changes between steps without declaring it is named step by step, with the schedule to declare,
 and the same other rate at every step is named as the lr, where the fits over every step at once
-would read either as another setting (RMSprop's or Adagrad's eps, Adagrad's lr_decay).
+would read either as another setting (RMSprop's or Adagrad's eps, Adagrad's lr_decay). Under
+plain SGD, rates that follow the gradient norms as `min(1, c / |g|)` over two steps or more are
+named as the joint-norm clipping at c they are.
 
 Each element is judged beyond its float32 rounding (half an ulp of the parameter before and after, and
 of the update's own arithmetic), so an update as small as that rounding (weight decay alone moving a
