@@ -57,7 +57,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from record_memory import disk_speed  # the same write + fsync measure (this folder is on sys.path)
+from record_memory import DISK_SPEED_FILE, disk_speed  # the same write + fsync measure (this folder is on sys.path)
 
 REPO = Path(__file__).resolve().parent.parent
 CRATE = REPO / "rust" / "gpt2-bench"
@@ -302,7 +302,7 @@ def main() -> None:
             try:
                 return run()
             finally:
-                (directory / "disk-speed.bin").unlink(missing_ok=True)
+                (directory / DISK_SPEED_FILE).unlink(missing_ok=True)
 
         for case, out in (("plain", None), ("record", torch_trace), ("plain64", None), ("reference", ref)):
             if out is None:

@@ -88,6 +88,10 @@ def run_case(case: str, directory: Path, steps: int) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+#: The file `disk_speed` writes in the directory it measures.
+DISK_SPEED_FILE = "disk-speed.bin"
+
+
 def disk_speed(directory: Path, mib: int, drop_behind: bool = False, keep: bool = False) -> float:
     """Bytes per second of a sequential write of ``mib`` MiB in 1 MiB blocks, fsync included: as the trace
     writers write, into the page cache and synced at the end. With ``drop_behind`` (where the system has
@@ -95,10 +99,10 @@ def disk_speed(directory: Path, mib: int, drop_behind: bool = False, keep: bool 
     from the page cache, so the same few hundred MiB of pages are used over and over: the disk's own speed.
     On a VM that hands freed memory back to its host (this project's machines), the two differ several
     times over, because every page the page cache takes anew costs a fault in the host. With ``keep`` the
-    file (``disk-speed.bin`` in ``directory``) is left for the caller to remove: while it stays, its pages
+    file (`DISK_SPEED_FILE` in ``directory``) is left for the caller to remove: while it stays, its pages
     stay in the page cache instead of going back to the system for the next writer to reuse."""
     block = os.urandom(1 << 20)
-    path = directory / "disk-speed.bin"
+    path = directory / DISK_SPEED_FILE
     behind = drop_behind and hasattr(os, "posix_fadvise")
     chunk = 64
     start = time.perf_counter()

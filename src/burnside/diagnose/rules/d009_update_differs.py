@@ -241,8 +241,8 @@ def check(comparison: Comparison) -> list[Diagnosis]:
             # of every step at once (RMSprop's and Adagrad's eps, Adagrad's lr_decay, a pooled lr) take another rate
             # for theirs, and are not its cause unless they give those very rates
             wrong = [w for w in wrong if w[0] not in _RATE_MIMICS or _gives_the_rates(w, forensics)]
-            shown = {round(lr, 6) for lr in forensics.lr_by_step.values()}
-            if len(shown) == 1 and len(rates) == len(forensics.lr_by_step) and not any(w[0] == "lr" for w in wrong):
+            distinct = {round(lr, 6) for lr in forensics.lr_by_step.values()}
+            if len(distinct) == 1 and len(rates) == len(forensics.lr_by_step) and not any(w[0] == "lr" for w in wrong):
                 # the same other rate at every step: the optimizer's lr itself, as SGD's and Adam's fits say it
                 wrong.append(("lr", rates[0][2], rates[0][1]))
         groups = [(i, *_group(forensics.declared, i)) for i in sorted(forensics.group_measured)]
