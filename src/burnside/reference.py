@@ -21,6 +21,7 @@ and no running statistics carried into an output, burn's known arithmetic differ
 from __future__ import annotations
 
 import copy
+import gc
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -284,29 +285,36 @@ class _BurnAdam(torch.optim.Optimizer):
                 state = self.state[p]
                 if not group["decoupled"] and wd:
                     grad = p * float(wd) + grad
+                # in place, each operation rounded as written out (`m * b1 + g * f1`, ...): a new state tensor
+                # per parameter per step left glibc's heap growing by half the float64 model each step at GPT-2 size
                 if state:
-                    state["exp_avg"] = state["exp_avg"] * float(b1) + grad * f1
-                    state["exp_avg_sq"] = state["exp_avg_sq"] * float(b2) + grad.square() * f2
+                    state["exp_avg"].mul_(float(b1)).add_(grad * f1)
+                    state["exp_avg_sq"].mul_(float(b2)).add_(grad.square().mul_(f2))
                     state["step"] += 1
                 else:
-                    state.update(exp_avg=grad * f1, exp_avg_sq=grad.square() * f2, step=1)
+                    state.update(exp_avg=grad * f1, exp_avg_sq=grad.square().mul_(f2), step=1)
                 if group["amsgrad"]:  # burn keeps the running maximum of moment_2 and divides by it
                     previous = state.get("max_exp_avg_sq")
-                    state["max_exp_avg_sq"] = (state["exp_avg_sq"] if previous is None
-                                               else torch.maximum(previous, state["exp_avg_sq"]))
+                    if previous is None:
+                        state["max_exp_avg_sq"] = state["exp_avg_sq"].clone()
+                    else:
+                        torch.maximum(previous, state["exp_avg_sq"], out=previous)
                 second = state["max_exp_avg_sq"] if group["amsgrad"] else state["exp_avg_sq"]
                 t = state["step"]
                 bc1 = np.float32(1) - _powi_f32(b1, t)
                 bc2 = np.float32(1) - _powi_f32(b2, t)
                 if group["decoupled"]:
-                    update = (state["exp_avg"] / float(bc1)) / ((second / float(bc2)).sqrt() + float(eps))
+                    # (m / bc1) / (sqrt(v / bc2) + eps), then p * (1 - lr * wd) - update * lr
+                    update = (state["exp_avg"] / float(bc1)).div_((second / float(bc2)).sqrt_().add_(float(eps)))
                     decay = lr * float(wd)
-                    p.copy_((p * (1.0 - decay) if decay else p) - update * lr)
+                    if decay:
+                        p.mul_(1.0 - decay)
+                    p.sub_(update.mul_(lr))
                 else:
                     bc2_sqrt = np.sqrt(bc2)
                     factor = float(np.float32(bc2_sqrt / bc1))
-                    update = (state["exp_avg"] * factor) / (second.sqrt() + float(np.float32(eps * bc2_sqrt)))
-                    p.sub_(update * lr)
+                    update = (state["exp_avg"] * factor).div_(second.sqrt().add_(float(np.float32(eps * bc2_sqrt))))
+                    p.sub_(update.mul_(lr))
 
 
 class _BurnRmsProp(torch.optim.Optimizer):
@@ -339,15 +347,24 @@ class _BurnRmsProp(torch.optim.Optimizer):
                 grad = p * wd + p.grad if wd else p.grad
                 state = self.state[p]
                 first = "square_avg" not in state
-                state["square_avg"] = grad.square() * rest + (0 if first else state["square_avg"] * alpha)
+                # in place, each operation rounded as written out (`g^2 * rest + avg * alpha`, ...), as for Adam
+                if first:
+                    state["square_avg"] = grad.square().mul_(rest)
+                else:
+                    state["square_avg"].mul_(alpha).add_(grad.square().mul_(rest))
                 avg = state["square_avg"]
                 if group["centered"]:
-                    state["grad_avg"] = grad * rest + (0 if first else state["grad_avg"] * alpha)
+                    if first:
+                        state["grad_avg"] = grad * rest + 0  # + 0 as before: a -0.0 gradient gives +0.0
+                    else:
+                        state["grad_avg"].mul_(alpha).add_(grad * rest)
                     avg = avg - state["grad_avg"].square()
-                update = grad / (avg.sqrt() + eps)
+                update = grad / avg.sqrt().add_(eps)
                 if momentum > 0:
-                    update = update if first else state["momentum_buffer"] * momentum + update
-                    state["momentum_buffer"] = update
+                    if first:
+                        state["momentum_buffer"] = update
+                    else:
+                        update = state["momentum_buffer"].mul_(momentum).add_(update)
                 p.sub_(update * group["lr"])
 
 
@@ -397,6 +414,30 @@ class _BurnMuon(torch.optim.Optimizer):
                 if wd:
                     p.mul_(1 - lr * wd)
                 p.sub_(x * _adjust_lr(lr, group["adjust_lr_fn"], p.shape))
+
+
+def _record_variant(model: nn.Module, optimizer: torch.optim.Optimizer, batches: Batch | Sequence[Batch],
+                    variant: Path, name: str, *, steps: int | None, loss_fn: Callable, target: str | None,
+                    metadata: Mapping[str, object] | None, progress: StepProgress | None, extra: dict) -> None:
+    """The variant ``name`` of `record_reference`, recorded at ``variant`` from its own float64 copy, which is
+    freed when this returns (the reference's copy is made after it: one copy alive at a time)."""
+    double, opt = _double_copy(model, optimizer, burn_adam=has_burn_adam_variant(optimizer)
+                               or has_burn_rmsprop_variant(optimizer) or has_burn_muon_variant(optimizer))
+    hooks = _BiasedRunningVar(double) if has_batchnorm(model) else None
+
+    def variant_progress(done: int, total: int, part: str | None = None) -> None:
+        progress(done, total, f"{name} variant")
+
+    try:
+        double_loss = _double_loss(loss_fn)
+        with _float64_loss_errors(), Float32Constants(double, double_loss) as pins:
+            record_trace(double, opt, _double_batches(batches), variant, steps=steps, loss_fn=double_loss,
+                         target=target, metadata=_WithPins({**(metadata or {}), "reference": "float64",
+                                                            "variant": name}, pins),
+                         progress=variant_progress if progress is not None else None, **extra)
+    finally:
+        for handle in hooks.handles if hooks else ():
+            handle.remove()
 
 
 def _double_batches(batches: Batch | Sequence[Batch]) -> Batch | list[Batch]:
@@ -612,24 +653,12 @@ def record_reference(
     name = variant_name(model, optimizer) if variants else None
     if name is not None:
         variant = variant_path(path, name)
-        double, opt = _double_copy(model, optimizer, burn_adam=has_burn_adam_variant(optimizer)
-                                   or has_burn_rmsprop_variant(optimizer) or has_burn_muon_variant(optimizer))
-        hooks = _BiasedRunningVar(double) if has_batchnorm(model) else None
-
-        def variant_progress(done: int, total: int, part: str | None = None) -> None:
-            progress(done, total, f"{name} variant")
-
-        try:
-            double_loss = _double_loss(loss_fn)
-            with _float64_loss_errors(), Float32Constants(double, double_loss) as pins:
-                record_trace(double, opt, _double_batches(batches), variant, steps=steps, loss_fn=double_loss,
-                             target=target, metadata=_WithPins({**(metadata or {}), "reference": "float64",
-                                                                "variant": name}, pins),
-                             progress=variant_progress if progress is not None else None, **extra)
-        finally:
-            for handle in hooks.handles if hooks else ():
-                handle.remove()
+        _record_variant(model, optimizer, batches, variant, name, steps=steps, loss_fn=loss_fn, target=target,
+                        metadata=metadata, progress=progress, extra=extra)
         found[name] = variant.name
+        # the variant's float64 copy, its gradients and its optimizer's state are gone with its frame; collect
+        # any cycle among them before the reference's copy is made, so the two copies are never alive together
+        gc.collect()
     double, opt = _double_copy(model, optimizer, burn_adam=False)
     meta = {**(metadata or {}), "reference": "float64", **{f"variant.{k}": v for k, v in found.items()}}
     double_loss = _double_loss(loss_fn)
