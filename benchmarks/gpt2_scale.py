@@ -137,6 +137,30 @@ def build_model(layers: int, d_model: int, heads: int, vocab: int, context: int)
     return Gpt()
 
 
+def _inference_case(case: str, model, batches: list[dict], out: str) -> int:
+    """One inference case: the pretrained model's forward passes, plain (eval, no_grad; `plain64` on a float64
+    copy with the float32 model alive, as the reference keeps it), or recorded by `record_forward` or
+    `record_forward_reference`; the bytes written."""
+    import torch
+
+    if case in ("plain", "plain64"):
+        if case == "plain64":
+            model_f32 = model  # noqa: F841 (kept alive, as record_forward_reference keeps the caller's model)
+            model = copy.deepcopy(model).double()
+        model.eval()
+        with torch.no_grad():
+            for batch in batches:
+                model(batch["x"])
+        return 0
+    if case == "record":
+        from burnside.torch import record_forward
+        return record_forward(model, batches, out).stat().st_size
+    if case == "reference":
+        from burnside.reference import record_forward_reference
+        return record_forward_reference(model, batches, out).stat().st_size
+    raise SystemExit(f"unknown case {case}")
+
+
 def run_python_case(case: str, out: str, cfg: dict) -> None:
     """One case in this process; prints its JSON figures as the last line."""
     import torch
@@ -152,7 +176,9 @@ def run_python_case(case: str, out: str, cfg: dict) -> None:
     params = sum(p.numel() for p in model.parameters())
     start = time.perf_counter()
     written = 0
-    if case in ("plain", "plain64"):
+    if cfg.get("inference"):
+        written = _inference_case(case, model, [{"x": b["x"]} for b in batches], out)
+    elif case in ("plain", "plain64"):
         if case == "plain64":
             # the reference's floor: a float64 copy trained while the caller's float32 model stays alive
             # (record_reference deep-copies and leaves the original untouched)
@@ -229,6 +255,8 @@ def estimate_bytes(cfg: dict, variants: bool) -> int:
     the reference (twice with its variant); activations and layer inputs add a few percent at this context."""
     d, v, c, layers = cfg["d_model"], cfg["vocab"], cfg["context"], cfg["layers"]
     params = v * d + c * d + layers * (12 * d * d + 13 * d) + 2 * d
+    if cfg.get("inference"):  # the parameters once (float32 twice, float64 once) and a few MiB of layers per batch
+        return int((4 * params * 4 + cfg["steps"] * (64 << 20)) * 1.05)
     full = cfg["steps"] if cfg.get("full_steps") is None else len(set(k % cfg["steps"] for k in cfg["full_steps"]))
     f32_trace = 4 * params * (4 * full + 1)
     return int(f32_trace * (2 + 2 * (2 if variants else 1)) * 1.05)
@@ -258,6 +286,9 @@ def main() -> None:
     parser.add_argument("--disk-mib", type=int, default=1024)
     parser.add_argument("--settle", type=float, default=15.0,
                         help="seconds to wait before each case and each disk measure (default 15; see above)")
+    parser.add_argument("--inference", action="store_true",
+                        help="the pretrained model's inference check instead: --steps batches forward "
+                             "(record_forward, record_forward_reference, burn's Inference), compared")
     parser.add_argument("--keep", action="store_true", help="keep the traces and the report")
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--case-out", help=argparse.SUPPRESS)
@@ -268,7 +299,8 @@ def main() -> None:
         return
     heads = args.heads or max(1, args.d_model // 64)
     cfg = {"layers": args.layers, "d_model": args.d_model, "heads": heads, "vocab": args.vocab,
-           "context": args.context, "steps": args.steps, "variants": not args.no_variants,
+           "context": args.context, "steps": args.steps, "variants": not args.no_variants and not args.inference,
+           "inference": args.inference,
            "full_steps": None if args.full_steps is None else [int(k) for k in args.full_steps.split(",")]}
     directory = args.dir or Path(tempfile.mkdtemp(prefix="burnside-gpt2-scale-"))
     directory.mkdir(parents=True, exist_ok=True)
@@ -316,7 +348,8 @@ def main() -> None:
         start = time.perf_counter()
         init_from_trace(open_trace(torch_trace), init)
         init_wall, init_size = time.perf_counter() - start, init.stat().st_size
-        port = [str(binary), "--init", str(init), "--steps", str(args.steps), "--heads", str(heads)]
+        port = [str(binary), "--init", str(init), "--steps", str(args.steps), "--heads", str(heads),
+                *(["--inference"] if args.inference else [])]
         for case, argv in (("burn plain", [*port, "-o", str(directory / "unused.safetensors"), "--no-record"]), ("burn record", [*port, "-o", str(burn_trace)])):
             if case == "burn plain":
                 settle()
@@ -345,9 +378,11 @@ def main() -> None:
     params = rows["plain"]["params"]
     print()
     print(f"model: GPT-2 shape, {args.layers} layers, d_model {args.d_model}, {heads} heads, vocab {args.vocab}, "
-          f"context {args.context}, batch 1, tied head: {params / 1e6:.1f} M params; {args.steps} Adam steps "
-          f"(lr {LR}); reference variants {'on (burn-adam)' if cfg['variants'] else 'off'}; "
-          f"{'every step in full' if cfg['full_steps'] is None else 'full steps %s, others as statistics' % cfg['full_steps']}")
+          f"context {args.context}, batch 1, tied head: {params / 1e6:.1f} M params; "
+          + (f"inference: {args.steps} batches forward" if args.inference else
+             f"{args.steps} Adam steps (lr {LR}); reference variants {'on (burn-adam)' if cfg['variants'] else 'off'}; ")
+          + ("" if args.inference else 'every step in full' if cfg['full_steps'] is None
+             else 'full steps %s, others as statistics' % cfg['full_steps']))
     print(f"disk sequential write (write + fsync, {args.disk_mib} MiB, through the page cache as the recorders "
           f"write), measured before each recorder: " + ", ".join(f"{c} {v / 1e6:.0f} MB/s" for c, v in speeds.items())
           + f"; the disk itself (the page cache dropped behind the writes): {own_speed / 1e6:.0f} MB/s")

@@ -271,3 +271,30 @@ def test_the_trace_and_its_reference_cannot_share_a_file(tmp_path: Path) -> None
     with pytest.raises(BurnsideError, match="the same file"):
         record_forward(_model(), _batches(), tmp_path / "t.safetensors", reference=tmp_path / "." / "t.safetensors")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_init_file_leaves_out_a_buffer_outside_the_state_dict(tmp_path: Path) -> None:
+    """A causal mask registered with persistent=False is in the forward trace (the model holds it) but not in the
+    state_dict, so not in the checkpoint a port loads: the init file made from the trace leaves it out, or a
+    port loading that file (`init.load_module`) is refused for a tensor no burn parameter takes. A persistent
+    buffer (BatchNorm's running statistics) stays in."""
+    from burnside.burn.port import init_from_trace
+
+    class Masked(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bn = nn.BatchNorm1d(4)
+            self.fc = nn.Linear(4, 4)
+            self.register_buffer("mask", torch.tril(torch.ones(4, 4)), persistent=False)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc(self.bn(x)) @ self.mask
+
+    torch.manual_seed(0)
+    model = Masked()
+    trace = open_trace(record_forward(model, {"x": torch.randn(3, 4)}, tmp_path / "t.safetensors"))
+    assert "step0.buffers.mask" in trace.names and trace.metadata["buffers_nonpersistent"] == ["mask"]
+    init = open_trace(init_from_trace(trace, tmp_path / "init.safetensors"), kind="init")
+    buffers = sorted(n.removeprefix("buffers.") for n in init.names if n.startswith("buffers."))
+    assert buffers == sorted(model.state_dict().keys() - dict(model.named_parameters()).keys()), buffers
+    assert "mask" not in init.metadata["buffers"] and "bn.running_mean" in init.metadata["buffers"]

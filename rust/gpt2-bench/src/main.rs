@@ -7,11 +7,14 @@
 //!
 //! ```text
 //! gpt2-bench --init INIT -o OUT [--steps N] [--heads H] [--no-record]
+//! gpt2-bench --inference --init INIT -o OUT [--batches N] [--heads H] [--no-record]
 //! ```
 //!
 //! `--heads` defaults to `d_model / 64` (GPT-2's head size). `--no-record` trains the same steps
 //! with the same burn optimizer and writes nothing: the loop's own time and memory, which the
-//! benchmark compares the recorded run with.
+//! benchmark compares the recorded run with. `--inference` is the pretrained model's port: the
+//! weights from a forward trace's init file on a device without autodiff, each batch's forward
+//! pass recorded by `Inference` (with `--no-record`, the same passes, nothing written).
 
 use std::error::Error;
 
@@ -21,7 +24,9 @@ use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, L
 use burn::optim::GradientsParams;
 use burn::tensor::activation::{gelu_approximate, softmax};
 use burn::tensor::{Bool, Device, Int, Tensor};
-use burnside_trace::{InitFile, OptimizerSpec, PortArgs, Step, Tap, TraceError, Training};
+use burnside_trace::{
+    Inference, InitFile, OptimizerSpec, PortArgs, Step, Tap, TraceError, Training,
+};
 
 const LR: f64 = 1e-4;
 
@@ -204,6 +209,10 @@ fn run(mut args: PortArgs) -> Result<(), Box<dyn Error>> {
         .map(|h| h.parse::<usize>().map_err(|e| format!("--heads {h}: {e}")))
         .transpose()?;
     let no_record = args.flag("--no-record");
+    if args.flag("--inference") {
+        args.finish()?;
+        return infer(&args, heads, no_record);
+    }
     args.finish()?;
     let device = Device::default().autodiff();
     let init = InitFile::read(&args.init)?;
@@ -237,5 +246,28 @@ fn run(mut args: PortArgs) -> Result<(), Box<dyn Error>> {
     }
     let training = Training::new(spec).with_loss_fn("cross_entropy");
     training.run(&args, &init, &device, model, forward_loss)?;
+    Ok(())
+}
+
+/// The inference port: `args.steps` batches forward, recorded by `Inference` unless `no_record`.
+fn infer(args: &PortArgs, heads: Option<usize>, no_record: bool) -> Result<(), Box<dyn Error>> {
+    let device = Device::default();
+    let init = InitFile::read(&args.init)?;
+    let sizes = Sizes::of(&init, heads)?;
+    let model = init.load_module(Gpt::new(&sizes, &device))?;
+    if no_record {
+        for k in 0..args.steps {
+            let mut batch = Step::unrecorded(k, &init, &device);
+            let x = batch.int_input::<2>("x")?;
+            let logits = model.forward(x, batch.tap())?;
+            let data = logits.into_data(); // the values computed and on the host, as recording has them
+            eprintln!("batch {k}: logits {:?}", data.shape());
+        }
+        return Ok(());
+    }
+    Inference::new().run(args, &init, &device, &model, |model, batch| {
+        let x = batch.int_input::<2>("x")?;
+        Ok(model.forward(x, batch.tap())?)
+    })?;
     Ok(())
 }
