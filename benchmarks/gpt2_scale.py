@@ -37,8 +37,15 @@ each measure: every case, plain loops included, starts on the fresh pages a new 
 the measure's file, kept, leaves the recorder none freed a moment before. The disk's own speed
 (`disk_speed(drop_behind=True)`: the page cache dropped behind the writes) is printed beside.
 
+`--inference` checks the same model as a pretrained model's inference port instead, the way most users port
+one: `--steps` batches forward, `plain` in eval mode under no_grad, `record` by `burnside.torch.record_forward`,
+`plain64` and `reference` by `record_forward_reference` on its float64 copy; the port (`gpt2-bench --inference`)
+loads the weights from the forward trace's init file on a device without autodiff and `burnside_trace::Inference`
+records each pass; the same targets.
+
     python benchmarks/gpt2_scale.py [--layers 12 --d-model 768 --vocab 50257 --context 64]
         [--dir DIR] [--steps 3] [--no-variants] [--full-steps 0,-1] [--disk-mib 1024] [--settle 15] [--keep]
+        [--inference]
 
 A quick run: `--layers 2 --d-model 128 --vocab 1000`.
 """
@@ -174,6 +181,12 @@ def run_python_case(case: str, out: str, cfg: dict) -> None:
         seq = torch.randint(0, cfg["vocab"], (1, cfg["context"] + 1))
         batches.append({"x": seq[:, :-1].contiguous(), "y": seq[0, 1:].contiguous()})
     params = sum(p.numel() for p in model.parameters())
+    if cfg.get("inference"):
+        # one pass first, untimed: a new process's first forward pass costs seconds on this VM (its pages are
+        # fresh; measured 4.1 s, then 0.63 s for the same three batches), which would swamp what recording adds
+        with torch.no_grad():
+            model.eval()(batches[0]["x"])
+        model.train()
     start = time.perf_counter()
     written = 0
     if cfg.get("inference"):
