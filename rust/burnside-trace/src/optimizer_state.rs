@@ -104,8 +104,8 @@ fn record_state(
     // By slot, each parameter's value; the slices of a packed tensor are stacked at the end.
     let mut slots: BTreeMap<String, Vec<(ParamEntry, HostTensor)>> = BTreeMap::new();
     // Adafactor's factored moments, named once both are seen: (field, burn shape, PyTorch value)
-    let mut factored: BTreeMap<u64, (ParamEntry, Vec<(String, Vec<usize>, HostTensor)>)> =
-        BTreeMap::new();
+    type Moments = Vec<(String, Vec<usize>, HostTensor)>;
+    let mut factored: BTreeMap<u64, (ParamEntry, Moments)> = BTreeMap::new();
     for (name, scalar) in reader.scalars() {
         let (entry, leaf) = param_of(name)?;
         if leaf.starts_with("__") {
