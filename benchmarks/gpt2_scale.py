@@ -222,15 +222,27 @@ def run_python_case(case: str, out: str, cfg: dict) -> None:
 
 
 _WRAP = """
-import json, resource, subprocess, sys, time
+import json, resource, subprocess, sys, tempfile, time
 start = time.perf_counter()
-proc = subprocess.run(sys.argv[1:], capture_output=True, text=True)
-wall = time.perf_counter() - start
+with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+    proc = subprocess.Popen(sys.argv[1:], stdout=out, stderr=err, text=True)
+    # private memory (RssAnon: the heap, not the memory-mapped traces' pages RSS also counts), sampled every 20 ms
+    status, anon = f"/proc/{proc.pid}/status", 0
+    while proc.poll() is None:
+        try:
+            with open(status) as f:
+                anon = max(anon, next((int(l.split()[1]) * 1024 for l in f if l.startswith("RssAnon:")), 0))
+        except OSError:
+            pass
+        time.sleep(0.02)
+    wall = time.perf_counter() - start
+    out.seek(0), err.seek(0)
+    stdout, stderr = out.read(), err.read()
 peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
 # compare's per-tensor rows start with `step`: keep its summary lines only
-summary = "\\n".join(line for line in proc.stdout.splitlines() if not line.startswith("step"))
-print(json.dumps({"wall": wall, "peak_rss": peak, "rc": proc.returncode, "stdout": summary[-20000:],
-                  "stderr": proc.stderr[-4000:]}))
+summary = "\\n".join(line for line in stdout.splitlines() if not line.startswith("step"))
+print(json.dumps({"wall": wall, "peak_rss": peak, "private": anon, "rc": proc.returncode,
+                  "stdout": summary[-20000:], "stderr": stderr[-4000:]}))
 """
 
 
@@ -415,7 +427,7 @@ def main() -> None:
             line += (f"   {gib(rss_target):>10} {'ok' if rss_ok else 'NO'}   {wall_target:>9.2f}s "
                      f"{'ok' if wall_ok else 'NO'}   (vs {base}{' x 2' if runs == 2 else ''})")
         elif "rc" in r and case in ("compare", "report"):
-            line += f"   exit {r['rc']}"
+            line += f"   exit {r['rc']}, peak private {r['private'] / (1 << 20):.0f} MiB (target 256)"
         print(line)
     print("recorder targets met" if ok else "recorder targets missed")
     # compare's summary: every line but the per-tensor rows
