@@ -345,3 +345,41 @@ def test_attention_with_query_and_key_swapped_in_in_proj_is_named_with_the_order
     assert faults(comparison) == {"in_proj_weight": "gate_order", "in_proj_bias": "gate_order"}
     assert "in the order k,q,v where PyTorch's MultiheadAttention stacks q,k,v" in comparison.loading[0].evidence
     assert [d.rule for d in found][:1] == ["D014"] and "load_pytorch_checkpoint" in found[0].fix
+
+
+def test_a_field_named_otherwise_and_left_unloaded_is_named_as_one_tensor_renamed(tmp_path, torch_trace):
+    """The port's field `head.kernel` where PyTorch has `head.weight`, loaded with allow_partial(true) so burn-store
+    skipped it and kept its initialisation: one tensor on each side of that shape, other values. Both faults say it
+    is the same tensor named otherwise, and no forward bug is named from a start that is not PyTorch's."""
+    def edit(tensors):
+        weight = tensors.pop("step0.params_before.head.weight")
+        tensors["step0.params_before.head.kernel"] = np.random.default_rng(0).normal(size=weight.shape).astype(np.float32)
+
+    b = port_trace(tmp_path, edit=edit)
+    trace = open_trace(b)
+    tensors = {n: np.array(trace.array(n)) for n in trace.names}
+    write_trace(b, tensors, trace.metadata | {"params": [p if p != "head.weight" else "head.kernel"
+                                                         for p in trace.params]})
+    comparison, found = judged(torch_trace, b)
+    assert faults(comparison) == {"head.weight": "only_in_a", "head.kernel": "only_in_b"}, faults(comparison)
+    a_fault = next(f for f in comparison.loading if f.tensor == "head.weight")
+    assert "B holds a tensor head.kernel of the same shape" in a_fault.evidence, a_fault
+    assert "B calls it head.kernel" in a_fault.fix and "allow_partial(true)" in a_fault.fix, a_fault
+    b_fault = next(f for f in comparison.loading if f.tensor == "head.kernel")
+    assert "name it head.weight as PyTorch does" in b_fault.fix, b_fault
+    assert {d.rule for d in found} == {"D014"}, [(d.rule, d.evidence) for d in found]
+
+
+def test_a_packed_tensor_left_unloaded_is_told_the_loader_that_cuts_it(tmp_path, torch_trace):
+    """A GRU's stacked `weight_ih_l0` freshly initialised (PytorchStore cannot cut it into burn's gates): the fix is
+    `load_pytorch_checkpoint`, not a name remapping, which cannot cut a tensor."""
+    def fresh(port):
+        nn.init.uniform_(port.gru.weight_ih_l0, -0.4, 0.4)
+        nn.init.uniform_(port.fc.weight, -0.3, 0.3)
+
+    comparison, _ = judged(torch_trace, port_trace(tmp_path, load=fresh))
+    by_tensor = {f.tensor: f for f in comparison.loading}
+    assert by_tensor["gru.weight_ih_l0"].kind == "not_loaded", by_tensor
+    assert "load_pytorch_checkpoint" in by_tensor["gru.weight_ih_l0"].fix, by_tensor["gru.weight_ih_l0"].fix
+    # an ordinary tensor is still told to check the name mapping
+    assert by_tensor["fc.weight"].kind == "not_loaded" and "with_key_remapping" in by_tensor["fc.weight"].fix

@@ -11,6 +11,7 @@ import numpy as np
 from burnside.compare.loading import LoadingFault, is_loaded_start
 from burnside.compare.output_metrics import OutputMetrics
 from burnside.compare.referee import FrameworkDifference, RefStats
+from burnside.compare.rounding import NOISE_FACTOR
 from burnside.compare.statistics_rows import NOT_JUDGED, OUT_OF_TOLERANCE, StatisticsRow
 from burnside.compare.summary import TraceSummary
 from burnside.compare.tensor_diff import ElementStats
@@ -330,6 +331,28 @@ class Comparison:
             if parsed is not None and parsed.step == step and parsed.stage == "params_before":
                 worst = max(worst, row.stats.max_abs)
         return worst
+
+    def rounding_upstream(self, row: TensorRow) -> float:
+        """The largest |A - B| among the layer outputs recorded at ``row``'s step before it (A's execution order)
+        that are within tolerance: the rounding difference the two sides' arithmetic already shows on the way to
+        ``row``, 0 when each is bit-identical (or none is recorded)."""
+        parsed = parse_name(row.name)
+        order = self.a.metadata.get("activations")
+        if parsed is None or parsed.stage not in ("activations", "logits", "outputs") or not isinstance(order, list):
+            return 0.0
+        before = order[:order.index(parsed.rest)] if parsed.stage == "activations" and parsed.rest in order \
+            else order
+        names = {f"step{parsed.step}.activations.{module}" for module in before}
+        return max((r.stats.max_abs for r in self.rows if r.name in names and r.passed and r is not row), default=0.0)
+
+    def within_rounding_reach(self, row: TensorRow) -> bool:
+        """Without a float64 reference, whether ``row``'s difference is no more than `NOISE_FACTOR` times the rounding
+        difference already shown before it at its step (`rounding_upstream`): grown rounding can reach it, so
+        nothing but a referee can tell it from a bug. Always False with a reference (which tells)."""
+        if self.reference is not None:
+            return False
+        upstream = self.rounding_upstream(row)
+        return 0.0 < row.stats.max_abs <= NOISE_FACTOR * upstream
 
     def display_name(self, name: str) -> str:
         """Drop `step0.` when both traces hold a single step, so A1's table reads like the seed's."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,6 +48,23 @@ UNRELATED_CORRELATION = 0.5
 _NOT_LOADED_FIX = ("not loaded from the checkpoint: burn-store skips a tensor whose name it cannot match; check the "
                    "port's name mapping or remapping (PytorchStore::with_key_remapping), and load without "
                    "allow_partial(true) so a tensor it cannot match is an error, not a fresh initialisation")
+
+
+#: PyTorch's packed tensors: one tensor holds several of burn's (q, k, v; a recurrent layer's gates)
+_PACKED = re.compile(r"(^|\.)(in_proj_weight|in_proj_bias|weight_ih_l\d+|weight_hh_l\d+|bias_ih_l\d+|bias_hh_l\d+)"
+                     r"(_reverse)?$")
+
+
+def _not_loaded_fix(name: str) -> str:
+    """The fix of a tensor the port did not load; a packed one needs a loader that cuts it, no remapping can."""
+    parsed = parse_name(name)
+    if parsed is not None and _PACKED.search(parsed.rest):
+        return ("not loaded from the checkpoint: it is one of PyTorch's packed tensors (an nn.MultiheadAttention's "
+                "in_proj, an nn.LSTM's or nn.GRU's stacked gates), which burn-store's PytorchStore cannot cut into "
+                "burn's layers and no name remapping can: load the checkpoint with "
+                "`burnside_trace::load_pytorch_checkpoint(model, path)`, which cuts them, and without "
+                "allow_partial(true), so a tensor that cannot be matched is an error, not a fresh initialisation")
+    return _NOT_LOADED_FIX
 
 
 @dataclass(frozen=True)
@@ -188,12 +206,12 @@ def value_fault(name: str, a: np.ndarray, b: np.ndarray, dtype: str, modules: ob
     relative, correlation, constant = _relation(av, bv)
     if constant is not None and not _all_equal(av, constant):
         return LoadingFault(name, "not_loaded", f"B holds {constant:g} everywhere (an initialiser's value); A's "
-                            f"values range {_range(av)}", _NOT_LOADED_FIX)
+                            f"values range {_range(av)}", _not_loaded_fix(name))
     if relative > UNRELATED_RELATIVE and (correlation is None or abs(correlation) < UNRELATED_CORRELATION):
         corr = "undefined" if correlation is None else f"{correlation:.2f}"
         return LoadingFault(
             name, "not_loaded", f"B's values are unrelated to A's (relative difference {relative:.3g}, correlation "
-            f"{corr}): B looks freshly initialised", _NOT_LOADED_FIX)
+            f"{corr}): B looks freshly initialised", _not_loaded_fix(name))
     differing = int(np.count_nonzero(_bits(a) != _bits(b)))
     return LoadingFault(
         name, "altered", f"{differing} of {a.size} elements differ (relative difference {relative:.3g}"
@@ -285,8 +303,9 @@ def _relation(a: np.ndarray, b: np.ndarray) -> tuple[float, float | None, float 
     return relative, correlation, first if constant and n > 1 else None
 
 
-def only_fault(name: str, side: str, renamed: str | None = None) -> LoadingFault:
-    """A start tensor only one side's model holds."""
+def only_fault(name: str, side: str, renamed: str | None = None, shaped_like: str | None = None) -> LoadingFault:
+    """A start tensor only one side's model holds; ``renamed``: the other side's tensor of the same values under
+    another name; ``shaped_like``: the other side's only unmatched tensor of the same shape (other values)."""
     parsed = parse_name(name)
     what = "buffer" if parsed is not None and parsed.stage == "buffers" else "parameter"
     tensor = parsed.rest if parsed is not None else name
@@ -296,6 +315,12 @@ def only_fault(name: str, side: str, renamed: str | None = None) -> LoadingFault
             evidence += f"; B holds the same values as {renamed}"
             fix = (f"name it {tensor} as PyTorch does (B calls it {renamed}): the port's module field or burn-store's "
                    "remapping (PytorchStore::with_key_remapping), and the recorder writes PyTorch's names")
+        elif shaped_like is not None:
+            evidence += (f"; B holds a tensor {shaped_like} of the same shape that A has not, with other values: the "
+                         "same tensor named otherwise, which burn-store then could not load")
+            fix = (f"name the port's field {tensor} as PyTorch does (B calls it {shaped_like}), or map the name with "
+                   "burn-store's remapping (PytorchStore::with_key_remapping); and load without allow_partial(true), "
+                   "so a tensor burn-store cannot match is an error, not a fresh initialisation")
         else:
             fix = (f"give the port's model PyTorch's {what} {tensor} (the layer it belongs to, with PyTorch's name), "
                    "so burn-store loads it from the checkpoint")
@@ -304,6 +329,9 @@ def only_fault(name: str, side: str, renamed: str | None = None) -> LoadingFault
     if renamed is not None:
         evidence += f"; it holds the values of A's {renamed}"
         fix = f"name it {renamed} as PyTorch does (burn-store's remapping, and the recorder's name)"
+    elif shaped_like is not None:
+        evidence += f"; A's {shaped_like}, which B has not, has its shape: the same tensor named otherwise"
+        fix = f"name it {shaped_like} as PyTorch does (the port's field, or burn-store's remapping), so it is loaded"
     else:
         fix = "build the port's model as PyTorch's (no extra layer), or record the tensor under PyTorch's name"
     return LoadingFault(name, "only_in_b", evidence, fix)

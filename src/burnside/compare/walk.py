@@ -148,9 +148,22 @@ def _loading_only(a: Trace, b: Trace, only_a: list[str], only_b: list[str]):
         else:
             left_a.append(pair.a)
             left_b.append(pair.b)
-    faults += [only_fault(n, "a") for n in only_a if n in left_a]
-    faults += [only_fault(n, "b") for n in only_b if n in left_b]
+    # one tensor on each side of a shape no other unmatched tensor has, with other values: most often the port's field
+    # named otherwise and so not loaded (burn-store matched nothing to it and kept its initialisation)
+    rest_a, rest_b = [n for n in only_a if n in left_a], [n for n in only_b if n in left_b]
+    shape_a, shape_b = ({n: (t.info(n).shape, t.info(n).dtype) for n in names} for t, names in ((a, rest_a), (b, rest_b)))
+    alike = {}
+    for na, key in shape_a.items():
+        bs = [nb for nb, other in shape_b.items() if other == key]
+        if len(bs) == 1 and list(shape_a.values()).count(key) == 1:
+            alike[na], alike[bs[0]] = bs[0], na
+    faults += [only_fault(n, "a", shaped_like=_rest(alike.get(n))) for n in rest_a]
+    faults += [only_fault(n, "b", shaped_like=_rest(alike.get(n))) for n in rest_b]
     return faults
+
+
+def _rest(name: str | None) -> str | None:
+    return parse_name(name).rest if name is not None and parse_name(name) is not None else name
 
 
 def _nonpersistent(trace: Trace) -> set[str]:

@@ -31,7 +31,9 @@ def _with_known_defaults(comparison: Comparison, diagnoses: list[Diagnosis]) -> 
     out = []
     for d in diagnoses:
         note = "" if d.follows else note_for(d.rule, comparison, d.fix)
-        out.append(dataclasses.replace(d, fix=d.fix + note) if note else d)
+        # the note is sentences of its own: end the fix's sentence first
+        out.append(dataclasses.replace(d, fix=d.fix.rstrip() + ("" if d.fix.rstrip().endswith(".") else ".") + note)
+                   if note else d)
     return out
 
 

@@ -174,6 +174,12 @@ def divergence_text(comparison: Comparison, first: TensorRow) -> str:
         text += (f"; tensors recorded as statistics part before it, from {earlier.name} at {comparison.unit} "
                  f"{earlier.step}, so it may follow from there")
         return text
+    if comparison.within_rounding_reach(first):
+        text += (f"; without a float64 reference this cannot be told from rounding: the layer outputs before it at "
+                 f"{comparison.unit} {parsed.step} already differ by up to {comparison.rounding_upstream(first):.2e}, "
+                 f"and {NOISE_FACTOR:g}x that is rounding's reach: judge it with --reference (`record(..., "
+                 "reference=PATH)` or `record_forward(..., reference=PATH)` records one)")
+        return text
     drift = comparison.drift_before(parsed.step) if parsed is not None and parsed.stage != "params_before" else 0.0
     # a forward trace's parameters are the loaded ones for every batch: no rounding grows between batches
     if drift > 0 and comparison.reference is None and not comparison.start_mismatch and not comparison.forward:
@@ -380,8 +386,9 @@ def finding_lines(comparison: Comparison) -> list[Line]:
     elif comparison.reference is not None:
         beyond = sum(1 for r in comparison.rows if r.stats.out_of_tol)
         if beyond:
-            lines.append((f"{beyond} tensor(s) beyond the tolerance are rounding noise: both sides are within "
-                          "it of the float64 reference", "green"))
+            lines.append((f"{beyond} tensor(s) beyond the tolerance are rounding noise: each side is within the "
+                          f"tolerance of the float64 reference or within the noise band ({NOISE_FACTOR:g}x the other "
+                          f"side's distance from it + {FLOOR_HALF_ULPS:g} half-ulps)", "green"))
     if comparison.optimizer_differences and not comparison.failed_rows:
         lines.append((f"the optimizers are declared otherwise ({', '.join(comparison.optimizer_differences)}; D005 below): "
                       f"a port configured so trains another optimizer, even where the {comparison.steps} recorded "
