@@ -161,13 +161,34 @@ _SUBJECTS = {"D010": lambda c: diverging_class(c) or _loss_of_divergence(c), "D0
              "D013": diverging_class, "D017": _loss_name, "D005": _optimizer_name, "D009": _optimizer_name}
 
 
+def _ruled_out(known: KnownDifference, comparison) -> bool:
+    """Whether the diverging layer as measured on A (`burnside.forensics.layers`) cannot meet ``known``: a convolution
+    measured by its zero-padded formula pads with zeros (so no reflect padding), and one of dilation 1 meets no
+    dilation bug."""
+    if known.case not in ("conv2d/padding-reflect", "conv1d/same-dilation2"):
+        return False
+    from burnside.forensics import evidence_of
+
+    layer = evidence_of(comparison).layer
+    first = comparison.first_divergence
+    if layer is None or first is None or f"activations.{layer.module}" not in first.name:
+        return False
+    a = layer.measured.get("a") or {}
+    if "padding" not in a:
+        return False  # A's convolution not reproduced by zero padding: reflect padding is still possible
+    if known.case == "conv2d/padding-reflect":
+        return True
+    return set(str(a.get("dilation", "")).strip("()").replace(" ", "").split(",")) == {"1"}
+
+
 def note_for(rule: str, comparison, fix: str) -> str:
     """The sentence a diagnosis of ``rule`` gains: the known differences of what it is about (the diverging layer's
     class, the loss, the optimizer), leaving out a default ``fix`` already sets and a difference the referee models
     ("" when none is left)."""
     subject = _SUBJECTS.get(rule)
     name = subject(comparison) if subject is not None else None
-    known = [k for k in known_for(name) if not k.variant and not (k.setter and k.setter in fix)]
+    known = [k for k in known_for(name) if not k.variant and not (k.setter and k.setter in fix)
+             and not _ruled_out(k, comparison)]
     if not known:
         return ""
     each = "; ".join(k.cause + (f" (fix: {k.fix})" if k.fix else "") for k in known)

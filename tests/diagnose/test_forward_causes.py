@@ -329,6 +329,29 @@ def test_a_conv2d_s_settings_are_solved_from_the_shape_and_confirmed_by_value(tm
         in found["D011"].fix
 
 
+@pytest.mark.parametrize(("setting", "value", "shown"), [
+    ("padding", (1, 1), "padding (1, 1)"),  # copied from a 3x3 conv: the same 4x4 patches, other values
+    ("stride", (4, 4), "stride (4, 4)"),    # 7x7 patches where PyTorch makes 4x4
+])
+def test_a_patch_embedding_s_stride_of_its_kernel_is_measured(tmp_path, setting, value, shown):
+    """A ViT's patch embedding, Conv2d(kernel 8, stride 8): strides up to the kernel's size are tried (only 1-4 were,
+    so neither side was measured and a padding slip got a generic D010). A conv measured by its zero-padded
+    formula pads with zeros: the note about burn having no reflect padding is left out, as is the one about
+    `Same` and dilation at dilation 1."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 6, 8, stride=8), nn.Flatten(2)).eval()
+    port = copy.deepcopy(model)
+    setattr(port[0], setting, value)
+    comparison, found = _compare(tmp_path, model, port, _batches(2, 3, 32, 32))
+    layer = comparison.evidence.layer
+    assert (layer.measured["a"]["stride"], layer.measured["a"]["padding"]) == ("(8, 8)", "(0, 0)"), layer.measured
+    assert layer.measured["b"][setting] == shown.split(" ", 1)[1], layer.measured
+    assert "D011" in found and "D010" not in found, found
+    assert ".with_stride([8, 8]).with_padding(PaddingConfig2d::Explicit(0, 0, 0, 0))" in found["D011"].fix
+    assert "padding_mode" not in found["D011"].fix and "ignores the dilation" not in found["D011"].fix, \
+        found["D011"].fix
+
+
 def test_a_conv1d_stride_is_measured(tmp_path):
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv1d(3, 5, 4), nn.ReLU()).eval()

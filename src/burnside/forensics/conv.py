@@ -21,7 +21,8 @@ from burnside.forensics.layer_fit import VALID, Fit, params_step, read, relative
 from burnside.trace import Trace
 
 KINDS = ("Conv1d", "Conv2d")
-#: Strides and dilations tried per axis.
+#: Strides and dilations tried per axis (strides up to the kernel's size too: a patch embedding's stride is its
+#: kernel, 16 in ViT-B/16).
 MOST = 4
 #: Samples and output channels re-run per candidate.
 SAMPLES = 2
@@ -38,7 +39,7 @@ def _candidates(lengths: tuple[int, ...], kernel: tuple[int, ...], out: tuple[in
     for length, k, o in zip(lengths, kernel, out):
         found = []
         for d in range(1, MOST + 1 if k > 1 else 2):
-            for s in range(1, MOST + 1):
+            for s in range(1, max(MOST, k) + 1):
                 for p in range(0, d * (k - 1) + 1):
                     if (length + 2 * p - d * (k - 1) - 1) >= 0 and (length + 2 * p - d * (k - 1) - 1) // s + 1 == o:
                         found.append((s, p, d))
