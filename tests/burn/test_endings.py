@@ -196,3 +196,13 @@ def test_a_check_stopped_while_the_port_records_stops_the_port_and_removes_its_t
     assert _gone(port)
     assert not [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["init.safetensors"]  # complete, written before
+
+
+def test_a_backward_pass_on_a_device_without_autodiff_is_told_the_autodiff_device(endings):
+    """burn's own hint (`Tensor::autodiff().require_grad()`) is of a tensor; a port's fix is its device."""
+    message = ended(endings, "no-autodiff")
+    assert message.startswith("endings panicked inside burn at "), message
+    assert ", called from the port's endings::no_autodiff: " in message, message
+    assert message.endswith("`let device = Device::default().autodiff();`, as `burnside new` writes it; an inference "
+                            "port calls no backward)"), message
+    assert "\n" not in message

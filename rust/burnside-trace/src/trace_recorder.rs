@@ -105,7 +105,8 @@ const STAGES: [(&str, &str, &str); 7] = [
     (
         "input",
         "inputs",
-        "recorder.input(step, name, tensor.to_data())` for each tensor of the batch",
+        "recorder.input(step, name, tensor.to_data())` for each tensor of the batch, or read it \
+         with `step.float_input` / `step.int_input` on the `recorder.step(k, ..)` of this very step k",
     ),
     (
         "params_before",

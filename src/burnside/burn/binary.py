@@ -142,7 +142,16 @@ def _panic_text(place: str, message: str, backtrace: list[str], crate: str) -> s
     else:
         own = _own_frame(backtrace, crate)
         called = f", called from the port's {own}" if own else ", with no frame of the port's own code in the backtrace"
-    return f"panicked {inside} at {place}{called}: {message}"
+    return f"panicked {inside} at {place}{called}: {message}{_hint(message)}"
+
+
+def _hint(message: str) -> str:
+    """What burnside knows of a burn panic a port meets: the port-side fix, after burn's own words."""
+    if "backward requires" in message and "autodiff" in message:
+        return (" (burnside: a training port's model and tensors live on an autodiff device, "
+                "`let device = Device::default().autodiff();`, as `burnside new` writes it; an inference port "
+                "calls no backward)")
+    return ""
 
 
 def _what_it_said(text: str, crate: str = "") -> str:

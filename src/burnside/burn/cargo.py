@@ -176,7 +176,7 @@ def build(manifest_dir: Path, *, bins: list[str] | None = None, what: str | None
     args = [*(extra or []), "--release"]
     for name in bins or []:
         args += ["--bin", name]
-    what = what or manifest_dir.name
+    what = what or manifest_dir.resolve().name  # `--burn-crate .` names the folder, not ""
     target = target_dir()
     with freshness.locked(target):
         packages = freshness.path_packages(manifest_dir)

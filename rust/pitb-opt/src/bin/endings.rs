@@ -37,6 +37,13 @@ fn burn_panic() {
     println!("{}", a.matmul(b));
 }
 
+/// A training loop's backward pass on a device without autodiff: burn panics.
+fn no_autodiff() {
+    let device = Device::default();
+    let x = Tensor::<2>::ones([2, 3], &device);
+    let _ = x.sum().backward();
+}
+
 fn mode() -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
     match args.iter().position(|a| a == "--ending") {
@@ -85,6 +92,7 @@ fn main() {
             own_panic(std::env::args().count());
         }
         Some("burn-panic") => burn_panic(),
+        Some("no-autodiff") => no_autodiff(),
         Some("abort") => {
             eprintln!("endings: aborting");
             std::process::abort();
