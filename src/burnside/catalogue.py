@@ -35,6 +35,8 @@ class KnownDifference:
     variant: str = ""  # a framework difference the float64 referee models: its variant
     #: a difference of the backward pass only (the forward agrees): D019 lists it for a model using the class
     backward: bool = False
+    #: an optimizer's default: burn's value of each setting it concerns, by the trace's optimizer key (``eps``)
+    burn_values: tuple[tuple[str, float], ...] = ()
 
     @property
     def kind(self) -> str:
@@ -80,12 +82,14 @@ CATALOGUE: tuple[KnownDifference, ...] = (
     KnownDifference("transformer_encoder_layer/activation", ("TransformerEncoderLayer", "TransformerEncoder"),
                     "with_activation"),
     KnownDifference("kl_div/default", ("KLDivLoss", "kl_div"), "Reduction::"),
-    KnownDifference("sgd/burn-default", ("SGD",), "with_dampening"),
-    KnownDifference("adam/burn-default", ("Adam",), "with_epsilon"),
-    KnownDifference("adamw/burn-default", ("AdamW",), "with_weight_decay"),
-    KnownDifference("rmsprop/burn-default-momentum", ("RMSprop",), "with_momentum"),
-    KnownDifference("adagrad/burn-default", ("Adagrad",), "with_epsilon"),
-    KnownDifference("muon/burn-default", ("Muon",), "with_weight_decay"),
+    KnownDifference("sgd/burn-default", ("SGD",), "with_dampening", burn_values=(("dampening", 0.1),)),
+    KnownDifference("adam/burn-default", ("Adam",), "with_epsilon", burn_values=(("eps", 1e-5),)),
+    KnownDifference("adamw/burn-default", ("AdamW",), "with_weight_decay",
+                    burn_values=(("eps", 1e-5), ("weight_decay", 1e-4))),
+    KnownDifference("rmsprop/burn-default-momentum", ("RMSprop",), "with_momentum",
+                    burn_values=(("momentum", 0.9), ("eps", 1e-5))),
+    KnownDifference("adagrad/burn-default", ("Adagrad",), "with_epsilon", burn_values=(("eps", 1e-5),)),
+    KnownDifference("muon/burn-default", ("Muon",), "with_weight_decay", burn_values=(("weight_decay", 0.0),)),
     # framework: modelled by the referee
     KnownDifference("batch_norm2d/train", _NORMS, variant="burn-batchnorm"),
     KnownDifference("adam/default", ("Adam", "AdamW"), variant="burn-adam"),
@@ -161,10 +165,14 @@ _SUBJECTS = {"D010": lambda c: diverging_class(c) or _loss_of_divergence(c), "D0
              "D013": diverging_class, "D017": _loss_name, "D005": _optimizer_name, "D009": _optimizer_name}
 
 
-def _ruled_out(known: KnownDifference, comparison) -> bool:
-    """Whether the diverging layer as measured on A (`burnside.forensics.layers`) cannot meet ``known``: a convolution
-    measured by its zero-padded formula pads with zeros (so no reflect padding), and one of dilation 1 meets no
-    dilation bug."""
+def _ruled_out(known: KnownDifference, comparison, rule: str) -> bool:
+    """Whether ``known`` cannot be the cause ``rule``'s diagnosis is about: an optimizer default where the port
+    declares none of burn's values (D005 judges the declared settings; D009's updates may not follow them, so it
+    keeps the note), or what the diverging layer as measured on A (`burnside.forensics.layers`) cannot meet: a
+    convolution measured by its zero-padded formula pads with zeros (so no reflect padding), and one of dilation 1
+    meets no dilation bug."""
+    if known.burn_values:
+        return rule == "D005" and not _declares_burn_value(known, comparison)
     if known.case not in ("conv2d/padding-reflect", "conv1d/same-dilation2"):
         return False
     from burnside.forensics import evidence_of
@@ -181,6 +189,27 @@ def _ruled_out(known: KnownDifference, comparison) -> bool:
     return set(str(a.get("dilation", "")).strip("()").replace(" ", "").split(",")) == {"1"}
 
 
+def _declares_burn_value(known: KnownDifference, comparison) -> bool:
+    """Whether B's declared optimizer holds one of burn's default values of ``known`` where A's does not (as f32:
+    burn keeps them so), in its settings or a parameter group's."""
+    def settings(optimizer) -> list[dict]:
+        if not isinstance(optimizer, dict):
+            return []
+        groups = optimizer.get("groups")
+        return [optimizer, *(g for g in groups if isinstance(g, dict))] if isinstance(groups, list) else [optimizer]
+
+    def near(value: object, target: float) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and \
+            abs(float(value) - target) <= 1e-6 * max(abs(target), 1e-12)
+
+    a, b = settings(comparison.a.optimizer), settings(comparison.b.optimizer)
+    for key, burn in known.burn_values:
+        a_values = [s.get(key) for s in a]
+        if any(near(s.get(key), burn) for s in b) and not any(near(v, burn) for v in a_values):
+            return True
+    return False
+
+
 def note_for(rule: str, comparison, fix: str) -> str:
     """The sentence a diagnosis of ``rule`` gains: the known differences of what it is about (the diverging layer's
     class, the loss, the optimizer), leaving out a default ``fix`` already sets and a difference the referee models
@@ -188,7 +217,7 @@ def note_for(rule: str, comparison, fix: str) -> str:
     subject = _SUBJECTS.get(rule)
     name = subject(comparison) if subject is not None else None
     known = [k for k in known_for(name) if not k.variant and not (k.setter and k.setter in fix)
-             and not _ruled_out(k, comparison)]
+             and not _ruled_out(k, comparison, rule)]
     if not known:
         return ""
     each = "; ".join(k.cause + (f" (fix: {k.fix})" if k.fix else "") for k in known)

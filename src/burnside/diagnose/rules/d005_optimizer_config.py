@@ -56,6 +56,12 @@ _FIXES = {
     "weight_decay": ("give PyTorch's weight decay: `OptimizerSpec::...(lr).with_weight_decay(wd)` (L2 on the gradient "
                      "for SGD, Adam, RMSprop and Adagrad, decoupled for AdamW); burn's `AdamWConfig::new()` decays by "
                      "1e-4 unless told otherwise (`with_weight_decay`)"),
+    "betas": ("give PyTorch's betas: `OptimizerSpec::adam(lr).with_betas(beta_1, beta_2)` (`adamw` alike); a burn "
+              "optimizer built by hand, `AdamConfig::with_beta_1(..).with_beta_2(..)` (burn's defaults are 0.9 and "
+              "0.999, as PyTorch's)"),
+    "momentum": ("give PyTorch's momentum: `OptimizerSpec::sgd(lr).with_momentum(m)` or `OptimizerSpec::rmsprop(lr)"
+                 ".with_momentum(m)`; a burn RMSprop built by hand, `RmsPropConfig::with_momentum(m)` (burn's default "
+                 "is 0.9, PyTorch's 0)"),
     "nesterov": ("give SGD PyTorch's `nesterov=`: `OptimizerSpec::sgd(lr).with_momentum(m).with_nesterov(..)`; a burn "
                  "optimizer built by hand, `MomentumConfig::with_nesterov(..)` (burn's default is false)"),
     "amsgrad": ("give Adam PyTorch's `amsgrad=`: `OptimizerSpec::adam(lr).with_amsgrad(..)` (`adamw` alike); a burn "
