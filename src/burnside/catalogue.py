@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
+from burnside.burn_defaults import BURN_DEFAULTS
 from burnside.trace import parse_name
 
 
@@ -82,14 +83,13 @@ CATALOGUE: tuple[KnownDifference, ...] = (
     KnownDifference("transformer_encoder_layer/activation", ("TransformerEncoderLayer", "TransformerEncoder"),
                     "with_activation"),
     KnownDifference("kl_div/default", ("KLDivLoss", "kl_div"), "Reduction::"),
-    KnownDifference("sgd/burn-default", ("SGD",), "with_dampening", burn_values=(("dampening", 0.1),)),
-    KnownDifference("adam/burn-default", ("Adam",), "with_epsilon", burn_values=(("eps", 1e-5),)),
-    KnownDifference("adamw/burn-default", ("AdamW",), "with_weight_decay",
-                    burn_values=(("eps", 1e-5), ("weight_decay", 1e-4))),
+    KnownDifference("sgd/burn-default", ("SGD",), "with_dampening", burn_values=BURN_DEFAULTS["sgd"][1]),
+    KnownDifference("adam/burn-default", ("Adam",), "with_epsilon", burn_values=BURN_DEFAULTS["adam"][1]),
+    KnownDifference("adamw/burn-default", ("AdamW",), "with_weight_decay", burn_values=BURN_DEFAULTS["adamw"][1]),
     KnownDifference("rmsprop/burn-default-momentum", ("RMSprop",), "with_momentum",
-                    burn_values=(("momentum", 0.9), ("eps", 1e-5))),
-    KnownDifference("adagrad/burn-default", ("Adagrad",), "with_epsilon", burn_values=(("eps", 1e-5),)),
-    KnownDifference("muon/burn-default", ("Muon",), "with_weight_decay", burn_values=(("weight_decay", 0.0),)),
+                    burn_values=BURN_DEFAULTS["rmsprop"][1]),
+    KnownDifference("adagrad/burn-default", ("Adagrad",), "with_epsilon", burn_values=BURN_DEFAULTS["adagrad"][1]),
+    KnownDifference("muon/burn-default", ("Muon",), "with_weight_decay", burn_values=BURN_DEFAULTS["muon"][1]),
     # framework: modelled by the referee
     KnownDifference("batch_norm2d/train", _NORMS, variant="burn-batchnorm"),
     KnownDifference("adam/default", ("Adam", "AdamW"), variant="burn-adam"),
@@ -172,6 +172,8 @@ def _ruled_out(known: KnownDifference, comparison, rule: str) -> bool:
     convolution measured by its zero-padded formula pads with zeros (so no reflect padding), and one of dilation 1
     meets no dilation bug."""
     if known.burn_values:
+        if rule == "D009":
+            return not _shows_burn_value(known, comparison)
         return rule == "D005" and not _declares_burn_value(known, comparison)
     if known.case not in ("conv2d/padding-reflect", "conv1d/same-dilation2"):
         return False
@@ -207,6 +209,25 @@ def _declares_burn_value(known: KnownDifference, comparison) -> bool:
         a_values = [s.get(key) for s in a]
         if any(near(s.get(key), burn) for s in b) and not any(near(v, burn) for v in a_values):
             return True
+    return False
+
+
+def _shows_burn_value(known: KnownDifference, comparison) -> bool:
+    """Whether a side's updates show one of burn's default values of ``known`` (measured within 5%), or a replay with
+    all of them reproduces its updates (`OptimizerForensics.burn_defaults`)."""
+    from burnside.forensics import evidence_of
+
+    evidence = evidence_of(comparison)
+    for side in ("a", "b"):
+        found = evidence.optimizer(side)
+        if found is None:
+            continue
+        if found.burn_defaults is not None and found.burn_defaults[0] == known.case:
+            return True
+        for key, burn in known.burn_values:
+            for measured in (found.measured.get(k) for k in (key, f"{key}_decoupled", f"{key}_l2")):
+                if isinstance(measured, (int, float)) and abs(measured - burn) <= 0.05 * abs(burn) + 1e-12:
+                    return True
     return False
 
 

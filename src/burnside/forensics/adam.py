@@ -203,7 +203,9 @@ def replay_adam(trace: Trace, config: dict, name: str, k: int, p: str, before: n
     step = lr * direction
     decay = 1 - lr * wd if is_decoupled else 1.0
     expected_after = before * decay - step
-    fits.step_lr.add(k, direction, before * decay - after)
+    # the step's rate scales AdamW's decoupled decay too (`p (1 - lr wd) - lr direction`): a rate other than the
+    # declared one moves the decay with it, so the rate is fitted on both
+    fits.step_lr.add(k, direction + wd * before if is_decoupled else direction, before - after)
     if lr:
         fits.decoupled_x.add(np.stack([before, direction], axis=1))
         fits.decoupled_y.add((after - before) / lr)

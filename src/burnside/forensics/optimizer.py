@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from burnside.burn_defaults import BURN_DEFAULTS
 from burnside.compare.config import group_config, group_index, group_settings
 from burnside.forensics.adam import AdamFits, replay_adam, scale_pairs
 from burnside.forensics.replay import number, sampled
@@ -51,6 +52,10 @@ class OptimizerForensics:
     #: SGD, Adam, AdamW, RMSprop, Adagrad: step -> the learning rate its updates show (the first group's), where one
     #: rate explains them
     lr_by_step: dict[int, float] = field(default_factory=dict)
+    #: where the declared optimizer does not reproduce the updates and burn's own defaults of it do (a burn optimizer
+    #: built with `AdamWConfig::new()` and the like, several settings off at once, which no one-setting fit names):
+    #: the catalogue case and burn's values (``eps``, ``weight_decay``, ...)
+    burn_defaults: tuple[str, dict[str, float]] | None = None
 
     def to_dict(self) -> dict:
         """For `--json`."""
@@ -64,7 +69,39 @@ def measure_optimizer(trace: Trace) -> OptimizerForensics:
     """Replay each step of ``trace`` with its declared optimizer and measure the effective settings
     (see `_measure`); a NaN or infinity in a diverged run's tensors is evidence of nothing, not a warning."""
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        return _measure(trace)
+        result = _measure(trace)
+        if result.mismatch_step is not None:
+            result.burn_defaults = _burn_defaults(trace, result.declared)
+        return result
+
+
+class _Declaring:
+    """``trace`` as if it declared ``optimizer``: its tensors, another optimizer's settings to replay."""
+
+    def __init__(self, trace: Trace, optimizer: dict) -> None:
+        self._trace, self.optimizer = trace, optimizer
+
+    def __getattr__(self, name: str):
+        return getattr(self._trace, name)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._trace
+
+
+def _burn_defaults(trace: Trace, declared: dict) -> tuple[str, dict[str, float]] | None:
+    """The catalogue's burn defaults of the declared optimizer (`burnside.catalogue`, ``burn_values``) whose replay
+    reproduces every update where the declared settings do not; None when none does. SGD's dampening only where
+    the trace declares momentum (burn's `MomentumConfig` is where it lives)."""
+    name = declared.get("name")
+    case, burn = BURN_DEFAULTS.get(name, ("", ())) if isinstance(name, str) else ("", ())
+    values = dict(burn)
+    if not values or (name == "sgd" and not number(declared, "momentum", 0.0)):
+        return None
+    if all(number(declared, key, math.nan) == value for key, value in values.items()):
+        return None  # the declared settings are burn's already
+    if _measure(_Declaring(trace, {**declared, **values})).mismatch_step is None:
+        return case, values
+    return None
 
 
 def _measure(trace: Trace) -> OptimizerForensics:

@@ -13,7 +13,10 @@ changes between steps without declaring it is named step by step, with the sched
 and the same other rate at every step is named as the lr, where the fits over every step at once
 would read either as another setting (RMSprop's or Adagrad's eps, Adagrad's lr_decay). Under
 plain SGD, rates that follow the gradient norms as `min(1, c / |g|)` over two steps or more are
-named as the joint-norm clipping at c they are.
+named as the joint-norm clipping at c they are. Where the declared optimizer does not reproduce
+the updates and a replay with burn's own defaults of it does (`burnside.burn_defaults`: a burn
+optimizer built with `AdamWConfig::new()`, epsilon 1e-5 and weight decay 1e-4 at once), those
+are named. AdamW's per-step rate is fitted with its decoupled decay, which the rate scales too.
 
 Each element is judged beyond its float32 rounding (half an ulp of the parameter before and after, and
 of the update's own arithmetic), so an update as small as that rounding (weight decay alone moving a
@@ -250,7 +253,20 @@ def check(comparison: Comparison) -> list[Diagnosis]:
                        if (bad := _contradictions(forensics.group_measured[i], config))]
         evidence = (f"{summary.name}: from step {k}, its {forensics.mismatch_what} is "
                     f"{forensics.mismatch_residual:.3g} (relative) from a replay of the declared {name}")
-        if wrong or group_wrong:
+        if forensics.burn_defaults is not None:
+            # a replay with burn's own defaults reproduces every update: the burn optimizer was built with them
+            # (several settings off at once, which a fit of one setting at a time reads as no setting or another)
+            from burnside.catalogue import CATALOGUE
+
+            case, values = forensics.burn_defaults
+            known = next(c for c in CATALOGUE if c.case == case)
+            evidence += (f"; a replay with burn's own defaults ({', '.join(f'{key} {v:g}' for key, v in values.items())}"
+                         f") reproduces every update, where the trace declares "
+                         f"{', '.join(f'{key} {number(forensics.declared.get(key)) or 0:g}' for key in values)}: the "
+                         f"burn optimizer was built with burn's defaults ({known.cause})")
+            fix = (f"build the burn optimizer from the declared spec (`let optim = spec.init();`, `optim.step(lr, ...)` "
+                   f"with the rate `recorder.lr` records), or by hand with PyTorch's values: `{known.fix}`")
+        elif wrong or group_wrong:
             lines = [(key, declared, measured, "") for key, declared, measured in wrong]
             lines += [(key, declared, measured, f" for parameter group {i} ({listed(params, 4)})")
                       for i, params, bad in group_wrong for key, declared, measured in bad]
@@ -277,6 +293,11 @@ def check(comparison: Comparison) -> list[Diagnosis]:
             fix = ("give `optim.step` the learning rate the PyTorch loop uses at each step, and declare the one each "
                    "step uses: a schedule through `Training::with_lr_schedule(..)` (call by call `recorder.lr(k, lr)`), "
                    "so both traces carry it and D005 compares them")
+            if isinstance(forensics.declared.get("lr_per_step"), list) and not _schedules_declared_otherwise(comparison):
+                # the port declares PyTorch's schedule (D005 finds nothing there) and steps with other rates
+                fix = ("give `optim.step(lr, ...)` the very rate the port declares for that step, the one "
+                       "`recorder.lr(k, lr)` records (with `Training`, the schedule's), not a constant or the spec's "
+                       "base rate")
         else:
             evidence += "; no setting of that optimizer explains it (gradient clipping, two updates per step, or a " \
                         "hand-written update)"
@@ -291,6 +312,11 @@ _RATE_MIMICS = ("lr", "eps", "lr_decay")
 
 #: How far (relative) a step's measured learning rate must be from the declared one to be another rate.
 _LR_APART = 1e-3
+
+
+def _schedules_declared_otherwise(comparison: Comparison) -> bool:
+    """Whether the two traces declare other rates per step (D005's `lr_per_step`)."""
+    return "lr_per_step" in (comparison.optimizer_differences or [])
 
 
 def _declared_rate(declared: dict, at: int) -> float | None:

@@ -1,0 +1,70 @@
+"""D009 on a loop written call by call that steps another optimizer than it declares, as a user's AdamW port did:
+
+- a burn optimizer built with burn's own defaults (`AdamWConfig::new()`: epsilon 1e-5, weight decay 1e-4) while
+  the recorder declares PyTorch's: two settings off at once, which the one-setting fits read as "no setting of that
+  optimizer explains it". A replay with burn's defaults reproduces every update, and D009 names them;
+- a constant rate given to `optim.step` while the recorder declares the warmup schedule: each step's rate is
+  measured with AdamW's decoupled decay moving with it (it was fitted against the declared rate's decay, so no
+  rate explained the steps and a false epsilon was named beside the lr), and the fix is the declared rate.
+
+Both sides are real PyTorch runs recorded by `burnside.torch.record`; side B, marked burn, trains with what the port
+computed and declares what the port's recorder declared.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from burnside.diagnose import diagnose
+from burnside.parity import compare_with_evidence
+from burnside.torch import record
+from burnside.trace import open_trace, write_trace
+from tests.diagnose.forward_traces import as_burn
+
+STEPS = 3
+
+
+def _record(path: Path, schedule: bool, **settings) -> Path:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 3))
+    generator = torch.Generator().manual_seed(1)
+    batches = [{"x": torch.randn(8, 4, generator=generator), "y": torch.randint(0, 3, (8,), generator=generator)}
+               for _ in range(STEPS)]
+    warmup = (lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, lambda k: min(1.0, (k + 1) / 3))) if schedule else None
+    return record(model, torch.optim.AdamW(model.parameters(), lr=1e-2, **settings), batches, path, steps=STEPS,
+                  lr_schedule=warmup)
+
+
+def _declaring(path: Path, declared: dict) -> Path:
+    """The port's trace declaring ``declared`` as its optimizer (what its recorder was told), marked burn's."""
+    trace = open_trace(path)
+    tensors = {n: np.array(trace.array(n)) for n in trace.names}
+    write_trace(path, tensors, trace.metadata | {"optimizer": declared})
+    return as_burn(path)
+
+
+def test_a_burn_optimizer_built_with_burns_defaults_is_named_by_them(tmp_path):
+    a = _record(tmp_path / "a.safetensors", False)
+    b = _declaring(_record(tmp_path / "b.safetensors", False, eps=1e-5, weight_decay=1e-4),
+                   open_trace(a).metadata["optimizer"])
+    found = {d.rule: d for d in diagnose(compare_with_evidence(a, b))}
+    assert set(found) == {"D009"}, found
+    assert "a replay with burn's own defaults (eps 1e-05, weight_decay 0.0001) reproduces every update, where the " \
+           "trace declares eps 1e-08, weight_decay 0.01" in found["D009"].evidence, found["D009"].evidence
+    assert "AdamWConfig::new().with_epsilon(1e-8).with_weight_decay(0.01)" in found["D009"].fix, found["D009"].fix
+
+
+def test_a_constant_rate_under_a_declared_schedule_is_measured_step_by_step(tmp_path):
+    a = _record(tmp_path / "a.safetensors", True)
+    b = _declaring(_record(tmp_path / "b.safetensors", False), open_trace(a).metadata["optimizer"])
+    found = {d.rule: d for d in diagnose(compare_with_evidence(a, b))}
+    assert set(found) == {"D009"}, found
+    evidence = found["D009"].evidence
+    assert "learning rate 0.01 at step 0 where the trace declares 0.003333" in evidence, evidence
+    assert "learning rate 0.01 at step 1 where the trace declares 0.006667" in evidence, evidence
+    assert "eps" not in evidence.split("declared adamw", 1)[1], evidence
+    assert "the very rate the port declares for that step" in found["D009"].fix, found["D009"].fix
