@@ -9,6 +9,7 @@ something else" of a correct port); the verdict says to judge it with a referenc
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -16,7 +17,7 @@ from burnside.compare.tolerance import Tolerance, Tolerances
 from burnside.diagnose import diagnose
 from burnside.parity import compare_with_evidence
 from burnside.report.table import divergence_text
-from burnside.trace import open_trace
+from burnside.trace import open_trace, write_trace
 from tests.diagnose.forward_traces import burn_side, torch_side
 
 class Tiny(nn.Module):
@@ -70,3 +71,26 @@ def test_a_real_fault_after_it_is_still_named_at_its_own_layer(tmp_path):
     assert len(found) == 1, diagnose(comparison)
     assert found[0].evidence.startswith("step0.activations.head differs"), found[0].evidence
     assert "between norm and head" in found[0].evidence and "token or position" in found[0].fix, found[0]
+
+
+def test_a_port_that_taps_no_layer_is_told_what_the_verdict_rests_on(tmp_path):
+    """B records only the model's output: the verdict says only the outputs were judged and how to tap each layer."""
+    from burnside.report.table import finding_lines
+
+    torch.manual_seed(0)
+    model = Tiny().eval()
+    batches = [{"x": torch.randn(2, 5, 16)}]
+    a = open_trace(torch_side(model, batches, tmp_path / "a.safetensors"))
+    b_path = burn_side(Tiny().eval(), batches, tmp_path / "b.safetensors", float64=True, eval=True)
+    b = open_trace(b_path)
+    tensors = {n: np.array(b.array(n)) for n in b.names if ".activations." not in n}
+    write_trace(b_path, tensors, b.metadata)
+    comparison = compare_with_evidence(a, open_trace(b_path))
+    texts = [text for text, _ in finding_lines(comparison)]
+    line = next((t for t in texts if t.startswith("B taps no layer")), None)
+    assert line is not None, texts
+    assert "A records the outputs of 3)" in line and 'tap.activation("fc", &x)' in line, line
+    # a port that taps its layers is not told so
+    full = compare_with_evidence(a, open_trace(burn_side(Tiny().eval(), batches, tmp_path / "c.safetensors",
+                                                         float64=True, eval=True)))
+    assert not [t for t, _ in finding_lines(full) if t.startswith("B taps no layer")]

@@ -406,11 +406,28 @@ def finding_lines(comparison: Comparison) -> list[Line]:
                       f"it is not compared: name the tap by the PyTorch module's path, "
                       f"tap.activation(\"{a_name}\", &x)", "yellow"))
     lines += constant_lines(comparison)
+    untapped = untapped_line(comparison)
+    if untapped is not None:
+        lines.append((untapped, "yellow"))
     for side, names in (("B", comparison.unrecorded_in_b), ("A", comparison.unrecorded_in_a)):
         if names:
             shown = listed([comparison.display_name(n) for n in names], 3)
             lines.append((f"not recorded in {side} (optional, not compared): {len(names)} tensors: {shown}", "dim"))
     return lines
+
+
+def untapped_line(comparison: Comparison) -> str | None:
+    """When B records no layer output where A records some: what the verdict then rests on. A port tried as a user
+    would, with one LayerNorm's epsilon 1e-5 for 1e-6 and no tap, passed: its output was 12x further from the float64
+    reference than PyTorch's, inside the noise band, and no layer's measure could name the epsilon."""
+    a_layers = [n for n in comparison.unrecorded_in_b if ".activations." in n]
+    if not a_layers or any(r.stage == "activations" for r in comparison.rows):
+        return None
+    modules = list(dict.fromkeys(p.rest for n in a_layers if (p := parse_name(n)) is not None))
+    module = modules[0] if modules else "layer"
+    return (f"B taps no layer (A records the outputs of {len(modules)}): only the outputs are judged, so a fault whose "
+            "effect on them stays within rounding's noise band passes unseen and no cause can be measured; tap each "
+            f"layer by its PyTorch module path, tap.activation(\"{module}\", &x), to judge every layer")
 
 
 def render(comparison: Comparison, diagnoses: list[Diagnosis], console: Console, *,
