@@ -77,3 +77,15 @@ def test_each_encoder_slip_fails(encoder, bug, rule, words):
     assert found and found[0].startswith(f"{rule} "), found
     for word in words:
         assert word in proc.stdout, (word, found)
+
+
+def test_the_templates_pytorch_store_load_of_a_packed_attention_is_told_the_loader_that_cuts_it(encoder):
+    """The template's `load_from(PytorchStore)` kept for a model with nn.MultiheadAttention: burn-store stops on the
+    packed `in_proj_weight`. The one error line keeps burn-store's head (what it could not find) and adds the loader
+    that cuts the packed tensors, where burn-store's own last words suggest allow_partial(true)."""
+    proc = run(encoder, "pytorch-store")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "in_proj" in proc.stderr, proc.stderr
+    assert "burnside: `in_proj_" in proc.stderr and "burnside_trace::load_pytorch_checkpoint(model, path)" \
+        in proc.stderr, proc.stderr

@@ -51,6 +51,8 @@ class BinaryRun:
 
 #: Lines of a failed program's own report relayed at most (its last ones).
 MAX_REPORT_LINES = 30
+#: Of a longer report, the first lines kept besides the last ones.
+HEAD_LINES = 8
 _PANIC = re.compile(r"thread '[^']*'(?: \(\d+\))? panicked at (?P<where>.+):$")
 #: A backtrace's frame (`  4: endings::burn_panic`) and its source line, when built with debug info.
 _FRAME = re.compile(r"\s*\d+:\s+(?:0x[0-9a-f]+ - )?(?P<symbol>.+)$")
@@ -176,9 +178,29 @@ def _what_it_said(text: str, crate: str = "") -> str:
     said = [line for line in lines if not line.startswith("note: ")]
     if not said:
         return "(no output on stderr)"
-    if len(said) == 1:
+    hint = _packed_hint(text)
+    if len(said) == 1 and not hint:
         return said[0]
-    return "\n" + "\n".join("  " + line for line in said[-MAX_REPORT_LINES:])
+    if len(said) > MAX_REPORT_LINES:
+        # the head says what failed (burn-store's "Tensor not found", its counts), the tail its last words
+        said = [*said[:HEAD_LINES], f"... ({len(said) - MAX_REPORT_LINES + HEAD_LINES} lines left out)",
+                *said[-(MAX_REPORT_LINES - HEAD_LINES):]]
+    return "\n" + "\n".join("  " + line for line in said) + (f"\n  burnside: {hint}" if hint else "")
+
+
+#: PyTorch's packed tensors: one tensor holds several of burn's (q, k, v; a recurrent layer's gates)
+_PACKED_NAMES = re.compile(r"\b(in_proj_weight|in_proj_bias|weight_ih_l\d+|weight_hh_l\d+|bias_ih_l\d+|bias_hh_l\d+)\b")
+
+
+def _packed_hint(text: str) -> str:
+    """What to do when a port's load failed on one of PyTorch's packed tensors (burn-store names them)."""
+    found = _PACKED_NAMES.search(text)
+    if found is None:
+        return ""
+    return (f"`{found.group(1)}` is one of PyTorch's packed tensors (an nn.MultiheadAttention's in_proj, an nn.LSTM's "
+            "or nn.GRU's stacked gates), which burn-store's PytorchStore cannot cut into burn's layers and no name "
+            "remapping can: load the checkpoint with `burnside_trace::load_pytorch_checkpoint(model, path)`, which "
+            "cuts them (not allow_partial(true), which leaves them at their initialisation)")
 
 
 def _failure(head: str, stderr: str, crate: str = "") -> str:
