@@ -126,6 +126,32 @@ def test_gelu_s_tanh_approximation_is_told_from_the_erf_form(tmp_path):
     assert "`burn::tensor::activation::gelu`" in found.fix
 
 
+class QuickGelu(nn.Module):
+    """CLIP's `x * sigmoid(1.702 x)`."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.sigmoid(1.702 * x)
+
+
+@pytest.mark.parametrize(("act", "form", "shown"), [
+    (nn.SiLU, "silu", "SiLU, x sigmoid(x), not a GELU"),
+    (nn.ReLU, "relu", "ReLU, not a GELU"),
+    (QuickGelu, "quick", "the quick GELU x sigmoid(1.702 x)"),
+])
+def test_another_activation_in_a_gelu_s_place_is_named(tmp_path, act, form, shown):
+    """A port's SiLU, ReLU or quick GELU where PyTorch has nn.GELU: named, where it got a generic D010."""
+    def port():
+        net = Net("ln")
+        net.act = act()
+        return net
+
+    comparison, (found,) = _compare(tmp_path, lambda: Net("ln"), port)
+    layer = comparison.evidence.layer
+    assert layer.measured == {"a": {"gelu": "erf"}, "b": {"gelu": form}}, layer.measured
+    assert found.rule == "D011" and shown in found.evidence, found
+    assert "`burn::tensor::activation::gelu`" in found.fix
+
+
 def test_a_layernorm_after_a_residual_sum_is_not_measured(tmp_path):
     comparison, found = _compare(tmp_path, Residual, lambda: Residual(eps=1e-2), features=8)
     assert comparison.first_divergence.name == "step0.activations.norm"

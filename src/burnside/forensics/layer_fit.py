@@ -52,7 +52,9 @@ def relative(actual: np.ndarray, expected: np.ndarray) -> float:
 
 
 def choose(residuals: dict[str, float]) -> str | None:
-    """The form whose residual reproduces the output, when the other form's is over 10 times larger."""
-    best = min(residuals, key=residuals.__getitem__)
-    other = max(residuals, key=residuals.__getitem__)
-    return best if residuals[best] <= VALID and residuals[other] > 10 * residuals[best] else None
+    """The form whose residual reproduces the output, when every other form's is over 10 times larger."""
+    ranked = sorted(residuals, key=residuals.__getitem__)
+    best = ranked[0]
+    if len(ranked) < 2:
+        return best if residuals[best] <= VALID else None
+    return best if residuals[best] <= VALID and residuals[ranked[1]] > 10 * residuals[best] else None

@@ -22,7 +22,8 @@ epsilon and momentum, the epsilon of LayerNorm, GroupNorm (and its groups), RMSN
   bias``, ``weight only``, ``none``: PyTorch's `elementwise_affine=False`, `affine=False`, `bias=False`).
 - An epsilon no sharper than rounding allows is reported as the nearest usual value that fits as well
   (PyTorch's default for the layer first: 1e-5, RMSNorm's ``torch.finfo(float32).eps``).
-- GELU: which of the exact erf form and the tanh approximation reproduces the output.
+- GELU: which of the exact erf form and the tanh approximation reproduces the output (or SiLU, ReLU or the
+  quick GELU `x sigmoid(1.702 x)`, a port's other activation in its place).
 - PReLU, per channel (axis 1; one for a 1-d input): ``y = x`` where ``x >= 0``, ``slope_c * x`` below;
   `slopes` says ``one`` (all channels alike) or ``per channel (C)``, `slope` the shared one's value.
 
@@ -147,8 +148,13 @@ def _norm(trace: Trace, kind: str, module: str, k: int, shape, inputs: Trace, so
 
 
 def _gelu(x: np.ndarray, y: np.ndarray, measured: dict, residuals: dict) -> None:
-    forms = {"erf": 0.5 * x * (1 + _erf(x / math.sqrt(2))),
-             "tanh": 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))}
+    # besides GELU's two forms, the activations a port writes in its place: SiLU, ReLU and CLIP's quick GELU
+    with np.errstate(over="ignore"):  # exp(-x) of a large negative x is inf, and x / inf the 0 it should be
+        forms = {"erf": 0.5 * x * (1 + _erf(x / math.sqrt(2))),
+                 "tanh": 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
+                 "silu": x / (1 + np.exp(-x)),
+                 "relu": np.maximum(x, 0.0),
+                 "quick": x / (1 + np.exp(-1.702 * x))}
     residuals.update({form: relative(y, expected) for form, expected in forms.items()})
     # the forms agree where |x| is small or large: only an input that tells them apart says which
     form = choose(residuals)

@@ -78,7 +78,8 @@ NAME = "layer-configured-differently"
 TITLE = "layer configured differently"
 SEVERITY = Severity.ERROR
 
-_FORMS = {"erf": "the exact erf form", "tanh": "the tanh approximation",
+_FORMS = {"erf": "the exact erf form", "tanh": "the tanh approximation", "silu": "SiLU, x sigmoid(x), not a GELU",
+          "relu": "ReLU, not a GELU", "quick": "the quick GELU x sigmoid(1.702 x) (CLIP's), not nn.GELU",
           "seq-first": "reads [seq, batch, features] (time on the first axis)",
           "batch-first": "reads [batch, seq, features] (time on the second axis)"}
 
