@@ -68,3 +68,16 @@ def test_a_constant_rate_under_a_declared_schedule_is_measured_step_by_step(tmp_
     assert "learning rate 0.01 at step 1 where the trace declares 0.006667" in evidence, evidence
     assert "eps" not in evidence.split("declared adamw", 1)[1], evidence
     assert "the very rate the port declares for that step" in found["D009"].fix, found["D009"].fix
+
+
+def test_a_schedule_that_returns_lambdalrs_factor_is_told_so(tmp_path):
+    """The port's `with_lr_schedule` gives LambdaLR's factor (0.33, 0.67, 1) where PyTorch steps with the base rate
+    times it: D005 says each burn rate is the PyTorch rate over the base rate, and to multiply."""
+    a = _record(tmp_path / "a.safetensors", True)
+    declared = open_trace(a).metadata["optimizer"]
+    factors = [rate / declared["lr"] for rate in declared["lr_per_step"]]
+    b = _declaring(_record(tmp_path / "b.safetensors", True), declared | {"lr_per_step": factors})
+    found = {d.rule: d for d in diagnose(compare_with_evidence(a, b))}
+    assert "D005" in found, found
+    assert "the schedule's factor, not the rate" in found["D005"].evidence, found["D005"].evidence
+    assert "base_lr * factor(step)" in found["D005"].fix, found["D005"].fix

@@ -92,6 +92,15 @@ def check(comparison: Comparison) -> list[Diagnosis]:
     differing = differing_keys(a, b)
     parts = [_differs(k, a.get(k), b.get(k), comparison.a.framework, comparison.b.framework) for k in differing]
     fixes = [fix for k in differing if (fix := _fix(k, b.get("name"))) is not None]
+    if "lr_per_step" in differing and _factor_for_rate(a, b):
+        parts[differing.index("lr_per_step")] += (", each step's burn rate the PyTorch rate divided by its base "
+                                                  f"rate {a.get('lr')!r}: the schedule's factor, not the rate")
+        factor_fix = ("return the rate from the schedule, not LambdaLR's factor: `Training::with_lr_schedule(|step| "
+                      "base_lr * factor(step))` (call by call, `optim.step(base_lr * factor(k), ...)` and "
+                      "`recorder.lr(k, ...)` alike)")
+        fixes = [factor_fix if f == _FIXES["lr_per_step"] else f for f in fixes]
+        if factor_fix not in fixes:
+            fixes.append(factor_fix)
     grouped = group_differences(a, b, comparison.a.metadata.get("params") or [], comparison.b.metadata.get("params") or [])
     if grouped:
         parts += [f"{key} of {len(params)} parameter(s) by their group ({listed(params, 4)}): "
@@ -130,6 +139,16 @@ _OPTIMIZER_FIXES = {
     ("eps", "adagrad"): ("give Adagrad PyTorch's epsilon: `OptimizerSpec::adagrad(lr)` has it (1e-10); by hand, "
                          "`AdaGradConfig::new().with_epsilon(1e-10)` (burn's default is 1e-5)"),
 }
+
+
+def _factor_for_rate(a: dict, b: dict) -> bool:
+    """Whether B's rate at every step is A's divided by A's base rate: a schedule that returns LambdaLR's factor."""
+    ra, rb, base = a.get("lr_per_step"), b.get("lr_per_step"), a.get("lr")
+    if not (isinstance(ra, list) and isinstance(rb, list) and len(ra) == len(rb) and ra
+            and isinstance(base, (int, float)) and base and base != 1):
+        return False
+    return all(isinstance(x, (int, float)) and isinstance(y, (int, float)) and abs(y * base - x) <= 1e-6 * abs(x)
+               for x, y in zip(ra, rb, strict=True))
 
 
 def _fix(key: str, optimizer: object) -> str | None:
