@@ -243,18 +243,21 @@ def _metadata(comparison: Comparison) -> str:
     keys = list(dict.fromkeys([*a.metadata, *b.metadata]))
     rows += [(key, a.metadata.get(key), b.metadata.get(key)) for key in keys]
     evidence = evidence_of(comparison)
-    rows.append(("optimizer, measured from the updates", _measured(evidence.optimizer_a),
-                 _measured(evidence.optimizer_b)))
-    rows.append(("optimizer, first step its declared optimizer does not reproduce", _mismatch(evidence.optimizer_a),
-                 _mismatch(evidence.optimizer_b)))
+    if not comparison.forward:  # a forward trace has no optimizer and no update to measure one from
+        rows.append(("optimizer, measured from the updates", _measured(evidence.optimizer_a),
+                     _measured(evidence.optimizer_b)))
+        rows.append(("optimizer, first step its declared optimizer does not reproduce",
+                     _mismatch(evidence.optimizer_a), _mismatch(evidence.optimizer_b)))
     body = []
     for key, va, vb in rows:
         one_sided = key in _PYTORCH_ONLY_KEYS and (va is None) != (vb is None)
         differs = key not in _SIDE_KEYS and not one_sided and va != vb
         body.append(f"<tr class=\"{'differs' if differs else ''}\"><td class=name>{escape(key)}</td>"
                     f"<td class=val>{_value(va)}</td><td class=val>{_value(vb)}</td></tr>")
-    return ("<h2>Both sides</h2><p class=note>Metadata as recorded, and the optimizer settings measured from each "
-            "side's own updates. Rows that differ are highlighted.</p><table id=\"metadata\"><tr><th class=name>"
+    said = ("Metadata as recorded." if comparison.forward else
+            "Metadata as recorded, and the optimizer settings measured from each side's own updates.")
+    return (f"<h2>Both sides</h2><p class=note>{said} Rows that differ are highlighted.</p>"
+            "<table id=\"metadata\"><tr><th class=name>"
             f"</th><th class=name>A: {escape(a.framework)}</th><th class=name>B: {escape(b.framework)}</th></tr>"
             + "".join(body) + "</table>")
 
