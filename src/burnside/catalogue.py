@@ -175,6 +175,12 @@ def _ruled_out(known: KnownDifference, comparison, rule: str) -> bool:
         if rule == "D009":
             return not _shows_burn_value(known, comparison)
         return rule == "D005" and not _declares_burn_value(known, comparison)
+    if known.case == "batch_norm2d/no-affine":
+        # of a PyTorch BatchNorm(affine=False) only: one whose weight A's trace holds has the affine burn's has
+        first = comparison.first_divergence
+        parsed = parse_name(first.name) if first is not None else None
+        params = comparison.a.metadata.get("params")
+        return parsed is not None and isinstance(params, list) and f"{parsed.rest.split('#', 1)[0]}.weight" in params
     if known.case not in ("conv2d/padding-reflect", "conv1d/same-dilation2"):
         return False
     from burnside.forensics import evidence_of

@@ -50,9 +50,9 @@ class BinaryRun:
 
 
 #: Lines of a failed program's own report relayed at most (its last ones).
-MAX_REPORT_LINES = 30
-#: Of a longer report, the first lines kept besides the last ones.
-HEAD_LINES = 8
+MAX_REPORT_LINES = 40
+#: Of a longer report, the first lines kept besides the last ones (burn-store's list of what it could not load).
+HEAD_LINES = 24
 _PANIC = re.compile(r"thread '[^']*'(?: \(\d+\))? panicked at (?P<where>.+):$")
 #: A backtrace's frame (`  4: endings::burn_panic`) and its source line, when built with debug info.
 _FRAME = re.compile(r"\s*\d+:\s+(?:0x[0-9a-f]+ - )?(?P<symbol>.+)$")
