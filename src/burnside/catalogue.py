@@ -181,7 +181,7 @@ def _ruled_out(known: KnownDifference, comparison, rule: str) -> bool:
         parsed = parse_name(first.name) if first is not None else None
         params = comparison.a.metadata.get("params")
         return parsed is not None and isinstance(params, list) and f"{parsed.rest.split('#', 1)[0]}.weight" in params
-    if known.case not in ("conv2d/padding-reflect", "conv1d/same-dilation2"):
+    if known.case not in ("conv2d/padding-reflect", "conv1d/same-dilation2", "lstm/default", "gru/default"):
         return False
     from burnside.forensics import evidence_of
 
@@ -190,6 +190,9 @@ def _ruled_out(known: KnownDifference, comparison, rule: str) -> bool:
     if layer is None or first is None or f"activations.{layer.module}" not in first.name:
         return False
     a = layer.measured.get("a") or {}
+    if known.case in ("lstm/default", "gru/default"):
+        # burn's batch-first reading is PyTorch's batch_first=True: no difference where A reads batch-first
+        return a.get("layout") == "batch-first"
     if "padding" not in a:
         return False  # A's convolution not reproduced by zero padding: reflect padding is still possible
     if known.case == "conv2d/padding-reflect":

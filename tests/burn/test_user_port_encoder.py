@@ -89,3 +89,15 @@ def test_the_templates_pytorch_store_load_of_a_packed_attention_is_told_the_load
     assert "in_proj" in proc.stderr, proc.stderr
     assert "burnside: `in_proj_" in proc.stderr and "burnside_trace::load_pytorch_checkpoint(model, path)" \
         in proc.stderr, proc.stderr
+
+
+def test_a_shape_panic_inside_burn_says_what_the_port_had_recorded_last(encoder):
+    """One position too few: burn panics on the sum of token and position embeddings. The error names the port's
+    frame and the last tensor the recording holds, the position embedding of 15 rows where PyTorch's has 16."""
+    proc = run(encoder, "pos-short")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert "panicked inside burn" in line and "called from the port's" in line, line
+    assert "(the last tensor it recorded: step0.activations.pos of shape [15, 32]; the code after it panicked)" \
+        in line, line

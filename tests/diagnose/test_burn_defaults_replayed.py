@@ -81,3 +81,46 @@ def test_a_schedule_that_returns_lambdalrs_factor_is_told_so(tmp_path):
     assert "D005" in found, found
     assert "the schedule's factor, not the rate" in found["D005"].evidence, found["D005"].evidence
     assert "base_lr * factor(step)" in found["D005"].fix, found["D005"].fix
+
+
+def test_a_constant_rate_recorded_at_every_step_is_no_schedule(tmp_path):
+    """rust/README's call-by-call loop records `recorder.lr(k, lr)` at every step, a constant rate too: against a
+    PyTorch loop without a scheduler that is the same optimizer (it was a D005 `lr_per_step` and a FAIL)."""
+    a = _record(tmp_path / "a.safetensors", False)
+    declared = open_trace(a).metadata["optimizer"]
+    assert "lr_per_step" not in declared
+    b = _declaring(_record(tmp_path / "b.safetensors", False), declared | {"lr_per_step": [declared["lr"]] * STEPS})
+    comparison = compare_with_evidence(a, b)
+    assert comparison.passed and not comparison.optimizer_differences, comparison.optimizer_differences
+    assert not diagnose(comparison)
+    # a rate that is not the base rate at some step is still a schedule
+    c = _declaring(_record(tmp_path / "c.safetensors", False),
+                   declared | {"lr_per_step": [declared["lr"]] * (STEPS - 1) + [declared["lr"] / 2]})
+    assert "lr_per_step" in compare_with_evidence(a, c).optimizer_differences
+
+
+def test_the_fewest_of_burns_defaults_that_reproduce_the_updates_are_named(tmp_path):
+    """`RmsPropConfig::new().with_epsilon(1e-8)`: burn's momentum 0.9 kept, its eps set. The replay with burn's
+    momentum alone reproduces the updates, so the momentum is named, not the eps the port did set."""
+    def run(path: Path, **settings) -> Path:
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 3))
+        generator = torch.Generator().manual_seed(1)
+        batches = [{"x": torch.randn(8, 4, generator=generator), "y": torch.randint(0, 3, (8,), generator=generator)}
+                   for _ in range(STEPS)]
+        return record(model, torch.optim.RMSprop(model.parameters(), lr=1e-2, **settings), batches, path, steps=STEPS)
+
+    a = run(tmp_path / "a.safetensors")
+    b = run(tmp_path / "b.safetensors", momentum=0.9)
+    trace = open_trace(b)
+    tensors = {n: np.array(trace.array(n)) for n in trace.names}  # the momentum buffer burn's optimizer keeps too
+    write_trace(b, tensors, trace.metadata | {"optimizer": open_trace(a).metadata["optimizer"]})
+    from burnside.forensics.optimizer import measure_optimizer
+
+    # the replay with burn's momentum alone reproduces the updates; with its eps too it would not
+    assert measure_optimizer(open_trace(as_burn(b))).burn_defaults == ("rmsprop/burn-default-momentum",
+                                                                       {"momentum": 0.9})
+    found = {d.rule: d for d in diagnose(compare_with_evidence(a, b))}
+    # one setting off: the fit names it, measured
+    assert "the trace says momentum 0; its updates show 0.9" in found["D009"].evidence, found["D009"].evidence
+    assert "eps 1e-05" not in found["D009"].evidence

@@ -71,7 +71,7 @@ def test_class_weights_named_when_only_a_weighting_explains_it(tmp_path) -> None
     b = _run(tmp_path / "b.safetensors", lambda o, y: F.cross_entropy(o, y, weight=weight), False)
     found = diagnose(compare_with_evidence(a, b))
     assert [d.rule for d in found] == ["D017"]
-    assert "class weights differ" in found[0].evidence and "with_weights" in found[0].fix
+    assert "class weights, or logits paired with other targets" in found[0].evidence and "with_weights" in found[0].fix
 
 
 def test_sum_over_the_batch_is_left_to_d010(tmp_path) -> None:

@@ -117,6 +117,15 @@ impl PortArgs {
 /// `{bin}: {error}` as the last line of stderr (which `burnside check` reports) and exit 2 for a
 /// [`UsageError`], 1 for anything else.
 pub fn run_port(bin: &str, port: impl FnOnce(PortArgs) -> Result<(), Box<dyn Error>>) {
+    // A panic (burn's, on a shape that does not fit) says where the recording had got to, after
+    // Rust's own report: `burnside check` names that tensor beside the panic.
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        if let Some(line) = crate::trace_recorder::last_recorded_line() {
+            eprintln!("{line}");
+        }
+    }));
     let result = PortArgs::from_env()
         .map_err(|e| Box::new(e) as Box<dyn Error>)
         .and_then(port);

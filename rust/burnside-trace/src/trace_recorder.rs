@@ -99,6 +99,31 @@ pub(crate) enum Kind {
     Forward { mode: &'static str },
 }
 
+/// The name and shape of the tensor recorded last, for a port that panics afterwards (a shape
+/// mismatch inside burn): `run_port`'s panic hook says where the recording had got to.
+static LAST_RECORDED: std::sync::Mutex<Option<(String, Vec<usize>)>> = std::sync::Mutex::new(None);
+
+fn note_recorded(name: &str, shape: &[usize]) {
+    let mut last = LAST_RECORDED.lock().unwrap_or_else(|e| e.into_inner());
+    match last.as_mut() {
+        Some((n, s)) => {
+            n.clear();
+            n.push_str(name);
+            s.clear();
+            s.extend_from_slice(shape);
+        }
+        None => *last = Some((name.to_string(), shape.to_vec())),
+    }
+}
+
+/// `burnside-trace: last recorded NAME [SHAPE]`, the line the panic hook prints (None before any
+/// tensor was recorded).
+pub(crate) fn last_recorded_line() -> Option<String> {
+    let last = LAST_RECORDED.lock().unwrap_or_else(|e| e.into_inner());
+    last.as_ref()
+        .map(|(name, shape)| format!("burnside-trace: last recorded {name} {shape:?}"))
+}
+
 /// Every step's stages in pipeline order: the mark its call leaves, the stage's name, and the call
 /// that records it (closed by its backtick, or followed by where it goes).
 const STAGES: [(&str, &str, &str); 7] = [
@@ -450,6 +475,7 @@ impl TraceRecorder {
 
     fn put(&mut self, step: usize, name: &str, tensor: HostTensor) -> Result<(), TraceError> {
         self.steps = self.steps.max(step + 1);
+        note_recorded(&format!("step{step}.{name}"), &tensor.shape);
         let statistics = self
             .as_statistics(step, name, &tensor)
             .then(|| Statistics::of(&tensor));

@@ -53,6 +53,8 @@ class BinaryRun:
 MAX_REPORT_LINES = 40
 #: Of a longer report, the first lines kept besides the last ones (burn-store's list of what it could not load).
 HEAD_LINES = 24
+#: burnside-trace's panic hook's line (`run_port`): the tensor recorded last before a panic.
+_LAST_RECORDED = re.compile(r"^burnside-trace: last recorded (?P<name>\S+) (?P<shape>\[[0-9, ]*\])$")
 _PANIC = re.compile(r"thread '[^']*'(?: \(\d+\))? panicked at (?P<where>.+):$")
 #: A backtrace's frame (`  4: endings::burn_panic`) and its source line, when built with debug info.
 _FRAME = re.compile(r"\s*\d+:\s+(?:0x[0-9a-f]+ - )?(?P<symbol>.+)$")
@@ -174,7 +176,12 @@ def _what_it_said(text: str, crate: str = "") -> str:
                 if more.startswith("note: "):
                     break
                 message.append(more.strip())
-            return _panic_text(panic["where"], " ".join(message), backtrace, crate)
+            text_of = _panic_text(panic["where"], " ".join(message), backtrace, crate)
+            last = [m for line in lines if (m := _LAST_RECORDED.match(line))]
+            if last:  # burnside-trace's panic hook: where the recording had got to
+                text_of += (f" (the last tensor it recorded: {last[-1]['name']} of shape {last[-1]['shape']}; "
+                            "the code after it panicked)")
+            return text_of
     said = [line for line in lines if not line.startswith("note: ")]
     if not said:
         return "(no output on stderr)"
@@ -195,8 +202,8 @@ _PACKED_NAMES = re.compile(r"\b(in_proj_weight|in_proj_bias|weight_ih_l\d+|weigh
 def _packed_hint(text: str) -> str:
     """What to do when a port's load failed on one of PyTorch's packed tensors (burn-store names them)."""
     found = _PACKED_NAMES.search(text)
-    if found is None:
-        return ""
+    if found is None or "does not fit this init file" in text:
+        return ""  # InitFile::load_module cuts the packed tensors itself: one it cannot place is a layer's own
     return (f"`{found.group(1)}` is one of PyTorch's packed tensors (an nn.MultiheadAttention's in_proj, an nn.LSTM's "
             "or nn.GRU's stacked gates), which burn-store's PytorchStore cannot cut into burn's layers and no name "
             "remapping can: load the checkpoint with `burnside_trace::load_pytorch_checkpoint(model, path)`, which "

@@ -98,7 +98,16 @@ def differing_keys(a: dict, b: dict) -> list[str]:
     if not a or not b:
         return []
     keys = KEYS + (("eps",) if a.get("name") in OWN_EPS or b.get("name") in OWN_EPS else ())
-    return [k for k in keys if ((k in a and k in b) or k in OPTIONAL) and not same(a.get(k), b.get(k))]
+    return [k for k in keys if ((k in a and k in b) or k in OPTIONAL) and not same(_rates(a, k), _rates(b, k))]
+
+
+def _rates(config: dict, key: str) -> object:
+    """``config[key]``; a `lr_per_step` that is the base rate at every step is no schedule: None (a loop written call by
+    call records each step's rate with `recorder.lr(k, lr)`, a constant one too)."""
+    value = config.get(key)
+    if key == "lr_per_step" and isinstance(value, list) and value and all(same(v, config.get("lr")) for v in value):
+        return None
+    return value
 
 
 def group_differences(a: dict, b: dict, params_a: list, params_b: list) -> dict[str, tuple[list[str], object, object]]:

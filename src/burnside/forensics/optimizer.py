@@ -18,6 +18,7 @@ actually applied is measured too (`AdamFits.clipping`), reported as the `clip_gr
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -94,13 +95,16 @@ def _burn_defaults(trace: Trace, declared: dict) -> tuple[str, dict[str, float]]
     the trace declares momentum (burn's `MomentumConfig` is where it lives)."""
     name = declared.get("name")
     case, burn = BURN_DEFAULTS.get(name, ("", ())) if isinstance(name, str) else ("", ())
-    values = dict(burn)
-    if not values or (name == "sgd" and not number(declared, "momentum", 0.0)):
+    # burn's values the declared settings do not have already; the fewest of them whose replay reproduces the
+    # updates are named (a port that set RMSprop's eps but kept burn's momentum 0.9 is told the momentum only)
+    off = [(key, value) for key, value in burn if number(declared, key, math.nan) != value]
+    if not off or (name == "sgd" and not number(declared, "momentum", 0.0)):
         return None
-    if all(number(declared, key, math.nan) == value for key, value in values.items()):
-        return None  # the declared settings are burn's already
-    if _measure(_Declaring(trace, {**declared, **values})).mismatch_step is None:
-        return case, values
+    for size in range(1, len(off) + 1):
+        for subset in itertools.combinations(off, size):
+            values = dict(subset)
+            if _measure(_Declaring(trace, {**declared, **values})).mismatch_step is None:
+                return case, values
     return None
 
 

@@ -62,13 +62,19 @@ def check(comparison: Comparison) -> list[Diagnosis]:
 
     evidence = f"step{fit.step}.loss differs while step {fit.step}'s logits agree; {said('a')}; {said('b')}"
     if fit.weighting is not None:
-        evidence += f"; {fit.weighting}: class weights differ"
+        # any loss between the per-class means is some weighting's: a hint, not a measure (logits paired with other
+        # targets, a reshape in another order before the loss, lands there as often)
+        evidence += (f"; {fit.weighting}: class weights, or logits paired with other targets than the other side's "
+                     "(a reshape or transpose of the logits or targets before the loss)")
     wanted = fit.a if model == "a" else fit.b
     if wanted is not None:
         fix = f"compute {comparison.side_name(port)}'s loss as {comparison.side_name(model)}'s ({wanted.name}): {wanted.burn}"
     else:
-        fix = (f"compute {comparison.side_name(port)}'s loss as {comparison.side_name(model)}'s: the class weights "
-               "of nn.CrossEntropyLoss(weight=w) are CrossEntropyLossConfig::new().with_weights(Some(w)) in burn")
+        fix = (f"compute {comparison.side_name(port)}'s loss as {comparison.side_name(model)}'s: pair each row of "
+               "logits with its own target (flatten logits [batch, seq, classes] and targets [batch, seq] in the same "
+               "order, as PyTorch's `.view(-1, classes)` and `.view(-1)`); the class weights of "
+               "nn.CrossEntropyLoss(weight=w) are CrossEntropyLossConfig::new().with_weights(Some(w)) in burn")
     if fit.weighting is not None and wanted is not None:
-        fix += "; and the class weights as the other side's (CrossEntropyLossConfig::with_weights)"
+        fix += ("; and pair each row of logits with its own target (the same flatten order for logits and targets), "
+                "or give the class weights as the other side's (CrossEntropyLossConfig::with_weights)")
     return [Diagnosis(ID, TITLE, evidence, fix)]

@@ -1,7 +1,7 @@
 //! The burn port of model.py's encoder for inference: the checkpoint PyTorch saved loaded with
 //! burnside-trace's `load_pytorch_checkpoint` (burn-store's readers; `in_proj` cut into query, key and
 //! value), each post-norm `nn.TransformerEncoderLayer` written out with burn's MultiHeadAttention, Linear,
-//! LayerNorm and ReLU. `--bug ln-eps|gelu|qk-swapped|dropout-on|pytorch-store` builds a porting slip in.
+//! LayerNorm and ReLU. `--bug ln-eps|gelu|qk-swapped|dropout-on|pytorch-store|pos-short` builds a porting slip in.
 
 use burn::module::Module;
 use burn::store::{ModuleSnapshot, PytorchStore};
@@ -91,14 +91,16 @@ impl Encoder {
         }
     }
 
-    fn forward(&self, ids: Tensor<2, Int>, mut tap: Tap, gelu_act: bool) -> Result<Tensor<3>, TraceError> {
+    fn forward(&self, ids: Tensor<2, Int>, mut tap: Tap, gelu_act: bool, short: bool) -> Result<Tensor<3>, TraceError> {
         let [batch, seq] = ids.dims();
         let x = self.tok.forward(ids.clone());
         tap.activation("tok", &x)?;
-        let positions = Tensor::<1, Int>::arange(0..seq as i64, &ids.device()).unsqueeze::<2>();
-        let p = self.pos.forward(positions).reshape([seq, D_MODEL]);
+        // the slip `pos-short`: one position too few, so the sum below panics inside burn
+        let len = if short { seq - 1 } else { seq };
+        let positions = Tensor::<1, Int>::arange(0..len as i64, &ids.device()).unsqueeze::<2>();
+        let p = self.pos.forward(positions).reshape([len, D_MODEL]);
         tap.activation("pos", &p)?;
-        let mut x = x + p.unsqueeze::<3>().expand([batch, seq, D_MODEL]);
+        let mut x = x + p.unsqueeze::<3>().expand([batch, len, D_MODEL]);
         for (i, layer) in self.layers.iter().enumerate() {
             x = layer.forward(x, &format!("layers.{i}"), &mut tap, gelu_act)?;
         }
@@ -140,7 +142,7 @@ fn main() {
         let gelu_act = bug == Some("gelu");
         Inference::new().run(&args, &init, &device, &model, |model, batch| {
             let ids = batch.int_input::<2>("ids")?;
-            Ok(model.forward(ids, batch.tap(), gelu_act)?)
+            Ok(model.forward(ids, batch.tap(), gelu_act, bug == Some("pos-short"))?)
         })?;
         Ok(())
     });
