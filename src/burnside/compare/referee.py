@@ -104,7 +104,7 @@ class FrameworkDifference:
                 "relative_offset": self.relative_offset, "effect": self.effect}
 
 
-def max_distance(x: np.ndarray, r: np.ndarray, skip: np.ndarray | None = None) -> float:
+def max_distance(x: np.ndarray, r: np.ndarray, skip=None) -> float:
     """max|x - r| in float64, chunk by chunk (NaN where either side is not finite), without ``skip``'s elements."""
     x, r = x.reshape(-1), r.reshape(-1)
     worst = 0.0

@@ -97,7 +97,8 @@ def summarize(trace: Trace) -> TraceSummary:
                 summary.first_nonfinite = name
         if parsed.stage == "grads":
             counted[k] += 1
-            nonzero = bool(np.any(trace.values(name) != 0))
+            flat = trace.values(name).reshape(-1)
+            nonzero = any(bool(np.any(flat[s:s + _CHUNK] != 0)) for s in range(0, flat.size, _CHUNK))  # in chunks
             summary.grads_nonzero[k] = summary.grads_nonzero.get(k, False) or nonzero
             trace.release(name)
         elif parsed.stage == "params_after":
@@ -165,7 +166,10 @@ def _note_unchanged(trace: Trace, parsed: TensorName, name: str, summary: TraceS
     before = f"step{parsed.step}.params_before.{parsed.rest}"
     if before not in trace or trace.info(before) != trace.info(name):
         return
-    same = bool(np.array_equal(trace.array(before).view(np.uint8), trace.array(name).view(np.uint8)))
+    x, y = trace.array(before).reshape(-1).view(np.uint8), trace.array(name).reshape(-1).view(np.uint8)
+    # chunk by chunk: a whole tensor's `==` is a bool array of its bytes (147 MiB for a GPT-2's embedding)
+    same = x.size == y.size and all(np.array_equal(x[s:s + 8 * _CHUNK], y[s:s + 8 * _CHUNK])
+                                    for s in range(0, x.size, 8 * _CHUNK))
     trace.release(before)
     trace.release(name)
     summary.params_unchanged[parsed.step] = summary.params_unchanged.get(parsed.step, True) and same

@@ -29,15 +29,35 @@ class ZeroGradient:
         return {"param": self.param, "first_step": self.first_step, "count": self.count, "n": self.n}
 
 
+#: Set bits of each byte value.
+_POPCOUNT = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
+
+
+class PackedMask:
+    """A bool mask of ``size`` elements held one bit each (a GPT-2's embedding is 38.6 M elements: 4.8 MB, not
+    38.6 MB, for every parameter with a noted element), sliced as the bool array it stands for."""
+
+    def __init__(self, bits: np.ndarray, size: int) -> None:
+        self.bits, self.size = bits, size
+
+    def __getitem__(self, part: slice) -> np.ndarray:
+        start, stop, _ = part.indices(self.size)
+        lo, hi = start // 8, (stop + 7) // 8
+        return np.unpackbits(self.bits[lo:hi], bitorder="little")[start - 8 * lo:stop - 8 * lo].astype(bool)
+
+    def count(self) -> int:
+        return int(_POPCOUNT[self.bits].sum(dtype=np.int64))
+
+
 class ZeroGradients:
     """Per parameter, the elements whose reference gradient was below rounding at some step so far."""
 
     def __init__(self) -> None:
-        self.masks: dict[str, np.ndarray] = {}
+        self.masks: dict[str, PackedMask] = {}
         self.found: dict[str, ZeroGradient] = {}
         self._scale: dict[int, float] = {}  # step -> largest reference gradient so far
 
-    def mask(self, param: str, size: int) -> np.ndarray | None:
+    def mask(self, param: str, size: int) -> PackedMask | None:
         """The elements of ``param`` to leave out, or None (none noted, or of another size)."""
         mask = self.masks.get(param)
         return mask if mask is not None and mask.size == size else None
@@ -54,14 +74,18 @@ class ZeroGradients:
         flat, fa, fb = r.reshape(-1), a.reshape(-1), b.reshape(-1)
         floor = FLOOR_HALF_ULPS * HALF_ULP * scale
         noise = NOISE_FACTOR * floor
-        chunks = [(np.abs(flat[s:s + CHUNK]) <= floor) & ((fa[s:s + CHUNK] != 0) | (fb[s:s + CHUNK] != 0))
-                  & (np.abs(fa[s:s + CHUNK]) <= noise) & (np.abs(fb[s:s + CHUNK]) <= noise)
+        # packed chunk by chunk (CHUNK is a multiple of 8: each chunk's bits start on a byte)
+        chunks = [np.packbits((np.abs(flat[s:s + CHUNK]) <= floor) & ((fa[s:s + CHUNK] != 0) | (fb[s:s + CHUNK] != 0))
+                              & (np.abs(fa[s:s + CHUNK]) <= noise) & (np.abs(fb[s:s + CHUNK]) <= noise),
+                              bitorder="little")
                   for s in range(0, flat.size, CHUNK)]
-        zero = np.concatenate(chunks) if chunks else np.zeros(0, dtype=bool)
+        zero = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.uint8)
         if scale == 0.0 or not zero.any():
             return
         mask = self.masks.get(param)
-        self.masks[param] = zero if mask is None or mask.size != zero.size else mask | zero
+        if mask is not None and mask.size == flat.size:
+            zero |= mask.bits
+        self.masks[param] = PackedMask(zero, flat.size)
         found = self.found.get(param)
-        count = int(np.count_nonzero(self.masks[param]))
-        self.found[param] = ZeroGradient(param, found.first_step if found else step, count, zero.size)
+        count = self.masks[param].count()
+        self.found[param] = ZeroGradient(param, found.first_step if found else step, count, flat.size)

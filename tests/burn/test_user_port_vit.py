@@ -1,0 +1,82 @@
+"""A pretrained ViT's inference port, written by following only the README's "Inference ports" as a new user
+writes it (`burnside new --inference`, then the model replaced on both sides): a patch embedding
+`Conv2d(3, 64, 8, stride=8)`, a learned cls token and position embedding (`Param` fields), two pre-norm blocks with
+a hand-written packed-qkv attention and an exact-GELU MLP, LayerNorms of eps 1e-6, the head on the cls token; loaded
+from the `.pt` with burn-store's `PytorchStore`.
+
+Tried as a user would, it found a false D010 on the correct port without a reference, no measure of the patch
+embedding's conv, irrelevant conv notes, a renamed field not named as one, and a port tapping no layer passing a
+one-LayerNorm epsilon slip with nothing said. Each case records once, runs `burnside check` and reads the verdict.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.burn.user_port_harness import BURNSIDE, Checks, diagnoses, project, verdict
+
+
+@pytest.fixture(scope="module")
+def vit(programs, tmp_path_factory) -> Path:
+    return project("vit", tmp_path_factory.mktemp("user-ports"))
+
+
+run = Checks("--checkpoint", "checkpoint/model.pt")
+
+
+def _check(port: Path, *options: str, reference: bool = True) -> subprocess.CompletedProcess:
+    """`burnside check` with options of its own (``--features misnamed``), or without the reference."""
+    command = [*BURNSIDE, "check", "--burn-crate", ".", "--bin", "user_vit", "--torch-trace",
+               "traces/torch.safetensors", *(["--reference", "traces/reference.safetensors"] if reference else []),
+               *options, "--", "--checkpoint", "checkpoint/model.pt"]
+    return subprocess.run(command, cwd=port, capture_output=True, text=True, timeout=900)
+
+
+def test_the_faithful_vit_is_ok_with_no_diagnosis(vit):
+    proc = run(vit, None)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert verdict(proc).endswith(" OK"), proc.stdout
+    assert not diagnoses(proc), proc.stdout
+
+
+def test_without_a_reference_its_rounding_gets_no_cause(vit):
+    proc = _check(vit, reference=False)
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # the default tolerance without a referee
+    assert not diagnoses(proc), proc.stdout
+    assert "without a float64 reference this cannot be told from rounding" in proc.stdout, proc.stdout
+
+
+VIT_BUGS = [
+    ("ln-eps", "D011", ["blocks.0.norm1 (LayerNorm)", "epsilon measured 1e-6 on A (pytorch), 1e-5 on B (burn)"]),
+    # the patch conv copied from a 3x3 conv: padding 1, the same 4x4 patches
+    ("conv-pad1", "D011", ["patch_embed (Conv2d)", "B (burn) with stride (8, 8), padding (1, 1)"]),
+    ("last-token", "D010", ["step0.activations.head differs", "between norm and head"]),
+]
+
+
+@pytest.mark.parametrize(("bug", "rule", "words"), VIT_BUGS, ids=[case[0] for case in VIT_BUGS])
+def test_each_vit_slip_fails_with_the_rule_that_names_it(vit, bug, rule, words):
+    proc = run(vit, bug)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert verdict(proc).endswith(" FAIL"), proc.stdout
+    found = diagnoses(proc)
+    assert found and found[0].startswith(f"{rule} "), found
+    for word in words:
+        assert word in proc.stdout, (word, found)
+    assert "padding_mode" not in proc.stdout and "ignores the dilation" not in proc.stdout
+
+
+def test_a_field_named_otherwise_is_named_as_one_tensor_renamed(vit):
+    proc = _check(vit, "--features", "misnamed")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    found = diagnoses(proc)
+    assert found and all(d.startswith("D014 ") for d in found), found
+    assert "B holds a tensor pos_embedding of the same shape" in proc.stdout, proc.stdout
+
+
+def test_a_port_tapping_no_layer_is_told_what_the_verdict_rests_on(vit):
+    proc = run(vit, "no-taps,ln-eps-one")
+    assert "B taps no layer" in proc.stdout and 'tap.activation("patch_embed", &x)' in proc.stdout, proc.stdout
