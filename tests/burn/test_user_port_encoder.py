@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.burn.user_port_harness import Checks, diagnoses, project, verdict
+from tests.burn.user_port_harness import Checks, assert_named, diagnoses, project, verdict
 
 
 @pytest.fixture(scope="module")
@@ -71,12 +71,7 @@ ENCODER_BUGS = [
 @pytest.mark.parametrize(("bug", "rule", "words"), ENCODER_BUGS, ids=[case[0] for case in ENCODER_BUGS])
 def test_each_encoder_slip_fails(encoder, bug, rule, words):
     proc = run(encoder, bug)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert verdict(proc).endswith(" FAIL"), proc.stdout
-    found = diagnoses(proc)
-    assert found and found[0].startswith(f"{rule} "), found
-    for word in words:
-        assert word in proc.stdout, (word, found)
+    assert_named(proc, rule, words)
 
 
 def test_the_templates_pytorch_store_load_of_a_packed_attention_is_told_the_loader_that_cuts_it(encoder):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.burn.user_port_harness import BURNSIDE, Checks, diagnoses, project, verdict
+from tests.burn.user_port_harness import BURNSIDE, Checks, assert_named, diagnoses, project, verdict
 
 
 @pytest.fixture(scope="module")
@@ -60,12 +60,7 @@ VIT_BUGS = [
 @pytest.mark.parametrize(("bug", "rule", "words"), VIT_BUGS, ids=[case[0] for case in VIT_BUGS])
 def test_each_vit_slip_fails_with_the_rule_that_names_it(vit, bug, rule, words):
     proc = run(vit, bug)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert verdict(proc).endswith(" FAIL"), proc.stdout
-    found = diagnoses(proc)
-    assert found and found[0].startswith(f"{rule} "), found
-    for word in words:
-        assert word in proc.stdout, (word, found)
+    assert_named(proc, rule, words)
     assert "padding_mode" not in proc.stdout and "ignores the dilation" not in proc.stdout
 
 

@@ -64,6 +64,16 @@ def diagnoses(proc: subprocess.CompletedProcess) -> list[str]:
     return [line for line in proc.stdout.splitlines() if line.startswith("D0")]
 
 
+def assert_named(proc: subprocess.CompletedProcess, rule: str, words: list[str]) -> None:
+    """A slip's check: exit 1, a FAIL verdict, ``rule`` the first diagnosis, each of ``words`` in the output."""
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert verdict(proc).endswith(" FAIL"), proc.stdout
+    found = diagnoses(proc)
+    assert found and found[0].startswith(f"{rule} "), found
+    for word in words:
+        assert word in proc.stdout, (word, found)
+
+
 class Checks:
     """One `burnside check` per port variant (``bug``, or None for the faithful port), shared by the cases that
     read it; ``fixed`` are the port arguments every run takes (an inference port's `--checkpoint PATH`)."""
