@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.burn.user_port_harness import check, diagnoses, project, verdict
+from tests.burn.user_port_harness import assert_named, check, diagnoses, project, verdict
 
 @pytest.fixture(scope="module")
 def gpt(programs, tmp_path_factory) -> Path:
@@ -64,12 +64,7 @@ GPT_BUGS = [
 @pytest.mark.parametrize(("bug", "rule", "words"), GPT_BUGS, ids=[case[0] for case in GPT_BUGS])
 def test_each_gpt_slip_fails_with_the_rule_that_names_it(gpt, bug, rule, words):
     proc = check(gpt, "--bug", bug)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert verdict(proc).endswith(" FAIL"), proc.stdout
-    found = diagnoses(proc)
-    assert found and found[0].startswith(f"{rule} "), found
-    for word in words:
-        assert word in proc.stdout, (word, found)
+    assert_named(proc, rule, words)
 
 
 UNET_BUGS = [
