@@ -313,3 +313,29 @@ def test_record_with_a_reference_records_layer_inputs_on_both_sides(tmp_path):
     assert trace.metadata["layer_inputs"] == reference.metadata["layer_inputs"] == ["0", "1", "2", "3"]
     assert reference.info("step1.layer_inputs.3").dtype == "F64"
     assert reference.aliases and trace.aliases  # both streamed, params_before aliased
+
+
+def test_the_disk_is_told_to_write_out_each_stretch_once_in_order_and_the_trace_is_unchanged(tmp_path, monkeypatch):
+    import burnside.trace.stream as stream
+
+    plain = open_trace(_record(tmp_path / "plain.safetensors", layer_inputs=True))
+    calls: list[tuple[int, int]] = []
+    real = stream._sync_file_range
+
+    def told(fd: int, begin: int, length: int, flags: int) -> int:
+        calls.append((begin, length))
+        return real(fd, begin, length, flags) if real is not None else 0
+
+    monkeypatch.setattr(stream, "_sync_file_range", told)
+    monkeypatch.setattr(stream, "WRITEBACK_EVERY", 1024)
+    path = _record(tmp_path / "told.safetensors", layer_inputs=True)
+    assert len(calls) > 3
+    assert calls[0][0] == 0 and all(b == a + n for (a, n), (b, _) in zip(calls, calls[1:]))
+    assert all(n >= 1024 for _, n in calls)
+    assert calls[-1][0] + calls[-1][1] <= path.stat().st_size
+    told_trace = open_trace(path)
+    assert told_trace.names == plain.names
+    for name in plain.names:
+        assert told_trace.array(name).tobytes() == plain.array(name).tobytes(), name
+    if sys.platform == "linux":
+        assert real is not None  # the real call is found where the recorders run in CI

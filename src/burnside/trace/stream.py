@@ -24,6 +24,7 @@ the trace. The file is an ordinary safetensors file (docs/trace-format.md, "safe
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import struct
@@ -56,6 +57,8 @@ SMALL = 64 * 1024
 #: The most bytes held at once.
 HELD_BOUND = 16 * 1024 * 1024
 _BUFFER = 1 << 20
+#: Every this many bytes written, the disk is told to start writing them out (`_start_writeback`).
+WRITEBACK_EVERY = 64 << 20
 
 
 def round_up_8(n: int) -> int:
@@ -95,6 +98,7 @@ class TraceWriter:
         self._held: list[tuple[str, str, tuple[int, ...], int, np.ndarray]] = []
         self._held_bytes = 0
         self._offset = 0  # bytes of data written so far
+        self._written_back = 0  # bytes of the file the disk was told to write out (`_start_writeback`)
         self._done = False
         self._needed: int | None = None  # the file's size, once known (at finish)
         self._fd: int | None = None
@@ -245,6 +249,26 @@ class TraceWriter:
             self._fail(exc)
         self._entries[name] = (dtype, shape, self._offset, self._offset + flat.size)
         self._offset += flat.size
+        if self.written - self._written_back >= WRITEBACK_EVERY:
+            self._start_writeback()
+
+    def _start_writeback(self) -> None:
+        """Have the kernel start writing what was written so far to the disk, without waiting and without
+        dropping it from the page cache, so that the disk works while the model computes and `finish`'s
+        fsync has little left to wait for (a GPT-2-sized forward trace, 778 MiB: 0.24-0.58 s less in three
+        pairs of runs). Dropping the pages as well was measured and not kept: compare then read the trace back
+        from the disk, slower overall. Linux only; elsewhere, or on a file system that refuses it,
+        nothing is done and the fsync at `finish` writes it all."""
+        end = self.written
+        try:
+            self._file.flush()
+        except BaseException as exc:
+            self._fail(exc)
+        if _sync_file_range is not None and _sync_file_range(self._fd, self._written_back,
+                                                              end - self._written_back, _SYNC_FILE_RANGE_WRITE):
+            self._written_back = 1 << 62  # refused once (EINVAL, ESPIPE): never asked again for this file
+            return
+        self._written_back = end
 
     def _header(self, encoded: dict[str, str]) -> bytes:
         header: dict[str, object] = {"__metadata__": encoded}
@@ -304,6 +328,21 @@ class TraceWriter:
                 raise TraceError(no_room_message(self.path, exc, needed, written)) from None
             raise TraceError(f"{self.path}: cannot write ({exc.strerror or exc}); nothing was written") from None
         raise exc
+
+
+def _libc_sync_file_range():
+    """libc's ``sync_file_range`` (Linux; the os module has none), or None where it does not exist."""
+    try:
+        function = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    function.restype = ctypes.c_int
+    return function
+
+
+_sync_file_range = _libc_sync_file_range()
+_SYNC_FILE_RANGE_WRITE = 2  # linux/fs.h: start writing out dirty pages of the range, do not wait
 
 
 def _write_all(fd: int, data: bytes) -> None:
