@@ -178,24 +178,9 @@ def value_fault(name: str, a: np.ndarray, b: np.ndarray, dtype: str, modules: ob
             "transpose a PyTorch Linear weight from [out, in] into burn's [in, out] (`.transpose()`, or load it with "
             "burn-store's PytorchStore, whose PyTorchToBurnAdapter does), not reshape it: a reshape keeps the shape "
             "valid and scrambles the weight")
-    gates = _gate_order(parsed, a, b, modules)
+    gates = gate_fault(name, a, b, modules)
     if gates is not None:
-        found, names, kind = gates
-        if kind == "MultiheadAttention":
-            return LoadingFault(
-                name, "gate_order",
-                f"B holds A's 3 row blocks of {a.shape[0] // 3} in the order {','.join(found)} where PyTorch's "
-                "MultiheadAttention stacks q,k,v (query, key, value)",
-                "cut PyTorch's in_proj_weight [3E, E] and in_proj_bias [3E] into burn's MultiHeadAttention query, "
-                "key and value in that order (rows 0..E query, E..2E key, 2E..3E value), or load the checkpoint with "
-                "`burnside_trace::load_pytorch_checkpoint`, which does")
-        return LoadingFault(
-            name, "gate_order",
-            f"B holds A's {len(names)} row blocks of {a.shape[0] // len(names)} in the gate order "
-            f"{','.join(found)} where PyTorch's {kind} stacks {','.join(names)}",
-            f"split PyTorch's stacked [{len(names)}H, ...] tensor into burn's gates in PyTorch's order, "
-            f"{_GATE_WORDS[len(names)]} (rows 0..H are {names[0]}, H..2H {names[1]}, and so on), and record them "
-            "stacked back in that order")
+        return gates
     if dtype in ("F32", "F64"):
         for narrow in ("F16", "BF16"):
             if np.array_equal(_bits(_round_to(av, narrow)), _bits(bv)):
@@ -218,6 +203,32 @@ def value_fault(name: str, a: np.ndarray, b: np.ndarray, dtype: str, modules: ob
         + (f", correlation {correlation:.4f}" if correlation is not None else "") + ")",
         "load the tensor as the checkpoint stores it and leave it as loaded: a conversion through another dtype, a "
         "recomputed or fused weight, or an in-place update before the forward changes it")
+
+
+def gate_fault(name: str, a: np.ndarray, b: np.ndarray, modules: object) -> LoadingFault | None:
+    """B's tensor holds A's gate (or q,k,v) row blocks in another order: the fault naming the order, else None.
+    Also asked of a training trace's initial parameters: a port that loads the init file's LSTM, GRU or
+    attention weights into its gates in another order starts from A's values, permuted."""
+    parsed = parse_name(name)
+    gates = _gate_order(parsed, a, b, modules)
+    if gates is None:
+        return None
+    found, names, kind = gates
+    if kind == "MultiheadAttention":
+        return LoadingFault(
+            name, "gate_order",
+            f"B holds A's 3 row blocks of {a.shape[0] // 3} in the order {','.join(found)} where PyTorch's "
+            "MultiheadAttention stacks q,k,v (query, key, value)",
+            "cut PyTorch's in_proj_weight [3E, E] and in_proj_bias [3E] into burn's MultiHeadAttention query, "
+            "key and value in that order (rows 0..E query, E..2E key, 2E..3E value), or load the checkpoint with "
+            "`burnside_trace::load_pytorch_checkpoint`, which does")
+    return LoadingFault(
+        name, "gate_order",
+        f"B holds A's {len(names)} row blocks of {a.shape[0] // len(names)} in the gate order "
+        f"{','.join(found)} where PyTorch's {kind} stacks {','.join(names)}",
+        f"split PyTorch's stacked [{len(names)}H, ...] tensor into burn's gates in PyTorch's order, "
+        f"{_GATE_WORDS[len(names)]} (rows 0..H are {names[0]}, H..2H {names[1]}, and so on), and record them "
+        "stacked back in that order")
 
 
 _GATE_WORDS = {3: "GRU: reset r, update z, new n", 4: "LSTM: input i, forget f, cell g, output o"}

@@ -16,7 +16,7 @@ import numpy as np
 from burnside.compare.collector import Collector
 from burnside.compare.config import optimizer_differences
 from burnside.compare.comparison import Comparison, StructureProblem, TensorRow, is_optional
-from burnside.compare.loading import dtype_fault, is_loaded_start, only_fault, shape_fault, value_fault
+from burnside.compare.loading import dtype_fault, gate_fault, is_loaded_start, only_fault, shape_fault, value_fault
 from burnside.compare.output_metrics import output_metrics
 from burnside.compare.pairing import pair_renamed
 from burnside.compare.reference_file import Reference
@@ -315,6 +315,11 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
         stats = diff_arrays(a.array(name), b.array(name), ia.dtype, tol)
         if loaded and not stats.identical:
             comparison.loading.append(value_fault(name, a.array(name), b.array(name), ia.dtype, modules))
+        elif not forward and not stats.identical and is_loaded_start(name) \
+                and (gates := gate_fault(name, a.array(name), b.array(name), modules)) is not None:
+            # a training port that loaded the init file's gates in another order: D014 names the order (D006 would
+            # only say the initial parameters differ, with a fix about rounding)
+            comparison.loading.append(gates)
         metrics = None
         if forward and ia.dtype in FLOATS and (parsed_name := parse_name(name)) is not None \
                 and parsed_name.stage == "outputs" and ia.n:

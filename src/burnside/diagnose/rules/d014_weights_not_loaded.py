@@ -9,7 +9,9 @@ the order found is named), running statistics fresh (a BatchNorm's running_mean 
 running_var all 1 where A's are not), not loaded (values unrelated to the checkpoint's: a
 constant or a fresh initialisation), dtype narrowed (a narrower dtype, or A's values rounded
 to f16/bf16), a tensor only in A (nothing in the port holds it) or only in B. A correct load
-is bit-identical, and gives no D014.
+is bit-identical, and gives no D014. In a comparison of training traces, an initial parameter
+(`step0.params_before.*`) whose gate or q,k,v row blocks are A's in another order is named the
+same way (a port that cut the init file's stacked tensor wrongly), instead of D006.
 
 ## Why is this bad?
 An inference port is the PyTorch model's forward with the checkpoint's weights. A weight the
