@@ -108,9 +108,7 @@ impl Background {
                     if let Err(e) = file.write_all(&bytes) {
                         return (file, Err(e));
                     }
-                    if let Err(e) = writeback.wrote(&mut file, bytes.len() as u64) {
-                        return (file, Err(e));
-                    }
+                    writeback.wrote(&file, bytes.len() as u64);
                     let _ = back.send(bytes);
                 }
                 (file, Ok(()))
@@ -194,15 +192,16 @@ impl Writeback {
         }
     }
 
-    fn wrote(&mut self, file: &mut BufWriter<File>, n: u64) -> std::io::Result<()> {
+    /// `n` more bytes were handed to `file`; past a stretch, the kernel is told to write out those
+    /// it has (not those still in the buffer). A refusal is not an error: the fsync writes them.
+    fn wrote(&mut self, file: &BufWriter<File>, n: u64) {
         self.written += n;
         if self.refused || self.written - self.told < self.every {
-            return Ok(());
+            return;
         }
         let end = self.written - file.buffer().len() as u64;
         self.refused = !start_writeback(file.get_ref(), self.told, end - self.told);
         self.told = end;
-        Ok(())
     }
 }
 
@@ -872,7 +871,7 @@ mod tests {
         for n in [100_usize, 5000, 3000, 3000, 20_000, 10] {
             file.write_all(&vec![7_u8; n]).unwrap();
             let before = writeback.told;
-            writeback.wrote(&mut file, n as u64).unwrap();
+            writeback.wrote(&file, n as u64);
             if writeback.told != before {
                 told.push((before, writeback.told));
             }
