@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from burnside.errors import BurnsideError
+from burnside.errors import BurnsideError, stops_deferred
 from burnside.input_file import file_kind
 
 
@@ -138,11 +138,15 @@ def atomic_output(path: str | os.PathLike[str], mode: str = "wb", *, size: int |
     without it the message says how many were written before the write failed.
     """
     target, parent, existing_mode = prepare_target(path)
-    fd, tmp = _create_temporary(target, parent, size)
+    tmp = None
     try:
-        if existing_mode is not None:
-            os.fchmod(fd, existing_mode)
-        with os.fdopen(fd, mode) as handle:
+        # A stop just after the file is made would leave it behind, its name not yet in `tmp`.
+        with stops_deferred():
+            fd, tmp = _create_temporary(target, parent, size)
+            handle = os.fdopen(fd, mode)
+        with handle:
+            if existing_mode is not None:
+                os.fchmod(fd, existing_mode)
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
@@ -150,6 +154,8 @@ def atomic_output(path: str | os.PathLike[str], mode: str = "wb", *, size: int |
         _refuse_special(target)
         os.replace(tmp, target)
     except BaseException as exc:
+        if tmp is None:  # nothing was made (a refusal, or a stop before the file)
+            raise
         written = 0
         with contextlib.suppress(OSError):
             written = os.stat(tmp).st_size

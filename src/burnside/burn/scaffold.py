@@ -20,7 +20,7 @@ from pathlib import Path
 
 from burnside.atomic import write_atomic
 from burnside.burn.locate import rust_workspace, trace_crate
-from burnside.errors import BurnsideError
+from burnside.errors import BurnsideError, stops_deferred
 
 #: A crate name cargo takes as a package and binary name.
 _CRATE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
@@ -61,8 +61,10 @@ def new_port(name: str, parent: Path, kind: str = "training") -> Path:
                             "burnside installation; reinstall burnside")
     templates = resources.files("burnside") / "templates" / KINDS[kind]
     parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=parent))
+    staging = None
     try:
+        with stops_deferred():  # a stop just after mkdtemp must find the folder in `staging` to remove it
+            staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=parent))
         for template, target in _FILES.items():
             text = (templates / template).read_text(encoding="utf-8")
             text = text.replace("{crate}", name).replace("{trace_crate}", _toml_string(crate.resolve()))
@@ -75,6 +77,7 @@ def new_port(name: str, parent: Path, kind: str = "training") -> Path:
             dest.rmdir()  # the empty folder checked above
         staging.rename(dest)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
         raise
     return dest

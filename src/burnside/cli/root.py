@@ -13,7 +13,7 @@ import click
 
 from burnside import __version__
 from burnside.cli.command import BurnsideGroup
-from burnside.errors import STOPPING, Interrupted, stopped_line
+from burnside.errors import STOPPING, Interrupted, defer_stop, stopped_line, stops_deferred
 
 # Where each command lives, in pipeline order. A command's module is imported
 # when that command runs (or `--help` lists them all): `burnside lint` and
@@ -64,21 +64,12 @@ _STOPPING = STOPPING
 _NATIVE_IMPORTS = frozenset({"torch", "torch._dynamo", "triton"})
 
 
-class _Deferral:
-    """How many `_NATIVE_IMPORTS` are being imported (nested), and the stop that came meanwhile."""
-
-    depth = 0
-    pending: int | None = None
-
-
 def _stop(signum: int, frame) -> None:
     # One stop: further signals while the run unwinds (a second Ctrl-C) must not cut its cleanup short.
     for each in _STOPPING:
         signal.signal(each, signal.SIG_IGN)
-    if _Deferral.depth:
-        _Deferral.pending = signum  # raised by _DeferringLoader when the import returns
-        return
-    raise Interrupted(signum)
+    if not defer_stop(signum):  # else raised when the import (or other `stops_deferred` block) returns
+        raise Interrupted(signum)
 
 
 class _DeferringLoader(importlib.abc.Loader):
@@ -92,13 +83,8 @@ class _DeferringLoader(importlib.abc.Loader):
 
     def exec_module(self, module) -> None:
         module.__loader__ = self._loader  # what the module and its resources see is its own loader
-        _Deferral.depth += 1
-        try:
+        with stops_deferred():
             self._loader.exec_module(module)
-        finally:
-            _Deferral.depth -= 1
-        if not _Deferral.depth and _Deferral.pending is not None:
-            raise Interrupted(_Deferral.pending)
 
     def __getattr__(self, name: str):
         return getattr(self._loader, name)

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from burnside.atomic import NO_ROOM, create_temporary, no_room_message, prepare_target, refuse_special
-from burnside.errors import BurnsideError, TraceError
+from burnside.errors import BurnsideError, TraceError, stops_deferred
 from burnside.trace.dtypes import dtype_of
 from burnside.trace.limits import MAX_HEADER_BYTES, check_name, check_shape
 from burnside.trace.metadata import (
@@ -104,13 +104,15 @@ class TraceWriter:
         self._fd: int | None = None
         self._file = None
         self._tmp: Path | None = None
+        self._second: Path | None = None  # the file `_rewrite` makes, when the header outgrew its room
         target, parent, mode = prepare_target(self.path)
         self._parent = parent
         self._mode = mode
         self._reserve = header_reserve(expected_tensors, metadata_estimate)
-        fd, self._tmp = create_temporary(target, parent, None, suffix="partial", tag=f"{os.getpid()}.")
-        self._fd = fd
         try:
+            with stops_deferred():  # a stop just after the file is made must find it in `_tmp` to remove it
+                fd, self._tmp = create_temporary(target, parent, None, suffix="partial", tag=f"{os.getpid()}.")
+                self._fd = fd
             if mode is not None:
                 os.fchmod(fd, mode)
             self._file = open(fd, "wb", buffering=_BUFFER, closefd=False)  # noqa: SIM115 (closed by close)
@@ -231,9 +233,10 @@ class TraceWriter:
         """Remove the temporary file; the output path is left as it was."""
         self._done = True
         self._close()
-        if self._tmp is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self._tmp)
+        for tmp in (self._tmp, self._second):
+            if tmp is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
 
     # -- internals
 
@@ -283,8 +286,11 @@ class TraceWriter:
 
     def _rewrite(self, header: bytes) -> Path:
         """The slow path: a second temporary file with the exact header, the data copied behind it."""
-        fd, tmp = create_temporary(self.path, self._parent, None, suffix="partial", tag=f"{os.getpid()}.")
+        fd = None
         try:
+            with stops_deferred():  # as in __init__: the new file is in `_second`, which abort removes
+                fd, self._second = create_temporary(self.path, self._parent, None, suffix="partial",
+                                                    tag=f"{os.getpid()}.")
             if self._mode is not None:
                 os.fchmod(fd, self._mode)
             head = struct.pack("<Q", len(header)) + header
@@ -301,13 +307,10 @@ class TraceWriter:
                     raise OSError(f"{self._tmp} ended {left} bytes early while copying it")
                 start, at, left = start + n, at + n, left - n
             os.fsync(fd)
-        except BaseException:
-            os.close(fd)
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
-        os.close(fd)
-        return tmp
+        finally:
+            if fd is not None:
+                os.close(fd)
+        return self._second
 
     def _close(self) -> None:
         if self._file is not None:
