@@ -17,6 +17,7 @@ from burnside.forensics.evidence import Evidence
 from burnside.forensics.layers import measure_layer
 from burnside.forensics.loss_fit import measure_loss
 from burnside.forensics.optimizer import measure_optimizer
+from burnside.forensics.reads import measure_reads
 from burnside.forensics.repeated_batch import find_repeated_batch
 from burnside.trace import Trace, parse_name
 
@@ -43,6 +44,8 @@ class Forensics:
         first = first_layer_divergence(a, comparison)
         if first is not None:
             self.evidence.layer = measure_layer(a, b, first)
+            if self.evidence.layer is None or not self.evidence.layer.differing():
+                self.evidence.reads = measure_reads(a, b, first)  # the layer's own settings agree: what it read
             self.evidence.dropout = measure_dropout(a, b, first)
             self.evidence.dropout_input = dropout_input(a, first)
         self.evidence.loss = measure_loss(a, b, comparison)

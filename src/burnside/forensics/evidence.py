@@ -10,6 +10,7 @@ from burnside.forensics.dropout import DropoutForensics, DropoutInput
 from burnside.forensics.layers import LayerForensics
 from burnside.forensics.loss_fit import LossFit
 from burnside.forensics.optimizer import OptimizerForensics
+from burnside.forensics.reads import LayerReads
 from burnside.forensics.repeated_batch import RepeatedBatch
 
 if TYPE_CHECKING:
@@ -28,6 +29,9 @@ class Evidence:
     #: the settings of the layer at the first divergence, measured on each side (BatchNorm, LayerNorm,
     #: GELU, LSTM/GRU)
     layer: LayerForensics | None = None
+    #: what B's layer at the first divergence read, re-run on A's recorded tensors (an activation or residual
+    #: left out, added or of another form before it)
+    reads: LayerReads | None = None
     #: one side fed step 0's batch again where the other fed another (D006 says which steps)
     repeated_batch: RepeatedBatch | None = None
     #: a dropout on for one side only, at the first divergence (one side's values the other's zeroed or scaled)

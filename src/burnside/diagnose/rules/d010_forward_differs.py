@@ -192,6 +192,9 @@ def _layer(comparison: Comparison, first, side: str) -> list[Diagnosis]:
         "it is the first layer recorded, and the step's inputs and parameters agree"
     between = (f"between {parse_name(before.name).rest} and {module}" if before is not None
                else f"from the inputs up to {module}")
+    reads = evidence_of(comparison).reads if own and side == "b" else None
+    if reads is not None and reads.b is not None:
+        return [_read_otherwise(comparison, first, reads, after, kind)]
     if layer is not None and layer.input_is_before is False and before is not None:
         # the layer reads what A recorded feeding it, computed after the tap before it (a sum, a residual)
         previous = parse_name(before.name).rest
@@ -225,6 +228,50 @@ def _layer(comparison: Comparison, first, side: str) -> list[Diagnosis]:
         "transpose, a slice or index that reads another token or position, a scale such as attention's "
         "1/sqrt(head_dim)), an activation of another form" + _KNOWN_DEFAULTS.get(kind or "", ""),
     )]
+
+
+def _read_otherwise(comparison: Comparison, first, reads, after: str, kind: str | None) -> Diagnosis:
+    """The layer computes as PyTorch's does, on another input: the one `forensics.reads` found B's output to be
+    the layer of, and what A's recorded input is, in the same terms."""
+    module, b_name = reads.module, comparison.side_name("b")
+    theirs = f"`{reads.b.shown()}`"
+    ours = f"`{reads.a.shown()}`" if reads.a is not None else f"its recorded input ({reads.input})"
+    evidence = (f"{first.name} differs (max|diff|={first.stats.max_abs:.3g}) while {after}: {b_name}'s {module} "
+                f"({kind or 'layer'}) computes as PyTorch's does on another input. Re-run on A's recorded tensors, "
+                f"{b_name}'s output is {module} of {theirs} (within {reads.b_residual:.2g}), where A's {module} reads "
+                f"{ours}")
+    return Diagnosis(ID, TITLE, evidence, _read_fix(reads, b_name))
+
+
+def _read_fix(reads, b_name: str) -> str:
+    """What to change before the layer, from what each side read (`forensics.reads.FUNCTIONS` name the
+    activations)."""
+    from burnside.forensics.reads import FUNCTIONS
+
+    module, theirs, ours = reads.module, reads.b, reads.a
+    said = lambda f: FUNCTIONS[f][0]
+    if ours is not None and len(theirs.operands) == 1 and len(ours.operands) == 1 and theirs.operands == ours.operands:
+        operand = theirs.operands[0].shown
+        if theirs.function is None:
+            return (f"apply {said(ours.function)} to {operand} before {module}, as the PyTorch forward does: "
+                    f"{b_name} feeds it {operand} as it is (the activation is missing; `burn::tensor::activation`)")
+        if ours.function is None:
+            return (f"feed {module} {operand} as it is, as the PyTorch forward does: {b_name} applies "
+                    f"{said(theirs.function)} to it that PyTorch's forward does not")
+        return (f"use {said(ours.function)} between {operand} and {module}, as the PyTorch forward does, not "
+                f"{said(theirs.function)}")
+    if ours is not None and ours.function is None and theirs.function is None:
+        missing = [o.shown for o in ours.operands if o not in theirs.operands]
+        extra = [o.shown for o in theirs.operands if o not in ours.operands]
+        if missing and not extra:
+            return (f"add {' and '.join(missing)} to what {module} reads (a residual connection left out): the "
+                    f"PyTorch forward feeds it `{ours.shown()}`, {b_name} `{theirs.shown()}`")
+        if extra and not missing:
+            return (f"feed {module} `{ours.shown()}` as the PyTorch forward does: {b_name} adds {' and '.join(extra)} "
+                    "(a residual the PyTorch forward does not have, or one added twice)")
+    return (f"feed {module} what the PyTorch forward feeds it (`{ours.shown()}`" if ours is not None else
+            f"feed {module} what the PyTorch forward feeds it ({reads.input}") + \
+        f"), not `{theirs.shown()}`: compare the code between them with the PyTorch model's forward"
 
 
 def _layer_input(comparison: Comparison, first, side: str) -> list[Diagnosis]:

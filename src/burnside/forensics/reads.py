@@ -1,0 +1,304 @@
+"""What the layer at the first divergence read on side B: an activation left out, added or of another form
+before it, or a residual left out or added, measured by re-running the layer on what A recorded.
+
+At the first divergence, a layer whose own settings agree (D011 measured none apart) and whose output on B is
+not its formula of A's recorded input was fed something else: the code between the tap before it and the layer
+computes otherwise. The candidates for what B fed it are built from A's tensors recorded before the layer runs
+at that step (module outputs, module inputs, the batch's float inputs, all of the layer input's shape; the
+nearest `POOL` of them, each value once): each as it is, under each activation of `FUNCTIONS`, and the sum of
+each two (a residual). Each is run through the layer with B's own parameters; the one that reproduces B's output
+within rounding (`layer_fit.VALID`), with every other over 10 times further off, is what B read. The same
+candidates say what A's recorded input is (within VALID of it), so the finding names both sides:
+``fc2`` reads ``fc1`` (B) where it reads ``gelu(fc1)`` (A).
+
+The layers re-run: Linear (``x W^T + b`` over the last axis), LayerNorm and RMSNorm (with the epsilon that best
+reproduces A's own output, of the usual ones), Conv1d and Conv2d (with the stride, padding and dilation
+measured on A, `conv`). Every formula is first validated on A: it must reproduce A's output from A's recorded
+input, or nothing is measured. Only slices are read: the first `ROWS` rows (Linear, norms), the first sample
+and `conv.CHANNELS` output channels (convolutions).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from burnside.forensics import conv
+from burnside.forensics.layer_fit import FLOATS, VALID, Fit, params_step, read, relative
+from burnside.forensics.norms import EPSILONS, F32_EPS, RMSNORM, _erf
+from burnside.trace import Trace, parse_name
+
+KINDS = ("Linear", "LayerNorm", RMSNORM, *conv.KINDS)
+#: Rows of a Linear's or norm's input re-run per candidate (the first ones, leading axes flattened).
+ROWS = 16
+#: Recorded tensors of the input's shape tried, the nearest before the layer in A's execution order.
+POOL = 8
+
+_SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):  # exp(-x) of a large negative x is inf, and 1 / inf the 0 it should be
+        return 1 / (1 + np.exp(-x))
+
+
+#: The elementwise activations a forward applies between layers, by the name the finding shows, with what a
+#: person reads for it.
+FUNCTIONS: dict[str, tuple[str, Callable[[np.ndarray], np.ndarray]]] = {
+    "relu": ("a ReLU", lambda x: np.maximum(x, 0.0)),
+    "gelu": ("a GELU (erf form)", lambda x: 0.5 * x * (1 + _erf(x / math.sqrt(2)))),
+    "gelu_tanh": ("a GELU (tanh approximation)",
+                  lambda x: 0.5 * x * (1 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x**3)))),
+    "silu": ("a SiLU", lambda x: x * _sigmoid(x)),
+    "tanh": ("a tanh", np.tanh),
+    "sigmoid": ("a sigmoid", _sigmoid),
+    "leaky_relu": ("a leaky ReLU (slope 0.01)", lambda x: np.where(x >= 0, x, 0.01 * x)),
+    "elu": ("an ELU", lambda x: np.where(x >= 0, x, np.expm1(np.minimum(x, 0.0)))),
+}
+
+
+@dataclass(frozen=True)
+class Operand:
+    """One recorded tensor of A's, as a finding names it."""
+
+    name: str  # `step0.activations.fc1`
+    shown: str  # `fc1` (a module's output), `fc1's input`, `input x`
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """What a layer may read: ``function(operand)``, or the sum of two operands (``function`` None)."""
+
+    operands: tuple[Operand, ...]
+    function: str | None = None
+
+    def shown(self) -> str:
+        """`gelu(fc1)`, `fc1`, `blocks.0's input + blocks.0.attn`."""
+        if self.function is not None:
+            return f"{self.function}({self.operands[0].shown})"
+        return " + ".join(o.shown for o in self.operands)
+
+
+@dataclass
+class LayerReads:
+    """What the layer at the first divergence read on each side, as A's recorded tensors express it."""
+
+    module: str
+    kind: str
+    step: int
+    input: str  # A's recorded input of the layer
+    #: what B's layer read, and how far B's output is from the layer of it (relative); None: no candidate did
+    b: Candidate | None
+    b_residual: float
+    #: A's recorded input as the same candidates express it (None: none is within rounding of it, e.g. a sum of
+    #: three tensors), and the residual
+    a: Candidate | None
+    a_residual: float
+    #: the candidates tried
+    tried: int
+
+    def to_dict(self) -> dict:
+        """For `--json`."""
+        return {"module": self.module, "kind": self.kind, "step": self.step, "input": self.input,
+                "b": self.b.shown() if self.b else None, "b_residual": self.b_residual,
+                "a": self.a.shown() if self.a else None, "a_residual": self.a_residual, "tried": self.tried}
+
+
+def measure_reads(a: Trace, b: Trace, first: str) -> LayerReads | None:
+    """What B's layer at the first divergence ``first`` (a layer's output) read, or None when it is no layer
+    re-run here, A records no input of it, its formula does not reproduce A's own output from that input, or
+    B's output is its formula of A's input after all (within rounding: nothing before the layer differs)."""
+    parsed = parse_name(first)
+    modules = a.metadata.get("modules")
+    order = a.metadata.get("activations")
+    if parsed is None or parsed.stage != "activations" or not isinstance(modules, dict) or not isinstance(order, list):
+        return None
+    module, k = parsed.rest, parsed.step
+    kind = modules.get(module.split("#", 1)[0])
+    source = f"step{k}.layer_inputs.{module}"
+    if kind not in KINDS or module not in order or source not in a or first not in b or first not in a:
+        return None
+    if a.info(source).dtype not in FLOATS or a.info(first).shape != b.info(first).shape:
+        return None
+    with np.errstate(all="ignore"):  # a NaN or an overflow in a trace fails the fit, no more
+        layer = _layer(a, b, kind, module, k, source, first)
+        if layer is None:
+            return None
+        x_a = read(a, source, layer.part)
+        y_b = read(b, first, layer.out_part)
+        if x_a is None or y_b is None or relative(y_b, layer.run_b(x_a)) <= 10 * VALID:
+            return None  # B's layer computes A's output from A's input: rounding, nothing fed otherwise
+        pool = _pool(a, k, module, order, source, layer.part)
+        # those of the layer's own input last: of two of one value, `relu(fc1)` is kept (it says what A read), not
+        # the input itself or `relu(fc2's input)`
+        candidates = sorted(_candidates(pool), key=lambda c: any(o.name == source for o in c.operands))
+        if not candidates:
+            return None
+        values: dict[Candidate, np.ndarray] = {}
+        for candidate in candidates:  # one of each value, the simplest kept (`relu(h)` of an h >= 0 is h)
+            value = _value(candidate, pool)
+            if np.all(np.isfinite(value)) and not any(np.array_equal(value, v) for v in values.values()):
+                values[candidate] = value
+        b_fits = {c: relative(y_b, layer.run_b(v)) for c, v in values.items()}
+        a_fits = {c: relative(x_a, v) for c, v in values.items()
+                  if c.function is not None or len(c.operands) > 1 or c.operands[0].name != source}
+    best_b = _unique(b_fits)
+    # A's input said in the terms of what B read where it can be (`gelu(fc1)` beside B's `fc1`, not `act`)
+    near = [c for c in a_fits if a_fits[c] <= VALID]
+    best_a = min(near, key=lambda c: (best_b is None or set(c.operands) != set(best_b.operands), a_fits[c]),
+                 default=None)
+    return LayerReads(module, kind, k, source,
+                      best_b, b_fits[best_b] if best_b is not None else min(b_fits.values()),
+                      best_a, a_fits[best_a] if best_a is not None else min(a_fits.values(), default=math.inf),
+                      len(values))
+
+
+@dataclass
+class _Layer:
+    """The layer as B's formula of an input slice (``part`` of the input, ``out_part`` of the output), its
+    settings those that reproduce A's own output from A's input."""
+
+    run_b: Callable[[np.ndarray], np.ndarray]
+    part: Callable[[np.ndarray], np.ndarray]
+    out_part: Callable[[np.ndarray], np.ndarray]
+
+
+def _layer(a: Trace, b: Trace, kind: str, module: str, k: int, source: str, output: str) -> _Layer | None:
+    """The layer re-run on B's parameters with the settings found on A, or None (its formula does not reproduce
+    A's output from A's input, or the parameters do not fit it)."""
+    x_shape = a.info(source).shape
+    params = {side: tuple(read(t, f"step{params_step(t, k)}.params_before.{module}.{p}") for p in ("weight", "bias"))
+              for side, t in (("a", a), ("b", b))}
+    (w_a, bias_a), (w_b, bias_b) = params["a"], params["b"]
+    if w_b is None:  # a port that records no parameters of it ran A's (the comparison found them equal)
+        w_b, bias_b = w_a, bias_a
+    if (w_a is None) != (w_b is None) or (w_a is not None and w_a.shape != w_b.shape):
+        return None
+    if kind == "Linear":
+        if w_a is None or w_a.ndim != 2 or not x_shape or x_shape[-1] != w_a.shape[1]:
+            return None
+        rows = lambda v: v.reshape(-1, v.shape[-1])[:ROWS]
+        formula = lambda w, bias: lambda x: x @ w.T + (bias if bias is not None else 0.0)
+        forms = [formula]
+        part = out_part = rows
+    elif kind in ("LayerNorm", RMSNORM):
+        size = w_a.size if w_a is not None else (x_shape[-1] if x_shape else 0)
+        if size == 0 or math.prod(x_shape) % size:
+            return None
+        part = out_part = lambda v: v.reshape(-1, size)[:ROWS]
+        rms = kind == RMSNORM
+
+        def formula_at(eps: float):
+            def formula(w, bias):
+                w_row = w.reshape(1, size) if w is not None else 1.0
+                b_row = bias.reshape(1, size) if bias is not None and not rms else 0.0
+
+                def norm(x: np.ndarray) -> np.ndarray:
+                    centered = x if rms else x - x.mean(axis=1, keepdims=True)
+                    return centered / np.sqrt(np.mean(centered * centered, axis=1, keepdims=True) + eps) * w_row + b_row
+                return norm
+            return formula
+        forms = [formula_at(eps) for eps in dict.fromkeys(((F32_EPS,) if rms else (1e-5,)) + EPSILONS)]
+    elif kind in conv.KINDS:
+        spatial = 1 if kind == "Conv1d" else 2
+        if w_a is None or w_a.ndim != spatial + 2 or len(x_shape) != spatial + 2 or x_shape[1] % w_a.shape[1]:
+            return None
+        y_shape = a.info(output).shape
+        groups = x_shape[1] // w_a.shape[1]
+        channels = list(range(min(conv.CHANNELS, w_a.shape[0])))
+        work = len(channels) * w_a.shape[1] * math.prod(w_a.shape[2:]) * math.prod(y_shape[2:])
+        if work > conv.WORK:
+            return None
+        part, out_part = (lambda v: v[:1]), (lambda v: v[:1, :len(channels)])
+        forms = [(lambda s: lambda w, bias: lambda x: conv._conv(x, w, bias, groups, channels, *s))(settings)
+                 for settings in conv._candidates(tuple(x_shape[2:]), tuple(w_a.shape[2:]), tuple(y_shape[2:]))]
+    else:
+        return None
+    x_a, y_a = read(a, source, part), read(a, output, out_part)
+    if x_a is None or y_a is None:
+        return None
+    for form in forms:  # the settings that reproduce A's own output (a norm's epsilon, a conv's stride)
+        if relative(y_a, form(w_a, bias_a)(x_a)) <= VALID:
+            return _Layer(form(w_b, bias_b), part, out_part)
+    return None  # A's own layer is not reproduced from its recorded input: not this formula
+
+
+def _pool(a: Trace, k: int, module: str, order: list, source: str,
+          part: Callable[[np.ndarray], np.ndarray]) -> list[tuple[Operand, np.ndarray]]:
+    """A's tensors of the layer input's shape recorded before the layer runs at step ``k``, nearest first, each
+    value once (the first name kept: a module's output before another's input of the same value), `POOL` at
+    most; the layer's own input among them."""
+    shape = a.info(source).shape
+    at = order.index(module)
+    ancestors = {module.rsplit(".", n)[0] for n in range(1, module.count(".") + 1)} if "." in module else set()
+
+    def started(m: str) -> float:
+        """When module ``m`` starts in A's execution order: just before its first output, or its first child's."""
+        inside = [i for i, other in enumerate(order) if other == m or other.startswith(m + ".")]
+        return min(inside) - 0.5 if inside else math.inf
+
+    timed: list[tuple[float, str, str]] = []
+    for i, m in enumerate(order[:at]):
+        timed.append((i, f"step{k}.activations.{m}", m))
+    for m in order:
+        if m != module and (m in ancestors or order.index(m) < at):
+            timed.append((started(m), f"step{k}.layer_inputs.{m}", f"{m}'s input"))
+    timed.append((at - 0.5, source, f"{module}'s input"))
+    prefix = f"step{k}.inputs."
+    for name in a.names:
+        if name.startswith(prefix):
+            timed.append((-1.0, name, f"input {name[len(prefix):]}"))
+    def plain(name: str) -> int:
+        """Of two names of one value, the one a person reads best: the input of a block the layer is in (what a
+        residual adds back: `blocks.1's input`, not `blocks.0` or `blocks.1.ln1's input`), a module's output
+        (`fc1`, not `act's input`), the batch's input, another module's input."""
+        if ".layer_inputs." in name and name.split(".layer_inputs.", 1)[-1] in ancestors:
+            return 0
+        if ".activations." in name:
+            return 1
+        return 2 if name.startswith(prefix) else 3
+
+    pool: list[tuple[Operand, np.ndarray]] = []
+    for _, name, shown in sorted(timed, key=lambda t: -t[0]):
+        if len(pool) >= POOL:
+            break
+        if name not in a or a.info(name).shape != shape or a.info(name).dtype not in FLOATS:
+            continue
+        value = read(a, name, part)
+        if value is None:
+            continue
+        same = next((i for i, (_, kept) in enumerate(pool) if np.array_equal(value, kept)), None)
+        if same is None:
+            pool.append((Operand(name, shown), value))
+        elif plain(name) < plain(pool[same][0].name):
+            pool[same] = (Operand(name, shown), pool[same][1])
+    return pool
+
+
+def _candidates(pool: list[tuple[Operand, np.ndarray]]) -> list[Candidate]:
+    """Each pooled tensor as it is and under each activation, and each two summed."""
+    operands = [o for o, _ in pool]
+    found = [Candidate((o,)) for o in operands]
+    found += [Candidate((o,), f) for o in operands for f in FUNCTIONS]
+    found += [Candidate(pair) for pair in itertools.combinations(operands, 2)]
+    return found
+
+
+def _value(candidate: Candidate, pool: list[tuple[Operand, np.ndarray]]) -> np.ndarray:
+    values = {o.name: v for o, v in pool}
+    if candidate.function is not None:
+        return FUNCTIONS[candidate.function][1](values[candidate.operands[0].name])
+    return sum((values[o.name] for o in candidate.operands[1:]), values[candidate.operands[0].name])
+
+
+def _unique(fits: dict[Candidate, float]) -> Candidate | None:
+    """The candidate within rounding of the output while every other one of another value is over 10 times
+    further off; None when none is, or two that differ fit alike."""
+    ranked = sorted(fits, key=fits.__getitem__)
+    if not ranked or fits[ranked[0]] > VALID:
+        return None
+    return ranked[0] if len(ranked) == 1 or fits[ranked[1]] > 10 * fits[ranked[0]] else None

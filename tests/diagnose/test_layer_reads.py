@@ -1,0 +1,205 @@
+"""What a layer at the first divergence read on the port's side (`forensics.reads`): an activation left out,
+added or of another form before it, a residual left out or added, on real PyTorch forward and training passes.
+
+Before this, each of these got D010's generic "computes something else between fc1 and fc2": the right layer,
+no cause. Side B is the PyTorch model with the slip built in, written as a burn port's trace (no layer inputs,
+no module classes); A is `record_forward`'s (or `record`'s) trace of the faithful model.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from burnside.diagnose import diagnose
+from burnside.forensics.reads import measure_reads
+from burnside.parity import compare_with_evidence
+from burnside.torch import record
+from burnside.trace import open_trace
+from tests.diagnose.forward_traces import as_burn, burn_side, torch_side
+
+
+class Mlp(nn.Module):
+    """fc1, a functional activation (no module: nothing records its output), fc2."""
+
+    def __init__(self, act=F.gelu) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(6, 16)
+        self.fc2 = nn.Linear(16, 4)
+        self.act = act
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+
+class Block(nn.Module):
+    """A pre-norm residual block: x + attn(ln1(x)), then + mlp(ln2(.)); ``how`` builds a residual slip in."""
+
+    def __init__(self, how: str = "faithful") -> None:
+        super().__init__()
+        self.ln1 = nn.LayerNorm(8)
+        self.attn = nn.Linear(8, 8)
+        self.ln2 = nn.LayerNorm(8)
+        self.mlp = nn.Linear(8, 8)
+        self.how = how
+
+    def forward(self, x):
+        h = self.ln1(x)
+        a = self.attn(h)
+        x = {"faithful": x + a, "no-residual": a, "residual-normed": h + a, "twice": x + x + a}[self.how]
+        return x + self.mlp(self.ln2(x))
+
+
+class ConvNet(nn.Module):
+    def __init__(self, act=F.relu) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 6, 3, padding=1)
+        self.conv2 = nn.Conv2d(6, 4, 3, stride=2)
+        self.act = act
+
+    def forward(self, x):
+        return self.conv2(self.act(self.conv1(x))).mean((2, 3))
+
+
+class Blocks(nn.Module):
+    def __init__(self, how: str = "faithful") -> None:
+        super().__init__()
+        self.blocks = nn.Sequential(Block(), Block(how))
+
+    def forward(self, x):
+        return self.blocks(x)
+
+
+def _found(tmp_path, model: nn.Module, port: nn.Module, *shape: int):
+    torch.manual_seed(1)
+    batches = [{"x": torch.randn(*shape)} for _ in range(2)]
+    a = torch_side(model, batches, tmp_path / "a.safetensors")
+    b = burn_side(port, batches, tmp_path / "b.safetensors")
+    comparison = compare_with_evidence(open_trace(a), open_trace(b))
+    return comparison, {d.rule: d for d in diagnose(comparison)}
+
+
+def _port(model: nn.Module, **changes) -> nn.Module:
+    port = copy.deepcopy(model)
+    for name, value in changes.items():
+        setattr(port, name, value)
+    return port
+
+
+# 1. an activation left out, of another form, or added
+
+
+CASES = [
+    # (A's activation, B's, what B's fc2 is found to read, what A's reads, words of the fix)
+    (F.gelu, lambda x: x, "`fc1`", "`gelu(fc1)`", "apply a GELU (erf form) to fc1 before fc2"),
+    (F.gelu, F.relu, "`relu(fc1)`", "`gelu(fc1)`", "use a GELU (erf form) between fc1 and fc2"),
+    (F.gelu, F.silu, "`silu(fc1)`", "`gelu(fc1)`", "not a SiLU"),
+    (F.relu, lambda x: x, "`fc1`", "`relu(fc1)`", "apply a ReLU to fc1 before fc2"),
+    (torch.tanh, torch.sigmoid, "`sigmoid(fc1)`", "`tanh(fc1)`", "use a tanh between fc1 and fc2"),
+    (lambda x: x, F.relu, "`relu(fc1)`", "`fc1`", "feed fc2 fc1 as it is"),
+    (F.gelu, lambda x: F.gelu(x, approximate="tanh"), "`gelu_tanh(fc1)`", "`gelu(fc1)`", "not a GELU (tanh"),
+]
+
+
+@pytest.mark.parametrize(("ours", "theirs", "read", "reads", "fix"), CASES,
+                         ids=["gelu-missing", "relu-for-gelu", "silu-for-gelu", "relu-missing", "sigmoid-for-tanh",
+                              "relu-added", "gelu-tanh-functional"])
+def test_an_activation_between_two_layers_is_named_from_what_the_layer_read(tmp_path, ours, theirs, read, reads, fix):
+    torch.manual_seed(0)
+    model = Mlp(ours)
+    comparison, found = _found(tmp_path, model, _port(model, act=theirs), 5, 6)
+    assert comparison.first_divergence.name == "step0.activations.fc2"
+    assert set(found) == {"D010"}, found
+    evidence = found["D010"].evidence
+    assert f"B (burn)'s output is fc2 of {read}" in evidence, evidence
+    assert f"where A's fc2 reads {reads}" in evidence, evidence
+    assert fix in found["D010"].fix, found["D010"].fix
+    assert comparison.evidence.reads.b_residual < 1e-6
+
+
+def test_a_conv_net_s_missing_relu_is_named(tmp_path):
+    torch.manual_seed(0)
+    model = ConvNet()
+    comparison, found = _found(tmp_path, model, _port(model, act=lambda x: x), 2, 3, 9, 9)
+    assert comparison.first_divergence.name == "step0.activations.conv2"
+    assert "B (burn)'s output is conv2 of `conv1`" in found["D010"].evidence, found["D010"].evidence
+    assert "apply a ReLU to conv1 before conv2" in found["D010"].fix
+
+
+# 2. a residual left out, or added
+
+
+RESIDUALS = [
+    ("no-residual", "`blocks.1.attn`", "`blocks.1.attn + blocks.1's input`",
+     "add blocks.1's input to what blocks.1.ln2 reads (a residual connection left out)"),
+    # a residual added to the normed input, where PyTorch adds the block's input
+    ("residual-normed", "`blocks.1.attn + blocks.1.ln1`", "`blocks.1.attn + blocks.1's input`",
+     "feed blocks.1.ln2 what the PyTorch forward feeds it"),
+]
+
+
+@pytest.mark.parametrize(("how", "read", "reads", "fix"), RESIDUALS, ids=[c[0] for c in RESIDUALS])
+def test_a_residual_in_the_wrong_place_is_named_at_the_norm_that_reads_it(tmp_path, how, read, reads, fix):
+    torch.manual_seed(0)
+    model = Blocks()
+    port = copy.deepcopy(model)
+    port.blocks[1].how = how
+    comparison, found = _found(tmp_path, model, port, 2, 5, 8)
+    assert comparison.first_divergence.name == "step0.activations.blocks.1.ln2"
+    assert set(found) == {"D010"}, found
+    assert f"B (burn)'s output is blocks.1.ln2 of {read}" in found["D010"].evidence, found["D010"].evidence
+    assert f"where A's blocks.1.ln2 reads {reads}" in found["D010"].evidence, found["D010"].evidence
+    assert fix in found["D010"].fix, found["D010"].fix
+
+
+# 3. a training trace: the same measure at the step's first divergence
+
+
+def test_a_training_port_s_missing_activation_is_named_at_step_0(tmp_path):
+    def run(act, path):
+        torch.manual_seed(0)
+        model = Mlp(act)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        torch.manual_seed(2)
+        batches = [{"x": torch.randn(5, 6), "y": torch.randint(0, 4, (5,))} for _ in range(2)]
+        return record(model, optimizer, batches, path, steps=2)
+
+    a = run(F.gelu, tmp_path / "a.safetensors")
+    b = as_burn(run(lambda x: x, tmp_path / "b.safetensors"))
+    comparison = compare_with_evidence(open_trace(a), open_trace(b))
+    found = {d.rule: d for d in diagnose(comparison)}
+    assert comparison.first_divergence.name == "step0.activations.fc2"
+    assert "B (burn)'s output is fc2 of `fc1`" in found["D010"].evidence, found
+    assert "apply a GELU (erf form) to fc1 before fc2" in found["D010"].fix
+
+
+# 4. what it does not claim
+
+
+def test_an_input_no_candidate_reproduces_gets_the_generic_d010(tmp_path):
+    """fc1's output halved before the GELU: no activation of a recorded tensor gives it, and nothing is named."""
+    torch.manual_seed(0)
+    model = Mlp()
+    comparison, found = _found(tmp_path, model, _port(model, act=lambda x: F.gelu(0.5 * x)), 5, 6)
+    reads = comparison.evidence.reads
+    assert reads is not None and reads.b is None and reads.a.shown() == "gelu(fc1)"
+    assert "computes something else between fc1 and fc2" in found["D010"].evidence
+    assert "computes as PyTorch's does on another input" not in found["D010"].evidence
+
+
+def test_a_correct_port_reads_nothing(tmp_path):
+    """A float64 port of the block: rounding apart everywhere, no diagnosis, and no layer re-run at its end."""
+    torch.manual_seed(0)
+    model = Blocks()
+    torch.manual_seed(1)
+    batches = [{"x": torch.randn(2, 5, 8)}]
+    a = open_trace(torch_side(model, batches, tmp_path / "a.safetensors"))
+    b = open_trace(burn_side(copy.deepcopy(model), batches, tmp_path / "b.safetensors", float64=True))
+    for module in ("blocks.0.attn", "blocks.1.ln2", "blocks.1.mlp"):
+        assert measure_reads(a, b, f"step0.activations.{module}") is None, module  # B's layer of A's input is B's
+    comparison = compare_with_evidence(a, b)
+    assert not diagnose(comparison) and comparison.evidence.reads is None
