@@ -54,6 +54,9 @@ VIT_BUGS = [
     # the patch conv copied from a 3x3 conv: padding 1, the same 4x4 patches
     ("conv-pad1", "D011", ["patch_embed (Conv2d)", "B (burn) with stride (8, 8), padding (1, 1)"]),
     ("last-token", "D010", ["step0.activations.head differs", "between norm and head"]),
+    # the residual added to the normed input: norm2 re-run on PyTorch's tensors says what it read on each side
+    ("residual-norm", "D010", ["B (burn)'s output is blocks.0.norm2 of `blocks.0.attn + blocks.0.norm1`",
+                               "where A's blocks.0.norm2 reads `blocks.0.attn + blocks.0's input`"]),
 ]
 
 

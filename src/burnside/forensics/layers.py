@@ -12,7 +12,7 @@ output to near rounding (`layer_fit.VALID`), otherwise nothing is measured (a re
 feeds the layer and its input is not recorded).
 
 The formulas: BatchNorm, LayerNorm, GroupNorm, RMSNorm, InstanceNorm, GELU and PReLU in `norms`,
-LSTM and GRU re-run in `recurrent`, Conv1d and Conv2d in `conv`.
+LSTM and GRU re-run in `recurrent`, Conv1d and Conv2d in `conv`, MaxPool and AvgPool (1d, 2d) in `pool`.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from burnside.forensics import conv, norms, recurrent
+from burnside.forensics import conv, norms, pool, recurrent
 from burnside.forensics.layer_fit import FLOATS, Fit
 from burnside.trace import Trace, parse_name
 
-_KINDS = (*norms.KINDS, *recurrent.KINDS, *conv.KINDS)
+_KINDS = (*norms.KINDS, *recurrent.KINDS, *conv.KINDS, *pool.KINDS)
 #: Settings another rule names: D015 names BatchNorm's statistics (training mode on one side).
 OWN_RULE = ("statistics",)
 
@@ -42,7 +42,8 @@ class LayerForensics:
     #: side ("a", "b") -> setting -> value: `epsilon`, `momentum` (floats), `gelu` ("erf" or "tanh"),
     #: `layout` ("seq-first" or "batch-first"), `statistics` ("batch" or "running", BatchNorm),
     #: `groups` (GroupNorm), `stride`, `padding`, `dilation` (convolutions: "2" or "(2, 1)"), `affine`
-    #: (a norm's parameters: "weight and bias", "weight only", "none"), `normalised_by` (InstanceNorm:
+    #: (a norm's parameters: "weight and bias", "weight only", "none"), `pool` (a pooling layer's kind, window,
+    #: stride and padding: "max, window 2x2, stride 2, padding 0"), `normalised_by` (InstanceNorm:
     #: "each sample" or "running statistics"), `slopes` (PReLU: "one" or "per channel (C)"), `slope`
     measured: dict[str, dict[str, float | str]] = field(default_factory=dict)
     #: side -> what -> relative residual of the formula: `epsilon`/`momentum` with the side's measured
@@ -159,6 +160,8 @@ def measure_layer(a: Trace, b: Trace, first: str) -> LayerForensics | None:
                 recurrent.measure_recurrent(trace, kind, module, k, source, fit, inputs)
             elif kind in conv.KINDS:
                 conv.measure_conv(trace, kind, module, k, source, fit, inputs)
+            elif kind in pool.KINDS:
+                pool.measure_pool(trace, kind, module, k, source, fit, inputs)
             else:
                 norms.measure_norm_or_activation(trace, kind, module, k, source, fit, inputs)
         if side == "a" and not measured:

@@ -2,7 +2,7 @@
 
 ## What it does
 When the first divergence is a BatchNorm's, LayerNorm's, GroupNorm's, RMSNorm's, InstanceNorm's,
-GELU's, PReLU's, LSTM's, GRU's, Conv1d's or Conv2d's output (or a BatchNorm's running statistics), or a convolution's output
+GELU's, PReLU's, LSTM's, GRU's, Conv1d's, Conv2d's, MaxPool's or AvgPool's output (or a BatchNorm's running statistics), or a convolution's output
 shape differs, measures that layer's settings on each side from the recorded tensors at that step:
 its input, its output, its weight and bias, its running statistics. The input is what the PyTorch
 side recorded feeding the layer (`layer_inputs`, a forward trace from
@@ -17,7 +17,8 @@ whether the exact erf form or the tanh approximation reproduces it; PReLU: its s
 or one per channel; LSTM and GRU (one layer, one or both directions): which
 axis the layer reads as time, from re-running it with its own weights both ways; Conv1d and
 Conv2d: the stride, padding and dilation that give the output's shape, confirmed by re-running the
-convolution with its own weights. It names the settings that differ, with both measured values.
+convolution with its own weights; MaxPool and AvgPool: which pooling, over which window, stride and
+padding, reproduces the output. It names the settings that differ, with both measured values.
 The measurement is only made when the layer's formula reproduces side A's own output from that
 input; a layer fed by a residual connection whose input is not recorded is not measured, and the
 rule says nothing.
@@ -68,6 +69,7 @@ from __future__ import annotations
 from burnside.compare import Comparison
 from burnside.forensics import evidence_of
 from burnside.forensics.conv import parse_setting
+from burnside.forensics.pool import parse as parse_pool
 from burnside.forensics.layers import OWN_RULE
 from burnside.forensics.norms import F32_EPS, INSTANCENORM, RMSNORM
 from burnside.diagnose.diagnosis import Diagnosis
@@ -203,6 +205,20 @@ def _conv_fix(kind: str, settings: dict[str, str]) -> str:
             "PyTorch's are)")
 
 
+def _pool_fix(kind: str, setting: str) -> str:
+    """burn's config call for side A's pooling."""
+    op, window, stride, padding = parse_pool(setting)
+    if kind.endswith("1d"):
+        config = f"{'MaxPool1dConfig' if op == 'max' else 'AvgPool1dConfig'}::new({window}).with_stride({stride})" \
+                 f".with_padding(PaddingConfig1d::Explicit({padding}, {padding}))"
+    else:
+        config = (f"{'MaxPool2dConfig' if op == 'max' else 'AvgPool2dConfig'}::new([{window}, {window}])"
+                  f".with_strides([{stride}, {stride}])"
+                  f".with_padding(PaddingConfig2d::Explicit({padding}, {padding}, {padding}, {padding}))")
+    what = "max pooling" if op == "max" else "average pooling (zero padding counted, PyTorch's count_include_pad=True)"
+    return f"use {what} over side A's window, stride and padding: `{config}.init()`"
+
+
 def check(comparison: Comparison) -> list[Diagnosis]:
     """A diagnosis per layer setting that the two sides' own tensors show to differ."""
     layer = evidence_of(comparison).layer
@@ -272,6 +288,15 @@ def check(comparison: Comparison) -> list[Diagnosis]:
                               f"{layer.residuals['a'].get('slope', 0.0):.2g} and "
                               f"{layer.residuals['b'].get('slope', 0.0):.2g}, relative)"}[setting]
             found.append(Diagnosis(ID, TITLE, f"{where} {what}", _fix(layer.kind, setting, on_a)))
+            continue
+        if setting == "pool":
+            res_a, res_b = layer.residuals["a"], layer.residuals["b"]
+            found.append(Diagnosis(
+                ID, TITLE,
+                f"{where}: {a} pools with {on_a} (relative residual {res_a['pool']:.2g}), {b} with {on_b} (residual "
+                f"{res_b['pool']:.2g}; A's pooling misses B's output by {res_b.get(str(on_a), float('inf')):.2g}), "
+                f"measured by re-running the pooling on {own} against {output}",
+                _pool_fix(layer.kind, str(on_a))))
             continue
         if setting == "slope":
             res_b = layer.residuals["b"]
