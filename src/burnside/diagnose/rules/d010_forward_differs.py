@@ -10,7 +10,11 @@ that differs while the logits agree means the loss function does, and a loss rat
 to the batch size names a sum where the other side takes the mean. A layer whose recorded
 input (`layer_inputs`) is not the previous layer's output (a sum of embeddings, a residual)
 and whose output on B is not its formula of A's input with any setting is named as fed
-another input: the code before it. Without a float64 reference, a divergence no more than
+another input: the code before it. When the layer is a Linear, LayerNorm, RMSNorm, Conv1d or Conv2d and its
+output on B is the layer (B's parameters, A's settings) of one of A's tensors recorded before it, as it is, under an
+activation (ReLU, GELU in either form, SiLU, tanh, sigmoid, leaky ReLU, ELU) or summed with another, that is
+named beside what A's input is in the same terms: an activation left out, added or of another form, a residual
+left out or added (`forensics.reads`). Without a float64 reference, a divergence no more than
 32x the largest difference of the layer outputs before it at that step is within rounding's
 reach and named by no rule (the verdict says to judge it with a reference); the first
 forward tensor of the step beyond that reach is diagnosed instead, if any. A port that did
@@ -24,12 +28,14 @@ everything downstream (gradients, updates) then differs too and would be blamed 
 ## Example
 ```rust
 let h = gelu(self.fc1.forward(x)); // PyTorch: torch.relu
+let x = self.attn.forward(self.ln1.forward(x.clone())); // PyTorch: x = x + self.attn(self.ln1(x))
 let loss = ce.forward(logits, y).mul_scalar(batch as f64); // PyTorch: mean
 ```
 
 ## Use instead
 ```rust
 let h = relu(self.fc1.forward(x));
+let x = x.clone() + self.attn.forward(self.ln1.forward(x));
 let loss = ce.forward(logits, y); // burn's CrossEntropyLoss averages, like PyTorch's default
 ```
 """
