@@ -54,6 +54,11 @@ VIT_BUGS = [
     # the patch conv copied from a 3x3 conv: padding 1, the same 4x4 patches
     ("conv-pad1", "D011", ["patch_embed (Conv2d)", "B (burn) with stride (8, 8), padding (1, 1)"]),
     ("last-token", "D010", ["step0.activations.head differs", "between norm and head"]),
+    # the attention's slips between qkv and proj: proj re-run on PyTorch's qkv output names each
+    ("scale-dmodel", "D010", ["blocks.0.attn.proj of `attention of blocks.0.attn.qkv (4 heads, scale 1/sqrt(64)",
+                              "scale the attention scores by 1/sqrt(head_dim) = 1/sqrt(16)"]),
+    ("qkv-order", "D010", ["k q v in that order", "in PyTorch's order (q k v)"]),
+    ("softmax-dim", "D010", ["softmax over the queries", "softmax of the scores over the keys"]),
     # the residual added to the normed input: norm2 re-run on PyTorch's tensors says what it read on each side
     ("residual-norm", "D010", ["B (burn)'s output is blocks.0.norm2 of `blocks.0.attn + blocks.0.norm1`",
                                "where A's blocks.0.norm2 reads `blocks.0.attn + blocks.0's input`"]),

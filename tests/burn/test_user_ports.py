@@ -51,8 +51,10 @@ def test_the_faithful_unet_is_ok_with_no_diagnosis(unet):
 GPT_BUGS = [
     # a separate head initialised from the embedding, where PyTorch ties lm_head.weight = wte.weight
     ("untied", "D012", ["lm_head.weight", "ties it to wte.weight", "never freeze lm_head.weight"]),
-    # the causal mask left out: the attention between c_attn and c_proj reads the future
-    ("no-mask", "D010", ["between h.0.attn.c_attn and h.0.attn.c_proj"]),
+    # the causal mask left out: the attention between c_attn and c_proj reads the future, which c_proj re-run on
+    # PyTorch's c_attn output shows
+    ("no-mask", "D010", ["B (burn)'s output is h.0.attn.c_proj of `attention of h.0.attn.c_attn (", "no mask",
+                         "mask the attention scores causally"]),
     # the no-decay group built from the decay group's spec without .with_weight_decay(0.0)
     ("nodecay-wd", "D005", ["weight_decay", "h.0.ln_1.weight", "pytorch 0.0, burn 0.01"]),
     # RMSNorm's epsilon 1e-6 where PyTorch's eps=None is float32's: ln_1 is fed wte + wpe, no recorded layer's

@@ -203,3 +203,77 @@ def test_a_correct_port_reads_nothing(tmp_path):
         assert measure_reads(a, b, f"step0.activations.{module}") is None, module  # B's layer of A's input is B's
     comparison = compare_with_evidence(a, b)
     assert not diagnose(comparison) and comparison.evidence.reads is None
+
+
+# 5. a hand-written attention between its projections
+
+
+class Attention(nn.Module):
+    """nanoGPT's packed `c_attn` or BERT's `query`/`key`/`value`, the attention by hand, then `c_proj`; ``how``
+    builds one slip in."""
+
+    def __init__(self, packed: bool = True, causal: bool = True, how: str = "faithful") -> None:
+        super().__init__()
+        if packed:
+            self.c_attn = nn.Linear(32, 96)
+        else:
+            self.query, self.key, self.value = nn.Linear(32, 32), nn.Linear(32, 32), nn.Linear(32, 32)
+        self.c_proj = nn.Linear(32, 32)
+        self.packed, self.causal, self.how, self.heads = packed, causal, how, 4
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.c_attn(x).split(c, dim=2) if self.packed else (self.query(x), self.key(x), self.value(x))
+        if self.how == "qkv-order":
+            q, k = k, q
+        heads = 8 if self.how == "heads" else self.heads
+        q, k, v = (m.view(b, t, heads, c // heads).transpose(1, 2) for m in (q, k, v))
+        scores = q @ k.transpose(-2, -1) * (c ** -0.5 if self.how == "scale-dmodel" else (c // heads) ** -0.5)
+        if self.causal and self.how != "no-mask":
+            scores = scores.masked_fill(~torch.tril(torch.ones(t, t, dtype=torch.bool)), float("-inf"))
+        weights = scores.softmax(dim=-2 if self.how == "softmax-dim" else -1)
+        return self.c_proj((weights @ v).transpose(1, 2).reshape(b, t, c))
+
+
+ATTENTION = [
+    ("scale-dmodel", "scale 1/sqrt(32)", "scale the attention scores by 1/sqrt(head_dim) = 1/sqrt(8)"),
+    ("no-mask", "no mask", "mask the attention scores causally before the softmax"),
+    ("qkv-order", "k q v in that order", "take q, k and v from the packed c_attn in PyTorch's order (q k v)"),
+    ("softmax-dim", "softmax over the queries", "take the softmax of the scores over the keys"),
+    ("heads", "8 heads", "split the attention into 4 heads of 8"),
+]
+
+
+@pytest.mark.parametrize(("how", "read", "fix"), ATTENTION, ids=[c[0] for c in ATTENTION])
+def test_an_attention_slip_is_named_at_its_output_projection(tmp_path, how, read, fix):
+    torch.manual_seed(0)
+    model = Attention()
+    comparison, found = _found(tmp_path, model, _port(model, how=how), 2, 6, 32)
+    assert comparison.first_divergence.name == "step0.activations.c_proj"
+    assert set(found) == {"D010"}, found
+    evidence = found["D010"].evidence
+    assert "B (burn)'s output is c_proj of `attention of c_attn (" in evidence and read in evidence, evidence
+    assert ("where A's c_proj reads `attention of c_attn (4 heads, scale 1/sqrt(8), causal mask, q k v in that "
+            "order, softmax over the keys)`") in evidence, evidence
+    assert fix in found["D010"].fix, found["D010"].fix
+
+
+def test_an_attention_of_separate_query_key_value_is_re_run_too(tmp_path):
+    """BERT's layout, no mask: the scale slip is named from the three projections' outputs."""
+    torch.manual_seed(0)
+    model = Attention(packed=False, causal=False)
+    comparison, found = _found(tmp_path, model, _port(model, how="scale-dmodel"), 2, 6, 32)
+    evidence = found["D010"].evidence
+    assert "c_proj of `attention of query, key, value (4 heads, scale 1/sqrt(32), no mask" in evidence, evidence
+    assert "scale the attention scores by 1/sqrt(head_dim) = 1/sqrt(8)" in found["D010"].fix
+
+
+def test_a_faithful_attention_reads_nothing(tmp_path):
+    torch.manual_seed(0)
+    model = Attention()
+    torch.manual_seed(1)
+    batches = [{"x": torch.randn(2, 6, 32)}]
+    a = open_trace(torch_side(model, batches, tmp_path / "a.safetensors"))
+    b = open_trace(burn_side(copy.deepcopy(model), batches, tmp_path / "b.safetensors", float64=True))
+    assert measure_reads(a, b, "step0.activations.c_proj") is None
+    assert not diagnose(compare_with_evidence(a, b))

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from burnside.forensics import conv
+from burnside.forensics import attention, conv
+from burnside.forensics.attention import Variant
 from burnside.forensics.layer_fit import FLOATS, VALID, Fit, params_step, read, relative
 from burnside.forensics.norms import EPSILONS, F32_EPS, RMSNORM, _erf
 from burnside.trace import Trace, parse_name
@@ -75,9 +76,14 @@ class Candidate:
 
     operands: tuple[Operand, ...]
     function: str | None = None
+    #: an attention of the operands (a packed q, k, v, or q, k and v), and its width
+    attention: Variant | None = None
+    d_model: int = 0
 
     def shown(self) -> str:
-        """`gelu(fc1)`, `fc1`, `blocks.0's input + blocks.0.attn`."""
+        """`gelu(fc1)`, `fc1`, `blocks.0's input + blocks.0.attn`, `attention of c_attn (4 heads, ...)`."""
+        if self.attention is not None:
+            return f"attention of {', '.join(o.shown for o in self.operands)} ({self.attention.shown(self.d_model)})"
         if self.function is not None:
             return f"{self.function}({self.operands[0].shown})"
         return " + ".join(o.shown for o in self.operands)
@@ -143,6 +149,8 @@ def measure_reads(a: Trace, b: Trace, first: str) -> LayerReads | None:
             value = _value(candidate, pool)
             if np.all(np.isfinite(value)) and not any(np.array_equal(value, v) for v in values.values()):
                 values[candidate] = value
+        if kind == "Linear":
+            values.update(_attentions(a, k, module, order, a.info(source).shape, x_a))
         b_fits = {c: relative(y_b, layer.run_b(v)) for c, v in values.items()}
         a_fits = {c: relative(x_a, v) for c, v in values.items()
                   if c.function is not None or len(c.operands) > 1 or c.operands[0].name != source}
@@ -286,6 +294,19 @@ def _candidates(pool: list[tuple[Operand, np.ndarray]]) -> list[Candidate]:
     found += [Candidate((o,), f) for o in operands for f in FUNCTIONS]
     found += [Candidate(pair) for pair in itertools.combinations(operands, 2)]
     return found
+
+
+def _attentions(a: Trace, k: int, module: str, order: list, x_shape: tuple[int, ...],
+                x_a: np.ndarray) -> dict[Candidate, np.ndarray]:
+    """An attention's output projection: A's attention of the recorded q, k, v before it and each variation of
+    one of its settings, as candidates (`attention`); none when no attention of them is A's input."""
+    names = attention.sources(a, k, module, order, x_shape)
+    found = attention.variants(a, names, x_a, x_shape, ROWS) if names else None
+    if found is None:
+        return {}
+    modules, outputs = found
+    operands = tuple(Operand(name, m) for (name, _), m in zip(names, modules))
+    return {Candidate(operands, attention=v, d_model=x_shape[-1]): out for v, out in outputs.items()}
 
 
 def _value(candidate: Candidate, pool: list[tuple[Operand, np.ndarray]]) -> np.ndarray:

@@ -256,6 +256,9 @@ def _read_fix(reads, b_name: str) -> str:
 
     module, theirs, ours = reads.module, reads.b, reads.a
     said = lambda f: FUNCTIONS[f][0]
+    if theirs.attention is not None and ours is not None and ours.attention is not None:
+        return _attention_fix(module, ours.attention, theirs.attention, ours.d_model, b_name,
+                              [o.shown for o in ours.operands])
     if ours is not None and len(theirs.operands) == 1 and len(ours.operands) == 1 and theirs.operands == ours.operands:
         operand = theirs.operands[0].shown
         if theirs.function is None:
@@ -278,6 +281,33 @@ def _read_fix(reads, b_name: str) -> str:
     return (f"feed {module} what the PyTorch forward feeds it (`{ours.shown()}`" if ours is not None else
             f"feed {module} what the PyTorch forward feeds it ({reads.input}") + \
         f"), not `{theirs.shown()}`: compare the code between them with the PyTorch model's forward"
+
+
+def _attention_fix(module: str, ours, theirs, d_model: int, b_name: str, sources: list[str]) -> str:
+    """What to change in the attention before ``module``: the one setting of A's attention B's differs in."""
+    head_dim = d_model // ours.heads
+    if ours.scale != theirs.scale:
+        wanted = {"1/sqrt(head_dim)": f"1/sqrt(head_dim) = 1/sqrt({head_dim})", "1/sqrt(d_model)":
+                  f"1/sqrt(d_model) = 1/sqrt({d_model})", "1/head_dim": f"1/head_dim = 1/{head_dim}",
+                  "none": "none (the scores as they are)"}
+        return (f"scale the attention scores by {wanted[ours.scale]} as the PyTorch forward does, not "
+                f"{wanted[theirs.scale].split(' = ')[0]}: the scale is per head")
+    if ours.mask != theirs.mask:
+        if ours.mask == "causal":
+            return ("mask the attention scores causally before the softmax, as the PyTorch forward does (each token "
+                    "attends to itself and the tokens before it: `mask_fill` of the upper triangle with -inf, or "
+                    "`burn::nn::attention::generate_autoregressive_mask`)")
+        return "attend to every token, as the PyTorch forward does: B masks the scores causally where PyTorch does not"
+    if ours.order != theirs.order:
+        named = ", ".join(f"{role} from the {('first', 'second', 'third')[theirs.order.index(role)]} part"
+                          for role in "qkv")
+        where = f"the packed {sources[0]}" if len(sources) == 1 else ", ".join(sources)
+        return (f"take q, k and v from {where} in PyTorch's order ({' '.join(ours.order)}): {b_name} takes {named}")
+    if ours.softmax != theirs.softmax:
+        return ("take the softmax of the scores over the keys (the last axis, `softmax(scores, 3)` of "
+                "[batch, heads, queries, keys]), as the PyTorch forward does, not over the queries")
+    return (f"split the attention into {ours.heads} heads of {head_dim}, as the PyTorch forward does, not "
+            f"{theirs.heads} heads of {d_model // theirs.heads}")
 
 
 def _layer_input(comparison: Comparison, first, side: str) -> list[Diagnosis]:
