@@ -107,9 +107,8 @@ def test_the_same_writes_uninterrupted_are_complete(tmp_path):
 
 def test_a_stop_under_a_block_that_fails_is_not_raised_later(console_handler):
     """The block's own error goes through; the stop that came with it is not kept for the next block."""
-    with pytest.raises(OSError):
-        with stops_deferred():
-            signal.raise_signal(signal.SIGINT)
-            raise OSError("disk full")
+    with pytest.raises(OSError), stops_deferred():
+        signal.raise_signal(signal.SIGINT)
+        raise OSError("disk full")
     with stops_deferred():
         pass  # would raise a stale Interrupted if the first block had left it pending

@@ -191,14 +191,18 @@ def test_an_input_no_candidate_reproduces_gets_the_generic_d010(tmp_path):
     assert "computes as PyTorch's does on another input" not in found["D010"].evidence
 
 
+def _faithful(tmp_path, model: nn.Module, *shape: int):
+    """A's trace of ``model`` and a correct port's: a float64 copy, its tensors rounded to float32."""
+    torch.manual_seed(1)
+    batches = [{"x": torch.randn(*shape)}]
+    a = open_trace(torch_side(model, batches, tmp_path / "a.safetensors"))
+    return a, open_trace(burn_side(copy.deepcopy(model), batches, tmp_path / "b.safetensors", float64=True))
+
+
 def test_a_correct_port_reads_nothing(tmp_path):
     """A float64 port of the block: rounding apart everywhere, no diagnosis, and no layer re-run at its end."""
     torch.manual_seed(0)
-    model = Blocks()
-    torch.manual_seed(1)
-    batches = [{"x": torch.randn(2, 5, 8)}]
-    a = open_trace(torch_side(model, batches, tmp_path / "a.safetensors"))
-    b = open_trace(burn_side(copy.deepcopy(model), batches, tmp_path / "b.safetensors", float64=True))
+    a, b = _faithful(tmp_path, Blocks(), 2, 5, 8)
     for module in ("blocks.0.attn", "blocks.1.ln2", "blocks.1.mlp"):
         assert measure_reads(a, b, f"step0.activations.{module}") is None, module  # B's layer of A's input is B's
     comparison = compare_with_evidence(a, b)
@@ -262,7 +266,7 @@ def test_an_attention_of_separate_query_key_value_is_re_run_too(tmp_path):
     """BERT's layout, no mask: the scale slip is named from the three projections' outputs."""
     torch.manual_seed(0)
     model = Attention(packed=False, causal=False)
-    comparison, found = _found(tmp_path, model, _port(model, how="scale-dmodel"), 2, 6, 32)
+    _, found = _found(tmp_path, model, _port(model, how="scale-dmodel"), 2, 6, 32)
     evidence = found["D010"].evidence
     assert "c_proj of `attention of query, key, value (4 heads, scale 1/sqrt(32), no mask" in evidence, evidence
     assert "scale the attention scores by 1/sqrt(head_dim) = 1/sqrt(8)" in found["D010"].fix
@@ -270,10 +274,6 @@ def test_an_attention_of_separate_query_key_value_is_re_run_too(tmp_path):
 
 def test_a_faithful_attention_reads_nothing(tmp_path):
     torch.manual_seed(0)
-    model = Attention()
-    torch.manual_seed(1)
-    batches = [{"x": torch.randn(2, 6, 32)}]
-    a = open_trace(torch_side(model, batches, tmp_path / "a.safetensors"))
-    b = open_trace(burn_side(copy.deepcopy(model), batches, tmp_path / "b.safetensors", float64=True))
+    a, b = _faithful(tmp_path, Attention(), 2, 6, 32)
     assert measure_reads(a, b, "step0.activations.c_proj") is None
     assert not diagnose(compare_with_evidence(a, b))

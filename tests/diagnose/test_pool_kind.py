@@ -61,14 +61,14 @@ def test_a_pooling_of_another_kind_or_window_is_measured(tmp_path, ours, theirs,
 
 def test_a_conv1d_net_s_pooling_is_measured(tmp_path):
     torch.manual_seed(0)
-    comparison, found, _ = _run(tmp_path, Net(nn.MaxPool1d(2), conv=nn.Conv1d), nn.AvgPool1d(2), 2, 3, 10)
+    _, found, _ = _run(tmp_path, Net(nn.MaxPool1d(2), conv=nn.Conv1d), nn.AvgPool1d(2), 2, 3, 10)
     assert "A (pytorch) pools with max, window 2, stride 2, padding 0" in found["D011"].evidence, found
     assert "`MaxPool1dConfig::new(2).with_stride(2)" in found["D011"].fix
 
 
 def test_a_correct_port_s_pooling_measures_the_same_on_both_sides(tmp_path):
     torch.manual_seed(0)
-    comparison, found, (a, b) = _run(tmp_path, Net(nn.AvgPool2d(3, stride=2, padding=1)),
+    _, found, (a, b) = _run(tmp_path, Net(nn.AvgPool2d(3, stride=2, padding=1)),
                                      nn.AvgPool2d(3, stride=2, padding=1), 2, 3, 9, 9, float64=True)
     assert not found, found
     layer = measure_layer(a, b, "step0.activations.pool")

@@ -40,7 +40,7 @@ def _pool(x: np.ndarray, op: str, window: int, stride: int, padding: int) -> np.
 def _candidates(lengths: tuple[int, ...], out: tuple[int, ...]) -> list[tuple[int, int, int]]:
     found = []
     for window, stride in itertools.product(range(1, WINDOW + 1), range(1, WINDOW + 1)):
-        for padding in range(0, window // 2 + 1):  # PyTorch allows at most half the window
+        for padding in range(window // 2 + 1):  # PyTorch allows at most half the window
             if all(n + 2 * padding - window >= 0 and (n + 2 * padding - window) // stride + 1 == o
                    for n, o in zip(lengths, out)):
                 found.append((window, stride, padding))

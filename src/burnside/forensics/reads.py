@@ -29,7 +29,7 @@ import numpy as np
 
 from burnside.forensics import attention, conv
 from burnside.forensics.attention import Variant
-from burnside.forensics.layer_fit import FLOATS, VALID, Fit, params_step, read, relative
+from burnside.forensics.layer_fit import FLOATS, VALID, params_step, read, relative
 from burnside.forensics.norms import EPSILONS, F32_EPS, RMSNORM, _erf
 from burnside.trace import Trace, parse_name
 
@@ -222,7 +222,9 @@ def _layer(a: Trace, b: Trace, kind: str, module: str, k: int, source: str, outp
         if work > conv.WORK:
             return None
         part, out_part = (lambda v: v[:1]), (lambda v: v[:1, :len(channels)])
-        forms = [(lambda s: lambda w, bias: lambda x: conv._conv(x, w, bias, groups, channels, *s))(settings)
+        def convolution(settings: tuple):
+            return lambda w, bias: lambda x: conv._conv(x, w, bias, groups, channels, *settings)
+        forms = [convolution(settings)
                  for settings in conv._candidates(tuple(x_shape[2:]), tuple(w_a.shape[2:]), tuple(y_shape[2:]))]
     else:
         return None
