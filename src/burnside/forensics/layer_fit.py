@@ -18,6 +18,30 @@ VALID = 1e-5
 FLOATS = ("F32", "F64", "F16", "BF16")
 
 
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _gated(x: np.ndarray, scale: float, numerator=None) -> np.ndarray:
+    """``numerator / (1 + exp(-scale x))``: x sigmoid(scale x) (SiLU, the quick GELU), or the sigmoid (1)."""
+    with np.errstate(over="ignore"):  # exp(-x) of a large negative x is inf, and x / inf the 0 it should be
+        return (x if numerator is None else numerator) / (1 + np.exp(-scale * x))
+
+
+#: Elementwise activations as numpy formulas, by name: GELU's measure (`norms`) and what a layer read (`reads`)
+#: try the same ones.
+ACTIVATIONS = {
+    "gelu": lambda x: 0.5 * x * (1 + _erf(x / math.sqrt(2))),
+    "gelu_tanh": lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
+    "silu": lambda x: _gated(x, 1.0),
+    "quick_gelu": lambda x: _gated(x, 1.702),
+    "relu": lambda x: np.maximum(x, 0.0),
+    "tanh": np.tanh,
+    "sigmoid": lambda x: _gated(x, 1.0, 1),
+    "leaky_relu": lambda x: np.where(x >= 0, x, 0.01 * x),
+    "elu": lambda x: np.where(x >= 0, x, np.expm1(np.minimum(x, 0.0))),
+}
+
+
 @dataclass
 class Fit:
     """One side's measurement: what it measured, its residuals, and A's values to try on it too."""

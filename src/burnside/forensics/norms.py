@@ -37,7 +37,7 @@ import math
 
 import numpy as np
 
-from burnside.forensics.layer_fit import VALID, Fit, choose, params_step, read, relative
+from burnside.forensics.layer_fit import ACTIVATIONS, VALID, Fit, choose, params_step, read, relative
 from burnside.trace import Trace
 
 #: The running mean's move is reproduced within this (relative to the move) by a measured momentum.
@@ -62,7 +62,6 @@ EPSILONS = (1e-3, 1e-4, 1e-5, 1e-6, F32_EPS, 1e-8, 1e-12)
 SLOPES_ALIKE = 1e-5
 #: GroupNorm group counts tried at most (the divisors of the channels, smallest first).
 GROUP_COUNTS = 16
-_erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
 def measure_norm_or_activation(trace: Trace, kind: str, module: str, k: int, source: str, fit: Fit,
@@ -149,12 +148,8 @@ def _norm(trace: Trace, kind: str, module: str, k: int, shape, inputs: Trace, so
 
 def _gelu(x: np.ndarray, y: np.ndarray, measured: dict, residuals: dict) -> None:
     # besides GELU's two forms, the activations a port writes in its place: SiLU, ReLU and CLIP's quick GELU
-    with np.errstate(over="ignore"):  # exp(-x) of a large negative x is inf, and x / inf the 0 it should be
-        forms = {"erf": 0.5 * x * (1 + _erf(x / math.sqrt(2))),
-                 "tanh": 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
-                 "silu": x / (1 + np.exp(-x)),
-                 "relu": np.maximum(x, 0.0),
-                 "quick": x / (1 + np.exp(-1.702 * x))}
+    named = {"erf": "gelu", "tanh": "gelu_tanh", "silu": "silu", "relu": "relu", "quick": "quick_gelu"}
+    forms = {form: ACTIVATIONS[name](x) for form, name in named.items()}
     residuals.update({form: relative(y, expected) for form, expected in forms.items()})
     # the forms agree where |x| is small or large: only an input that tells them apart says which
     form = choose(residuals)

@@ -29,8 +29,15 @@ import numpy as np
 
 from burnside.forensics import attention, conv
 from burnside.forensics.attention import Variant
-from burnside.forensics.layer_fit import FLOATS, VALID, params_step, read, relative
-from burnside.forensics.norms import EPSILONS, F32_EPS, RMSNORM, _erf
+from burnside.forensics.layer_fit import (
+    ACTIVATIONS,
+    FLOATS,
+    VALID,
+    params_step,
+    read,
+    relative,
+)
+from burnside.forensics.norms import EPSILONS, F32_EPS, RMSNORM
 from burnside.trace import Trace, parse_name
 
 KINDS = ("Linear", "LayerNorm", RMSNORM, *conv.KINDS)
@@ -39,26 +46,13 @@ ROWS = 16
 #: Recorded tensors of the input's shape tried, the nearest before the layer in A's execution order.
 POOL = 8
 
-_SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    with np.errstate(over="ignore"):  # exp(-x) of a large negative x is inf, and 1 / inf the 0 it should be
-        return 1 / (1 + np.exp(-x))
-
-
-#: The elementwise activations a forward applies between layers, by the name the finding shows, with what a
-#: person reads for it.
+#: The elementwise activations a forward applies between layers (`layer_fit.ACTIVATIONS`), by the name the
+#: finding shows, with what a person reads for it.
 FUNCTIONS: dict[str, tuple[str, Callable[[np.ndarray], np.ndarray]]] = {
-    "relu": ("a ReLU", lambda x: np.maximum(x, 0.0)),
-    "gelu": ("a GELU (erf form)", lambda x: 0.5 * x * (1 + _erf(x / math.sqrt(2)))),
-    "gelu_tanh": ("a GELU (tanh approximation)",
-                  lambda x: 0.5 * x * (1 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x**3)))),
-    "silu": ("a SiLU", lambda x: x * _sigmoid(x)),
-    "tanh": ("a tanh", np.tanh),
-    "sigmoid": ("a sigmoid", _sigmoid),
-    "leaky_relu": ("a leaky ReLU (slope 0.01)", lambda x: np.where(x >= 0, x, 0.01 * x)),
-    "elu": ("an ELU", lambda x: np.where(x >= 0, x, np.expm1(np.minimum(x, 0.0)))),
+    name: (said, ACTIVATIONS[name]) for name, said in (
+        ("relu", "a ReLU"), ("gelu", "a GELU (erf form)"), ("gelu_tanh", "a GELU (tanh approximation)"),
+        ("silu", "a SiLU"), ("tanh", "a tanh"), ("sigmoid", "a sigmoid"), ("leaky_relu", "a leaky ReLU (slope 0.01)"),
+        ("elu", "an ELU"))
 }
 
 
@@ -134,9 +128,8 @@ def measure_reads(a: Trace, b: Trace, first: str) -> LayerReads | None:
         layer = _layer(a, b, kind, module, k, source, first)
         if layer is None:
             return None
-        x_a = read(a, source, layer.part)
-        y_b = read(b, first, layer.out_part)
-        if x_a is None or y_b is None or relative(y_b, layer.run_b(x_a)) <= 10 * VALID:
+        x_a, y_b = layer.x_a, read(b, first, layer.out_part)
+        if y_b is None or relative(y_b, layer.run_b(x_a)) <= 10 * VALID:
             return None  # B's layer computes A's output from A's input: rounding, nothing fed otherwise
         pool = _pool(a, k, module, order, source, layer.part)
         # those of the layer's own input last: of two of one value, `relu(fc1)` is kept (it says what A read), not
@@ -145,8 +138,9 @@ def measure_reads(a: Trace, b: Trace, first: str) -> LayerReads | None:
         if not candidates:
             return None
         values: dict[Candidate, np.ndarray] = {}
+        pooled = {o.name: v for o, v in pool}
         for candidate in candidates:  # one of each value, the simplest kept (`relu(h)` of an h >= 0 is h)
-            value = _value(candidate, pool)
+            value = _value(candidate, pooled)
             if np.all(np.isfinite(value)) and not any(np.array_equal(value, v) for v in values.values()):
                 values[candidate] = value
         if kind == "Linear":
@@ -168,11 +162,12 @@ def measure_reads(a: Trace, b: Trace, first: str) -> LayerReads | None:
 @dataclass
 class _Layer:
     """The layer as B's formula of an input slice (``part`` of the input, ``out_part`` of the output), its
-    settings those that reproduce A's own output from A's input."""
+    settings those that reproduce A's own output from A's input (``x_a``, the slice of it read)."""
 
     run_b: Callable[[np.ndarray], np.ndarray]
     part: Callable[[np.ndarray], np.ndarray]
     out_part: Callable[[np.ndarray], np.ndarray]
+    x_a: np.ndarray
 
 
 def _layer(a: Trace, b: Trace, kind: str, module: str, k: int, source: str, output: str) -> _Layer | None:
@@ -233,7 +228,7 @@ def _layer(a: Trace, b: Trace, kind: str, module: str, k: int, source: str, outp
         return None
     for form in forms:  # the settings that reproduce A's own output (a norm's epsilon, a conv's stride)
         if relative(y_a, form(w_a, bias_a)(x_a)) <= VALID:
-            return _Layer(form(w_b, bias_b), part, out_part)
+            return _Layer(form(w_b, bias_b), part, out_part, x_a)
     return None  # A's own layer is not reproduced from its recorded input: not this formula
 
 
@@ -311,8 +306,8 @@ def _attentions(a: Trace, k: int, module: str, order: list, x_shape: tuple[int, 
     return {Candidate(operands, attention=v, d_model=x_shape[-1]): out for v, out in outputs.items()}
 
 
-def _value(candidate: Candidate, pool: list[tuple[Operand, np.ndarray]]) -> np.ndarray:
-    values = {o.name: v for o, v in pool}
+def _value(candidate: Candidate, values: dict[str, np.ndarray]) -> np.ndarray:
+    """The candidate's value from the pooled tensors, by name."""
     if candidate.function is not None:
         return FUNCTIONS[candidate.function][1](values[candidate.operands[0].name])
     return sum((values[o.name] for o in candidate.operands[1:]), values[candidate.operands[0].name])
