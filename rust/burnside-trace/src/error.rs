@@ -41,6 +41,8 @@ pub enum TraceError {
     Incomplete(String),
     /// The port's setup does not fit its model (a parameter group naming no parameter, ...).
     Setup(String),
+    /// The port's forward pass panicked or failed; the trace of what ran before it was written.
+    Crashed(String),
 }
 
 impl fmt::Display for TraceError {
@@ -58,6 +60,7 @@ impl fmt::Display for TraceError {
             TraceError::Mismatch { name, message } => write!(f, "tensor `{name}`: {message}"),
             TraceError::OptimizerState(message) => write!(f, "optimizer state: {message}"),
             TraceError::Incomplete(message) => write!(f, "incomplete trace: {message}"),
+            TraceError::Crashed(message) => write!(f, "{message}"),
             TraceError::Setup(message) => write!(f, "{message}"),
         }
     }

@@ -32,10 +32,21 @@ use crate::{InitFile, PortArgs, Step, Tap, TorchNames, TraceError, TraceRecorder
 /// The trace's `mode` is `inference` on a device without autodiff and `autodiff` on an autodiff
 /// device (where burn's `BatchNorm` normalises with the batch's statistics, as PyTorch's
 /// training mode does, unless the module's `training` flag is off).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Inference {
     names: TorchNames,
     metadata: Vec<(String, String)>,
+    capture: bool,
+}
+
+impl Default for Inference {
+    fn default() -> Self {
+        Self {
+            names: TorchNames::default(),
+            metadata: Vec::new(),
+            capture: true,
+        }
+    }
 }
 
 impl Inference {
@@ -48,6 +59,13 @@ impl Inference {
     /// [`InitFile::with_names`](crate::InitFile::with_names)).
     pub fn with_names(mut self, names: TorchNames) -> Self {
         self.names = names;
+        self
+    }
+
+    /// Record the layers the forward pass taps only, running it eagerly: no graph capture (see
+    /// [`run`](Self::run)).
+    pub fn with_taps_only(mut self) -> Self {
+        self.capture = false;
         self
     }
 
@@ -89,7 +107,7 @@ impl Inference {
         } else {
             "inference"
         };
-        let mut recorder = TraceRecorder::forward(mode).with_names(self.names);
+        let mut recorder = TraceRecorder::forward(mode).with_names(self.names.clone());
         for (key, value) in &self.metadata {
             recorder = recorder.with_metadata(key, value);
         }
@@ -101,29 +119,90 @@ impl Inference {
         recorder.stream_to(&args.out, params + batches.saturating_mul(per_batch))?;
         recorder.params_and_buffers(0, model)?;
         step_done(0, batches);
+        let entries = crate::param_paths_with(model, recorder.names());
+        let mut capture = if self.capture {
+            crate::capture::capturable(device)
+        } else {
+            Err("taps only (Inference::with_taps_only)".to_string())
+        };
+        if let Err(why) = &capture
+            && self.capture
+        {
+            eprintln!("burnside-trace: layers recorded by the port's taps only: {why}");
+        }
+        let mut graphs: Vec<String> = Vec::new();
         for k in 0..batches {
+            if capture.is_ok() {
+                let replayed = crate::capture::capture_batch(
+                    model,
+                    &entries,
+                    |moved, capture_device, deferred| {
+                        let mut batch = Batch {
+                            step: Step::unrecorded(k, init, capture_device),
+                            deferred: Some(deferred),
+                        };
+                        forward(moved, &mut batch)
+                    },
+                    |output: &Tensor<D>| crate::capture::tensor_id(output),
+                );
+                match replayed {
+                    Ok(replayed) => {
+                        let crashed = replayed.crashed.clone();
+                        graphs.push(replayed.graph.clone());
+                        recorder.replayed(k, replayed)?;
+                        if let Some(crash) = crashed {
+                            // what ran before the crash is compared: the trace is written
+                            recorder.insert_metadata("captured", &format!("[{}]", graphs.join(",")));
+                            recorder.insert_metadata("crashed", &format!("batch {k}: {crash}"));
+                            recorder.write(&args.out)?;
+                            return Err(TraceError::Crashed(format!(
+                                "the forward pass of batch {k} failed: {crash} (the trace of what \
+                                 ran before it is written to {})",
+                                args.out.display()
+                            ))
+                            .into());
+                        }
+                        self.check_inputs(&recorder, init, k)?;
+                        step_done(k + 1, batches);
+                        continue;
+                    }
+                    Err(why) => {
+                        eprintln!("burnside-trace: layers recorded by the port's taps only: {why}");
+                        capture = Err(why);
+                    }
+                }
+            }
             let mut batch = Batch {
                 step: recorder.step(k, init, device),
+                deferred: None,
             };
             let output = forward(model, &mut batch)?;
-            if let Some(name) = init
-                .input_names()
-                .into_iter()
-                .find(|name| !recorder.contains(&format!("step{k}.inputs.{name}")))
-            {
-                return Err(TraceError::Incomplete(format!(
-                    "batch {k} did not record input `{name}`: read it with \
-                     `batch.float_input(\"{name}\")` or `batch.int_input(\"{name}\")` (or record \
-                     what the port fed with `batch.record_input`)"
-                ))
-                .into());
-            }
+            self.check_inputs(&recorder, init, k)?;
             if !recorder.has_output(k) {
                 recorder.output(k, "output", &output)?;
             }
             step_done(k + 1, batches);
         }
+        if !graphs.is_empty() {
+            recorder.insert_metadata("captured", &format!("[{}]", graphs.join(",")));
+        }
         recorder.write(&args.out)?;
+        Ok(())
+    }
+
+    /// Refuse a batch that did not record every input of the init file.
+    fn check_inputs(&self, recorder: &TraceRecorder, init: &InitFile, k: usize) -> Result<(), TraceError> {
+        if let Some(name) = init
+            .input_names()
+            .into_iter()
+            .find(|name| !recorder.contains(&format!("step{k}.inputs.{name}")))
+        {
+            return Err(TraceError::Incomplete(format!(
+                "batch {k} did not record input `{name}`: read it with \
+                 `batch.float_input(\"{name}\")` or `batch.int_input(\"{name}\")` (or record \
+                 what the port fed with `batch.record_input`)"
+            )));
+        }
         Ok(())
     }
 }
@@ -134,6 +213,8 @@ impl Inference {
 #[derive(Debug)]
 pub struct Batch<'a> {
     step: Step<'a>,
+    /// Under graph capture: what to record once the replay has the values.
+    deferred: Option<&'a mut crate::capture::Deferred>,
 }
 
 impl Batch<'_> {
@@ -150,22 +231,39 @@ impl Batch<'_> {
     /// The float input `name` of the batch PyTorch fed in this forward pass, recorded as its
     /// input (`step{k}.inputs.{name}`).
     pub fn float_input<const D: usize>(&mut self, name: &str) -> Result<Tensor<D>, TraceError> {
-        self.step.float_input(name)
+        let tensor = self.step.float_input(name)?;
+        if let Some(deferred) = self.deferred.as_deref_mut() {
+            let data = self.step.init().input_at(self.step.index(), name)?.to_data();
+            deferred.inputs.push((name.to_string(), data, crate::capture::tensor_id(&tensor)));
+        }
+        Ok(tensor)
     }
 
     /// The integer input `name` (token ids, class labels) of this batch, recorded.
     pub fn int_input<const D: usize>(&mut self, name: &str) -> Result<Tensor<D, Int>, TraceError> {
-        self.step.int_input(name)
+        let tensor = self.step.int_input(name)?;
+        if let Some(deferred) = self.deferred.as_deref_mut() {
+            let data = self.step.init().input_at(self.step.index(), name)?.to_data();
+            deferred.inputs.push((name.to_string(), data, crate::capture::int_tensor_id(&tensor)));
+        }
+        Ok(tensor)
     }
 
     /// Record an input the port got some other way as this batch's input `name`.
     pub fn record_input(&mut self, name: &str, data: TensorData) -> Result<(), TraceError> {
+        if let Some(deferred) = self.deferred.as_deref_mut() {
+            deferred.inputs.push((name.to_string(), data, None));
+            return Ok(());
+        }
         self.step.record_input(name, data)
     }
 
     /// Where the model's forward pass records its layers' outputs ([`Tap::activation`], as
     /// `step{k}.activations.{name}`, in the order the forward pass runs them).
     pub fn tap(&mut self) -> Tap<'_> {
+        if let Some(deferred) = self.deferred.as_deref_mut() {
+            return Tap::deferred(&mut deferred.taps);
+        }
         self.step.tap()
     }
 
@@ -179,6 +277,12 @@ impl Batch<'_> {
         name: &str,
         output: &Tensor<D>,
     ) -> Result<(), TraceError> {
+        if let Some(deferred) = self.deferred.as_deref_mut() {
+            let id = crate::capture::tensor_id(output)
+                .ok_or_else(|| crate::capture::not_captured(&format!("output `{name}`")))?;
+            deferred.outputs.push((name.to_string(), id));
+            return Ok(());
+        }
         let index = self.index();
         match self.step.recorder_mut() {
             Some(recorder) => recorder.output(index, name, output),

@@ -84,6 +84,7 @@
 // No example here may drop a `Result` (`cargo test --doc` fails on one).
 #![doc(test(attr(deny(unused_must_use))))]
 
+mod capture;
 mod checkpoint;
 mod clip;
 mod error;

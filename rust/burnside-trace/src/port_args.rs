@@ -121,6 +121,11 @@ pub fn run_port(bin: &str, port: impl FnOnce(PortArgs) -> Result<(), Box<dyn Err
     // Rust's own report: `burnside check` names that tensor beside the panic.
     let report = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
+        if crate::capture::capturing() {
+            // a forward pass under graph capture: its panic is reported with what was captured
+            crate::capture::keep_panic(info);
+            return;
+        }
         report(info);
         if let Some(line) = crate::trace_recorder::last_recorded_line() {
             eprintln!("{line}");

@@ -627,10 +627,52 @@ impl TraceRecorder {
         self.put(step, &format!("activations.{name}"), tensor)
     }
 
+    /// A captured batch's forward pass as its replay computed it (`Inference`): its inputs, every
+    /// recorded operation's output (`captured.{n}`), its taps and its outputs.
+    pub(crate) fn replayed(
+        &mut self,
+        step: usize,
+        replayed: crate::capture::Replayed,
+    ) -> Result<(), TraceError> {
+        for (name, data) in replayed.inputs {
+            self.input(step, &name, data)?;
+        }
+        for (name, tensor) in replayed.tensors {
+            self.put(step, &name, tensor)?;
+        }
+        for (name, tensor) in replayed.taps {
+            if !self.activations.iter().any(|a| a == &name) {
+                self.activations.push(name.clone());
+            }
+            self.put(step, &format!("activations.{name}"), tensor)?;
+        }
+        let named = !replayed.named.is_empty();
+        for (name, tensor) in replayed.named {
+            self.output_host(step, &name, tensor)?;
+        }
+        if let (false, Some(output)) = (named, replayed.output) {
+            self.output_host(step, "output", output)?;
+        }
+        Ok(())
+    }
+
+    fn output_host(&mut self, step: usize, name: &str, tensor: HostTensor) -> Result<(), TraceError> {
+        if !self.outputs.iter().any(|o| o == name) {
+            self.outputs.push(name.to_string());
+        }
+        self.mark(step, "output");
+        self.put(step, &format!("outputs.{name}"), tensor)
+    }
+
+    /// Set metadata `key` after the recorder was built.
+    pub(crate) fn insert_metadata(&mut self, key: &str, value: &str) {
+        self.metadata.insert(key.to_string(), value.to_string());
+    }
+
     /// Where step `step`'s forward pass reports its layers' outputs: pass it to the model's
     /// forward and call [`Tap::activation`] once per layer.
     pub fn tap(&mut self, step: usize) -> Tap<'_> {
-        Tap(Some((self, step)))
+        Tap(TapTo::Recorder(self, step))
     }
 
     /// Step `step` as a forward pass sees it: its batch read from `init` and recorded as its
@@ -1093,12 +1135,31 @@ fn stream_put(
 /// }
 /// ```
 #[derive(Debug)]
-pub struct Tap<'a>(Option<(&'a mut TraceRecorder, usize)>);
+pub struct Tap<'a>(TapTo<'a>);
+
+/// Where a tap's tensors go.
+#[derive(Debug)]
+enum TapTo<'a> {
+    /// Nowhere.
+    Off,
+    /// Into a step of the recorder, as they come.
+    Recorder(&'a mut TraceRecorder, usize),
+    /// A forward pass under graph capture: the tensors have no values yet, so their ids are kept
+    /// and the replay records them.
+    Deferred(&'a mut Vec<(String, burn_ir::TensorId)>),
+}
+
+impl<'a> Tap<'a> {
+    /// A tap of a captured forward pass.
+    pub(crate) fn deferred(taps: &'a mut Vec<(String, burn_ir::TensorId)>) -> Self {
+        Tap(TapTo::Deferred(taps))
+    }
+}
 
 impl Tap<'static> {
     /// A tap that records nothing.
     pub fn off() -> Self {
-        Tap(None)
+        Tap(TapTo::Off)
     }
 }
 
@@ -1111,8 +1172,14 @@ impl Tap<'_> {
         output: &Tensor<D>,
     ) -> Result<(), TraceError> {
         match &mut self.0 {
-            Some((recorder, step)) => recorder.activation(*step, name, output),
-            None => Ok(()),
+            TapTo::Recorder(recorder, step) => recorder.activation(*step, name, output),
+            TapTo::Off => Ok(()),
+            TapTo::Deferred(taps) => {
+                let id = crate::capture::tensor_id(output)
+                    .ok_or_else(|| crate::capture::not_captured(&format!("tap `{name}`")))?;
+                taps.push((name.to_string(), id));
+                Ok(())
+            }
         }
     }
 }

@@ -90,7 +90,14 @@ fn a_forward_trace_on_a_device_without_autodiff_matches_pytorch() {
     let args = args("inference.safetensors", "--batches 2");
     run(&args, &device).unwrap();
     let trace = SafetensorsFile::read(&args.out).unwrap();
-    let names: BTreeSet<&str> = trace.tensors.keys().map(String::as_str).collect();
+    // every operation's output of the captured forward pass, besides what the taps record
+    let names: BTreeSet<&str> = trace
+        .tensors
+        .keys()
+        .map(String::as_str)
+        .filter(|n| !n.contains(".captured."))
+        .collect();
+    assert!(trace.tensors.keys().any(|n| n.starts_with("step1.captured.")));
     let mut expect: BTreeSet<String> = [
         "fc.weight",
         "fc.bias",
@@ -375,4 +382,47 @@ fn a_checkpoint_that_is_missing_not_a_checkpoint_or_of_another_model_is_one_clea
     );
     let text = load(&fixture("make_fixtures.py"));
     assert!(text.contains("a checkpoint is a `.pt`/`.pth`"), "{text}");
+}
+
+/// The same forward passes recorded eagerly (taps only) and under graph capture: every tapped
+/// layer and output bit for bit the same, and the captured graph names each operation's
+/// parameters in PyTorch's names.
+#[test]
+fn a_captured_forward_pass_is_the_eager_one_bit_for_bit() {
+    let device = Device::default();
+    let captured = args("captured.safetensors", "--batches 2");
+    run(&captured, &device).unwrap();
+    let eager = args("eager.safetensors", "--batches 2");
+    let init = init();
+    let model = init.load_module(Net::new(&device)).unwrap();
+    Inference::new()
+        .with_taps_only()
+        .run(&eager, &init, &device, &model, |model, batch| {
+            let x = batch.float_input::<3>("x")?;
+            Ok(model.forward(x, batch.tap())?)
+        })
+        .unwrap();
+    let (captured, eager) = (
+        SafetensorsFile::read(&captured.out).unwrap(),
+        SafetensorsFile::read(&eager.out).unwrap(),
+    );
+    assert!(!eager.tensors.keys().any(|n| n.contains(".captured.")));
+    assert!(!eager.metadata.contains_key("captured"));
+    for (name, tensor) in &eager.tensors {
+        assert_eq!(captured.tensors[name].bytes, tensor.bytes, "{name}");
+    }
+    let graph: serde_json::Value =
+        serde_json::from_str(&captured.metadata["captured"]).unwrap();
+    let batches = graph.as_array().unwrap();
+    assert_eq!(batches.len(), 2);
+    let reads: Vec<&str> = batches[0]["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|op| op["reads"].as_array().unwrap())
+        .filter_map(|read| read["param"].as_str())
+        .collect();
+    for param in ["fc.weight", "fc.bias", "bn.weight", "bn.running_mean"] {
+        assert!(reads.contains(&param), "{param} not read in {reads:?}");
+    }
 }

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from burnside.compare.aligned import align
 from burnside.compare.collector import Collector
 from burnside.compare.config import optimizer_differences
 from burnside.compare.comparison import Comparison, StructureProblem, TensorRow, is_optional
@@ -216,6 +217,8 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
     """
     tolerances = tolerances or Tolerances()
     check_same_kind(a, b)
+    # a port someone else wrote: its tensors named from what it loaded, its captured layers as A's modules
+    b = align(a, b)
     forward = a.kind == "forward"
     stats_a, stats_b = a.statistics, b.statistics
     all_a, all_b = a.held_names, b.held_names

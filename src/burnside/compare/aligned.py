@@ -1,0 +1,470 @@
+"""The port's trace named as PyTorch's: names from what the port loaded, layers from its captured graph.
+
+A port written by someone else names its tensors its own way: residual blocks in an enum
+(`layer1.0.Basic.conv1.weight`), fields renamed by the loader's `KeyRemapper` (`mha.query` for HF's
+`attention.self.query`), burn's attention packed as PyTorch's `in_proj_weight` where the checkpoint
+keeps separate projections. Such a port holds the checkpoint's tensors all the same; this module
+names each of B's start tensors after the checkpoint tensor it holds (`param_renames`), and every
+stage that names parameters (gradients, optimizer state, parameters after) follows.
+
+A port recorded without taps (`Inference` under graph capture, burnside-trace's `capture`) records
+every operation of its forward pass and the graph (metadata `captured`); `captured_layers` says
+which of those outputs is the output of each PyTorch module: a module that holds parameters by
+the last operation reading them (or its descendants'), the others (activations, pools, a block's
+residual tail, containers) by the operation between those anchors whose output is closest to
+PyTorch's. The rows are then the same `activations.*` and `layer_inputs.*` a tap gives.
+
+`align(a, b)` is B with both applied, as a `Trace` whose tensors are B's, under A's names.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import xxhash
+
+from burnside.trace import Trace, TensorInfo, parse_name
+
+#: PyTorch's packed tensors a burn recorder writes stacked (an attention's q/k/v, a recurrent layer's gates),
+#: with the numbers of slices they may hold.
+_PACKED = re.compile(r"(^|\.)(in_proj_weight|in_proj_bias|weight_ih_l\d+|weight_hh_l\d+|bias_ih_l\d+|bias_hh_l\d+)"
+                     r"(_reverse)?$")
+#: The names burn and PyTorch give the slices of an attention's packed projection, in order.
+_QKV = ("query", "key", "value")
+_QKV_SYNONYMS = {"query": ("query", "q", "q_proj", "to_q"), "key": ("key", "k", "k_proj", "to_k"),
+                 "value": ("value", "v", "v_proj", "to_v")}
+#: A path segment that names an enum variant (burn's `ResidualBlock::Basic`), which burn-store leaves out.
+_VARIANT = re.compile(r"^[A-Z][A-Za-z0-9]*$")
+_INDEX = re.compile(r"^\d+$")
+#: A captured operation's output (`step{k}.captured.{n}`), named as a module's by `captured_layers`.
+_CAPTURED = re.compile(r"^step\d+\.captured\.\d+$")
+
+
+@dataclass(frozen=True)
+class Renamed:
+    """A's name for one of B's start tensors, and where it is in B's trace."""
+
+    a: str  # A's tensor path, `layer1.0.conv1.weight`
+    b: str  # B's tensor path, `layer1.0.Basic.conv1.weight`
+    part: tuple[int, int] | None = None  # (index, of): a slice of B's packed tensor along axis 0
+    how: str = "bytes"  # bytes | module | order
+
+
+@dataclass
+class Renames:
+    """Every start tensor of B that A names otherwise (`param_renames`)."""
+
+    by_b: dict[str, list[Renamed]] = field(default_factory=dict)  # B path -> its A names (several: packed)
+
+    def a_names(self, b_path: str) -> list[Renamed]:
+        return self.by_b.get(b_path, [])
+
+    def __bool__(self) -> bool:
+        return bool(self.by_b)
+
+
+def _hash(array: np.ndarray) -> tuple:
+    array = np.ascontiguousarray(array)
+    return (array.dtype.str, array.shape, xxhash.xxh3_128_hexdigest(array.tobytes()))
+
+
+def _start_names(trace: Trace) -> dict[str, str]:
+    """path -> full name of step 0's parameters and buffers."""
+    out = {}
+    for name in trace.names:
+        parsed = parse_name(name)
+        if parsed is not None and parsed.step == 0 and parsed.stage in ("params_before", "buffers") and parsed.rest:
+            out.setdefault(parsed.rest, name)
+    return out
+
+
+def _module(path: str) -> str:
+    return path.rsplit(".", 1)[0] if "." in path else ""
+
+
+def _leaf(path: str) -> str:
+    return path.rsplit(".", 1)[-1]
+
+
+def _constant(array: np.ndarray) -> bool:
+    flat = array.reshape(-1)
+    return flat.size > 0 and bool(np.all(flat == flat[0]))
+
+
+def _similarity(b: str, a: str) -> float:
+    """How alike two paths are: index segments must agree, enum variants are left out (burn-store's rule)."""
+    bs = [s for s in b.split(".") if not _VARIANT.match(s)]
+    as_ = a.split(".")
+    if [s for s in bs if _INDEX.match(s)] != [s for s in as_ if _INDEX.match(s)]:
+        return 0.0
+    return difflib.SequenceMatcher(None, ".".join(bs), a).ratio()
+
+
+def param_renames(a: Trace, b: Trace) -> Renames:
+    """A's name for each of B's step-0 parameters and buffers that A does not hold under B's name.
+
+    B's tensor is named after the one A holds with the same bytes (B records PyTorch's layout); a packed
+    tensor slice by slice. Where several of A's tensors hold the same bytes (constants: zeros, ones), the
+    module the port's other tensors place it in decides, then the order. A match that contradicts the
+    names (B's `query` holding A's `key` while A has a `query` beside it) is a loading fault, not a
+    rename: B's tensor keeps the name its own says, so the comparison names the fault.
+    """
+    a_start, b_start = _start_names(a), _start_names(b)
+    only_a = [p for p in a_start if p not in b_start]
+    only_b = [p for p in b_start if p not in a_start]
+    renames = Renames()
+    if not only_a or not only_b:
+        return renames
+    by_hash: dict[tuple, list[str]] = {}
+    constant_a: set[str] = set()
+    for path in only_a:
+        array = a.array(a_start[path])
+        by_hash.setdefault(_hash(array), []).append(path)
+        if _constant(array):
+            constant_a.add(path)
+    # B's tensors, a packed one as its slices
+    pieces: list[tuple[str, tuple[int, int] | None, tuple]] = []
+    for path in only_b:
+        array = b.array(b_start[path])
+        key = _hash(array)
+        if _PACKED.search(path) and array.ndim >= 1 and key not in by_hash:
+            for count in (3, 4):
+                if array.shape[0] % count == 0:
+                    parts = np.split(array, count, axis=0)
+                    keys = [_hash(p) for p in parts]
+                    if all(k in by_hash for k in keys):
+                        pieces += [(path, (i, count), k) for i, k in enumerate(keys)]
+                        break
+            else:
+                pieces.append((path, None, key))
+            continue
+        pieces.append((path, None, key))
+    taken: set[str] = set()
+    chosen: dict[tuple[str, tuple[int, int] | None], Renamed] = {}
+    # 1. unique, non-constant bytes
+    module_map: dict[str, str] = {}
+    for path, part, key in pieces:
+        found = [p for p in by_hash.get(key, []) if p not in constant_a]
+        if len(found) == 1 and found[0] not in taken:
+            b_name = _role_name(path, part)
+            vetoed = _contradicted(b_name, found[0], set(only_a))
+            if vetoed is not None:
+                # a loading fault (a loader's mapping that swaps query and key): B's tensor keeps the name
+                # its own path gives it, so the comparison names what it holds instead
+                if vetoed not in taken:
+                    chosen[(path, part)] = Renamed(vetoed, path, part, "name")
+                    taken.add(vetoed)
+                    module_map.setdefault(_module(b_name), _module(vetoed))
+                continue
+            chosen[(path, part)] = Renamed(found[0], path, part, "bytes")
+            taken.add(found[0])
+            module_map.setdefault(_module(b_name), _module(found[0]))
+    # 2. the rest by the module their siblings place them in (a bias beside its weight, a fault by its name)
+    only_a_set = set(only_a)
+    for path, part, key in pieces:
+        if (path, part) in chosen:
+            continue
+        b_name = _role_name(path, part)
+        module = module_map.get(_module(b_name))
+        if module is None:
+            continue
+        for leaf in _leaf_names(_leaf(b_name)):
+            candidate = f"{module}.{leaf}" if module else leaf
+            if candidate in only_a_set and candidate not in taken:
+                chosen[(path, part)] = Renamed(candidate, path, part, "module")
+                taken.add(candidate)
+                break
+    # 3. the rest among A's tensors of the same bytes, by name, then in order
+    for path, part, key in pieces:
+        if (path, part) in chosen:
+            continue
+        found = [p for p in by_hash.get(key, []) if p not in taken]
+        if not found:
+            continue
+        b_name = _role_name(path, part)
+        best = max(found, key=lambda p: (_similarity(b_name, p), -only_a.index(p)))
+        if _similarity(b_name, best) == 0.0 and len(found) > 1:
+            best = found[0]
+        chosen[(path, part)] = Renamed(best, path, part, "order")
+        taken.add(best)
+    for (path, _), renamed in chosen.items():
+        renames.by_b.setdefault(path, []).append(renamed)
+    for path in list(renames.by_b):
+        parts = renames.by_b[path]
+        whole = [r for r in parts if r.part is None]
+        if not whole and len(parts) != parts[0].part[1]:
+            del renames.by_b[path]  # a packed tensor not every slice of which is named: left as it is
+    return renames
+
+
+def _role_name(path: str, part: tuple[int, int] | None) -> str:
+    """B's name for a tensor or a slice of a packed one (`attn.in_proj_weight` slice 0: `attn.query.weight`)."""
+    if part is None:
+        return path
+    module, leaf = _module(path), _leaf(path)
+    if leaf.startswith("in_proj_") and part[1] == 3:
+        kind = leaf.removeprefix("in_proj_")
+        return f"{module}.{_QKV[part[0]]}.{kind}" if module else f"{_QKV[part[0]]}.{kind}"
+    return f"{path}#{part[0]}"
+
+
+def _leaf_names(leaf: str) -> tuple[str, ...]:
+    return {"gamma": ("weight",), "beta": ("bias",)}.get(leaf, (leaf,))
+
+
+def _contradicted(b_name: str, a_name: str, only_a: set[str]) -> str | None:
+    """A's tensor B's name says it holds, where B holds the bytes of a sibling of that tensor (query and key
+    swapped by a loader): None when the names do not contradict the bytes."""
+    b_module, a_module = _module(b_name), _module(a_name)
+    b_role, a_role = _leaf(b_module), _leaf(a_module)
+    if b_role == a_role:
+        return None
+    role = next((r for r, names in _QKV_SYNONYMS.items() if b_role in names), None)
+    if role is None:
+        return None
+    parent = _module(a_module)
+    for synonym in _QKV_SYNONYMS[role]:
+        sibling = f"{parent}.{synonym}.{_leaf(a_name)}" if parent else f"{synonym}.{_leaf(a_name)}"
+        if sibling in only_a and sibling != a_name:
+            return sibling
+    return None
+
+
+# ---- layers of a captured forward pass ---------------------------------------------------------------------
+
+#: PyTorch module classes whose output is the last operation that reads their parameters.
+_LAYER_CLASSES = re.compile(
+    r"^(Linear|LazyLinear|Bilinear|Conv[123]d|ConvTranspose[123]d|BatchNorm[123]d|SyncBatchNorm|LayerNorm|GroupNorm|"
+    r"RMSNorm|LlamaRMSNorm|InstanceNorm[123]d|LocalResponseNorm|Embedding|EmbeddingBag|PReLU|Conv1D)$")
+
+
+@dataclass(frozen=True)
+class Op:
+    """One recorded operation of a captured forward pass."""
+
+    n: int  # its place: the tensor `step{k}.captured.{n}`
+    kind: str
+    id: int  # the tensor it makes
+    shape: tuple[int, ...]
+    reads: tuple[int, ...]  # the tensors it reads
+    params: tuple[str, ...]  # B's names of the parameters it reads (a packed one with `#i`)
+    settings: str
+
+
+def _ops(graph: dict) -> list[Op]:
+    params = graph.get("params") or {}
+    ops = []
+    for op in graph.get("ops") or []:
+        names = []
+        for read in op.get("reads") or []:
+            entry = params.get(str(read.get("id")))
+            if entry is not None:
+                name, part = entry[0], entry[2]
+                names.append(f"{name}#{part[0]}" if part else name)
+        ops.append(Op(int(op["n"]), str(op["kind"]), int(op["id"]), tuple(op["shape"]),
+                      tuple(int(r["id"]) for r in op.get("reads") or []), tuple(names), str(op.get("settings", ""))))
+    return ops
+
+
+def _a_name_of(b_param: str, renames: Renames, a_params: set[str]) -> str | None:
+    """A's name of a parameter B's graph reads (`attn.in_proj_weight#0` is the slice A may hold as `attn.q.weight`)."""
+    base, _, index = b_param.partition("#")
+    found = renames.a_names(base)
+    if found:
+        if index:
+            for r in found:
+                if r.part is not None and r.part[0] == int(index):
+                    return r.a
+        return found[0].a
+    return base if base in a_params else None
+
+
+def _distance(a: np.ndarray, b: np.ndarray) -> float:
+    a = np.asarray(a, dtype=np.float64).reshape(-1)
+    b = np.asarray(b, dtype=np.float64).reshape(-1)
+    scale = float(np.linalg.norm(a)) or 1.0
+    return float(np.linalg.norm(a - b)) / scale
+
+
+def captured_layers(a: Trace, b: Trace, step: int, graph: dict, renames: Renames) -> tuple[dict[str, str], dict[str, str]]:
+    """Which of B's `step{k}.captured.{n}` is the output (and input) of each of A's modules at batch ``step``.
+
+    Returns {A's `activations.` name: B's captured name} and {A's `layer_inputs.` name: B's name}.
+    """
+    ops = _ops(graph)
+    if not ops:
+        return {}, {}
+    by_id = {op.id: op for op in ops}
+    a_params = set(_start_names(a))
+    classes = a.metadata.get("modules") or {}
+    order = [m for m in (a.metadata.get("activations") or [])]
+    # the A module (and its ancestors) each op's parameters belong to
+    owner: dict[int, set[str]] = {}
+    for op in ops:
+        for name in op.params:
+            a_name = _a_name_of(name, renames, a_params)
+            if a_name is None:
+                continue
+            module = _module(a_name)
+            owner.setdefault(op.n, set()).add(module)
+    last_reading: dict[str, int] = {}
+    first_reading: dict[str, int] = {}
+    for op in ops:
+        for module in owner.get(op.n, ()):
+            parts = module.split(".") if module else [""]
+            for i in range(len(parts), 0, -1):
+                prefix = ".".join(parts[:i])
+                last_reading[prefix] = op.n
+                first_reading.setdefault(prefix, op.n)
+    out: dict[str, str] = {}
+    inputs: dict[str, str] = {}
+
+    def name_of(n: int) -> str:
+        return f"step{step}.captured.{n}"
+
+    # anchors: modules with parameters of their own whose class is a layer burn has a twin of
+    anchors: dict[str, int] = {}
+    for module in order:
+        base = module.split("#")[0]
+        if "#" in module or base not in last_reading:
+            continue
+        cls = str(classes.get(base, ""))
+        if _LAYER_CLASSES.match(cls) or not cls:
+            anchors[module] = last_reading[base]
+    # every A activation in execution order, placed between the anchors around it
+    positions = [anchors.get(m) for m in order]
+    previous = -1
+    for i, module in enumerate(order):
+        a_name = f"step{step}.activations.{module}"
+        if a_name not in a:
+            continue
+        if positions[i] is not None and positions[i] >= previous:
+            out[a_name] = name_of(positions[i])
+            previous = positions[i]
+            continue
+        upper = next((p for p in positions[i + 1:] if p is not None and p >= previous), len(ops))
+        shape = a.info(a_name).shape
+        n_elements = int(np.prod(shape)) if shape else 1
+        candidates = [op for op in ops if max(previous, 0) <= op.n < upper and int(np.prod(op.shape or (1,))) == n_elements]
+        if previous >= 0 and not candidates:
+            continue
+        if not candidates:
+            continue
+        a_values = a.values(a_name)
+        best = min(candidates, key=lambda op: (_distance(a_values, b.values(name_of(op.n))), -op.n))
+        out[a_name] = name_of(best.n)
+        previous = best.n
+    # what each anchored layer read: its first operation's tensor that is no parameter
+    for module, n in anchors.items():
+        a_name = f"step{step}.layer_inputs.{module}"
+        if a_name not in a:
+            continue
+        first = ops[first_reading[module.split("#")[0]]] if first_reading.get(module.split("#")[0]) is not None else None
+        if first is None:
+            continue
+        for read in first.reads:
+            if read in by_id:
+                inputs[a_name] = name_of(by_id[read].n)
+                break
+    return out, inputs
+
+
+# ---- B under A's names -------------------------------------------------------------------------------------------
+
+def _rename_rest(rest: str, renames: Renames) -> list[tuple[str, tuple[int, int] | None]]:
+    """A's names for a tensor path of B (a parameter, or `{slot}.{param}` of optimizer state)."""
+    found = renames.a_names(rest)
+    if found:
+        return [(r.a, r.part) for r in found]
+    head, _, tail = rest.partition(".")
+    found = renames.a_names(tail) if tail else []
+    if found:
+        return [(f"{head}.{r.a}", r.part) for r in found]
+    return []
+
+
+def align(a: Trace, b: Trace) -> Trace:
+    """B under A's names: its start tensors (and every stage naming parameters) named from what the port
+    loaded, and the layers of a captured forward pass as `activations.*` / `layer_inputs.*`. B itself when
+    nothing needs a name."""
+    renames = param_renames(a, b)
+    graphs = b.metadata.get("captured")
+    if isinstance(graphs, str):
+        try:
+            graphs = json.loads(graphs)
+        except ValueError:
+            graphs = None
+    if not renames and not isinstance(graphs, list):
+        return b
+    source: dict[str, tuple[str, tuple[int, int] | None, tuple[int, ...] | None]] = {}
+    infos: dict[str, TensorInfo] = {}
+    for name in b.names:
+        if _CAPTURED.match(name):
+            continue
+        parsed = parse_name(name)
+        new = _rename_rest(parsed.rest, renames) if parsed is not None and parsed.rest else []
+        if not new:
+            source[name] = (name, None, None)
+            infos[name] = b.info(name)
+            continue
+        info = b.info(name)
+        prefix = name[: len(name) - len(parsed.rest)]
+        for a_rest, part in new:
+            shape = info.shape
+            if part is not None:
+                shape = (shape[0] // part[1], *shape[1:])
+            source[prefix + a_rest] = (name, part, None)
+            infos[prefix + a_rest] = TensorInfo(info.dtype, shape)
+    captured_names: list[str] = []
+    if isinstance(graphs, list):
+        for step, graph in enumerate(graphs):
+            if not isinstance(graph, dict):
+                continue
+            layers, layer_inputs = captured_layers(a, b, step, graph, renames)
+            for a_name, b_name in [*layers.items(), *layer_inputs.items()]:
+                if a_name in source or b_name not in b:
+                    continue  # a tap wins
+                shape = a.info(a_name).shape
+                if int(np.prod(shape or (1,))) != b.info(b_name).n:
+                    shape = b.info(b_name).shape  # a layer of another size: compared as a shape that parts
+                source[a_name] = (b_name, None, shape)
+                infos[a_name] = TensorInfo(b.info(b_name).dtype, shape)
+                captured_names.append(a_name)
+
+    def array(name: str) -> np.ndarray:
+        original, part, shape = source[name]
+        data = b.array(original)
+        if part is not None:
+            data = np.split(data, part[1], axis=0)[part[0]]
+        if shape is not None:
+            data = data.reshape(shape)
+        return data
+
+    def release(name: str) -> None:
+        b.release(source[name][0])
+
+    metadata = dict(b.metadata)
+    metadata.pop("captured", None)
+    param_names = []
+    for p in b.params:
+        found = renames.a_names(p)
+        param_names += [r.a for r in found] if found else [p]
+    metadata["params"] = param_names
+    activations = [n for n in (a.metadata.get("activations") or [])
+                   if any(x.endswith(f".activations.{n}") for x in captured_names)]
+    metadata["activations"] = list(dict.fromkeys([*(b.metadata.get("activations") or []), *activations]))
+    if captured_names:
+        metadata["captured_layers"] = sorted({n.split(".", 2)[2] for n in captured_names})
+    statistics = {}
+    for name, stats in b.statistics.items():
+        parsed = parse_name(name)
+        new = _rename_rest(parsed.rest, renames) if parsed is not None and parsed.rest else []
+        if len(new) == 1 and new[0][1] is None:
+            statistics[name[: len(name) - len(parsed.rest)] + new[0][0]] = stats
+        else:
+            statistics[name] = stats
+    return Trace(b.path, metadata, infos, array, release, None, statistics)
