@@ -87,10 +87,10 @@ def test_a_port_that_taps_no_layer_is_told_what_the_verdict_rests_on(tmp_path):
     write_trace(b_path, tensors, b.metadata)
     comparison = compare_with_evidence(a, open_trace(b_path))
     texts = [text for text, _ in finding_lines(comparison)]
-    line = next((t for t in texts if t.startswith("B taps no layer")), None)
+    line = next((t for t in texts if t.startswith("B records no layer")), None)
     assert line is not None, texts
     assert "A records the outputs of 3)" in line and 'tap.activation("fc", &x)' in line, line
     # a port that taps its layers is not told so
     full = compare_with_evidence(a, open_trace(burn_side(Tiny().eval(), batches, tmp_path / "c.safetensors",
                                                          float64=True, eval=True)))
-    assert not [t for t, _ in finding_lines(full) if t.startswith("B taps no layer")]
+    assert not [t for t, _ in finding_lines(full) if t.startswith("B records no layer")]

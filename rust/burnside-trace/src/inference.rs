@@ -186,6 +186,10 @@ impl Inference {
         if !graphs.is_empty() {
             recorder.insert_metadata("captured", &format!("[{}]", graphs.join(",")));
         }
+        if let Err(why) = &capture {
+            // why the layers are the taps' only, for the comparison to say
+            recorder.insert_metadata("capture_off", why);
+        }
         recorder.write(&args.out)?;
         Ok(())
     }

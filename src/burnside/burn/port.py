@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from rich.console import Console
+from rich.text import Text
 
-from burnside.burn.binary import run_binary
+from burnside.burn.binary import RunError, run_binary
 from burnside.burn.cargo import build
 from burnside.errors import BurnsideError
 from burnside.trace import Trace, open_trace, parse_name, write_trace
@@ -133,5 +134,23 @@ def record_port(torch_trace: Path, burn_crate: Path, bin_name: str, args: list[s
     binary = build(burn_crate, bins=[bin_name], extra=cargo_args, console=console, reuse=True).executables[bin_name]
     out = out or out_dir / f"{bin_name}.burn.safetensors"
     out.unlink(missing_ok=True)
-    run_binary(binary, ["--init", str(init), "-o", str(out), *args], expect_file=out, progress=progress)
+    try:
+        run_binary(binary, ["--init", str(init), "-o", str(out), *args], expect_file=out, progress=progress)
+    except RunError as error:
+        # a port whose forward pass crashed under capture wrote the trace of what ran before it (metadata
+        # `crashed`, written whole): compared, the crash line said beside the verdict
+        if not _crashed_trace(out):
+            raise
+        if console is not None:
+            console.print(Text(f"error: {error}", style="red"))
     return out
+
+
+def _crashed_trace(path: Path) -> bool:
+    """Whether ``path`` is a whole trace a crashed port wrote (metadata `crashed`)."""
+    if not path.is_file():
+        return False
+    try:
+        return bool(open_trace(path).metadata.get("crashed"))
+    except BurnsideError:
+        return False

@@ -72,6 +72,29 @@ def _hash(array: np.ndarray) -> tuple:
     return (array.dtype.str, array.shape, xxhash.xxh3_128_hexdigest(array.tobytes()))
 
 
+class Holders:
+    """A's step-0 parameters and buffers by their bytes, read once when first asked: which of A's tensors a
+    tensor of B holds (a loader that maps the checkpoint's `key` to `query`)."""
+
+    def __init__(self, a: Trace) -> None:
+        self._a = a
+        self._by_hash: dict[tuple, list[str]] | None = None
+
+    def of(self, name: str, b_value: np.ndarray) -> str | None:
+        """A's other start tensor (its path) whose bytes B's ``name`` holds, if exactly one does and it is no
+        constant; None otherwise."""
+        if self._by_hash is None:
+            self._by_hash = {}
+            for path, full in _start_names(self._a).items():
+                array = self._a.array(full)
+                if not _constant(array):
+                    self._by_hash.setdefault(_hash(array), []).append(path)
+                self._a.release(full)
+        parsed = parse_name(name)
+        found = [p for p in self._by_hash.get(_hash(b_value), []) if parsed is None or p != parsed.rest]
+        return found[0] if len(found) == 1 else None
+
+
 def _start_names(trace: Trace) -> dict[str, str]:
     """path -> full name of step 0's parameters and buffers."""
     out = {}
@@ -149,7 +172,7 @@ def param_renames(a: Trace, b: Trace) -> Renames:
     module_map: dict[str, str] = {}
     for path, part, key in pieces:
         found = [p for p in by_hash.get(key, []) if p not in constant_a]
-        if len(found) == 1 and found[0] not in taken:
+        if len(found) == 1:
             b_name = _role_name(path, part)
             vetoed = _contradicted(b_name, found[0], set(only_a))
             if vetoed is not None:
@@ -159,6 +182,8 @@ def param_renames(a: Trace, b: Trace) -> Renames:
                     chosen[(path, part)] = Renamed(vetoed, path, part, "name")
                     taken.add(vetoed)
                     module_map.setdefault(_module(b_name), _module(vetoed))
+                continue
+            if found[0] in taken:
                 continue
             chosen[(path, part)] = Renamed(found[0], path, part, "bytes")
             taken.add(found[0])
@@ -186,7 +211,8 @@ def param_renames(a: Trace, b: Trace) -> Renames:
         if not found:
             continue
         b_name = _role_name(path, part)
-        best = max(found, key=lambda p: (_similarity(b_name, p), -only_a.index(p)))
+        canonical = ".".join(_leaf_names(s)[0] for s in b_name.split(".") if not _VARIANT.match(s))
+        best = max(found, key=lambda p: (p == canonical, _similarity(b_name, p), -only_a.index(p)))
         if _similarity(b_name, best) == 0.0 and len(found) > 1:
             best = found[0]
         chosen[(path, part)] = Renamed(best, path, part, "order")
@@ -457,6 +483,8 @@ def align(a: Trace, b: Trace) -> Trace:
     activations = [n for n in (a.metadata.get("activations") or [])
                    if any(x.endswith(f".activations.{n}") for x in captured_names)]
     metadata["activations"] = list(dict.fromkeys([*(b.metadata.get("activations") or []), *activations]))
+    metadata["renamed_from"] = {r.a: r.b + (f"#{r.part[0]}" if r.part else "") for found in renames.by_b.values()
+                                for r in found}
     if captured_names:
         metadata["captured_layers"] = sorted({n.split(".", 2)[2] for n in captured_names})
     statistics = {}

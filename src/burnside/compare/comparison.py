@@ -119,6 +119,14 @@ class Comparison:
     #: the two traces accumulate gradients over other numbers of micro-batches per optimizer step (metadata
     #: `accumulate`, absent = 1): one line saying so (D018 names the fix), "" when they agree; a failure
     accumulation: str = ""
+    #: B's forward pass panicked or failed (its trace's metadata `crashed`): what ran before it is compared.
+    crashed: str = ""
+    #: B's start tensors named after the tensor of A's they hold ({A's path: B's}, `burnside.compare.aligned`).
+    renamed: dict = field(default_factory=dict)
+    #: A's modules whose outputs B's captured forward pass gave (no tap), in order.
+    captured: list = field(default_factory=list)
+    #: Why B's forward pass was not captured (its metadata `capture_off`), "" where it was or B never tries.
+    capture_off: str = ""
     constants_only_in_a: list[str] = field(default_factory=list)
     constants_only_in_b: list[str] = field(default_factory=list)
     #: the float64 reference's metadata `pinned` (dtype-dependent constants it computed with float32's values,
@@ -285,7 +293,7 @@ class Comparison:
         optimizer declared, and no tensor held as statistics proven out of tolerance."""
         return not (self.failed_rows or self.only_in_a or self.only_in_b or self.structure or self.start_mismatch
                     or self.loading or self.diverged or self.optimizer_differences or self.accumulation
-                    or self.failed_statistics)
+                    or self.failed_statistics or self.crashed)
 
     def tolerances_used(self) -> list[tuple[str | None, Tolerance]]:
         """The default tolerance, then each override that applied to a compared row (glob, tolerance)."""

@@ -30,8 +30,8 @@ from burnside.compare.rounding import CHUNK
 from burnside.trace import parse_name
 
 #: Fault kinds, in the order the report explains them.
-KINDS = ("only_in_a", "only_in_b", "shape", "transposed", "gate_order", "fresh_stats", "dtype_narrowed",
-         "not_loaded", "altered")
+KINDS = ("only_in_a", "only_in_b", "shape", "transposed", "gate_order", "other_tensor", "fresh_stats",
+         "dtype_narrowed", "not_loaded", "altered")
 
 #: Gate blocks of PyTorch's stacked recurrent weights, by the module's class (and by the block count).
 GATES = {"GRU": ("r", "z", "n"), "GRUCell": ("r", "z", "n"), "LSTM": ("i", "f", "g", "o"),
@@ -150,11 +150,19 @@ def _narrowed(name: str, evidence: str, dtype: str) -> LoadingFault:
         "the same dtype")
 
 
-def value_fault(name: str, a: np.ndarray, b: np.ndarray, dtype: str, modules: object) -> LoadingFault:
-    """Same shape and dtype, some bits differ: say what B holds instead of A's values."""
+def value_fault(name: str, a: np.ndarray, b: np.ndarray, dtype: str, modules: object,
+                holder: str | None = None) -> LoadingFault:
+    """Same shape and dtype, some bits differ: say what B holds instead of A's values. ``holder``: A's other
+    start tensor whose bytes B's are (a loader's mapping that sends the checkpoint's `key` to `query`)."""
     parsed = parse_name(name)
     leaf = parsed.rest.rsplit(".", 1)[-1] if parsed is not None else name
     av, bv = _values(a, dtype), _values(b, dtype)
+    if holder is not None and parsed is not None:
+        return LoadingFault(
+            name, "other_tensor", f"B's {parsed.rest} holds the checkpoint's {holder}, bit for bit",
+            f"load the checkpoint's {parsed.rest} into this tensor, not {holder}: the loader's name mapping (a "
+            f"burn-store KeyRemapper pattern, a with_key_remapping rule, a hand-written table) sends {holder} here; "
+            "correct the pattern that maps it")
     if parsed is not None and parsed.stage == "buffers" and leaf in ("running_mean", "running_var"):
         fresh = 0.0 if leaf == "running_mean" else 1.0
         if _all_equal(bv, fresh) and not _all_equal(av, fresh):

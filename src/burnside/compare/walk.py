@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from burnside.compare.aligned import align
+from burnside.compare.aligned import Holders, align
 from burnside.compare.collector import Collector
 from burnside.compare.config import optimizer_differences
 from burnside.compare.comparison import Comparison, StructureProblem, TensorRow, is_optional
@@ -222,6 +222,11 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
     forward = a.kind == "forward"
     stats_a, stats_b = a.statistics, b.statistics
     all_a, all_b = a.held_names, b.held_names
+    crashed = str(b.metadata.get("crashed") or "")
+    if crashed:
+        # a port that crashed wrote what ran before it: A's later batches are not what it failed at
+        steps_b = {p.step for n in all_b if (p := parse_name(n)) is not None}
+        all_a = tuple(n for n in all_a if (p := parse_name(n)) is None or p.step in steps_b)
     names_a, names_b = set(all_a), set(all_b)
 
     def selected(name: str) -> bool:
@@ -261,6 +266,10 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
         constants_only_in_b=constants_b,
         optimizer_differences=[] if forward else optimizer_differences(a.optimizer, b.optimizer, a.params, b.params),
         accumulation="" if forward else _accumulation_line(a, b),
+        crashed=crashed,
+        renamed=dict(b.metadata.get("renamed_from") or {}),
+        captured=list(b.metadata.get("captured_layers") or []),
+        capture_off=str(b.metadata.get("capture_off") or ""),
     )
     if comparison.accumulation:  # each side's batch tensors are named for its own loop: said once, not listed
         def batch_tensor(n: str) -> bool:
@@ -274,6 +283,7 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
         comparison.only_in_a = [n for n in comparison.only_in_a if n not in start_a]
         comparison.only_in_b = [n for n in comparison.only_in_b if n not in start_b]
     modules = a.metadata.get("modules")
+    holders = Holders(a)
     adaptive = any(side.optimizer.get("name") in ("adam", "adamw") for side in (a, b)
                    if isinstance(side.optimizer, dict))
     judge = Judge(reference, adaptive=adaptive) if reference is not None else None
@@ -317,7 +327,8 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
         tol = tolerances.for_name(name)
         stats = diff_arrays(a.array(name), b.array(name), ia.dtype, tol)
         if loaded and not stats.identical:
-            comparison.loading.append(value_fault(name, a.array(name), b.array(name), ia.dtype, modules))
+            comparison.loading.append(value_fault(name, a.array(name), b.array(name), ia.dtype, modules,
+                                                  holders.of(name, b.array(name))))
         elif not stats.identical and is_loaded_start(name) \
                 and (gates := gate_fault(name, a.array(name), b.array(name), modules)) is not None:
             # a training port that loaded the init file's gates in another order: D014 names the order (D006 would

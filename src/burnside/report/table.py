@@ -352,6 +352,13 @@ def finding_lines(comparison: Comparison) -> list[Line]:
     """What the verdict rests on: framework differences, zero gradients, the first divergence (or that
     the differences are noise), and the optional tensors one side did not record."""
     lines: list[Line] = [(comparison.accumulation + " (D018 below)", "yellow")] if comparison.accumulation else []
+    if comparison.renamed:
+        shown = ", ".join(f"{b} as {a}" for a, b in list(comparison.renamed.items())[:3])
+        more = f" and {len(comparison.renamed) - 3} more" if len(comparison.renamed) > 3 else ""
+        lines.append((f"named from what B loaded: {len(comparison.renamed)} of B's tensors hold A's under other names "
+                      f"({shown}{more}); compared under A's names", "cyan"))
+    if comparison.crashed:
+        lines.insert(0, (f"B crashed in {comparison.crashed}; what ran before the crash is compared below", "red"))
     lines += statistics_lines(comparison)
     lines += [(line, "cyan") for line in framework_lines(comparison) + zero_gradient_lines(comparison)]
     lines += reference_pin_lines(comparison)
@@ -425,9 +432,12 @@ def untapped_line(comparison: Comparison) -> str | None:
         return None
     modules = list(dict.fromkeys(p.rest for n in a_layers if (p := parse_name(n)) is not None))
     module = modules[0] if modules else "layer"
-    return (f"B taps no layer (A records the outputs of {len(modules)}): only the outputs are judged, so a fault whose "
-            "effect on them stays within rounding's noise band passes unseen and no cause can be measured; tap each "
-            f"layer by its PyTorch module path, tap.activation(\"{module}\", &x), to judge every layer")
+    why = (f"its forward pass was not captured ({comparison.capture_off}) and it taps no layer" if comparison.capture_off
+           else "it taps no layer")
+    return (f"B records no layer ({why}; A records the outputs of {len(modules)}): only the outputs are judged, so a "
+            "fault whose effect on them stays within rounding's noise band passes unseen and no cause can be measured; "
+            "record an inference port with `Inference` on the Flex device without autodiff, which captures every "
+            f"layer, or tap each layer by its PyTorch module path, tap.activation(\"{module}\", &x)")
 
 
 def render(comparison: Comparison, diagnoses: list[Diagnosis], console: Console, *,

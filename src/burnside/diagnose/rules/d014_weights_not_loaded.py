@@ -6,10 +6,15 @@ buffer (`step0.buffers.*`) the port does not hold as PyTorch's model does, with 
 transposed (B holds A's values with the axes swapped), gates in another order (a GRU's
 [3H, ...] r,z,n or an LSTM's [4H, ...] i,f,g,o weight whose row blocks are A's, permuted;
 the order found is named), running statistics fresh (a BatchNorm's running_mean all 0 /
-running_var all 1 where A's are not), not loaded (values unrelated to the checkpoint's: a
+running_var all 1 where A's are not), another tensor of the checkpoint loaded (B's `query`
+holds the checkpoint's `key`, bit for bit: a loader's name mapping that sends one tensor where
+another belongs), not loaded (values unrelated to the checkpoint's: a
 constant or a fresh initialisation), dtype narrowed (a narrower dtype, or A's values rounded
 to f16/bf16), a tensor only in A (nothing in the port holds it) or only in B. A correct load
-is bit-identical, and gives no D014. In a comparison of training traces, an initial parameter
+is bit-identical, and gives no D014. The port's tensors are named after the checkpoint tensor
+they hold (`burnside.compare.aligned`): enum variants, renamed fields, a `KeyRemapper` and burn's
+packed attention against separate projections are no fault; only a name that contradicts the
+bytes (a `query` holding the `key` beside it) is one. In a comparison of training traces, an initial parameter
 (`step0.params_before.*`) whose gate or q,k,v row blocks are A's in another order is named the
 same way (a port that cut the init file's stacked tensor wrongly), instead of D006.
 
@@ -52,6 +57,7 @@ _FAULTS = {
     "shape": "another shape",
     "transposed": "transposed",
     "gate_order": "gates in another order",
+    "other_tensor": "another tensor of the checkpoint loaded",
     "fresh_stats": "running statistics fresh",
     "not_loaded": "not loaded",
     "dtype_narrowed": "dtype narrowed",

@@ -1,15 +1,15 @@
 //! The burn port of `model.py` for inference, checked by `burnside check` (see README.md).
 //!
-//! Replace `Model` with your model: the same layers as the PyTorch module, with fields named as
-//! its attributes (burn-store loads PyTorch's tensors by those names), and `forward` recording each
-//! layer's output with `tap.activation("<PyTorch module path>", &x)`.
+//! Replace `Model` with your model (or use your own crate's): its forward pass needs nothing from
+//! burnside. `Inference` records every layer's output by capturing the forward pass as burn runs
+//! it, and the comparison names each after the PyTorch module it stands for.
 
 use burn::module::Module;
 use burn::nn::{BatchNorm, BatchNormConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
 use burn::store::{ModuleSnapshot, PytorchStore};
 use burn::tensor::activation::gelu;
 use burn::tensor::{Device, Tensor};
-use burnside_trace::{Inference, InitFile, PortArgs, Tap, TraceError, UsageError};
+use burnside_trace::{Inference, InitFile, PortArgs, UsageError};
 
 #[derive(Module, Debug)]
 struct Model {
@@ -29,18 +29,10 @@ impl Model {
         }
     }
 
-    fn forward(&self, x: Tensor<2>, mut tap: Tap) -> Result<Tensor<2>, TraceError> {
-        let x = self.fc1.forward(x);
-        tap.activation("fc1", &x)?;
-        let x = self.bn.forward(x);
-        tap.activation("bn", &x)?;
-        let x = gelu(x);
-        tap.activation("act", &x)?;
-        let x = self.norm.forward(x);
-        tap.activation("norm", &x)?;
-        let x = self.head.forward(x);
-        tap.activation("head", &x)?;
-        Ok(x)
+    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+        let x = self.bn.forward(self.fc1.forward(x));
+        let x = self.norm.forward(gelu(x));
+        self.head.forward(x)
     }
 }
 
@@ -64,7 +56,7 @@ fn main() {
             .map_err(|e| format!("{checkpoint}: {e}"))?;
         Inference::new().run(&args, &init, &device, &model, |model, batch| {
             let x = batch.float_input::<2>("x")?; // the batch PyTorch ran, bit for bit
-            Ok(model.forward(x, batch.tap())?)
+            Ok(model.forward(x)) // every layer recorded: no tap needed
         })?;
         Ok(())
     });
