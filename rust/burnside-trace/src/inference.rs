@@ -153,7 +153,9 @@ impl Inference {
                         if let Some(crash) = crashed {
                             // what ran before the crash is compared: the trace is written
                             recorder.insert_metadata("captured", &format!("[{}]", graphs.join(",")));
-                            recorder.insert_metadata("crashed", &format!("batch {k}: {crash}"));
+                            // one line: metadata strings are printable text
+                            let said = crash.split_whitespace().collect::<Vec<_>>().join(" ");
+                            recorder.insert_metadata("crashed", &format!("batch {k}: {said}"));
                             recorder.write(&args.out)?;
                             return Err(TraceError::Crashed(format!(
                                 "the forward pass of batch {k} failed: {crash} (the trace of what \

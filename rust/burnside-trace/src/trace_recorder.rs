@@ -994,7 +994,10 @@ impl TraceRecorder {
                     .to_string(),
             ));
         }
-        if let Some(k) = (0..self.steps).find(|&k| !self.has_output(k)) {
+        // a crashed forward pass (metadata `crashed`) has no output: what ran before it is the trace
+        if let Some(k) = (0..self.steps).find(|&k| !self.has_output(k))
+            && !self.metadata.contains_key("crashed")
+        {
             return Err(incomplete(format!("batch {k} has no output")));
         }
         let mut metadata = self.common_metadata(Some("forward"));

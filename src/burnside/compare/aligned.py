@@ -268,6 +268,18 @@ _LAYER_CLASSES = re.compile(
     r"RMSNorm|LlamaRMSNorm|InstanceNorm[123]d|LocalResponseNorm|Embedding|EmbeddingBag|PReLU|Conv1D)$")
 
 
+#: burn-ir's operation kinds that compute what a parameterless PyTorch module of a class does, by class.
+_OP_KINDS = {
+    "ReLU": ("Relu",), "ReLU6": ("Clamp", "Relu"), "GELU": ("Gelu",), "SiLU": ("Silu",), "Sigmoid": ("Sigmoid",),
+    "Tanh": ("Tanh",), "LeakyReLU": ("LeakyRelu",), "Softmax": ("Softmax",), "LogSoftmax": ("LogSoftmax",),
+    "Hardswish": ("HardSwish",), "Hardsigmoid": ("HardSigmoid",), "Mish": ("Mish",), "Softplus": ("Softplus",),
+    "MaxPool1d": ("MaxPool1d",), "MaxPool2d": ("MaxPool2d",), "AvgPool1d": ("AvgPool1d",),
+    "AvgPool2d": ("AvgPool2d",), "AdaptiveAvgPool1d": ("AdaptiveAvgPool1d",),
+    "AdaptiveAvgPool2d": ("AdaptiveAvgPool2d",), "AdaptiveMaxPool2d": ("AdaptiveMaxPool2d",),
+    "Flatten": ("Reshape",), "Upsample": ("Interpolate",),
+}
+
+
 @dataclass(frozen=True)
 class Op:
     """One recorded operation of a captured forward pass."""
@@ -361,22 +373,31 @@ def captured_layers(a: Trace, b: Trace, step: int, graph: dict, renames: Renames
         cls = str(classes.get(base, ""))
         if _LAYER_CLASSES.match(cls) or not cls:
             anchors[module] = last_reading[base]
-    # every A activation in execution order, placed between the anchors around it
+    # every A activation in execution order: an anchor at its operation (another framework may run independent
+    # branches in another order: a block's downsample before its convolutions), the others by value among the
+    # operations after the module placed before them and before the next anchor
     positions = [anchors.get(m) for m in order]
-    previous = -1
+    previous = 0
     for i, module in enumerate(order):
         a_name = f"step{step}.activations.{module}"
         if a_name not in a:
             continue
-        if positions[i] is not None and positions[i] >= previous:
+        if positions[i] is not None:
             out[a_name] = name_of(positions[i])
             previous = positions[i]
             continue
-        upper = next((p for p in positions[i + 1:] if p is not None and p >= previous), len(ops))
+        upper = next((p for p in positions[i + 1:] if p is not None), len(ops))
+        low, high = (previous, upper) if upper > previous else (previous, len(ops))
         shape = a.info(a_name).shape
         n_elements = int(np.prod(shape)) if shape else 1
-        candidates = [op for op in ops if max(previous, 0) <= op.n < upper and int(np.prod(op.shape or (1,))) == n_elements]
-        if previous >= 0 and not candidates:
+        window = [op for op in ops if low <= op.n < high]
+        kinds = _OP_KINDS.get(str(classes.get(module.split("#")[0], "")), ())
+        same_kind = [op for op in window if op.kind in kinds]
+        candidates = [op for op in (same_kind or window) if int(np.prod(op.shape or (1,))) == n_elements]
+        if not candidates and same_kind and len(same_kind[0].shape) == len(shape):
+            # the module's own operation, of another size (a pooling's padding): compared as a shape that parts
+            out[a_name] = name_of(same_kind[0].n)
+            previous = same_kind[0].n
             continue
         if not candidates:
             continue
