@@ -59,18 +59,31 @@ pub(crate) fn keep_panic(info: &std::panic::PanicHookInfo<'_>) {
     PANIC.with(|p| *p.borrow_mut() = Some(format!("{payload}{place}")));
 }
 
-/// Whether a forward pass on `device` can be recorded tap-free: the replay runs on Flex, so the
-/// port's device must be Flex without autodiff (capture does not record autodiff's graph).
-pub(crate) fn capturable(device: &Device) -> Result<(), String> {
-    if device.is_autodiff() {
-        return Err("the port's device has autodiff, which graph capture does not record".into());
-    }
-    if !matches!(device.as_dispatch(), burn_dispatch::DispatchDevice::Flex(_)) {
+/// How a forward pass on the port's device is captured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// On Flex without autodiff: the replay computes what the eager forward does and is the record.
+    Replace,
+    /// On Flex with autodiff: the port's eager forward is the record; the replay (without autodiff,
+    /// where burn's BatchNorm uses its running statistics) is recorded beside it, its layers used
+    /// only where its output is the eager one bit for bit.
+    Beside,
+}
+
+/// How a forward pass on `device` can be recorded tap-free: the replay runs on Flex, so the port's
+/// device must be Flex (with autodiff: beside the eager forward).
+pub(crate) fn capturable(device: &Device) -> Result<Mode, String> {
+    let inner = device.clone().inner();
+    if !matches!(inner.as_dispatch(), burn_dispatch::DispatchDevice::Flex(_)) {
         return Err(format!(
             "the port runs on {device:?}; tap-free recording replays on the Flex CPU device only"
         ));
     }
-    Ok(())
+    Ok(if device.is_autodiff() {
+        Mode::Beside
+    } else {
+        Mode::Replace
+    })
 }
 
 /// The id of a float `tensor` on the capture device, if it is a captured tensor.
@@ -162,7 +175,9 @@ pub(crate) fn capture_batch<M: Module, O>(
     PANIC.with(|p| p.borrow_mut().take());
     let captured = catch_unwind(AssertUnwindSafe(|| {
         device.capture_scope(|scope| {
-            let moved = model.clone().to_device(&device);
+            // autodiff is left behind first (a capture device takes no autodiff tensor); on a
+            // plain device `valid` changes nothing the forward pass computes
+            let moved = model.valid().to_device(&device);
             moved.visit(&mut ids);
             let ran = catch_unwind(AssertUnwindSafe(|| forward(&moved, &device, &mut deferred)));
             match ran {

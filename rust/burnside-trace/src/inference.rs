@@ -3,7 +3,7 @@ use std::error::Error;
 use burn::module::Module;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
-use crate::{InitFile, PortArgs, Step, Tap, TorchNames, TraceError, TraceRecorder, step_done};
+use crate::{HostTensor, InitFile, PortArgs, Step, Tap, TorchNames, TraceError, TraceRecorder, step_done};
 
 /// A port's forward passes, recorded as a forward trace (`kind = forward`): no optimizer, no
 /// gradients, on any device. The port gives one batch's forward pass; [`run`](Self::run)
@@ -120,7 +120,7 @@ impl Inference {
         recorder.params_and_buffers(0, model)?;
         step_done(0, batches);
         let entries = crate::param_paths_with(model, recorder.names());
-        let mut capture = if self.capture {
+        let capture = if self.capture {
             crate::capture::capturable(device)
         } else {
             Err("taps only (Inference::with_taps_only)".to_string())
@@ -130,9 +130,11 @@ impl Inference {
         {
             eprintln!("burnside-trace: layers recorded by the port's taps only: {why}");
         }
+        let mut capture = capture;
         let mut graphs: Vec<String> = Vec::new();
+        let mut differs: Vec<String> = Vec::new();
         for k in 0..batches {
-            if capture.is_ok() {
+            if capture == Ok(crate::capture::Mode::Replace) {
                 let replayed = crate::capture::capture_batch(
                     model,
                     &entries,
@@ -174,6 +176,31 @@ impl Inference {
                     }
                 }
             }
+            // beside an autodiff forward: captured first, before the eager forward moves a
+            // BatchNorm's running statistics (training mode)
+            let mut beside = None;
+            if capture == Ok(crate::capture::Mode::Beside) {
+                let replayed = crate::capture::capture_batch(
+                    model,
+                    &entries,
+                    |moved, capture_device, deferred| {
+                        let mut batch = Batch {
+                            step: Step::unrecorded(k, init, capture_device),
+                            deferred: Some(deferred),
+                        };
+                        forward(moved, &mut batch)
+                    },
+                    |output: &Tensor<D>| crate::capture::tensor_id(output),
+                );
+                match replayed {
+                    Ok(replayed) if replayed.crashed.is_none() => beside = Some(replayed),
+                    Ok(replayed) => {
+                        let why = replayed.crashed.unwrap_or_default();
+                        capture = Err(format!("the forward pass failed under graph capture: {why}"));
+                    }
+                    Err(why) => capture = Err(why),
+                }
+            }
             let mut batch = Batch {
                 step: recorder.step(k, init, device),
                 deferred: None,
@@ -183,7 +210,21 @@ impl Inference {
             if !recorder.has_output(k) {
                 recorder.output(k, "output", &output)?;
             }
+            if let Some(replayed) = beside {
+                let eager = HostTensor::of(&output)?;
+                if replayed.output.as_ref().map(|o| &o.bytes) != Some(&eager.bytes) {
+                    differs.push(k.to_string());
+                }
+                graphs.push(replayed.graph.clone());
+                recorder.replayed_layers(k, replayed)?;
+            }
             step_done(k + 1, batches);
+        }
+        if !differs.is_empty() {
+            // the forward pass computes otherwise on the autodiff device than without autodiff
+            // (burn's BatchNorm takes the batch statistics there): its captured layers are not the
+            // port's, and the comparison measures the difference instead
+            recorder.insert_metadata("captured_differs", &differs.join(","));
         }
         if !graphs.is_empty() {
             recorder.insert_metadata("captured", &format!("[{}]", graphs.join(",")));

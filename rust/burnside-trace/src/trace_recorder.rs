@@ -656,6 +656,18 @@ impl TraceRecorder {
         Ok(())
     }
 
+    /// The operations' outputs of a batch captured beside its eager forward pass (`captured.{n}`).
+    pub(crate) fn replayed_layers(
+        &mut self,
+        step: usize,
+        replayed: crate::capture::Replayed,
+    ) -> Result<(), TraceError> {
+        for (name, tensor) in replayed.tensors {
+            self.put(step, &name, tensor)?;
+        }
+        Ok(())
+    }
+
     fn output_host(&mut self, step: usize, name: &str, tensor: HostTensor) -> Result<(), TraceError> {
         if !self.outputs.iter().any(|o| o == name) {
             self.outputs.push(name.to_string());

@@ -467,10 +467,12 @@ def align(a: Trace, b: Trace) -> Trace:
             source[prefix + a_rest] = (name, part, None)
             infos[prefix + a_rest] = TensorInfo(info.dtype, shape)
     captured_names: list[str] = []
+    differs = _batches(b.metadata.get("captured_differs"))
+    autodiff = _autodiff_measure(a, b, graphs, differs) if differs and isinstance(graphs, list) else ""
     if isinstance(graphs, list):
         for step, graph in enumerate(graphs):
-            if not isinstance(graph, dict):
-                continue
+            if not isinstance(graph, dict) or step in differs:
+                continue  # the forward pass without autodiff is not what the port computed on its device
             layers, layer_inputs = captured_layers(a, b, step, graph, renames)
             for a_name, b_name in [*layers.items(), *layer_inputs.items()]:
                 if a_name in source or b_name not in b:
@@ -504,6 +506,8 @@ def align(a: Trace, b: Trace) -> Trace:
     activations = [n for n in (a.metadata.get("activations") or [])
                    if any(x.endswith(f".activations.{n}") for x in captured_names)]
     metadata["activations"] = list(dict.fromkeys([*(b.metadata.get("activations") or []), *activations]))
+    if autodiff:
+        metadata["autodiff_differs"] = autodiff
     metadata["renamed_from"] = {r.a: r.b + (f"#{r.part[0]}" if r.part else "") for found in renames.by_b.values()
                                 for r in found}
     if captured_names:
@@ -517,3 +521,32 @@ def align(a: Trace, b: Trace) -> Trace:
         else:
             statistics[name] = stats
     return Trace(b.path, metadata, infos, array, release, None, statistics)
+
+
+def _batches(value: object) -> set[int]:
+    """The batches metadata `captured_differs` lists (`0,1`)."""
+    if not isinstance(value, str):
+        return set()
+    return {int(v) for v in value.split(",") if v.strip().isdigit()}
+
+
+def _autodiff_measure(a: Trace, b: Trace, graphs: list, differs: set[int]) -> str:
+    """What the forward pass without autodiff, captured beside a port's forward on an autodiff device, shows:
+    one sentence when it gives A's output where the port's own forward does not, "" otherwise."""
+    for step in sorted(differs):
+        graph = graphs[step] if step < len(graphs) else None
+        if not isinstance(graph, dict) or graph.get("output") is None:
+            continue
+        op = next((o for o in _ops(graph) if o.id == int(graph["output"])), None)
+        outputs = [n for n in a.names if n.startswith(f"step{step}.outputs.")]
+        if op is None or len(outputs) != 1 or outputs[0] not in b:
+            continue
+        captured = f"step{step}.captured.{op.n}"
+        if b.info(captured).n != a.info(outputs[0]).n:
+            continue
+        expected = a.values(outputs[0])
+        without, on_device = _distance(expected, b.values(captured)), _distance(expected, b.values(outputs[0]))
+        if without <= 1e-5 and on_device > 100 * max(without, 1e-7):
+            return (f"batch {step}: B's forward pass without autodiff gives A's output (relative error {without:.2g}) "
+                    f"where on its autodiff device it does not ({on_device:.2g})")
+    return ""

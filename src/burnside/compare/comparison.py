@@ -127,6 +127,8 @@ class Comparison:
     captured: list = field(default_factory=list)
     #: Why B's forward pass was not captured (its metadata `capture_off`), "" where it was or B never tries.
     capture_off: str = ""
+    #: B's forward pass without autodiff gives A's output where on its autodiff device it does not (metadata).
+    autodiff_differs: str = ""
     constants_only_in_a: list[str] = field(default_factory=list)
     constants_only_in_b: list[str] = field(default_factory=list)
     #: the float64 reference's metadata `pinned` (dtype-dependent constants it computed with float32's values,

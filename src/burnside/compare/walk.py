@@ -270,6 +270,7 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
         renamed=dict(b.metadata.get("renamed_from") or {}),
         captured=list(b.metadata.get("captured_layers") or []),
         capture_off=str(b.metadata.get("capture_off") or ""),
+        autodiff_differs=str(b.metadata.get("autodiff_differs") or ""),
     )
     if comparison.accumulation:  # each side's batch tensors are named for its own loop: said once, not listed
         def batch_tensor(n: str) -> bool:

@@ -7,7 +7,11 @@ layer's formula on each side from its input (what the PyTorch side recorded feed
 statistics: with the batch statistics (per channel, the mean and biased variance over the batch
 and spatial axes: training mode) and with the running statistics (eval mode). It names the side
 whose output fits the other statistics than side A's, with both residuals. The burn trace's
-`mode` (`autodiff`, `inference`) is quoted as support; the verdict is the measurement.
+`mode` (`autodiff`, `inference`) is quoted as support; the verdict is the measurement. An inference
+port on an autodiff device whose layers are not recorded (graph capture records no autodiff
+forward) is measured otherwise: burnside-trace captures its forward pass without autodiff beside
+the port's own, and when that gives A's output where the port's does not, and A's model has a
+BatchNorm or Dropout, the device's training mode is named.
 
 ## Why is this bad?
 burn's `BatchNorm` uses the batch statistics when its input is on an autodiff device and the
@@ -44,6 +48,8 @@ ID = "D015"
 NAME = "batchnorm-mode"
 TITLE = "BatchNorm normalises with other statistics"
 SEVERITY = Severity.ERROR
+#: The measured statistics (or the autodiff device's measure) name the divergence D010 calls generic.
+SUPERSEDES = ("D010",)
 
 _STATISTICS = {"batch": "the batch statistics (per channel, the mean and biased variance over the batch and spatial "
                         "axes: training mode)",
@@ -59,6 +65,8 @@ def _mode(comparison: Comparison, side: str) -> str:
 def check(comparison: Comparison) -> list[Diagnosis]:
     """A diagnosis when a BatchNorm's output fits the batch statistics on one side and the running ones on the other."""
     layer = evidence_of(comparison).layer
+    if (layer is None or not layer.kind.startswith("BatchNorm")) and comparison.autodiff_differs:
+        return _from_the_autodiff_device(comparison)
     if layer is None or not layer.kind.startswith("BatchNorm"):
         return []
     found = [d for d in layer.differing() if d[0] == "statistics"]
@@ -92,4 +100,21 @@ def check(comparison: Comparison) -> list[Diagnosis]:
                "training mode (not after `.valid()`): burn's BatchNorm uses the batch statistics only there")
     else:
         fix = "keep the PyTorch model in training mode for the step (`model.train()`), as the other side is"
+    return [Diagnosis(ID, TITLE, evidence, fix)]
+
+
+def _from_the_autodiff_device(comparison: Comparison) -> list[Diagnosis]:
+    """An inference port on an autodiff device whose layers are not recorded: its forward pass captured without
+    autodiff (burnside-trace records it beside the port's own) gives A's output, the port's does not. Named when
+    A's model has a BatchNorm (or Dropout) for the device to switch into training mode."""
+    modules = comparison.a.metadata.get("modules") or {}
+    switched = [m for m, kind in modules.items() if str(kind).startswith(("BatchNorm", "Dropout"))]
+    if not switched:
+        return []
+    listed = ", ".join(switched[:4]) + (f" and {len(switched) - 4} more" if len(switched) > 4 else "")
+    evidence = (f"{comparison.autodiff_differs}{_mode(comparison, 'b')}: on an autodiff device burn's BatchNorm "
+                f"normalises with the batch statistics (and Dropout drops), as PyTorch's training mode does; A's "
+                f"model has {listed} and ran in eval mode")
+    fix = ("on an autodiff device burn's BatchNorm uses the batch statistics: run inference on `Device::default()` "
+           "(not `.autodiff()`), or call `model.valid()` before the forward")
     return [Diagnosis(ID, TITLE, evidence, fix)]
