@@ -478,8 +478,17 @@ def align(a: Trace, b: Trace) -> Trace:
                 if a_name in source or b_name not in b:
                     continue  # a tap wins
                 shape = a.info(a_name).shape
+                b_shape = b.info(b_name).shape
                 if int(np.prod(shape or (1,))) != b.info(b_name).n:
-                    shape = b.info(b_name).shape  # a layer of another size: compared as a shape that parts
+                    if _broadcast_of(shape, b_shape):
+                        # PyTorch computes it once and broadcasts it (HF's position embeddings, [1, T, d]); the
+                        # port for each row: its first row along those axes stands for it
+                        source[a_name] = (b_name, ("first", tuple(i for i, (x, y) in enumerate(zip(shape, b_shape))
+                                                                  if x == 1 and y != 1)), shape)
+                        infos[a_name] = TensorInfo(b.info(b_name).dtype, shape)
+                        captured_names.append(a_name)
+                        continue
+                    shape = b_shape  # a layer of another size: compared as a shape that parts
                 source[a_name] = (b_name, None, shape)
                 infos[a_name] = TensorInfo(b.info(b_name).dtype, shape)
                 captured_names.append(a_name)
@@ -487,7 +496,9 @@ def align(a: Trace, b: Trace) -> Trace:
     def array(name: str) -> np.ndarray:
         original, part, shape = source[name]
         data = b.array(original)
-        if part is not None:
+        if part is not None and part[0] == "first":
+            data = data[tuple(slice(0, 1) if i in part[1] else slice(None) for i in range(data.ndim))]
+        elif part is not None:
             data = np.split(data, part[1], axis=0)[part[0]]
         if shape is not None:
             data = data.reshape(shape)
@@ -521,6 +532,11 @@ def align(a: Trace, b: Trace) -> Trace:
         else:
             statistics[name] = stats
     return Trace(b.path, metadata, infos, array, release, None, statistics)
+
+
+def _broadcast_of(shape: tuple[int, ...], b_shape: tuple[int, ...]) -> bool:
+    """Whether a tensor of ``shape`` broadcasts to ``b_shape`` along axes of size 1 (and only those)."""
+    return len(shape) == len(b_shape) and shape != b_shape and all(x in (1, y) for x, y in zip(shape, b_shape))
 
 
 def _batches(value: object) -> set[int]:
