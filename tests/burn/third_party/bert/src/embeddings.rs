@@ -18,9 +18,13 @@ impl Embeddings {
     pub fn new(config: &BertConfig, device: &Device) -> Self {
         Self {
             word: EmbeddingConfig::new(config.vocab_size, config.hidden_size).init(device),
-            position: EmbeddingConfig::new(config.max_position_embeddings, config.hidden_size).init(device),
-            token_type: EmbeddingConfig::new(config.type_vocab_size, config.hidden_size).init(device),
-            norm: LayerNormConfig::new(config.hidden_size).with_epsilon(config.layer_norm_eps).init(device),
+            position: EmbeddingConfig::new(config.max_position_embeddings, config.hidden_size)
+                .init(device),
+            token_type: EmbeddingConfig::new(config.type_vocab_size, config.hidden_size)
+                .init(device),
+            norm: LayerNormConfig::new(config.hidden_size)
+                .with_epsilon(config.layer_norm_eps)
+                .init(device),
         }
     }
 
@@ -28,7 +32,11 @@ impl Embeddings {
     pub fn forward(&self, input_ids: Tensor<2, Int>, token_type_ids: Tensor<2, Int>) -> Tensor<3> {
         let [batch, seq] = input_ids.dims();
         let device = input_ids.device();
-        let first = if cfg!(feature = "bug-position-offset") { 1 } else { 0 };
+        let first = if cfg!(feature = "bug-position-offset") {
+            1
+        } else {
+            0
+        };
         let positions = Tensor::<1, Int>::arange(first..(seq as i64 + first), &device)
             .reshape([1, seq])
             .expand([batch, seq]);

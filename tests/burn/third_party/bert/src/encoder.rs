@@ -10,7 +10,9 @@ use crate::BertConfig;
 
 fn layer_norm(config: &BertConfig, device: &Device) -> LayerNorm {
     #[cfg(not(feature = "bug-ln-eps"))]
-    return LayerNormConfig::new(config.hidden_size).with_epsilon(config.layer_norm_eps).init(device);
+    return LayerNormConfig::new(config.hidden_size)
+        .with_epsilon(config.layer_norm_eps)
+        .init(device);
     #[cfg(feature = "bug-ln-eps")]
     return LayerNormConfig::new(config.hidden_size).init(device);
 }
@@ -43,16 +45,27 @@ impl SelfAttention {
     pub fn forward(&self, x: Tensor<3>, padding: Tensor<2, Bool>) -> Tensor<3> {
         let [batch, seq, hidden] = x.dims();
         let head_dim = hidden / self.heads;
-        let split = |t: Tensor<3>| t.reshape([batch, seq, self.heads, head_dim]).swap_dims(1, 2);
+        let split = |t: Tensor<3>| {
+            t.reshape([batch, seq, self.heads, head_dim])
+                .swap_dims(1, 2)
+        };
         let q = split(self.query.forward(x.clone()));
         let k = split(self.key.forward(x.clone()));
         let v = split(self.value.forward(x));
         let scores = q.matmul(k.swap_dims(2, 3)) / (head_dim as f64).sqrt();
         #[cfg(not(feature = "bug-mask-ignored"))]
-        let scores = scores.mask_fill(padding.reshape([batch, 1, 1, seq]).expand([batch, self.heads, seq, seq]), f32::MIN);
+        let scores = scores.mask_fill(
+            padding
+                .reshape([batch, 1, 1, seq])
+                .expand([batch, self.heads, seq, seq]),
+            f32::MIN,
+        );
         #[cfg(feature = "bug-mask-ignored")]
         let _ = padding;
-        let context = softmax(scores, 3).matmul(v).swap_dims(1, 2).reshape([batch, seq, hidden]);
+        let context = softmax(scores, 3)
+            .matmul(v)
+            .swap_dims(1, 2)
+            .reshape([batch, seq, hidden]);
         self.output.forward(context)
     }
 }
@@ -101,7 +114,9 @@ impl EncoderLayer {
     }
 
     pub fn forward(&self, x: Tensor<3>, padding: Tensor<2, Bool>) -> Tensor<3> {
-        let x = self.attention_norm.forward(x.clone() + self.attention.forward(x, padding));
+        let x = self
+            .attention_norm
+            .forward(x.clone() + self.attention.forward(x, padding));
         self.ffn_norm.forward(x.clone() + self.ffn.forward(x))
     }
 }
@@ -113,10 +128,16 @@ pub struct Encoder {
 
 impl Encoder {
     pub fn new(config: &BertConfig, device: &Device) -> Self {
-        Self { layers: (0..config.num_hidden_layers).map(|_| EncoderLayer::new(config, device)).collect() }
+        Self {
+            layers: (0..config.num_hidden_layers)
+                .map(|_| EncoderLayer::new(config, device))
+                .collect(),
+        }
     }
 
     pub fn forward(&self, x: Tensor<3>, padding: Tensor<2, Bool>) -> Tensor<3> {
-        self.layers.iter().fold(x, |x, layer| layer.forward(x, padding.clone()))
+        self.layers
+            .iter()
+            .fold(x, |x, layer| layer.forward(x, padding.clone()))
     }
 }

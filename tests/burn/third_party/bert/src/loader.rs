@@ -44,8 +44,14 @@ pub fn hf_remapper() -> KeyRemapper {
     let mut patterns = vec![
         (r"^bert\.", ""),
         (r"^embeddings\.word_embeddings\.", "embeddings.word."),
-        (r"^embeddings\.position_embeddings\.", "embeddings.position."),
-        (r"^embeddings\.token_type_embeddings\.", "embeddings.token_type."),
+        (
+            r"^embeddings\.position_embeddings\.",
+            "embeddings.position.",
+        ),
+        (
+            r"^embeddings\.token_type_embeddings\.",
+            "embeddings.token_type.",
+        ),
         (r"^embeddings\.LayerNorm\.", "embeddings.norm."),
         (r"^encoder\.layer\.([0-9]+)\.", "encoder.layers.$1."),
     ];
@@ -62,9 +68,14 @@ pub fn hf_remapper() -> KeyRemapper {
 
 /// `model` with the weights of the `model.safetensors` at `path` loaded; a tensor the model has
 /// and the file lacks is an error.
-pub fn load_safetensors(mut model: BertModel, path: impl AsRef<Path>) -> Result<BertModel, LoadError> {
+pub fn load_safetensors(
+    mut model: BertModel,
+    path: impl AsRef<Path>,
+) -> Result<BertModel, LoadError> {
     let path = path.as_ref();
-    let mut store = SafetensorsStore::from_file(path).with_from_adapter(PyTorchToBurnAdapter).remap(hf_remapper());
+    let mut store = SafetensorsStore::from_file(path)
+        .with_from_adapter(PyTorchToBurnAdapter)
+        .remap(hf_remapper());
     model
         .load_from(&mut store)
         .map_err(|e| LoadError(format!("{}: cannot load: {e}", path.display())))?;
@@ -77,7 +88,13 @@ pub fn from_pretrained(dir: impl AsRef<Path>, device: &Device) -> Result<BertMod
     let config = BertConfig::load(dir.join("config.json"))
         .map_err(|e| LoadError(format!("{}: {e}", dir.join("config.json").display())))?;
     if config.hidden_act != "gelu" {
-        return Err(LoadError(format!("hidden_act {:?}: only \"gelu\" is implemented", config.hidden_act)));
+        return Err(LoadError(format!(
+            "hidden_act {:?}: only \"gelu\" is implemented",
+            config.hidden_act
+        )));
     }
-    load_safetensors(BertModel::new(&config, device), dir.join("model.safetensors"))
+    load_safetensors(
+        BertModel::new(&config, device),
+        dir.join("model.safetensors"),
+    )
 }

@@ -11,9 +11,9 @@ use burnside_trace::{Inference, InitFile, PortArgs, UsageError};
 
 fn main() {
     burnside_trace::run_port("bert-port", |mut args: PortArgs| {
-        let checkpoint = args
-            .value("--checkpoint")?
-            .ok_or_else(|| UsageError("missing --checkpoint DIR (save_pretrained's directory)".into()))?;
+        let checkpoint = args.value("--checkpoint")?.ok_or_else(|| {
+            UsageError("missing --checkpoint DIR (save_pretrained's directory)".into())
+        })?;
         args.finish()?;
         let device = Device::default();
         let init = InitFile::read(&args.init)?;

@@ -17,7 +17,9 @@ pub struct Pooler {
 impl Pooler {
     pub fn forward(&self, hidden: Tensor<3>) -> Tensor<2> {
         let [batch, _, width] = hidden.dims();
-        self.dense.forward(hidden.narrow(1, 0, 1).reshape([batch, width])).tanh()
+        self.dense
+            .forward(hidden.narrow(1, 0, 1).reshape([batch, width]))
+            .tanh()
     }
 }
 
@@ -42,17 +44,27 @@ impl BertModel {
         Self {
             embeddings: Embeddings::new(config, device),
             encoder: Encoder::new(config, device),
-            pooler: Pooler { dense: LinearConfig::new(config.hidden_size, config.hidden_size).init(device) },
+            pooler: Pooler {
+                dense: LinearConfig::new(config.hidden_size, config.hidden_size).init(device),
+            },
         }
     }
 
     /// `input_ids`, `token_type_ids` and `attention_mask` (1 for a token, 0 for padding), each
     /// `[batch, seq]`.
-    pub fn forward(&self, input_ids: Tensor<2, Int>, token_type_ids: Tensor<2, Int>, attention_mask: Tensor<2, Int>) -> BertOutput {
+    pub fn forward(
+        &self,
+        input_ids: Tensor<2, Int>,
+        token_type_ids: Tensor<2, Int>,
+        attention_mask: Tensor<2, Int>,
+    ) -> BertOutput {
         let padding = attention_mask.equal_elem(0);
         let x = self.embeddings.forward(input_ids, token_type_ids);
         let last_hidden_state = self.encoder.forward(x, padding);
         let pooler_output = self.pooler.forward(last_hidden_state.clone());
-        BertOutput { last_hidden_state, pooler_output }
+        BertOutput {
+            last_hidden_state,
+            pooler_output,
+        }
     }
 }

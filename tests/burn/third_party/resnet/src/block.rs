@@ -13,10 +13,18 @@ pub const BN_EPS: f64 = 1e-5;
 pub const BN_EPS: f64 = 1e-3;
 
 pub(crate) fn batch_norm(channels: usize, device: &Device) -> BatchNorm {
-    BatchNormConfig::new(channels).with_epsilon(BN_EPS).init(device)
+    BatchNormConfig::new(channels)
+        .with_epsilon(BN_EPS)
+        .init(device)
 }
 
-pub(crate) fn conv(in_channels: usize, out_channels: usize, kernel: usize, stride: usize, device: &Device) -> Conv2d {
+pub(crate) fn conv(
+    in_channels: usize,
+    out_channels: usize,
+    kernel: usize,
+    stride: usize,
+    device: &Device,
+) -> Conv2d {
     let pad = kernel / 2;
     Conv2dConfig::new([in_channels, out_channels], [kernel, kernel])
         .with_stride([stride, stride])
@@ -168,11 +176,26 @@ pub struct Stage {
 impl Stage {
     /// `count` blocks of `channels` (their output is `channels * expansion` wide), fed
     /// `in_channels`, the first with `stride`.
-    pub fn new(in_channels: usize, channels: usize, count: usize, stride: usize, bottleneck: bool, device: &Device) -> Self {
-        let expansion = if bottleneck { Bottleneck::EXPANSION } else { BasicBlock::EXPANSION };
+    pub fn new(
+        in_channels: usize,
+        channels: usize,
+        count: usize,
+        stride: usize,
+        bottleneck: bool,
+        device: &Device,
+    ) -> Self {
+        let expansion = if bottleneck {
+            Bottleneck::EXPANSION
+        } else {
+            BasicBlock::EXPANSION
+        };
         let blocks = (0..count)
             .map(|i| {
-                let (fed, stride) = if i == 0 { (in_channels, stride) } else { (channels * expansion, 1) };
+                let (fed, stride) = if i == 0 {
+                    (in_channels, stride)
+                } else {
+                    (channels * expansion, 1)
+                };
                 if bottleneck {
                     ResidualBlock::Bottleneck(Bottleneck::new(fed, channels, stride, device))
                 } else {

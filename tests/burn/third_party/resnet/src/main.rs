@@ -14,16 +14,17 @@ const CLASSES: usize = 10;
 
 fn main() {
     burnside_trace::run_port("resnet-port", |mut args: PortArgs| {
-        let checkpoint = args
-            .value("--checkpoint")?
-            .ok_or_else(|| UsageError("missing --checkpoint PATH (torchvision's state_dict)".into()))?;
+        let checkpoint = args.value("--checkpoint")?.ok_or_else(|| {
+            UsageError("missing --checkpoint PATH (torchvision's state_dict)".into())
+        })?;
         args.finish()?;
         #[cfg(not(feature = "bug-bn-autodiff"))]
         let device = Device::default();
         #[cfg(feature = "bug-bn-autodiff")]
         let device = Device::default().autodiff();
         let init = InitFile::read(&args.init)?;
-        let model = weights::load_torchvision(ResNet::resnet10(CLASSES, &device), &checkpoint, &device)?;
+        let model =
+            weights::load_torchvision(ResNet::resnet10(CLASSES, &device), &checkpoint, &device)?;
         Inference::new().run(&args, &init, &device, &model, |model, batch| {
             Ok(model.forward(batch.float_input::<4>("x")?))
         })?;

@@ -1,12 +1,12 @@
 //! The network: stem, four stages, pooling, classifier.
 
 use burn::module::Module;
+use burn::nn::conv::Conv2d;
 use burn::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig, MaxPool2d, MaxPool2dConfig};
 use burn::nn::{BatchNorm, Linear, LinearConfig, PaddingConfig2d, Relu};
-use burn::nn::conv::Conv2d;
 use burn::tensor::{Device, Tensor};
 
-use crate::block::{batch_norm, conv, BasicBlock, Bottleneck, Stage};
+use crate::block::{BasicBlock, Bottleneck, Stage, batch_norm, conv};
 
 #[derive(Module, Debug)]
 pub struct ResNet {
@@ -25,8 +25,16 @@ pub struct ResNet {
 impl ResNet {
     /// A ResNet with `blocks` blocks per stage, basic or bottleneck, and `num_classes` outputs.
     pub fn new(blocks: [usize; 4], bottleneck: bool, num_classes: usize, device: &Device) -> Self {
-        let expansion = if bottleneck { Bottleneck::EXPANSION } else { BasicBlock::EXPANSION };
-        let pool_padding = if cfg!(feature = "bug-pool-padding") { 0 } else { 1 };
+        let expansion = if bottleneck {
+            Bottleneck::EXPANSION
+        } else {
+            BasicBlock::EXPANSION
+        };
+        let pool_padding = if cfg!(feature = "bug-pool-padding") {
+            0
+        } else {
+            1
+        };
         let mut channels = 64;
         let mut stage = |width: usize, count: usize, stride: usize| {
             let stage = Stage::new(channels, width, count, stride, bottleneck, device);
@@ -43,7 +51,12 @@ impl ResNet {
             relu: Relu::new(),
             maxpool: MaxPool2dConfig::new([3, 3])
                 .with_strides([2, 2])
-                .with_padding(PaddingConfig2d::Explicit(pool_padding, pool_padding, pool_padding, pool_padding))
+                .with_padding(PaddingConfig2d::Explicit(
+                    pool_padding,
+                    pool_padding,
+                    pool_padding,
+                    pool_padding,
+                ))
                 .init(),
             layer1,
             layer2,

@@ -43,20 +43,30 @@ pub fn torchvision_remapper() -> KeyRemapper {
 
 /// `model` with the torchvision checkpoint at `path` loaded: every tensor of the backbone (a
 /// missing one is an error), and the classifier if the checkpoint's has the model's class count.
-pub fn load_torchvision(mut model: ResNet, path: impl AsRef<Path>, device: &Device) -> Result<ResNet, LoadError> {
+pub fn load_torchvision(
+    mut model: ResNet,
+    path: impl AsRef<Path>,
+    device: &Device,
+) -> Result<ResNet, LoadError> {
     let path = path.as_ref();
-    let fail = |what: &str, e: &dyn fmt::Display| LoadError(format!("{}: {what}: {e}", path.display()));
+    let fail =
+        |what: &str, e: &dyn fmt::Display| LoadError(format!("{}: {what}: {e}", path.display()));
     let mut store = PytorchStore::from_file(path)
         .remap(torchvision_remapper())
         .with_predicate(|name, _| !name.starts_with("fc."));
-    model.load_from(&mut store).map_err(|e| fail("cannot load the backbone", &e))?;
+    model
+        .load_from(&mut store)
+        .map_err(|e| fail("cannot load the backbone", &e))?;
 
     let reader = PytorchReader::new(path).map_err(|e| fail("not a PyTorch checkpoint", &e))?;
     let (Some(weight), Some(bias)) = (reader.get("fc.weight"), reader.get("fc.bias")) else {
         return Ok(model); // a backbone without a classifier
     };
     let [classes, features] = weight.shape() else {
-        return Err(LoadError(format!("{}: fc.weight is not a matrix", path.display())));
+        return Err(LoadError(format!(
+            "{}: fc.weight is not a matrix",
+            path.display()
+        )));
     };
     let [_, model_classes] = model.fc.weight.dims(); // burn's Linear keeps [in, out]
     if *classes != model_classes {
@@ -64,14 +74,23 @@ pub fn load_torchvision(mut model: ResNet, path: impl AsRef<Path>, device: &Devi
     }
     let read = |bytes: std::io::Result<Vec<u8>>| -> Result<Vec<f32>, LoadError> {
         let bytes = bytes.map_err(|e| fail("cannot read the classifier", &e))?;
-        Ok(bytes.chunks_exact(4).map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]])).collect())
+        Ok(bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+            .collect())
     };
     // PyTorch's Linear weight is [out, in]; burn's is [in, out]
     #[cfg(not(feature = "bug-head-transposed"))]
-    let w: Tensor<2> =
-        Tensor::from_data(TensorData::new(read(weight.read())?, [*classes, *features]), device).transpose();
+    let w: Tensor<2> = Tensor::from_data(
+        TensorData::new(read(weight.read())?, [*classes, *features]),
+        device,
+    )
+    .transpose();
     #[cfg(feature = "bug-head-transposed")]
-    let w: Tensor<2> = Tensor::from_data(TensorData::new(read(weight.read())?, [*features, *classes]), device);
+    let w: Tensor<2> = Tensor::from_data(
+        TensorData::new(read(weight.read())?, [*features, *classes]),
+        device,
+    );
     let b: Tensor<1> = Tensor::from_data(TensorData::new(read(bias.read())?, [*classes]), device);
     model.fc.weight = Param::from_tensor(w);
     model.fc.bias = Some(Param::from_tensor(b));
