@@ -19,6 +19,9 @@ from burnside.burn.locate import rust_workspace, trace_crate
 
 BURNSIDE = [sys.executable, "-c", "from burnside.cli import main; main()"]
 PORTS = Path(__file__).resolve().parent / "user_ports"
+#: Crates written as public third-party burn crates are: a library that knows nothing of burnside, and a binary
+#: (the port) that loads it with the library's own loader and records it.
+THIRD_PARTY = Path(__file__).resolve().parent / "third_party"
 
 
 def copy_crate(source: Path, destination: Path) -> Path:
@@ -35,18 +38,21 @@ def copy_crate(source: Path, destination: Path) -> Path:
     return destination
 
 
-def project(name: str, parent: Path) -> Path:
-    """``user_ports/<name>`` copied into ``parent`` (check writes into it), recorded by its own record.py."""
-    port = copy_crate(PORTS / name, parent / name)
+def project(name: str, parent: Path, root: Path = PORTS) -> Path:
+    """``<root>/<name>`` (``user_ports/<name>`` unless told) copied into ``parent`` (check writes into it), recorded
+    by its own record.py."""
+    port = copy_crate(root / name, parent / name)
     recorded = subprocess.run([sys.executable, "record.py"], cwd=port, capture_output=True, text=True, timeout=600)
     assert recorded.returncode == 0, recorded.stdout + recorded.stderr
     return port
 
 
-def check(port: Path, *port_args: str, bin_name: str | None = None) -> subprocess.CompletedProcess:
-    """`burnside check` of the project's `user_<name>` binary against its recorded traces and reference."""
+def check(port: Path, *port_args: str, bin_name: str | None = None,
+          options: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """`burnside check` of the project's `user_<name>` binary (or ``bin_name``) against its recorded traces and
+    reference; ``options`` are check's own (``--features bug-bn-eps``), ``port_args`` go to the port after `--`."""
     args = ["check", "--burn-crate", ".", "--bin", bin_name or f"user_{port.name}", "--torch-trace",
-            "traces/torch.safetensors", "--reference", "traces/reference.safetensors"]
+            "traces/torch.safetensors", "--reference", "traces/reference.safetensors", *options]
     if port_args:
         args += ["--", *port_args]
     return subprocess.run([*BURNSIDE, *args], cwd=port, capture_output=True, text=True, timeout=900)
@@ -76,15 +82,23 @@ def assert_named(proc: subprocess.CompletedProcess, rule: str, words: list[str])
 
 class Checks:
     """One `burnside check` per port variant (``bug``, or None for the faithful port), shared by the cases that
-    read it; ``fixed`` are the port arguments every run takes (an inference port's `--checkpoint PATH`)."""
+    read it; ``fixed`` are the port arguments every run takes (an inference port's `--checkpoint PATH`). A bug is
+    the port's `--bug NAME`, or with ``features=True`` the crate's cargo feature NAME (`check --features NAME`);
+    ``bin_name`` is the binary when it is not `user_<name>`."""
 
-    def __init__(self, *fixed: str) -> None:
+    def __init__(self, *fixed: str, features: bool = False, bin_name: str | None = None) -> None:
         self.fixed = fixed
+        self.features = features
+        self.bin_name = bin_name
         self._runs: dict[str | None, subprocess.CompletedProcess] = {}
 
     def __call__(self, port: Path, bug: str | None) -> subprocess.CompletedProcess:
         if bug not in self._runs:
-            self._runs[bug] = check(port, *self.fixed, *(["--bug", bug] if bug else []))
+            if self.features:
+                self._runs[bug] = check(port, *self.fixed, bin_name=self.bin_name,
+                                        options=("--features", bug) if bug else ())
+            else:
+                self._runs[bug] = check(port, *self.fixed, *(["--bug", bug] if bug else []), bin_name=self.bin_name)
         return self._runs[bug]
 
 
