@@ -69,12 +69,12 @@ RESNET_SLIPS = [
     # every BatchNorm with epsilon 1e-3: the first one is the stem's
     ("bug-bn-eps", "D011", "bn1 (BatchNorm2d)", "epsilon"),
     # BasicBlock's ReLU after the residual add left out: the first block's output is the sum itself
-    ("bug-no-relu-after-add", "D010", "layer1.0", "ReLU"),
+    ("bug-no-relu-after-add", "D010", "layer1.0.relu#2", "the port leaves the ReLU out there"),
     # the downsample's 1x1 conv with stride 1: its output is 8x8 where the block's path is 4x4, and burn's add
     # panics on the shapes; the conv recorded before the panic has the shape that names it
     ("bug-downsample-stride", "D011", "layer2.0.downsample.0", "stride"),
     # the model run on an autodiff device: burn's BatchNorm normalises with the batch's own statistics
-    ("bug-bn-autodiff", "D015", "bn1 (BatchNorm2d)", "training mode"),
+    ("bug-bn-autodiff", "D015", "bn1 (BatchNorm2d)", "B's forward pass without autodiff gives A's output"),
     # the classifier's [10, 512] weight read in the file's order into burn's [512, 10]: the shape fits, the values
     # are scrambled
     ("bug-head-transposed", "D014", "fc.weight", "transposed"),
@@ -109,12 +109,14 @@ BERT_SLIPS = [
     # the attention mask never applied: the padded row's tokens attend to its padding
     ("bug-mask-ignored", "D010", "encoder.layer.0.attention.output.dense", "mask"),
     # the loader's KeyRemapper sends `query` to the crate's `key` and `key` to `query`: both load, and the
-    # attention's scores are K Q^T
-    ("bug-qk-swapped", "D010", "encoder.layer.0.attention.output.dense", "k q v"),
+    # attention's scores are K Q^T; the names from what the port loaded contradict the crate's own (its `query`
+    # holds the checkpoint's `key`), which is the loading fault
+    ("bug-qk-swapped", "D014", "encoder.layer.0.attention.self.query.weight",
+     "holds the checkpoint's encoder.layer.0.attention.self.key.weight"),
     # position ids from 1: each token looks up the next position's embedding
     ("bug-position-offset", "D010", "embeddings.position_embeddings", "input"),
     # the token-type embedding not added: the embeddings' LayerNorm is fed word + position only
-    ("bug-no-token-type", "D010", "embeddings.LayerNorm", "embeddings.token_type_embeddings"),
+    ("bug-no-token-type", "D008", "embeddings.token_type_embeddings (Embedding)", "never reads"),
 ]
 
 

@@ -308,6 +308,18 @@ def _ops(graph: dict) -> list[Op]:
     return ops
 
 
+def unread_params(a: Trace, graph: dict, renames: Renames) -> list[str]:
+    """A's parameters (A's names) the port holds and its captured forward pass never reads: a layer left out of
+    the port's forward. Buffers are left out (a constant the port computes inline), and so is a crashed graph."""
+    if graph.get("crashed"):
+        return []
+    a_params = set(a.params) or {p for p in _start_names(a) if not p.endswith(("running_mean", "running_var"))}
+    held = {p for p in (_a_name_of(entry[0] + (f"#{entry[2][0]}" if entry[2] else ""), renames, a_params)
+                        for entry in (graph.get("params") or {}).values()) if p is not None}
+    read = {p for op in _ops(graph) for name in op.params if (p := _a_name_of(name, renames, a_params)) is not None}
+    return [p for p in a.params if p in held and p not in read]
+
+
 def _a_name_of(b_param: str, renames: Renames, a_params: set[str]) -> str | None:
     """A's name of a parameter B's graph reads (`attn.in_proj_weight#0` is the slice A may hold as `attn.q.weight`)."""
     base, _, index = b_param.partition("#")
@@ -378,6 +390,7 @@ def captured_layers(a: Trace, b: Trace, step: int, graph: dict, renames: Renames
     # operations after the module placed before them and before the next anchor
     positions = [anchors.get(m) for m in order]
     previous = 0
+    unread_modules = {_module(p) for p in unread_params(a, graph, renames)}
     for i, module in enumerate(order):
         a_name = f"step{step}.activations.{module}"
         if a_name not in a:
@@ -386,6 +399,8 @@ def captured_layers(a: Trace, b: Trace, step: int, graph: dict, renames: Renames
             out[a_name] = name_of(positions[i])
             previous = positions[i]
             continue
+        if module.split("#")[0] in unread_modules:
+            continue  # a layer the port never runs: nothing of B's stands for it
         upper = next((p for p in positions[i + 1:] if p is not None), len(ops))
         low, high = (previous, upper) if upper > previous else (previous, len(ops))
         shape = a.info(a_name).shape
@@ -467,6 +482,7 @@ def align(a: Trace, b: Trace) -> Trace:
             source[prefix + a_rest] = (name, part, None)
             infos[prefix + a_rest] = TensorInfo(info.dtype, shape)
     captured_names: list[str] = []
+    kinds: dict[str, str] = {}  # each captured activation's operation kind in B's graph
     differs = _batches(b.metadata.get("captured_differs"))
     autodiff = _autodiff_measure(a, b, graphs, differs) if differs and isinstance(graphs, list) else ""
     if isinstance(graphs, list):
@@ -474,6 +490,7 @@ def align(a: Trace, b: Trace) -> Trace:
             if not isinstance(graph, dict) or step in differs:
                 continue  # the forward pass without autodiff is not what the port computed on its device
             layers, layer_inputs = captured_layers(a, b, step, graph, renames)
+            op_kinds = {f"step{step}.captured.{op.n}": op.kind for op in _ops(graph)}
             for a_name, b_name in [*layers.items(), *layer_inputs.items()]:
                 if a_name in source or b_name not in b:
                     continue  # a tap wins
@@ -492,6 +509,7 @@ def align(a: Trace, b: Trace) -> Trace:
                 source[a_name] = (b_name, None, shape)
                 infos[a_name] = TensorInfo(b.info(b_name).dtype, shape)
                 captured_names.append(a_name)
+                kinds[a_name] = op_kinds.get(b_name, "")
 
     def array(name: str) -> np.ndarray:
         original, part, shape = source[name]
@@ -519,8 +537,14 @@ def align(a: Trace, b: Trace) -> Trace:
     metadata["activations"] = list(dict.fromkeys([*(b.metadata.get("activations") or []), *activations]))
     if autodiff:
         metadata["autodiff_differs"] = autodiff
+    if isinstance(graphs, list) and graphs and isinstance(graphs[0], dict) and 0 not in differs:
+        unread = unread_params(a, graphs[0], renames)
+        if unread:
+            metadata["captured_unread"] = unread
     metadata["renamed_from"] = {r.a: r.b + (f"#{r.part[0]}" if r.part else "") for found in renames.by_b.values()
                                 for r in found}
+    if kinds:
+        metadata["captured_kinds"] = kinds
     if captured_names:
         metadata["captured_layers"] = sorted({n.split(".", 2)[2] for n in captured_names})
     statistics = {}

@@ -129,6 +129,10 @@ class Comparison:
     capture_off: str = ""
     #: B's forward pass without autodiff gives A's output where on its autodiff device it does not (metadata).
     autodiff_differs: str = ""
+    #: A's parameters B holds and its captured forward pass never reads (a layer left out of the port's forward).
+    unread: list = field(default_factory=list)
+    #: The operation of B's captured graph that stands for each of A's module outputs ({trace name: burn-ir kind}).
+    captured_kinds: dict = field(default_factory=dict)
     constants_only_in_a: list[str] = field(default_factory=list)
     constants_only_in_b: list[str] = field(default_factory=list)
     #: the float64 reference's metadata `pinned` (dtype-dependent constants it computed with float32's values,

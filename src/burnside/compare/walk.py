@@ -271,6 +271,8 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
         captured=list(b.metadata.get("captured_layers") or []),
         capture_off=str(b.metadata.get("capture_off") or ""),
         autodiff_differs=str(b.metadata.get("autodiff_differs") or ""),
+        unread=list(b.metadata.get("captured_unread") or []),
+        captured_kinds=dict(b.metadata.get("captured_kinds") or {}),
     )
     if comparison.accumulation:  # each side's batch tensors are named for its own loop: said once, not listed
         def batch_tensor(n: str) -> bool:

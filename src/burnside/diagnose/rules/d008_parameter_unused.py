@@ -38,6 +38,8 @@ ID = "D008"
 NAME = "parameter-unused"
 TITLE = "parameter unused by the forward"
 SEVERITY = Severity.ERROR
+#: A layer the port's captured forward pass never runs names the divergence D010 calls generic.
+SUPERSEDES = ("D010",)
 
 
 def forward_differs(comparison: Comparison, step: int) -> str | None:
@@ -67,8 +69,9 @@ def short_steps(comparison: Comparison) -> list[tuple[str, int, int, int]]:
 
 
 def check(comparison: Comparison) -> list[Diagnosis]:
-    """One diagnosis per side whose forward differs where its gradients are missing."""
-    found = []
+    """One diagnosis per side whose forward differs where its gradients are missing; for a port recorded by graph
+    capture, one when its forward pass never reads parameters it loaded."""
+    found = _unread(comparison)
     for side in ("a", "b"):
         steps = [(k, n, other) for s, k, n, other in short_steps(comparison) if s == side]
         if not steps:
@@ -88,3 +91,23 @@ def check(comparison: Comparison) -> list[Diagnosis]:
             "`x.matmul(linear.weight.val())`)",
         ))
     return found
+
+
+def _unread(comparison: Comparison) -> list[Diagnosis]:
+    """A port recorded by graph capture whose forward pass never reads some parameters it holds, where the forward
+    differs: the layers they belong to are left out of the port's forward."""
+    if not comparison.unread or comparison.first_divergence is None:
+        return []
+    modules = list(dict.fromkeys(p.rsplit(".", 1)[0] for p in comparison.unread))
+    kinds = comparison.a.metadata.get("modules") or {}
+    named = ", ".join(f"{m} ({kinds[m]})" if m in kinds else m for m in modules[:4])
+    more = f" and {len(modules) - 4} more" if len(modules) > 4 else ""
+    params = ", ".join(comparison.unread[:4]) + (f" and {len(comparison.unread) - 4} more"
+                                                 if len(comparison.unread) > 4 else "")
+    return [Diagnosis(
+        ID, TITLE,
+        f"{comparison.side_name('b')}'s forward pass, as its captured graph records it, never reads {params}, which "
+        f"it holds as loaded; {comparison.first_divergence.name} differs: the port leaves {named}{more} out of its "
+        "forward",
+        f"apply {named}{more} in the port's forward where the PyTorch model does (its module's `forward` on the "
+        "input PyTorch gives it, added or chained as in the PyTorch forward)")]

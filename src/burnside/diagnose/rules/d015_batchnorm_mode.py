@@ -111,7 +111,8 @@ def _from_the_autodiff_device(comparison: Comparison) -> list[Diagnosis]:
     switched = [m for m, kind in modules.items() if str(kind).startswith(("BatchNorm", "Dropout"))]
     if not switched:
         return []
-    listed = ", ".join(switched[:4]) + (f" and {len(switched) - 4} more" if len(switched) > 4 else "")
+    listed = ", ".join(f"{m} ({modules[m]})" for m in switched[:4]) + (
+        f" and {len(switched) - 4} more" if len(switched) > 4 else "")
     evidence = (f"{comparison.autodiff_differs}{_mode(comparison, 'b')}: on an autodiff device burn's BatchNorm "
                 f"normalises with the batch statistics (and Dropout drops), as PyTorch's training mode does; A's "
                 f"model has {listed} and ran in eval mode")
