@@ -293,6 +293,9 @@ class ModuleHooks:
         self._calls: dict[str, int] = {}
         self._open: dict[str, list[str]] = {}
         self._types = {name: type(module).__name__ for name, module in model.named_modules() if name}
+        self._settings = {name: s for name, module in model.named_modules() if name and (s := module_settings(module))}
+        #: each recorded module's configured settings (`eps`, `stride`, ...), where it has any
+        self.settings: dict[str, dict] = {}
         self._handles = []
         for name, module in model.named_modules():
             if not name:
@@ -317,6 +320,8 @@ class ModuleHooks:
             if key not in self.input_order:
                 self.input_order.append(key)
                 self.modules[key] = self._types[name]
+                if name in self._settings:
+                    self.settings[key] = self._settings[name]
             self._sink("layer_inputs", key, tensor)
         return hook
 
@@ -334,6 +339,8 @@ class ModuleHooks:
             if key not in self.output_order:
                 self.output_order.append(key)
                 self.modules[key] = self._types[name]
+                if name in self._settings:
+                    self.settings[key] = self._settings[name]
             self._sink("activations", key, tensor)
         return hook
 
@@ -354,10 +361,35 @@ class ModuleHooks:
             meta["layer_inputs"] = self.input_order
         if self.modules:
             meta["modules"] = self.modules
+        if self.settings:
+            meta["module_settings"] = self.settings
 
     def remove(self) -> None:
         for handle in self._handles:
             handle.remove()
+
+
+#: A module's attributes that configure what it computes, recorded as the trace's `module_settings`: what a layer
+#: measurement says A was configured with, where floats cannot tell (an epsilon below float32's resolution).
+_SETTINGS = ("eps", "variance_epsilon", "momentum", "stride", "padding", "dilation", "kernel_size", "groups",
+             "output_padding", "approximate", "negative_slope", "ceil_mode", "count_include_pad", "num_heads",
+             "padding_idx", "dim")
+
+
+def module_settings(module: nn.Module) -> dict:
+    """The configured settings of ``module`` among `_SETTINGS` that are plain numbers, strings or tuples of ints."""
+    found = {}
+    for key in _SETTINGS:
+        value = getattr(module, key, None)
+        if isinstance(value, bool) or value is None:
+            if isinstance(value, bool):
+                found[key] = value
+            continue
+        if isinstance(value, (int, float, str)):
+            found[key] = value
+        elif isinstance(value, tuple) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            found[key] = list(value)
+    return found
 
 
 def _dropouts_on(model: nn.Module) -> list[tuple[str, nn.Module]]:

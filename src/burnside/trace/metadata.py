@@ -38,7 +38,7 @@ STATISTICS_KEY = "statistics"
 WRITER_KEYS = (FORMAT_KEY, VERSION_KEY, ALIASES_KEY, STATISTICS_KEY)
 #: Keys whose safetensors value is JSON text (native JSON in the JSON form).
 JSON_KEYS = frozenset({"steps", "optimizer", "params", "grads_len", "inputs", "buffers", "buffers_nonpersistent",
-                       "activations", "modules",
+                       "activations", "modules", "module_settings",
                        "tied", "layer_inputs", "outputs", "loss_call", "accumulate", "full_steps",
                        "layer_statistics"})
 #: Keys a file of each kind must carry (besides the format and version). A forward trace (a trace
@@ -112,6 +112,10 @@ def check(path: Path, kind: str, metadata: Mapping, names: Iterable[str]) -> Non
             _check_names(path, key, value)
         elif key == "modules":
             _check_modules(path, value)
+        elif key == "module_settings":
+            if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+                raise TraceError(f"{path}: metadata 'module_settings' must map module paths to objects of settings, "
+                                 f"not {short(value)}")
         elif key == "tied":
             _check_tied(path, value)
         elif key == "grads_len":

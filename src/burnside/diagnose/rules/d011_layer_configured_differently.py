@@ -153,7 +153,19 @@ def _fix(kind: str, setting: str, wanted: float | str) -> str:
     if kind == RMSNORM and value == "1.1920929e-7":
         note = (" (PyTorch's `nn.RMSNorm(eps=None)` uses `torch.finfo(float32).eps`, 1.1920929e-7 in a float32 "
                 "model; burn's RmsNorm defaults to 1e-5)")
+    if kind == "LayerNorm":
+        note += (f"; a LayerNorm that burn's transformer builds takes it from "
+                 f"`TransformerEncoderConfig::new(..).with_layer_norm_eps({value})` (or the decoder's)")
     return f"build the {kind} with epsilon {value}, as side A: `{config}.with_epsilon({value})`{note}"
+
+
+def _configured(comparison: Comparison, module: str, setting: str) -> float | None:
+    """A's configured value of a measured setting, from the PyTorch trace's `module_settings`, if it holds one."""
+    settings = (comparison.a.metadata.get("module_settings") or {}).get(module) or {}
+    keys = {"epsilon": ("eps", "variance_epsilon"), "momentum": ("momentum",)}.get(setting, ())
+    value = next((settings[k] for k in keys if isinstance(settings.get(k), (int, float))
+                  and not isinstance(settings.get(k), bool)), None)
+    return float(value) if value is not None else None
 
 
 def _affine_fix(kind: str, wanted: str) -> str:
@@ -320,6 +332,17 @@ def check(comparison: Comparison) -> list[Diagnosis]:
                             f"{sources[setting]}")
         else:
             res_a, res_b = layer.residuals["a"][setting], layer.residuals["b"][setting]
+            configured = _configured(comparison, layer.module, setting)
+            if configured is not None:
+                # the module's own setting where A's trace holds it: a measure cannot resolve an epsilon far below
+                # what float32 rounds its output to
+                evidence = (f"{where}: {setting} {_literal(configured)} on {a} (its module's configured value; "
+                            f"measured {_literal(float(on_a))}), {_literal(float(on_b))} on {b} (least-squares "
+                            f"{float(on_b):.6g} {sources[setting]}; with them {formulas[setting]} reproduces each "
+                            f"side within {max(res_a, res_b):.2g}, relative; {targets[setting]} with A's {setting} "
+                            f"misses by {layer.residuals['b'][setting + '_at_a']:.2g})")
+                found.append(Diagnosis(ID, TITLE, evidence, _fix(layer.kind, setting, configured)))
+                continue
             evidence = (f"{where}: {setting} measured {_literal(float(on_a))} on {a}, {_literal(float(on_b))} on "
                         f"{b} (least-squares {float(on_a):.6g} and {float(on_b):.6g} {sources[setting]}; with them "
                         f"{formulas[setting]} reproduces each side within {max(res_a, res_b):.2g}, relative; "

@@ -19,9 +19,7 @@ if __name__ == "__main__":
     model = build()
     with torch.no_grad():  # "pretrained": weights of a trained model's size, norm affines away from 1 and 0
         for name, p in model.named_parameters():
-            if name == "embeddings.LayerNorm.weight":  # small embeddings: the first encoder norm's input varies
-                p.uniform_(0.1, 0.3)                     # little, where its epsilon weighs most
-            elif "LayerNorm" in name:
+            if "LayerNorm" in name:
                 p.uniform_(0.5, 1.5) if name.endswith("weight") else p.uniform_(-0.2, 0.2)
             elif "embeddings" in name:
                 p.normal_(0.0, 0.5)
