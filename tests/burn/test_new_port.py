@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from burnside.burn.locate import trace_crate
+from tests.cli.test_no_torch import BURNSIDE_WATCHING_TORCH, torch_imported
 
 BURNSIDE = [sys.executable, "-c", "from burnside.cli import main; main()"]
 
@@ -45,6 +46,15 @@ def test_a_new_port_is_ok_as_written_with_no_diagnosis(recorded_port):
     assert len(verdict) == 1 and verdict[0].endswith(" OK"), proc.stdout
     assert "step2.params_after.fc2.bias" in proc.stdout, "--steps came from the PyTorch trace: 3 steps"
     assert not [line for line in proc.stdout.splitlines() if line.startswith("D0")], proc.stdout
+
+
+def test_a_check_imports_no_torch(recorded_port):
+    # It compares two traces and runs a built program; torch's import alone would take seconds.
+    proc = subprocess.run([*BURNSIDE_WATCHING_TORCH, "check", "--burn-crate", ".", "--bin", "myport", "--torch-trace",
+                           "traces/torch.safetensors", "--reference", "traces/reference.safetensors"],
+                          cwd=recorded_port, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not torch_imported(proc.stderr), proc.stderr
 
 
 def test_a_port_that_reads_an_input_around_the_step_is_one_line_exit_2(recorded_port, tmp_path):
