@@ -11,7 +11,10 @@ temporary folder outside any checkout, it makes a port with `burnside new`, reco
 - *check after a one-line change*: a comment added to the port's src/main.rs, then the check (cargo
   rebuilds the port alone);
 - *compare alone*: `burnside compare` of the same two traces and the reference;
-- the floor: `python -c pass`, and `burnside --version` (the console script's start).
+- the floor: `python -c pass`, and `burnside --version` (the console script's start);
+- *plain cargo build of a new port*: `cargo build --release` in another fresh `burnside new` project,
+  without CARGO_TARGET_DIR (its `.cargo/config.toml` sends cargo to burnside's target directory, where
+  burn is built; it fails if cargo built into the project's ./target).
 
 Each command runs as the console script does (`from burnside.cli import main`), in a new process, and
 reports whether it imported torch (none of these may: they record no PyTorch side). Python's bytecode
@@ -34,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from burnside.burn.locate import rust_workspace, target_dir
+from burnside.burn.locate import find_cargo, rust_workspace, target_dir
 
 #: The console script's entry, plus a note on stderr at exit if torch was imported.
 RUNNER = ("import atexit, sys\n"
@@ -105,6 +108,13 @@ def main() -> None:
         rows.append(row("floor: python -c pass", start, False))
         version = [timed(burnside("--version"), port, env) for _ in range(args.repeat)]
         rows.append(row("floor: burnside --version", [w for w, _ in version], any(t for _, t in version)))
+        timed(burnside("new", "plainport", "--dir", str(tmp)), tmp, env)
+        plain = tmp / "plainport"
+        cargo_env = {k: v for k, v in env.items() if k != "CARGO_TARGET_DIR"}
+        wall, _ = timed([find_cargo(), "build", "--release"], plain, cargo_env)
+        if (plain / "target").exists():
+            sys.exit("cargo built the new port into its own ./target, not burnside's target directory")
+        rows.append(row("plain `cargo build --release` of a new port", [wall], False))
     loads.append(os.getloadavg()[0])
     print(f"burnside check of a `burnside new` port ({NAME}, 3 Adam steps), target directory {target_dir()}")
     print("\n".join(rows))
