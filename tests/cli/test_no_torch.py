@@ -1,8 +1,8 @@
 """`burnside compare` and `check` never import torch: they compare two traces and run a built burn
-program, and torch's import alone costs seconds (about 2.8 s on a 2-core machine), more than the rest of
-a check of a small port. Real processes: the modules those commands run imported in a fresh interpreter,
-and `compare` run through the console script's entry (`check` of a real port: tests/burn/test_new_port.py).
-A torch import is reported with the import chain that made it."""
+program, and torch's import alone costs seconds (1.3-1.6 s on an idle 2-core machine, more under load),
+more than the rest of a check of a small port. Real processes: the modules those commands run imported
+in a fresh interpreter, and `compare` run through the console script's entry (`check` of a real port:
+tests/burn/test_new_port.py). A torch import is reported with the import chain that made it."""
 
 from __future__ import annotations
 
