@@ -17,6 +17,7 @@ import pytest
 from burnside.burn.binary import expect_panic, run_binary
 from burnside.burn.locate import rust_workspace
 from burnside.errors import RunError
+from tests.signals import default_sigint, python_sigint
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +107,8 @@ def _gone(pid: int) -> bool:
 ], ids=["SIGKILL", "SIGTERM", "SIGINT"])
 def test_a_program_killed_by_a_signal_is_named_and_its_temporary_removed(endings, tmp_path, signum, expected):
     out = tmp_path / "b.safetensors"
-    message, pid = _sleeping(endings, out, lambda pid: os.kill(pid, signum))
+    with python_sigint():  # the program starts with SIGINT's default action, as from a terminal (tests/signals.py)
+        message, pid = _sleeping(endings, out, lambda pid: os.kill(pid, signum))
     assert message.startswith(expected)
     assert _gone(pid) and list(tmp_path.iterdir()) == []  # its `.b.safetensors.<pid>.tmp` is gone, nothing else left
 
@@ -121,7 +123,7 @@ def test_a_program_past_its_timeout_is_killed_and_its_temporary_removed(endings,
 def test_an_interrupted_run_kills_the_program_and_removes_its_temporary(endings, tmp_path):
     out = tmp_path / "b.safetensors"
     main = threading.main_thread().ident
-    with pytest.raises(KeyboardInterrupt):
+    with python_sigint(), pytest.raises(KeyboardInterrupt):  # Python's handler, even in a background job
         _sleeping(endings, out, lambda pid: signal.pthread_kill(main, signal.SIGINT))
     temps = list(tmp_path.iterdir())
     assert temps == []
@@ -183,7 +185,8 @@ def test_a_check_stopped_while_the_port_records_stops_the_port_and_removes_its_t
     proc = subprocess.Popen([str(Path(sys.executable).parent / "burnside"), "check", "--torch-trace", str(torch),
                              "--burn-crate", str(rust_workspace() / "pitb-opt"), "--bin", "endings",
                              "--out-dir", "out", "--", "--ending", "sleep"],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_sigint)
     deadline = time.monotonic() + 120
     while not (temporaries := list((tmp_path / "out").glob(".endings.burn.safetensors.*.tmp"))):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()

@@ -3,13 +3,17 @@ that skips a stage is one line and exit 2; a bad name or a taken folder is refus
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
-from burnside.burn.locate import trace_crate
+from burnside.burn.locate import find_cargo, target_dir, trace_crate
+from tests.cli.test_no_torch import BURNSIDE_WATCHING_TORCH, torch_imported
 
 BURNSIDE = [sys.executable, "-c", "from burnside.cli import main; main()"]
 
@@ -45,6 +49,58 @@ def test_a_new_port_is_ok_as_written_with_no_diagnosis(recorded_port):
     assert len(verdict) == 1 and verdict[0].endswith(" OK"), proc.stdout
     assert "step2.params_after.fc2.bias" in proc.stdout, "--steps came from the PyTorch trace: 3 steps"
     assert not [line for line in proc.stdout.splitlines() if line.startswith("D0")], proc.stdout
+
+
+def test_a_check_imports_no_torch(recorded_port):
+    # It compares two traces and runs a built program; torch's import alone would take seconds.
+    proc = subprocess.run([*BURNSIDE_WATCHING_TORCH, "check", "--burn-crate", ".", "--bin", "myport", "--torch-trace",
+                           "traces/torch.safetensors", "--reference", "traces/reference.safetensors"],
+                          cwd=recorded_port, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not torch_imported(proc.stderr), proc.stderr
+
+
+def _cargo_target(port: Path) -> Path:
+    return Path(tomllib.loads((port / ".cargo" / "config.toml").read_text())["build"]["target-dir"])
+
+
+@pytest.mark.parametrize("configured", [True, False], ids=["CARGO_TARGET_DIR", "default"])
+def test_a_new_port_points_cargo_where_check_builds(tmp_path, configured):
+    env = {k: v for k, v in os.environ.items() if k != "CARGO_TARGET_DIR"}
+    if configured:
+        env["CARGO_TARGET_DIR"] = str(tmp_path / "elsewhere")
+    made = subprocess.run([*BURNSIDE, "new", "myport"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert made.returncode == 0, made.stdout + made.stderr
+    port = tmp_path / "myport"
+    # the directory `burnside check` builds in, under the same environment
+    check_builds_in = subprocess.run([sys.executable, "-c", "from burnside.burn.locate import target_dir; "
+                                      "print(target_dir().absolute())"], env=env, capture_output=True, text=True)
+    assert _cargo_target(port) == Path(check_builds_in.stdout.strip())
+    if not configured:
+        assert _cargo_target(port) == Path.home() / ".cache" / "burnside" / "cargo-target"
+    assert str(_cargo_target(port)) in (port / "README.md").read_text()
+
+
+def test_a_plain_cargo_build_of_a_new_port_reuses_burns_build(programs, tmp_path):
+    """`cargo build --release` in the project, without CARGO_TARGET_DIR: its .cargo/config.toml sends it to the
+    target directory burnside built burn in, so only the port (and burnside-trace, if another checkout built it
+    last) compiles, and nothing is written into the project's ./target."""
+    made = burnside("new", "plainport", cwd=tmp_path)
+    assert made.returncode == 0, made.stdout + made.stderr
+    port = tmp_path / "plainport"
+    assert _cargo_target(port) == target_dir().absolute()
+    env = {k: v for k, v in os.environ.items() if k != "CARGO_TARGET_DIR"}
+    proc = subprocess.run([find_cargo(), "build", "--release", "--message-format=json"], cwd=port, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    artifacts = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    compiled = {a["target"]["name"] for a in artifacts if a.get("reason") == "compiler-artifact" and not a["fresh"]}
+    assert compiled <= {"plainport", "burnside_trace"}, f"burn built again: {sorted(compiled)}"
+    executable = next(a["executable"] for a in artifacts if a.get("reason") == "compiler-artifact"
+                      and a["target"]["name"] == "plainport")
+    assert Path(executable) == target_dir().absolute() / "release" / "plainport"
+    assert not (port / "target").exists()
 
 
 def test_a_port_that_reads_an_input_around_the_step_is_one_line_exit_2(recorded_port, tmp_path):

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from burnside.trace import open_trace, write_trace
+from tests.signals import default_sigint
 
 SCRIPT = Path(sys.executable).parent / "burnside"
 LINES = {signal.SIGINT: "interrupted\n", signal.SIGTERM: "stopped by SIGTERM\n"}
@@ -23,7 +24,9 @@ LINES = {signal.SIGINT: "interrupted\n", signal.SIGTERM: "stopped by SIGTERM\n"}
 
 def start(*args: str, cwd: Path) -> subprocess.Popen:
     assert SCRIPT.is_file(), f"the console script is not installed at {SCRIPT}: pip install -e ."
-    return subprocess.Popen([str(SCRIPT), *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # SIGINT as from a terminal, whatever this process was started with (a background job ignores it): tests/signals.py
+    return subprocess.Popen([str(SCRIPT), *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_sigint)
 
 
 def stop(args: tuple[str, ...], cwd: Path, signum: int, after: float) -> tuple[int, str, str]:

@@ -178,13 +178,20 @@ def build(manifest_dir: Path, *, bins: list[str] | None = None, what: str | None
         args += ["--bin", name]
     what = what or manifest_dir.resolve().name  # `--burn-crate .` names the folder, not ""
     target = target_dir()
+    if reuse and bins:
+        # A pinned build of exactly these inputs is found without waiting for the target directory's lock:
+        # another build there (burn's cold build takes minutes) does not hold up a check of an unchanged port.
+        # A pin lists its binaries only once they are all in place (`freshness.pin`), and what is returned is
+        # run after the lock would be released anyway. On a miss everything is asked again under the lock.
+        pinned = _pinned(manifest_dir, target, bins, args)
+        if pinned is not None:
+            return pinned
     with freshness.locked(target):
         packages = freshness.path_packages(manifest_dir)
         key = freshness.build_inputs(manifest_dir, packages, args) if reuse and bins else None
         pinned = freshness.reused(target, key, bins or [])
         if pinned is not None:
-            return CargoRun(command=[find_cargo(), "build", *args], returncode=0, executables=pinned, diagnostics=[],
-                            stderr="", artifacts=0, rebuilt=[], seconds=0.0)
+            return _reused_run(pinned, args)
         sources = _forget_other_sources(manifest_dir, target, what, packages)
         result = run_cargo("build", args, manifest_dir, what=what, console=console, target=target,
                            expected=freshness.expected_artifacts(target, manifest_dir))
@@ -201,6 +208,18 @@ def build(manifest_dir: Path, *, bins: list[str] | None = None, what: str | None
         freshness.record(target, sources, manifest_dir, result.artifacts)
         result.executables = freshness.pin(target, sources, result.executables, args, key)
     return result
+
+
+def _pinned(manifest_dir: Path, target: Path, bins: list[str], args: list[str]) -> CargoRun | None:
+    """The pinned build of ``bins`` with exactly these inputs, as a CargoRun that ran no cargo, or None."""
+    key = freshness.build_inputs(manifest_dir, freshness.path_packages(manifest_dir), args)
+    pinned = freshness.reused(target, key, bins)
+    return None if pinned is None else _reused_run(pinned, args)
+
+
+def _reused_run(pinned: dict[str, Path], args: list[str]) -> CargoRun:
+    return CargoRun(command=[find_cargo(), "build", *args], returncode=0, executables=pinned, diagnostics=[],
+                    stderr="", artifacts=0, rebuilt=[], seconds=0.0)
 
 
 def _forget_other_sources(manifest_dir: Path, target: Path, what: str,

@@ -43,7 +43,11 @@ from burnside.burn import locate
 
 _STATE = "burnside"  # directory of burnside's own files inside the target directory
 _KEEP_PINNED = 16  # pinned builds kept per target directory (oldest removed first)
-_SKIP_DIRS = {"target", ".git", ".hg", ".svn", "node_modules", "__pycache__"}
+# `burnside-out` is burnside's own output folder (`check`'s and `run`'s default --out-dir), in the crate when a
+# check runs there, as the scaffold's README says: `check` writes its init file into it before it builds, and that
+# file's bytes differ from one check to the next (safetensors orders its metadata at random), so hashing it made
+# every check of an unchanged port clean and rebuild it.
+_SKIP_DIRS = {"target", "burnside-out", ".git", ".hg", ".svn", "node_modules", "__pycache__"}
 # Files this large are data, not sources (a weights file beside a port's crate): hashing them
 # on every run would cost seconds, and a build embeds them only through include_bytes!.
 _LARGEST_SOURCE = 8 << 20
@@ -78,6 +82,11 @@ def path_packages(manifest_dir: Path) -> list[PathPackage]:
     pending = [manifest_dir]
     while pending:
         directory = pending.pop()
+        if directory.resolve() in found:
+            # a package already listed: its workspace was asked, and gave all its members and their path
+            # dependencies (asking again would give the same, at a `cargo metadata` each: a second or more
+            # for a port depending on burnside-trace, whose workspace lists every member's dependencies)
+            continue
         for package in locate.packages(directory):
             root = Path(package["manifest_path"]).parent.resolve()
             if root in found:

@@ -45,14 +45,16 @@ def rust_workspace() -> Path:
     configured = os.environ.get("BURNSIDE_RUST_DIR")
     if configured:
         workspace = Path(configured)
-    elif (_PACKAGED_WORKSPACE / "Cargo.toml").is_file():
-        workspace = _PACKAGED_WORKSPACE
-    else:
-        workspace = _CHECKOUT_WORKSPACE
-    if not (workspace / "Cargo.toml").is_file():
-        raise BuildError(f"burnside's Rust workspace is not at {workspace}; reinstall burnside, or set "
-                         "BURNSIDE_RUST_DIR to the rust/ directory of a burnside checkout")
-    return workspace
+        if not (workspace / "Cargo.toml").is_file():
+            raise BuildError(f"burnside's Rust workspace is not at {workspace} (BURNSIDE_RUST_DIR): no Cargo.toml "
+                             "there; set it to the rust/ directory of a burnside checkout, or unset it")
+        return workspace
+    for workspace in (_PACKAGED_WORKSPACE, _CHECKOUT_WORKSPACE):
+        if (workspace / "Cargo.toml").is_file():
+            return workspace
+    raise BuildError(f"burnside's Rust workspace is not at {_PACKAGED_WORKSPACE} (the installed package's copy) nor "
+                     f"at {_CHECKOUT_WORKSPACE} (a checkout's rust/): no Cargo.toml in either; reinstall burnside, or "
+                     "set BURNSIDE_RUST_DIR to the rust/ directory of a burnside checkout")
 
 
 def trace_crate() -> Path:

@@ -27,7 +27,7 @@ def new(name: str, parent: Path, inference: bool) -> None:
     Replace the model on both sides with yours; README.md in the project has the two commands.
     """
     dest = new_port(name, parent, "inference" if inference else "training")
-    stdout.print(Text(f"wrote {dest}: Cargo.toml, src/main.rs, model.py, record.py, README.md"))
+    stdout.print(Text(f"wrote {dest}: Cargo.toml, .cargo/config.toml, src/main.rs, model.py, record.py, README.md"))
     stdout.print(Text("next:", style="bold"))
     command = (f"  cd {dest}\n  python record.py\n  burnside check --burn-crate . --bin {name} "
                "--torch-trace traces/torch.safetensors --reference traces/reference.safetensors")
