@@ -73,7 +73,8 @@ def _judge_by(reference: str | Path | Reference, torch_trace: Trace) -> Referenc
 
 def compare_with_evidence(torch: str | Path | Trace, burn: str | Path | Trace, tolerances: Tolerances | None = None,
                           only: str | Sequence[str] | None = None, reference: str | Path | Reference | None = None,
-                          progress: TensorProgress | None = None, skip: str | Sequence[str] | None = None) -> Comparison:
+                          progress: TensorProgress | None = None,
+                          skip: str | Sequence[str] | None = None) -> Comparison:
     """Compare trace ``torch`` (A, usually PyTorch) with trace ``burn`` (B, usually the burn port), with the
     diagnosis evidence gathered in the same pass (`burnside.forensics`): what `burnside compare` runs.
 

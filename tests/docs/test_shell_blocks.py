@@ -13,11 +13,9 @@ under 2 s together.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 

@@ -339,7 +339,6 @@ def structure_lines(comparison: Comparison) -> list[Line]:
     return lines
 
 
-
 def _by_buffer(names: list[str]) -> dict[str, int]:
     """Buffer name (without step and stage) -> how many steps record it, in first-seen order."""
     found: dict[str, int] = {}
