@@ -219,7 +219,7 @@ def tied_names(model: nn.Module) -> dict[str, str]:
 
 
 def nonpersistent_buffers(model: nn.Module) -> list[str]:
-    """The buffers registered with ``persistent=False`` (nanoGPT's causal mask ``attn.bias``), in
+    """The buffers registered with ``persistent=False`` (a causal mask kept as a constant), in
     `named_buffers()` order: constants of the module, outside its ``state_dict``, which a port may compute
     inline rather than hold."""
     constant = {f"{prefix}.{name}" if prefix else name

@@ -10,7 +10,7 @@ compare's one pass over the traces (`compare_with_evidence`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -72,8 +72,9 @@ def _judge_by(reference: str | Path | Reference, torch_trace: Trace) -> Referenc
 
 
 def compare_with_evidence(torch: str | Path | Trace, burn: str | Path | Trace, tolerances: Tolerances | None = None,
-                          only: str | None = None, reference: str | Path | Reference | None = None,
-                          progress: TensorProgress | None = None) -> Comparison:
+                          only: str | Sequence[str] | None = None, reference: str | Path | Reference | None = None,
+                          progress: TensorProgress | None = None,
+                          skip: str | Sequence[str] | None = None) -> Comparison:
     """Compare trace ``torch`` (A, usually PyTorch) with trace ``burn`` (B, usually the burn port), with the
     diagnosis evidence gathered in the same pass (`burnside.forensics`): what `burnside compare` runs.
 
@@ -90,13 +91,13 @@ def compare_with_evidence(torch: str | Path | Trace, burn: str | Path | Trace, t
     if judge_by is not None:
         refuse_statistics_reference(trace_a, trace_b, judge_by)
     return compare_traces(trace_a, trace_b, tolerances, only, reference=judge_by, progress=progress,
-                          collector=Forensics())
+                          collector=Forensics(), skip=skip)
 
 
 def record_and_compare(torch: Path | TorchSide, burn: BurnSide, *, torch_out: Path, burn_out: Path,
-                       tolerances: Tolerances | None = None, only: str | None = None,
+                       tolerances: Tolerances | None = None, only: str | Sequence[str] | None = None,
                        reference: Path | ReferenceSide | None = None, reference_out: Path | None = None,
-                       progress: TensorProgress | None = None) -> Parity:
+                       progress: TensorProgress | None = None, skip: str | Sequence[str] | None = None) -> Parity:
     """Record the PyTorch side (or take its existing trace), then the burn side from it, and compare.
 
     ``torch`` is an existing trace or a recorder; ``burn`` gets its output path and the PyTorch
@@ -127,5 +128,5 @@ def record_and_compare(torch: Path | TorchSide, burn: BurnSide, *, torch_out: Pa
     if judge_by is not None:
         refuse_statistics_reference(trace_a, trace_b, judge_by)
     comparison = compare_traces(trace_a, trace_b, tolerances, only, reference=judge_by, progress=progress,
-                                collector=Forensics())
+                                collector=Forensics(), skip=skip)
     return Parity(torch_trace, burn_trace, comparison, diagnose(comparison), reference)

@@ -384,7 +384,7 @@ def test_first_diverging_layer_is_named_with_its_class_and_agreeing_input(write)
     first = next(line for line in lines if line.startswith("first divergence"))
     assert first.startswith("first divergence: step0.activations.ln2 (LayerNorm, the layer before it, "
                             "step0.activations.ln1, agrees)")
-    assert "not recorded in B (optional, not compared): 1 tensors: activations.attn.q" in proc.stdout
+    assert "not recorded in B (optional, not compared): 1 activations tensor: activations.attn.q" in proc.stdout
     assert not any(line.startswith("only in") for line in lines)  # an untapped layer is not a failure
     rows = [line.split()[0] for line in lines if line.startswith("activations.")]
     assert rows == ["activations.embed", "activations.ln1", "activations.ln2", "activations.head"]  # execution order

@@ -161,10 +161,29 @@ def test_burnside_run_is_ok_and_a_bug_fails(tmp_path, name):
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert any(line.startswith("worst=") and line.endswith(" OK") for line in ok.stdout.splitlines()), ok.stdout
     assert (tmp_path / name / f"{name}.pt").is_file()
+    # what PyTorch fed each layer and the buffers burn does not keep: a line per stage, not a line per tensor
+    unrecorded = [line.split(": ", 1)[1].split()[1] for line in ok.stdout.splitlines()
+                  if line.startswith("not recorded in B (optional, not compared): ")]
+    assert "layer_inputs" in unrecorded and len(unrecorded) == len(set(unrecorded)), ok.stdout
     bug = get_target(name).bugs[0]
     failed = subprocess.run([*command, "--bug", bug], capture_output=True, text=True, timeout=600)
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert any(line.startswith("worst=") and line.endswith(" FAIL") for line in failed.stdout.splitlines())
+
+
+def test_a_padding_slip_is_one_shape_line_before_the_verdict(run_case):
+    # every layer after the slip, in every batch, is of another shape: one line says so, with the first few
+    parity = run_case("classifier", "padding")
+    proc = subprocess.run([sys.executable, "-c", "from burnside.cli import main; main()", "compare",
+                           str(parity.torch_trace), str(parity.burn_trace), "--reference", str(parity.reference_trace)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    shapes = [line for line in proc.stdout.splitlines() if "mismatch" in line]
+    assert len(parity.comparison.structure) == 6 * BATCHES
+    assert len(shapes) == 1 and shapes[0].startswith(
+        f"shape mismatch in {6 * BATCHES} activations tensors: step0.activations.conv1 (A [8, 16, 16, 16], "
+        "B [8, 16, 14, 14]), "), proc.stdout
+    assert shapes[0].endswith(" more (`--json` lists them all under structure, the HTML report (--report) too)")
 
 
 def test_the_port_refuses_a_missing_or_unreadable_checkpoint_in_one_line(run_case, tmp_path):

@@ -533,11 +533,14 @@ fn misfit(
                 "fix: name the burn fields like the PyTorch module's attributes, or map the names once \
                  and use the mapping for loading and recording alike: \
                  `let names = TorchNames::new().table([(\"{torch}\", \"{file}\")])?;` then \
-                 {} and `TraceRecorder::new(..).with_names(names)`",
+                 {} and the same names to the recorder, `Training::new(..).with_names(names)` \
+                 (`Inference::new().with_names(names)`, `TraceRecorder::new(..).with_names(names)`)",
                 source.with_names
             ),
             None => "fix: build the burn module with the PyTorch model's sizes and attribute names \
-                     (or map names with TorchNames, given to InitFile::with_names and TraceRecorder::with_names)"
+                     (or map names with TorchNames, given to the loading (InitFile::with_names, \
+                     load_pytorch_checkpoint_with) and the recorder (Training::with_names, \
+                     Inference::with_names or TraceRecorder::with_names))"
                 .to_string(),
         });
     lines.join("\n")

@@ -414,8 +414,9 @@ impl TraceRecorder {
     }
 
     /// Declare the loss the loop computes, by the name the PyTorch recorder writes for its
-    /// `loss_fn` (the function's `__name__`: `cross_entropy` for `nn.functional.cross_entropy`,
-    /// `mse_loss`, ...); the trace's `loss_fn` metadata, which a reference is checked against.
+    /// `loss_fn`, which `name` must equal: the Python loss function's `__name__` (`cross_entropy`
+    /// for `nn.functional.cross_entropy`, `mse_loss`, ...) or a loss module's class name
+    /// (`SmoothL1Loss`). It is the trace's `loss_fn` metadata, shown beside the PyTorch trace's.
     pub fn with_loss_fn(self, name: &str) -> Self {
         self.with_metadata("loss_fn", name)
     }

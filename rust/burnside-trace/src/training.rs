@@ -138,8 +138,9 @@ impl Training {
     }
 
     /// Declare the loss the closure computes, by the name the PyTorch recorder writes for its
-    /// `loss_fn` (`cross_entropy` for `nn.functional.cross_entropy`): the trace's `loss_fn`
-    /// ([`TraceRecorder::with_loss_fn`]), which a reference is checked against.
+    /// `loss_fn`, which `name` must equal: the Python loss function's `__name__` (`cross_entropy`
+    /// for `nn.functional.cross_entropy`) or a loss module's class name (`SmoothL1Loss`). It is the
+    /// trace's `loss_fn` ([`TraceRecorder::with_loss_fn`]).
     pub fn with_loss_fn(mut self, name: &str) -> Self {
         self.recorder = self.recorder.with_loss_fn(name);
         self

@@ -76,9 +76,9 @@ def init_from_trace(trace: Trace, path: Path) -> Path:
     # what it was made from, so that a port recording the other kind says so (burnside_trace checks it)
     metadata: dict = {"params": params, "inputs": inputs, "kind": trace.kind, **carried}
     if trace.kind == "forward":
-        # a buffer registered with persistent=False (nanoGPT's causal mask) is outside the state_dict, so outside
-        # the checkpoint a port loads too: the port computes it (or holds it as a constant), and a load of the init
-        # file would otherwise refuse it as a tensor no burn parameter takes
+        # a buffer registered with persistent=False (a causal mask kept as a constant) is outside the state_dict,
+        # so outside the checkpoint a port loads too: the port computes it (or holds it as a constant), and a load
+        # of the init file would otherwise refuse it as a tensor no burn parameter takes
         constant = set(trace.metadata.get("buffers_nonpersistent") or ())
         buffers = [b for b in _under(trace, "step0.buffers.") if b not in constant]
         tensors |= {f"buffers.{b}": np.array(trace.array(f"step0.buffers.{b}")) for b in buffers}

@@ -30,7 +30,7 @@ from burnside.progress import Progress
 @comparison_options
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def check(torch_trace, burn_crate, bin_name, out_dir, features, no_default_features, tol, rtol, ulps,
-          tolerances_file, only, reference, as_json, plot, junit, report, args) -> None:
+          tolerances_file, only, skip, reference, as_json, plot, junit, report, args) -> None:
     """Build a burn port, run it as `BIN --init INIT -o OUT [ARGS]`, compare its trace with PyTorch's.
 
     A training port loads INIT (the PyTorch trace's starting point, and its batch of every step where
@@ -61,5 +61,5 @@ def check(torch_trace, burn_crate, bin_name, out_dir, features, no_default_featu
         parity = record_and_compare(torch_trace, burn_side, torch_out=torch_trace,
                                     burn_out=out_dir / f"{bin_name}.burn.safetensors",
                                     tolerances=tolerances_from(tol, rtol, ulps, tolerances_file), only=only,
-                                    reference=reference, progress=progress.tensors())
+                                    reference=reference, progress=progress.tensors(), skip=skip)
     finish(parity.comparison, parity.diagnoses, as_json=as_json, plot=plot, junit=junit, report=report)

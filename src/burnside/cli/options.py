@@ -24,7 +24,7 @@ def _apply(options: list, command: Callable) -> Callable:
 
 
 def tolerance_options(command: Callable) -> Callable:
-    """Add --tol, --rtol, --ulps, --tolerances, --only and --reference: what a comparison judges by."""
+    """Add --tol, --rtol, --ulps, --tolerances, --only, --skip and --reference: what a comparison judges by."""
     return _apply([
         click.option("--tol", type=float, default=None, callback=_finite_non_negative,
                      help="Absolute tolerance per element  [default: 1e-06; run: the model's own]."),
@@ -34,7 +34,10 @@ def tolerance_options(command: Callable) -> Callable:
                      help="Also accept elements within this many ULPs."),
         click.option("--tolerances", "tolerances_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
                      help="Per-tensor tolerances (.toml or .json; see docs/compare.md)."),
-        click.option("--only", default=None, help="Compare only tensor names matching this glob."),
+        click.option("--only", multiple=True, metavar="GLOB",
+                     help="Compare only the tensors this glob matches (repeat it: a tensor any of them matches)."),
+        click.option("--skip", multiple=True, metavar="GLOB",
+                     help="Leave out the tensors this glob matches (repeatable)."),
         click.option("--reference", type=click.Path(path_type=Path, dir_okay=False), default=None,
                      help="A float64 reference trace (burnside.reference): judge each tensor by both sides' "
                      "distance to it, so rounding noise passes and a real difference names its side."),

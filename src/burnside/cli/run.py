@@ -45,7 +45,7 @@ _OPTIMS = sorted({optim for target in TARGETS.values() for optim in target.optim
               help="Do not record the float64 reference run (on by default: it is cheap for these models).")
 @comparison_options
 def run(name, side, output, out_dir, steps, optim, bug, no_reference, tol, rtol, ulps, tolerances_file, only,
-        reference, as_json, plot, junit, report) -> None:
+        skip, reference, as_json, plot, junit, report) -> None:
     """Train NAME on PyTorch and on burn from the same bits, and compare every tensor."""
     say = stderr if as_json else stdout  # progress off stdout when it carries JSON
     target = get_target(name)
@@ -111,7 +111,7 @@ def run(name, side, output, out_dir, steps, optim, bug, no_reference, tol, rtol,
                                     tolerances=tolerances_from(tol, rtol, ulps, tolerances_file, target.atol),
                                     only=only, reference=reference,
                                     reference_out=run_dir / f"{torch_stem}.reference.safetensors",
-                                    progress=progress.tensors())
+                                    progress=progress.tensors(), skip=skip)
     if plot is None and steps > 1 and not as_json and not target.forward:  # a forward trace has no loss curve
         plot = run_dir / f"{stem}.png"
     finish(parity.comparison, parity.diagnoses, as_json=as_json, plot=plot, junit=junit, report=report)

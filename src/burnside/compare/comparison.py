@@ -111,8 +111,8 @@ class Comparison:
     #: each compared name's place in compare's pipeline order (rows and structure problems alike)
     order: dict[str, int] = field(default_factory=dict)
     #: buffers one side records that a trace's metadata lists as registered with ``persistent=False``
-    #: (`buffers_nonpersistent`: constants of the module, outside its state_dict, such as nanoGPT's causal mask
-    #: `attn.bias`), which the other side computes inline: listed, never a failure
+    #: (`buffers_nonpersistent`: constants of the module, outside its state_dict, such as a causal mask
+    #: kept as a constant), which the other side computes inline: listed, never a failure
     #: the optimizer settings the two traces declare otherwise (`burnside.compare.config`; D005 names them): a
     #: failure even where the recorded steps do not show them yet
     optimizer_differences: list[str] = field(default_factory=list)

@@ -8,7 +8,7 @@ PyTorch trace does, once, before anything is built. A later stage that reads the
 
 from __future__ import annotations
 
-import fnmatch
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -22,6 +22,7 @@ from burnside.compare.output_metrics import output_metrics
 from burnside.compare.pairing import pair_renamed
 from burnside.compare.reference_file import Reference
 from burnside.compare.referee import Judge
+from burnside.compare.selection import Selection
 from burnside.compare.statistics_rows import judge_statistics, side_statistics
 from burnside.compare.summary import summarize
 from burnside.compare.tensor_diff import diff_arrays
@@ -191,10 +192,15 @@ def _reference_statistics(reference: Reference, name: str) -> Statistics | None:
     return ref.statistics_of(name) if name in ref.statistics or name in ref else None
 
 
-def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, only: str | None = None,
-                   reference: Reference | None = None, progress: TensorProgress | None = None,
-                   collector: Collector | None = None) -> Comparison:
+def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None,
+                   only: str | Sequence[str] | Selection | None = None, reference: Reference | None = None,
+                   progress: TensorProgress | None = None, collector: Collector | None = None,
+                   skip: str | Sequence[str] | None = None) -> Comparison:
     """Compare every tensor the two traces share, one at a time, in pipeline order.
+
+    ``only`` (a glob or several: `--only`) keeps the tensors any of them matches, ``skip`` (`--skip`) leaves out
+    those any of its globs matches (`burnside.compare.selection`); a tensor left out is neither compared nor
+    listed as on one side only.
 
     With a ``reference`` (`burnside.compare.open_reference`), each tensor is also judged by both
     sides' distances to it: a tensor out of tolerance passes when both sides are noise. The
@@ -229,9 +235,8 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
         all_a = tuple(n for n in all_a if (p := parse_name(n)) is None or p.step in steps_b)
     names_a, names_b = set(all_a), set(all_b)
 
-    def selected(name: str) -> bool:
-        # `--only grads.*` matches single-step names as the table prints them, without `step0.`
-        return only is None or fnmatch.fnmatchcase(name, only) or fnmatch.fnmatchcase(name.removeprefix("step0."), only)
+    # `--only grads.*` matches single-step names as the table prints them, without `step0.`
+    selected = Selection.of(only, skip)
 
     common = [n for n in all_a if n in names_b and selected(n)]
     if forward:
@@ -240,7 +245,9 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None, onl
         raise TraceError(f"{a.path} and {b.path} share no tensor names; are they traces of the same model "
                          "(see docs/trace-format.md for the names)?")
     if not common:
-        raise TraceError(f"--only {only!r} matches no tensor present in both traces")
+        said = ("leave no tensor present in both traces to compare" if selected.skip else
+                f"match{'es' if len(selected.only) == 1 else ''} no tensor present in both traces")
+        raise TraceError(f"{selected.describe()} {said}")
     _check_steps(a, b, [n for n in (names_a ^ names_b) if selected(n)], all_a, all_b)
     missing_in_b = [n for n in all_a if n not in names_b and selected(n)]
     missing_in_a = [n for n in all_b if n not in names_a and selected(n)]

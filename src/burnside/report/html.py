@@ -32,7 +32,16 @@ from burnside.report.plot import (
     loss_axis,
     reference_axis,
 )
-from burnside.report.table import finding_lines, shown_max_abs, shown_ulps, structure_lines, times, tolerances_text
+from burnside.report.table import (
+    by_stage,
+    finding_lines,
+    shown_max_abs,
+    shown_ulps,
+    stage_of,
+    structure_lines,
+    times,
+    tolerances_text,
+)
 from burnside.trace import parse_name
 
 #: A comparison with at most this many rows shows every step and stage open.
@@ -366,6 +375,37 @@ def _statistics(comparison: Comparison) -> str:
             + "".join(_statistics_row(comparison, r) for r in comparison.statistics) + "</table>")
 
 
+def _not_compared(comparison: Comparison) -> str:
+    """Every tensor the findings count rather than list: the shape and dtype mismatches with both sides' shapes,
+    and the names on one side only, one folded list per stage; nothing when every tensor was compared."""
+    parts: list[str] = []
+
+    def fold(label: str, header: str, rows: list[str]) -> None:
+        parts.append(f"<details class=\"stage\"><summary><b>{escape(label)}</b>: {len(rows)} tensors</summary>"
+                     f"<table><tr>{header}</tr>{''.join(rows)}</table></details>")
+
+    problems: dict[tuple[str, str], list] = {}
+    for problem in comparison.structure:
+        problems.setdefault((problem.what, stage_of(problem.name)), []).append(problem)
+    for (what, stage), group in problems.items():
+        fold(f"{what} mismatch, {stage}", "<th class=name>tensor</th><th class=name>A</th><th class=name>B</th>",
+             [f"<tr><td class=name>{escape(comparison.display_name(p.name))}</td><td class=val>{escape(p.a)}</td>"
+              f"<td class=val>{escape(p.b)}</td></tr>" for p in group])
+    for label, names in (("only in A", comparison.only_in_a), ("only in B", comparison.only_in_b),
+                         ("not recorded in B (optional)", comparison.unrecorded_in_b),
+                         ("not recorded in A (optional)", comparison.unrecorded_in_a),
+                         ("constant buffers only in A", comparison.constants_only_in_a),
+                         ("constant buffers only in B", comparison.constants_only_in_b)):
+        for stage, group in by_stage(names).items():
+            fold(f"{label}, {stage}", "<th class=name>tensor</th>",
+                 [f"<tr><td class=name>{escape(comparison.display_name(n))}</td></tr>" for n in group])
+    if not parts:
+        return ""
+    return ("<h2 id=\"not-compared\">Not compared</h2><p class=note>Every tensor of another shape or dtype on the "
+            "two sides, and every tensor one side holds and the other does not (the findings count them).</p>"
+            + "".join(parts))
+
+
 def _group(kind: str, label: str, rows: list[TensorRow], everything_open: bool) -> str:
     failed = sum(1 for r in rows if not r.passed)
     state = f"<span class=bad>{failed} out of tolerance</span>" if failed else "<span class=good>all within</span>"
@@ -393,6 +433,7 @@ def html_report(comparison: Comparison, diagnoses: list[Diagnosis]) -> str:
         _metadata(comparison),
         _tensors(comparison),
         _statistics(comparison),
+        _not_compared(comparison),
         f"<footer>burnside {escape(__version__)}, {generated}</footer></body></html>",
     ])
 

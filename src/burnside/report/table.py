@@ -263,8 +263,38 @@ def zero_gradient_lines(comparison: Comparison) -> list[str]:
 Line = tuple[str, str]
 
 
-#: Names listed per side under "only in A/B" before the rest are counted.
-_LISTED = 12
+#: Names a line that stands for many tensors shows before it counts the rest.
+_SHOWN = 3
+
+
+def stage_of(name: str) -> str:
+    """A tensor's stage (`activations`, `grads`, ...), `other` for a name of no stage."""
+    parsed = parse_name(name)
+    return parsed.stage if parsed is not None else "other"
+
+
+def by_stage(names: list[str]) -> dict[str, list[str]]:
+    """``names`` grouped by their stage, each group and the stages in first-seen order: a line per stage, however
+    many steps and tensors."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(stage_of(name), []).append(name)
+    return groups
+
+
+def _listed_in(key: str) -> str:
+    """Where the whole list of a line that shows a few names is."""
+    return f" (`--json` lists them all under {key}, the HTML report (--report) too)"
+
+
+def _many(comparison: Comparison, names: list[str], stage: str, key: str, shown: list[str] | None = None,
+          what: str = "") -> str:
+    """`18 activations tensors: a, b, c and 15 more (...)`: a count (and ``what`` they are), the first few
+    (``shown``: each name as the line shows it, else its display name) and, when some are not shown, where they
+    all are."""
+    shown = shown if shown is not None else [comparison.display_name(name) for name in names]
+    text = f"{len(names)} {stage} tensor{'s' if len(names) != 1 else ''}{what}: {listed(shown, _SHOWN)}"
+    return text + (_listed_in(key) if len(names) > _SHOWN else "")
 
 
 def structure_lines(comparison: Comparison) -> list[Line]:
@@ -287,15 +317,25 @@ def structure_lines(comparison: Comparison) -> list[Line]:
     for a_name, b_name, count in rename_rules(pairs):
         lines.append((f"named differently: A {a_name} ↔ B {b_name}? ({count} tensors); record B's tensors "
                       "under A's names (a name mapping in the burn recorder)", "red"))
+    # one line per stage, a few names and a count: hundreds of names (a module missing on every step, every layer
+    # after a padding slip in every batch) would bury the verdict
     for side, names in (("A", only_a), ("B", only_b)):
-        # a few, then a count: hundreds of names (a module missing on every step) would bury the verdict
-        lines += [(f"only in {side}: {comparison.display_name(name)}", "red") for name in names[:_LISTED]]
-        if len(names) > _LISTED:
-            lines.append((f"only in {side}: {len(names) - _LISTED} more (`--json` lists them all: only_in_"
-                          f"{side.lower()})", "red"))
+        for stage, group in by_stage(names).items():
+            shown = (comparison.display_name(group[0]) if len(group) == 1 else
+                     _many(comparison, group, stage, f"only_in_{side.lower()}"))
+            lines.append((f"only in {side}: {shown}", "red"))
+    problems: dict[tuple[str, str], list[StructureProblem]] = {}
     for problem in comparison.structure:
-        line = f"{problem.what} mismatch: {comparison.display_name(problem.name)}: A {problem.a}, B {problem.b}"
-        lines.append((line + (f" ({problem.hint})" if problem.hint else ""), "red"))
+        problems.setdefault((problem.what, stage_of(problem.name)), []).append(problem)
+    for (what, stage), group in problems.items():
+        first = group[0]
+        if len(group) == 1:
+            line = f"{what} mismatch: {comparison.display_name(first.name)}: A {first.a}, B {first.b}"
+        else:
+            shown = [f"{comparison.display_name(p.name)} (A {p.a}, B {p.b})" for p in group]
+            line = f"{what} mismatch in {_many(comparison, [p.name for p in group], stage, 'structure', shown)}"
+        hints = list(dict.fromkeys(p.hint for p in group if p.hint))
+        lines.append((line + "".join(f" ({hint})" for hint in hints), "red"))
     return lines
 
 
@@ -417,9 +457,11 @@ def finding_lines(comparison: Comparison) -> list[Line]:
     if untapped is not None:
         lines.append((untapped, "yellow"))
     for side, names in (("B", comparison.unrecorded_in_b), ("A", comparison.unrecorded_in_a)):
-        if names:
-            shown = listed([comparison.display_name(n) for n in names], 3)
-            lines.append((f"not recorded in {side} (optional, not compared): {len(names)} tensors: {shown}", "dim"))
+        for stage, group in by_stage(names).items():
+            # what PyTorch fed each layer: the burn recorder writes none, by design
+            what = " (what PyTorch fed each layer; a port records none)" if stage == "layer_inputs" else ""
+            lines.append((f"not recorded in {side} (optional, not compared): "
+                          f"{_many(comparison, group, stage, f'unrecorded_in_{side.lower()}', what=what)}", "dim"))
     return lines
 
 

@@ -46,7 +46,8 @@ fn main() {
         // As record.py's torch.optim.Adam(model.parameters(), lr=1e-2); the optimizer's other
         // settings are PyTorch's defaults. Parameter groups: .with_group(spec, &["fc1.bias"]);
         // clip_grad_norm_: .with_clip_grad_norm(max_norm); a scheduler: .with_lr_schedule(|step| lr).
-        // The loss, by record.py's loss_fn name: nn.functional.cross_entropy is "cross_entropy".
+        // The loss, by the name of record.py's loss_fn, which must equal its Python __name__:
+        // nn.functional.cross_entropy is "cross_entropy" (a loss module: its class name).
         let training = Training::new(OptimizerSpec::adam(1e-2)).with_loss_fn("cross_entropy");
         training.run(&args, &init, &device, model, |model, step| {
             let x = step.float_input::<2>("x")?; // the batch PyTorch fed at this step
