@@ -77,6 +77,29 @@ pub mod models {
         }
     }
 
+    /// A model of someone else's crate: its forward needs nothing from burnside (an inference port's layers are
+    /// captured).
+    #[derive(Module, Debug)]
+    pub struct PlainCnn {
+        conv: Conv2d,
+        pool: AdaptiveAvgPool2d,
+        fc: Linear,
+    }
+
+    impl PlainCnn {
+        pub fn new(device: &Device) -> Self {
+            Self {
+                conv: Conv2dConfig::new([1, 4], [3, 3]).init(device),
+                pool: AdaptiveAvgPool2dConfig::new([1, 1]).init(),
+                fc: LinearConfig::new(4, 3).init(device),
+            }
+        }
+
+        pub fn forward(&self, x: Tensor<4>) -> Tensor<2> {
+            self.fc.forward(self.pool.forward(self.conv.forward(x)).flatten::<2>(1, 3))
+        }
+    }
+
     #[derive(Module, Debug)]
     pub struct Encoder {
         pub gru: Gru,
@@ -121,7 +144,7 @@ RUST = {
         use burn::store::{ModuleSnapshot, PytorchStore};
         use burn::tensor::Device;
         use burnside_trace::{Inference, InitFile, PortArgs};
-        use crate::models::Cnn as Model;
+        use crate::models::PlainCnn as Model;
         """ + _PORT % 'let checkpoint = String::from("model.pt");',
     ("rust/README.md", "use burn::nn::loss::CrossEntropyLossConfig;"): "use crate::models::Cnn as Model;\nBLOCK",
     ("rust/README.md", "fn forward(&self, x: Tensor<4>, mut tap: Tap)"): """
