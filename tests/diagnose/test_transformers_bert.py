@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import pytest
 import torch
 
@@ -19,7 +20,7 @@ activations = pytest.importorskip("transformers.activations")
 
 from burnside.diagnose import diagnose  # noqa: E402
 from burnside.parity import compare_with_evidence  # noqa: E402
-from burnside.trace import open_trace  # noqa: E402
+from burnside.trace import open_trace, write_trace  # noqa: E402
 from tests.diagnose.forward_traces import burn_side, torch_side  # noqa: E402
 
 SEQ = 12
@@ -115,3 +116,70 @@ def test_a_faithful_bert_port_gets_no_diagnosis(tmp_path):
     comparison, found = compare(tmp_path, model, copy.deepcopy(model), float64=True)
     assert not found, found
     assert comparison.evidence.reads is None
+
+
+# 2. the attention's padding mask: at the self-attention module, whose output is its context
+
+
+def without_mask(model, batch):
+    return model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"])
+
+
+def inverted_mask(model, batch):
+    return model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"],
+                 attention_mask=1 - batch["attention_mask"])
+
+
+MASK_SLIPS = [
+    # (B's forward, what B's attention has, words of the fix)
+    (without_mask, "no mask where A's has padding mask (attention_mask 0 masked)",
+     "`let padding = attention_mask.equal_elem(0);`"),
+    (inverted_mask, "padding mask inverted (attention_mask 1 masked) where A's has padding mask (attention_mask 0 "
+                    "masked)", "`attention_mask.equal_elem(0)`"),
+]
+
+
+@pytest.mark.parametrize(("forward", "apart", "fix"), MASK_SLIPS, ids=["mask-left-out", "mask-inverted"])
+def test_the_padding_mask_left_out_or_inverted_is_named_at_the_self_attention(tmp_path, forward, apart, fix):
+    model = bert()
+    comparison, found = compare(tmp_path, model, copy.deepcopy(model), forward=forward)
+    module = "encoder.layer.0.attention.self"
+    assert comparison.first_divergence.name == f"step0.activations.{module}"
+    assert [d.rule for d in found] == ["D010"], found
+    evidence = found[0].evidence
+    assert f"B (burn)'s {module} (BertSelfAttention) attends to the same query, key, value otherwise" in evidence
+    assert apart in evidence, evidence
+    assert fix in found[0].fix, found[0].fix
+    assert comparison.evidence.reads.direct
+
+
+def test_a_causal_mask_added_is_named(tmp_path):
+    """The port builds BERT as a decoder (`is_decoder`): causal and padding masks where BERT's has the padding one."""
+    model = bert()
+    port = copy.deepcopy(model)
+    port.config.is_decoder = True
+    comparison, found = compare(tmp_path, model, port, forward=lambda m, batch: dict(m(**batch, use_cache=False)))
+    assert [d.rule for d in found] == ["D010"], found
+    assert ("padding mask (attention_mask 0 masked) and causal mask where A's has padding mask (attention_mask 0 "
+            "masked)") in found[0].evidence, found[0].evidence
+    assert "B masks the scores causally where PyTorch does not" in found[0].fix
+
+
+def test_the_mask_left_out_is_named_at_the_output_projection_when_the_context_is_not_recorded(tmp_path):
+    """A port whose trace has no `attention.self` (its taps at the projections only): the output projection re-run
+    on the attention of the recorded query, key and value."""
+    model = bert()
+    a = torch_side(model, batches(), tmp_path / "a.safetensors")
+    b = burn_side(copy.deepcopy(model), batches(), tmp_path / "b.safetensors", forward=without_mask)
+    trace = open_trace(b)
+    kept = {n: np.array(trace.array(n)) for n in trace.names if not n.endswith(".attention.self")}
+    order = [m for m in trace.metadata["activations"] if not m.endswith(".attention.self")]
+    write_trace(b, kept, trace.metadata | {"activations": order})
+    comparison = compare_with_evidence(open_trace(a), open_trace(b))
+    found = diagnose(comparison)
+    assert comparison.first_divergence.name == "step0.activations.encoder.layer.0.attention.output.dense"
+    assert [d.rule for d in found] == ["D010"], found
+    assert ("B (burn)'s output is encoder.layer.0.attention.output.dense of `attention of "
+            "encoder.layer.0.attention.self.query, encoder.layer.0.attention.self.key, "
+            "encoder.layer.0.attention.self.value (2 heads, scale 1/sqrt(16), no mask") in found[0].evidence
+    assert "`let padding = attention_mask.equal_elem(0);`" in found[0].fix

@@ -245,6 +245,17 @@ def _read_otherwise(comparison: Comparison, first, reads, after: str, kind: str 
     module, b_name = reads.module, comparison.side_name("b")
     theirs = f"`{reads.b.shown()}`"
     ours = f"`{reads.a.shown()}`" if reads.a is not None else f"its recorded input ({reads.input})"
+    if reads.direct:
+        # the module's own output is the attention of its recorded children, compared as it is
+        apart = "; ".join(f"{t} where A's has {o}" for o, t in reads.a.attention.apart(reads.b.attention,
+                                                                                    reads.a.d_model)) \
+            if reads.a is not None and reads.a.attention is not None and reads.b.attention is not None else ""
+        evidence = (f"{first.name} differs (max|diff|={first.stats.max_abs:.3g}) while {after}: {b_name}'s {module} "
+                    f"({kind or 'attention'}) attends to the same {', '.join(o.shown for o in reads.b.operands)} "
+                    f"otherwise{f', with {apart}' if apart else ''}. Re-run on A's recorded tensors, {b_name}'s "
+                    f"output is {theirs} (within {reads.b_residual:.2g}), where A's is {ours} (within "
+                    f"{reads.a_residual:.2g})")
+        return Diagnosis(ID, TITLE, evidence, _read_fix(reads, b_name))
     evidence = (f"{first.name} differs (max|diff|={first.stats.max_abs:.3g}) while {after}: {b_name}'s {module} "
                 f"({kind or 'layer'}) computes as PyTorch's does on another input. Re-run on A's recorded tensors, "
                 f"{b_name}'s output is {module} of {theirs} (within {reads.b_residual:.2g}), where A's {module} reads "
@@ -296,11 +307,7 @@ def _attention_fix(module: str, ours, theirs, d_model: int, b_name: str, sources
         return (f"scale the attention scores by {wanted[ours.scale]} as the PyTorch forward does, not "
                 f"{wanted[theirs.scale].split(' = ')[0]}: the scale is per head")
     if ours.mask != theirs.mask:
-        if ours.mask == "causal":
-            return ("mask the attention scores causally before the softmax, as the PyTorch forward does (each token "
-                    "attends to itself and the tokens before it: `mask_fill` of the upper triangle with -inf, or "
-                    "`burn::nn::attention::generate_autoregressive_mask`)")
-        return "attend to every token, as the PyTorch forward does: B masks the scores causally where PyTorch does not"
+        return _mask_fix(ours, theirs, b_name)
     if ours.order != theirs.order:
         named = ", ".join(f"{role} from the {('first', 'second', 'third')[theirs.order.index(role)]} part"
                           for role in "qkv")
@@ -311,6 +318,42 @@ def _attention_fix(module: str, ours, theirs, d_model: int, b_name: str, sources
                 "[batch, heads, queries, keys]), as the PyTorch forward does, not over the queries")
     return (f"split the attention into {ours.heads} heads of {head_dim}, as the PyTorch forward does, not "
             f"{theirs.heads} heads of {d_model // theirs.heads}")
+
+
+def _mask_fix(ours, theirs, b_name: str) -> str:
+    """What to change in the masks of the attention's scores: the padding mask (kept, left out or inverted) and the
+    causal one, each where B's differs from A's (`forensics.attention.MASKS`)."""
+    def parts(mask: str) -> tuple[str, bool]:
+        return mask.split("+")[0] if mask.startswith(("padding", "inverted")) else "", mask.endswith("causal")
+
+    (pad_a, causal_a), (pad_b, causal_b) = parts(ours.mask), parts(theirs.mask)
+    name = ours.padding or "attention_mask"
+    said = []
+    if pad_a == "padding" and pad_b == "":
+        said.append(f"mask the padding keys before the softmax, as the PyTorch forward does: {b_name} leaves the "
+                    f"padding mask out, so each token attends to the padding too ({name} is 1 at a token, 0 at "
+                    "padding; Hugging Face adds a large negative to the scores of keys where it is 0). In burn: "
+                    f"`let padding = {name}.equal_elem(0);` ([batch, seq] Bool, true at padding) and "
+                    "`let scores = scores.mask_fill(padding.reshape([batch, 1, 1, seq]).expand([batch, heads, seq, "
+                    "seq]), f32::MIN);` before `softmax(scores, 3)`, or burn's MultiHeadAttention with "
+                    "`MhaInput::self_attn(x).mask_pad(padding)`")
+    elif pad_a == "padding" and pad_b == "inverted":
+        said.append(f"mask the keys where {name} is 0 (the padding), as the PyTorch forward does: {b_name} masks "
+                    f"where it is 1 (the tokens) and attends to the padding; in burn the mask to fill is "
+                    f"`{name}.equal_elem(0)` (or `{name}.bool().bool_not()`), not `{name}.equal_elem(1)`")
+    elif pad_a == "" and pad_b:
+        said.append(f"attend to every key, as the PyTorch forward does: {b_name} masks the scores by {name} where "
+                    "PyTorch's does not")
+    elif pad_a == "inverted" and pad_b != "inverted":
+        said.append(f"mask the keys where {name} is 1, as the PyTorch forward does")
+    if causal_a and not causal_b:
+        said.append("mask the attention scores causally before the softmax, as the PyTorch forward does (each token "
+                    "attends to itself and the tokens before it: `mask_fill` of the upper triangle with -inf, or "
+                    "`burn::nn::attention::generate_autoregressive_mask`)")
+    elif causal_b and not causal_a:
+        said.append("attend to every token, as the PyTorch forward does: B masks the scores causally where PyTorch "
+                    "does not")
+    return "; and ".join(said)
 
 
 def _layer_input(comparison: Comparison, first, side: str) -> list[Diagnosis]:
