@@ -183,3 +183,45 @@ def test_the_mask_left_out_is_named_at_the_output_projection_when_the_context_is
             "encoder.layer.0.attention.self.query, encoder.layer.0.attention.self.key, "
             "encoder.layer.0.attention.self.value (2 heads, scale 1/sqrt(16), no mask") in found[0].evidence
     assert "`let padding = attention_mask.equal_elem(0);`" in found[0].fix
+
+
+# 3. an embedding fed other ids: read back from its output's rows, each a row of the weight
+
+
+def with_positions(make):
+    def forward(model, batch):
+        return model(**batch, position_ids=make(batch))
+    return forward
+
+
+LOOKUPS = [
+    # (B's forward, the module, what the finding says, words of the fix)
+    (with_positions(lambda batch: torch.arange(1, SEQ + 1)[None]), "embeddings.position_embeddings",
+     "B (burn) looks up positions 1..12 where A's looks up 0..11 (offset +1)",
+     "count the positions from 0 as the PyTorch forward does, not from 1: embeddings.position_embeddings's ids are "
+     "`Tensor::<1, Int>::arange(0..seq as i64, &device)`"),
+    (with_positions(lambda batch: batch["token_type_ids"][:1]), "embeddings.position_embeddings",
+     "B (burn) looks up positions [0, 0, 0, 0, 0, 0, 1, 1, ...] where A's looks up 0..11 (B (burn)'s are the "
+     "batch's `token_type_ids`)",
+     "feed embeddings.position_embeddings the position ids 0..11, `Tensor::<1, Int>::arange(0..seq as i64, &device)`"),
+    (with_positions(lambda batch: torch.arange(SEQ).clamp(max=8)[None]), "embeddings.position_embeddings",
+     "B (burn) looks up positions [0, 1, 2, 3, 4, 5, 6, 7, ...] where A's looks up 0..11 (A's clipped at 8)",
+     "feed embeddings.position_embeddings the ids unclipped, as the PyTorch forward does: B (burn) clamps them at 8"),
+    (lambda model, batch: model(**(batch | {"input_ids": batch["input_ids"].clamp(max=50)})),
+     "embeddings.word_embeddings", "(A's clipped at 50)",
+     "feed embeddings.word_embeddings the ids unclipped, as the PyTorch forward does: B (burn) clamps them at 50"),
+]
+
+
+@pytest.mark.parametrize(("forward", "module", "said", "fix"), LOOKUPS,
+                         ids=["positions-from-1", "token-types-as-positions", "positions-clipped", "ids-clipped"])
+def test_an_embedding_fed_other_ids_is_named_with_the_ids_each_side_looked_up(tmp_path, forward, module, said, fix):
+    model = bert()
+    comparison, found = compare(tmp_path, model, copy.deepcopy(model), forward=forward)
+    assert comparison.first_divergence.name == f"step0.activations.{module}"
+    assert [d.rule for d in found] == ["D010"], found
+    evidence = found[0].evidence
+    assert f"B (burn)'s {module} (Embedding) looks up other rows of the same weight" in evidence, evidence
+    assert said in evidence, evidence
+    assert fix in found[0].fix, found[0].fix
+    assert "burn's twin of Embedding" not in found[0].fix  # burn's Embedding's known differences: not what this lookup shows
