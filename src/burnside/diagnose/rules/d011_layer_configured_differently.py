@@ -377,9 +377,9 @@ def check(comparison: Comparison) -> list[Diagnosis]:
         else:
             res_a, res_b = layer.residuals["a"][setting], layer.residuals["b"][setting]
             configured = _configured(comparison, layer.module, setting)
-            if configured is not None:
-                # the module's own setting where A's trace holds it: a measure cannot resolve an epsilon far below
-                # what float32 rounds its output to
+            if configured is not None and _literal(configured) != _literal(float(on_a)):
+                # the module's own setting where A's trace holds it and the measure did not resolve it: an epsilon
+                # far below what float32 rounds its output to
                 evidence = (f"{where}: {setting} {_literal(configured)} on {a} (its module's configured value; "
                             f"measured {_literal(float(on_a))}), {_literal(float(on_b))} on {b} (least-squares "
                             f"{float(on_b):.6g} {sources[setting]}; with them {formulas[setting]} reproduces each "
