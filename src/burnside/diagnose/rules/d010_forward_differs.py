@@ -14,7 +14,13 @@ another input: the code before it. When the layer is a Linear, LayerNorm, RMSNor
 output on B is the layer (B's parameters, A's settings) of one of A's tensors recorded before it, as it is, under an
 activation (ReLU, GELU in either form, SiLU, tanh, sigmoid, leaky ReLU, ELU) or summed with another, that is
 named beside what A's input is in the same terms: an activation left out, added or of another form, a residual
-left out or added (`forensics.reads`). Without a float64 reference, a divergence no more than
+left out or added (`forensics.reads`). An attention is re-run from its recorded query, key and value (a packed
+projection, or three named ones) at its output projection, or at a Hugging Face self-attention module
+(`BertSelfAttention`) whose own output is the heads' context: another scale, number of heads, q/k/v order or
+softmax axis, the padding mask (the batch's `attention_mask`, 1 at a token) left out or inverted, a causal mask
+left out or added (`forensics.attention`). An embedding's ids are read back from its output rows, each a row of its
+weight bit for bit, beside what A fed it: position ids offset (counted from 1), another input's ids in their place
+(the token types as positions), ids clipped at a bound (`forensics.lookups`). Without a float64 reference, a divergence no more than
 32x the largest difference of the layer outputs before it at that step is within rounding's
 reach and named by no rule (the verdict says to judge it with a reference); the first
 forward tensor of the step beyond that reach is diagnosed instead, if any. A port that did
@@ -30,6 +36,8 @@ everything downstream (gradients, updates) then differs too and would be blamed 
 let h = gelu(self.fc1.forward(x)); // PyTorch: torch.relu
 let x = self.attn.forward(self.ln1.forward(x.clone())); // PyTorch: x = x + self.attn(self.ln1(x))
 let loss = ce.forward(logits, y).mul_scalar(batch as f64); // PyTorch: mean
+let context = softmax(scores, 3).matmul(v); // PyTorch (HF BERT): the padding keys masked first
+let positions = Tensor::<1, Int>::arange(1..seq as i64 + 1, &device); // PyTorch (BERT): 0..seq
 ```
 
 ## Use instead
@@ -37,6 +45,10 @@ let loss = ce.forward(logits, y).mul_scalar(batch as f64); // PyTorch: mean
 let h = relu(self.fc1.forward(x));
 let x = x.clone() + self.attn.forward(self.ln1.forward(x));
 let loss = ce.forward(logits, y); // burn's CrossEntropyLoss averages, like PyTorch's default
+let padding = attention_mask.equal_elem(0); // [batch, seq], true at padding
+let scores = scores.mask_fill(padding.reshape([batch, 1, 1, seq]).expand([batch, heads, seq, seq]), f32::MIN);
+let context = softmax(scores, 3).matmul(v);
+let positions = Tensor::<1, Int>::arange(0..seq as i64, &device);
 ```
 """
 

@@ -13,7 +13,10 @@ normalises by), LayerNorm, GroupNorm, RMSNorm and InstanceNorm: the epsilon that
 output (GroupNorm's number of groups too; InstanceNorm's statistics, each sample's own or the
 running ones of `track_running_stats=True`), whether the side has a weight and bias for it
 (`elementwise_affine=False`, `affine=False`), BatchNorm's momentum from the running mean; GELU:
-whether the exact erf form or the tanh approximation reproduces it; PReLU: its slope, one shared
+whether the exact erf form or the tanh approximation reproduces it (or a SiLU, ReLU, quick GELU, sigmoid,
+tanh or Mish in its place), and the same for every elementwise activation module: torch's SiLU, ReLU, Sigmoid,
+Tanh and Mish, and Hugging Face's `ACT2FN` classes (`GELUActivation` is the erf form, `NewGELUActivation`,
+`GELUTanh`, `FastGELUActivation` the tanh one, `QuickGELUActivation`, `SiLUActivation`, `MishActivation`); PReLU: its slope, one shared
 or one per channel; LSTM and GRU (one layer, one or both directions): which
 axis the layer reads as time, from re-running it with its own weights both ways; Conv1d and
 Conv2d: the stride, padding and dilation that give the output's shape, confirmed by re-running the
