@@ -134,8 +134,8 @@ MASK_SLIPS = [
     # (B's forward, what B's attention has, words of the fix)
     (without_mask, "no mask where A's has padding mask (attention_mask 0 masked)",
      "`let padding = attention_mask.equal_elem(0);`"),
-    (inverted_mask, "padding mask inverted (attention_mask 1 masked) where A's has padding mask (attention_mask 0 "
-                    "masked)", "`attention_mask.equal_elem(0)`"),
+    (inverted_mask, "padding mask (attention_mask 1 masked) where A's has padding mask (attention_mask 0 masked)",
+     "`attention_mask.equal_elem(0)`, not `attention_mask.equal_elem(1)`"),
 ]
 
 

@@ -15,7 +15,8 @@ is (`reads.measure_reads`), no layer re-run.
 
 The masks: causal, and the padding mask of the batch's input named `*mask*` (`attention_mask`, 1 at a token, 0 at
 padding: the masked keys get a large negative score, as Hugging Face adds one), the two together, and the padding
-mask inverted (a port that masks the tokens and attends to the padding).
+mask inverted (a port that masks the tokens and attends to the padding; or PyTorch's own where its mask is 1 at
+padding, `nn.Transformer`'s `key_padding_mask`).
 
 A's own attention is found first: the heads (each divisor of the width, 64 at most), the scale and the mask
 whose attention of the sources reproduces A's recorded input of the layer (`layer_fit.VALID`), q, k, v in their
@@ -75,7 +76,7 @@ class Variant:
         scale = {"1/sqrt(head_dim)": f"scale 1/sqrt({head_dim})", "1/sqrt(d_model)": f"scale 1/sqrt({d_model})",
                  "1/head_dim": f"scale 1/{head_dim}", "none": "no scale"}[self.scale]
         pad = f"padding mask ({self.padding} 0 masked)"
-        inverted = f"padding mask inverted ({self.padding} 1 masked)"
+        inverted = f"padding mask ({self.padding} 1 masked)"
         mask = {"causal": "causal mask", "none": "no mask", "padding": pad, "padding+causal": f"{pad} and causal mask",
                 "inverted": inverted, "inverted+causal": f"{inverted} and causal mask"}[self.mask]
         return {"heads": f"{self.heads} heads", "scale": scale, "mask": mask,
@@ -94,12 +95,12 @@ def sources(a: Trace, k: int, module: str, order: list, x_shape: tuple[int, ...]
             within: bool = False) -> list[tuple[str, ...]] | None:
     """The recorded tensors the attention before ``module`` reads: one packed q, k, v (the nearest before it of
     width three times ``x_shape``'s) or three of its shape named as q, k and v; None when there are none.
-    ``within``: only ``module``'s own descendants (an attention module's children)."""
+    ``within``: only ``module``'s own children (an attention module's `query`, `key` and `value`)."""
     if len(x_shape) < 3 or x_shape[-2] > TOKENS:
         return None
     before = order[:order.index(module)]
     if within:
-        before = [m for m in before if m.startswith(module + ".")]
+        before = [m for m in before if m.rsplit(".", 1)[0] == module]
     for m in reversed(before):
         name = f"step{k}.activations.{m}"
         if name in a and a.info(name).dtype in FLOATS and a.info(name).shape == (*x_shape[:-1], 3 * x_shape[-1]):
@@ -195,7 +196,7 @@ def variants(a: Trace, names: list[tuple[str, str]], x_a: np.ndarray, x_shape: t
     masks = MASKS if keys is not None else MASKS[:2]
     heads = [h for h in range(1, min(HEADS, d_model) + 1) if d_model % h == 0]
     own = None
-    for scale, mask, h in itertools.product(SCALES, masks[:4], heads):
+    for scale, mask, h in itertools.product(SCALES, masks, heads):
         variant = Variant(h, scale, mask, padding=padding)
         if relative(x_a, attend(parts, variant, rows, keys)) <= VALID:
             own = variant

@@ -392,24 +392,27 @@ def _mask_fix(ours, theirs, b_name: str) -> str:
 
     (pad_a, causal_a), (pad_b, causal_b) = parts(ours.mask), parts(theirs.mask)
     name = ours.padding or "attention_mask"
+    masked = {"padding": 0, "inverted": 1}
     said = []
-    if pad_a == "padding" and pad_b == "":
+    if pad_a and not pad_b:
+        value = masked[pad_a]
+        convention = ("is 1 at a token, 0 at padding; Hugging Face adds a large negative to the scores of keys where it "
+                      "is 0" if value == 0 else "is 1 (true) at padding")
         said.append(f"mask the padding keys before the softmax, as the PyTorch forward does: {b_name} leaves the "
-                    f"padding mask out, so each token attends to the padding too ({name} is 1 at a token, 0 at "
-                    "padding; Hugging Face adds a large negative to the scores of keys where it is 0). In burn: "
-                    f"`let padding = {name}.equal_elem(0);` ([batch, seq] Bool, true at padding) and "
+                    f"padding mask out, so each token attends to the padding too ({name} {convention}). In burn: "
+                    f"`let padding = {name}.equal_elem({value});` ([batch, seq] Bool, true at padding"
+                    f"{'' if value == 0 else '; the mask itself where the port holds it as Bool'}) and "
                     "`let scores = scores.mask_fill(padding.reshape([batch, 1, 1, seq]).expand([batch, heads, seq, "
                     "seq]), f32::MIN);` before `softmax(scores, 3)`, or burn's MultiHeadAttention with "
                     "`MhaInput::self_attn(x).mask_pad(padding)`")
-    elif pad_a == "padding" and pad_b == "inverted":
-        said.append(f"mask the keys where {name} is 0 (the padding), as the PyTorch forward does: {b_name} masks "
-                    f"where it is 1 (the tokens) and attends to the padding; in burn the mask to fill is "
-                    f"`{name}.equal_elem(0)` (or `{name}.bool().bool_not()`), not `{name}.equal_elem(1)`")
-    elif pad_a == "" and pad_b:
+    elif pad_a and pad_b and pad_a != pad_b:
+        value, other = masked[pad_a], masked[pad_b]
+        said.append(f"mask the keys where {name} is {value} (the padding), as the PyTorch forward does: {b_name} "
+                    f"masks where it is {other} (the tokens) and attends to the padding; in burn the mask to fill "
+                    f"is `{name}.equal_elem({value})`, not `{name}.equal_elem({other})`")
+    elif pad_b and not pad_a:
         said.append(f"attend to every key, as the PyTorch forward does: {b_name} masks the scores by {name} where "
                     "PyTorch's does not")
-    elif pad_a == "inverted" and pad_b != "inverted":
-        said.append(f"mask the keys where {name} is 1, as the PyTorch forward does")
     if causal_a and not causal_b:
         said.append("mask the attention scores causally before the softmax, as the PyTorch forward does (each token "
                     "attends to itself and the tokens before it: `mask_fill` of the upper triangle with -inf, or "
