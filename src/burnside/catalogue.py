@@ -170,7 +170,8 @@ def _ruled_out(known: KnownDifference, comparison, rule: str) -> bool:
     declares none of burn's values (D005 judges the declared settings; D009's updates may not follow them, so it
     keeps the note), or what the diverging layer as measured on A (`burnside.forensics.layers`) cannot meet: a
     convolution measured by its zero-padded formula pads with zeros (so no reflect padding), and one of dilation 1
-    meets no dilation bug."""
+    meets no dilation bug; an embedding whose ids are read back from its rows (`forensics.lookups`) looked up other
+    rows, as they are."""
     if known.burn_values:
         if rule == "D009":
             return not _shows_burn_value(known, comparison)
@@ -181,6 +182,14 @@ def _ruled_out(known: KnownDifference, comparison, rule: str) -> bool:
         parsed = parse_name(first.name) if first is not None else None
         params = comparison.a.metadata.get("params")
         return parsed is not None and isinstance(params, list) and f"{parsed.rest.split('#', 1)[0]}.weight" in params
+    if known.case in ("embedding/padding-idx", "embedding/max-norm"):
+        # the embedding's ids read back from each side's output (`forensics.lookups`): rows of the weight as they
+        # are, no renormalisation, and the rows the ids name, padding or not: another lookup, not these
+        from burnside.forensics import evidence_of
+
+        lookup = evidence_of(comparison).lookup
+        first = comparison.first_divergence
+        return lookup is not None and first is not None and first.name.endswith(f"activations.{lookup.module}")
     if known.case not in ("conv2d/padding-reflect", "conv1d/same-dilation2", "lstm/default", "gru/default"):
         return False
     from burnside.forensics import evidence_of

@@ -277,3 +277,40 @@ def test_a_faithful_attention_reads_nothing(tmp_path):
     a, b = _faithful(tmp_path, Attention(), 2, 6, 32)
     assert measure_reads(a, b, "step0.activations.c_proj") is None
     assert not diagnose(compare_with_evidence(a, b))
+
+
+class PaddedAttention(Attention):
+    """BERT's layout, the keys masked by the batch's `key_padding_mask` (True at padding, `nn.Transformer`'s
+    convention); ``how="no-mask"`` leaves it out."""
+
+    def __init__(self, how: str = "faithful") -> None:
+        super().__init__(packed=False, causal=False, how=how)
+
+    def forward(self, x, key_padding_mask):
+        b, t, c = x.shape
+        q, k, v = (m(x).view(b, t, self.heads, c // self.heads).transpose(1, 2) for m in (self.query, self.key,
+                                                                                       self.value))
+        scores = q @ k.transpose(-2, -1) * (c // self.heads) ** -0.5
+        if self.how != "no-mask":
+            scores = scores.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
+        return self.c_proj((scores.softmax(dim=-1) @ v).transpose(1, 2).reshape(b, t, c))
+
+
+def test_a_padding_mask_true_at_padding_left_out_is_named_at_the_output_projection(tmp_path):
+    torch.manual_seed(0)
+    model = PaddedAttention()
+    torch.manual_seed(1)
+    mask = torch.zeros(2, 6, dtype=torch.bool)
+    mask[1, 4:] = True
+    batches = [{"x": torch.randn(2, 6, 32), "key_padding_mask": mask}]
+    a = torch_side(model, batches, tmp_path / "a.safetensors")
+    b = burn_side(_port(model, how="no-mask"), batches, tmp_path / "b.safetensors")
+    comparison = compare_with_evidence(open_trace(a), open_trace(b))
+    found = {d.rule: d for d in diagnose(comparison)}
+    assert comparison.first_divergence.name == "step0.activations.c_proj"
+    assert set(found) == {"D010"}, found
+    evidence = found["D010"].evidence
+    assert "c_proj of `attention of query, key, value (4 heads, scale 1/sqrt(8), no mask" in evidence, evidence
+    assert "where A's c_proj reads `attention of query, key, value (4 heads, scale 1/sqrt(8), padding mask " \
+           "(key_padding_mask 1 masked)" in evidence, evidence
+    assert "`let padding = key_padding_mask.equal_elem(1);`" in found["D010"].fix, found["D010"].fix

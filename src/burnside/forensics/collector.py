@@ -15,6 +15,7 @@ from burnside.forensics.accumulation import measure_accumulation
 from burnside.forensics.dropout import dropout_input, measure_dropout
 from burnside.forensics.evidence import Evidence
 from burnside.forensics.layers import measure_layer
+from burnside.forensics.lookups import measure_lookup
 from burnside.forensics.loss_fit import measure_loss
 from burnside.forensics.optimizer import measure_optimizer
 from burnside.forensics.reads import measure_reads
@@ -37,8 +38,8 @@ class Forensics:
         self.evidence.optimizer_b = measure_optimizer(b)
 
     def finish(self, a: Trace, b: Trace, comparison: Comparison) -> None:
-        """After the last tensor: a repeated batch, the layer at the first divergence (one layer at one step),
-        a dropout on for one side there, and each side's loss when the loss is the first to differ."""
+        """After the last tensor: a repeated batch, the layer at the first divergence (one layer at one step) and
+        the ids it looked up if it is an embedding, a dropout on for one side there, and each side's loss when the loss is the first to differ."""
         self.evidence.repeated_batch = find_repeated_batch(a, b, [r.name for r in comparison.start_mismatch])
         _measure_noise(a, b, comparison)
         first = first_layer_divergence(a, comparison)
@@ -46,6 +47,7 @@ class Forensics:
             self.evidence.layer = measure_layer(a, b, first)
             if self.evidence.layer is None or not self.evidence.layer.differing():
                 self.evidence.reads = measure_reads(a, b, first)  # the layer's own settings agree: what it read
+            self.evidence.lookup = measure_lookup(a, b, first)
             self.evidence.dropout = measure_dropout(a, b, first)
             self.evidence.dropout_input = dropout_input(a, first)
         self.evidence.loss = measure_loss(a, b, comparison)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from burnside.forensics.accumulation import AccumulationFit
 from burnside.forensics.dropout import DropoutForensics, DropoutInput
 from burnside.forensics.layers import LayerForensics
+from burnside.forensics.lookups import Lookup
 from burnside.forensics.loss_fit import LossFit
 from burnside.forensics.optimizer import OptimizerForensics
 from burnside.forensics.reads import LayerReads
@@ -32,6 +33,8 @@ class Evidence:
     #: what B's layer at the first divergence read, re-run on A's recorded tensors (an activation or residual
     #: left out, added or of another form before it)
     reads: LayerReads | None = None
+    #: the ids each side's embedding at the first divergence looked up, read back from its output rows
+    lookup: Lookup | None = None
     #: one side fed step 0's batch again where the other fed another (D006 says which steps)
     repeated_batch: RepeatedBatch | None = None
     #: a dropout on for one side only, at the first divergence (one side's values the other's zeroed or scaled)

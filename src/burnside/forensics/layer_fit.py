@@ -39,6 +39,7 @@ ACTIVATIONS = {
     "sigmoid": lambda x: _gated(x, 1.0, 1),
     "leaky_relu": lambda x: np.where(x >= 0, x, 0.01 * x),
     "elu": lambda x: np.where(x >= 0, x, np.expm1(np.minimum(x, 0.0))),
+    "mish": lambda x: x * np.tanh(np.logaddexp(0.0, x)),
 }
 
 

@@ -11,7 +11,8 @@ first validated on side A: the layer's formula with A's measured setting must re
 output to near rounding (`layer_fit.VALID`), otherwise nothing is measured (a residual connection
 feeds the layer and its input is not recorded).
 
-The formulas: BatchNorm, LayerNorm, GroupNorm, RMSNorm, InstanceNorm, GELU and PReLU in `norms`,
+The formulas: BatchNorm, LayerNorm, GroupNorm, RMSNorm, InstanceNorm, GELU and the other elementwise activations
+(torch's, Hugging Face's `ACT2FN` classes: `norms.ACTIVATIONS`) and PReLU in `norms`,
 LSTM and GRU re-run in `recurrent`, Conv1d and Conv2d in `conv`, MaxPool and AvgPool (1d, 2d) in `pool`.
 """
 
@@ -39,7 +40,8 @@ class LayerForensics:
     kind: str  # A's class of it: `BatchNorm2d`, `LayerNorm`, `GELU`
     step: int
     input: str  # the tensor read as the layer's input: its `layer_inputs`, or the activation before it
-    #: side ("a", "b") -> setting -> value: `epsilon`, `momentum` (floats), `gelu` ("erf" or "tanh"),
+    #: side ("a", "b") -> setting -> value: `epsilon`, `momentum` (floats), `gelu` ("erf" or "tanh", or another
+    #: form of `norms.FORMS` in a GELU's place), `activation` (the form of another activation module: "silu", ...),
     #: `layout` ("seq-first" or "batch-first"), `statistics` ("batch" or "running", BatchNorm),
     #: `groups` (GroupNorm), `stride`, `padding`, `dilation` (convolutions: "2" or "(2, 1)"), `affine`
     #: (a norm's parameters: "weight and bias", "weight only", "none"), `pool` (a pooling layer's kind, window,

@@ -23,7 +23,10 @@ epsilon and momentum, the epsilon of LayerNorm, GroupNorm (and its groups), RMSN
 - An epsilon no sharper than rounding allows is reported as the nearest usual value that fits as well
   (PyTorch's default for the layer first: 1e-5, RMSNorm's ``torch.finfo(float32).eps``).
 - GELU: which of the exact erf form and the tanh approximation reproduces the output (or SiLU, ReLU or the
-  quick GELU `x sigmoid(1.702 x)`, a port's other activation in its place).
+  quick GELU `x sigmoid(1.702 x)`, a port's other activation in its place). The same for every elementwise
+  activation module of `ACTIVATIONS`: torch's (`SiLU`, `ReLU`, `Mish`, ...) and Hugging Face's `ACT2FN` classes
+  (`GELUActivation` is the erf form, `NewGELUActivation`, `GELUTanh`, `FastGELUActivation` the tanh one,
+  `QuickGELUActivation`, `SiLUActivation`, ...), measured as the one form of `FORMS` that reproduces the output.
 - PReLU, per channel (axis 1; one for a 1-d input): ``y = x`` where ``x >= 0``, ``slope_c * x`` below;
   `slopes` says ``one`` (all channels alike) or ``per channel (C)``, `slope` the shared one's value.
 
@@ -37,7 +40,7 @@ import math
 
 import numpy as np
 
-from burnside.forensics.layer_fit import ACTIVATIONS, VALID, Fit, choose, params_step, read, relative
+from burnside.forensics.layer_fit import ACTIVATIONS as FUNCTIONS, VALID, Fit, choose, params_step, read, relative
 from burnside.trace import Trace
 
 #: The running mean's move is reproduced within this (relative to the move) by a measured momentum.
@@ -53,7 +56,22 @@ SAMPLE = 1 << 16
 BATCHNORM = ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d")
 INSTANCENORM = ("InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d")
 RMSNORM = "RMSNorm"
-KINDS = (*BATCHNORM, "LayerNorm", "GroupNorm", RMSNORM, *INSTANCENORM, "GELU", "PReLU")
+#: Elementwise activation modules, by class (torch's, and Hugging Face's `transformers.activations`), with the form
+#: each computes (`FORMS`; "" where a setting says: torch's GELU, erf unless `approximate='tanh'`) and, for Hugging
+#: Face's, the `hidden_act` name of its config that builds it.
+ACTIVATIONS: dict[str, tuple[str, str]] = {
+    "GELU": ("", ""), "GELUActivation": ("erf", "gelu"), "NewGELUActivation": ("tanh", "gelu_new"),
+    "GELUTanh": ("tanh", "gelu_pytorch_tanh"), "PytorchGELUTanh": ("tanh", "gelu_pytorch_tanh"),
+    "FastGELUActivation": ("tanh", "gelu_fast"), "AccurateGELUActivation": ("tanh", "gelu_accurate"),
+    "QuickGELUActivation": ("quick", "quick_gelu"), "SiLU": ("silu", ""), "SiLUActivation": ("silu", "silu"),
+    "Mish": ("mish", ""), "MishActivation": ("mish", "mish"), "ReLU": ("relu", ""), "Sigmoid": ("sigmoid", ""),
+    "Tanh": ("tanh-function", ""),
+}
+#: The forms an activation is measured as, by the formula of `layer_fit.ACTIVATIONS` that computes each: GELU's two
+#: forms, and the activations a port writes in another's place.
+FORMS = {"erf": "gelu", "tanh": "gelu_tanh", "silu": "silu", "relu": "relu", "quick": "quick_gelu",
+         "sigmoid": "sigmoid", "tanh-function": "tanh", "mish": "mish"}
+KINDS = (*BATCHNORM, "LayerNorm", "GroupNorm", RMSNORM, *INSTANCENORM, *ACTIVATIONS, "PReLU")
 #: ``torch.finfo(torch.float32).eps``: `nn.RMSNorm(eps=None)`'s epsilon in a float32 model.
 F32_EPS = float(np.finfo(np.float32).eps)
 #: Usual epsilons a measurement is reported as when one fits as well as the least-squares value.
@@ -73,11 +91,11 @@ def measure_norm_or_activation(trace: Trace, kind: str, module: str, k: int, sou
     if source not in inputs or output not in trace or inputs.info(source).shape != trace.info(output).shape:
         return  # a BatchNorm's momentum also needs the output: it tells training mode from eval mode
     shape = inputs.info(source).shape
-    if kind == "GELU":
+    if kind in ACTIVATIONS:
         first = lambda v: v.reshape(-1)[:SAMPLE]
         x, y = read(inputs, source, first), read(trace, output, first)
         if x is not None and y is not None:
-            _gelu(x, y, fit.measured, fit.residuals)
+            _gelu(x, y, fit.measured, fit.residuals, activation_setting(kind))
         return
     owner = module.split("#", 1)[0]
     if kind == "PReLU":
@@ -146,15 +164,20 @@ def _norm(trace: Trace, kind: str, module: str, k: int, shape, inputs: Trace, so
         _layernorm(x, y, normalized, w, bias, fit, rms=kind == RMSNORM)
 
 
-def _gelu(x: np.ndarray, y: np.ndarray, measured: dict, residuals: dict) -> None:
-    # besides GELU's two forms, the activations a port writes in its place: SiLU, ReLU and CLIP's quick GELU
-    named = {"erf": "gelu", "tanh": "gelu_tanh", "silu": "silu", "relu": "relu", "quick": "quick_gelu"}
-    forms = {form: ACTIVATIONS[name](x) for form, name in named.items()}
+def activation_setting(kind: str) -> str:
+    """The setting an activation's form is measured as: `gelu` for a GELU's class (torch's and Hugging Face's GELUs,
+    the quick GELU), `activation` for another's."""
+    return "gelu" if "GELU" in kind else "activation"
+
+
+def _gelu(x: np.ndarray, y: np.ndarray, measured: dict, residuals: dict, setting: str = "gelu") -> None:
+    # besides GELU's two forms, the activations a port writes in its place: SiLU, ReLU, CLIP's quick GELU, ...
+    forms = {form: FUNCTIONS[name](x) for form, name in FORMS.items()}
     residuals.update({form: relative(y, expected) for form, expected in forms.items()})
     # the forms agree where |x| is small or large: only an input that tells them apart says which
     form = choose(residuals)
     if form is not None:
-        measured["gelu"] = form
+        measured[setting] = form
 
 
 def _affine(w: np.ndarray | None, bias: np.ndarray | None, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:

@@ -100,12 +100,16 @@ class LayerReads:
     a_residual: float
     #: the candidates tried
     tried: int
+    #: the module's own output is the attention (a Hugging Face self-attention module's context, before its output
+    #: projection): the candidates are compared with it as they are, no layer re-run
+    direct: bool = False
 
     def to_dict(self) -> dict:
         """For `--json`."""
         return {"module": self.module, "kind": self.kind, "step": self.step, "input": self.input,
                 "b": self.b.shown() if self.b else None, "b_residual": self.b_residual,
-                "a": self.a.shown() if self.a else None, "a_residual": self.a_residual, "tried": self.tried}
+                "a": self.a.shown() if self.a else None, "a_residual": self.a_residual, "tried": self.tried,
+                "direct": self.direct}
 
 
 def measure_reads(a: Trace, b: Trace, first: str) -> LayerReads | None:
@@ -120,12 +124,18 @@ def measure_reads(a: Trace, b: Trace, first: str) -> LayerReads | None:
     module, k = parsed.rest, parsed.step
     kind = modules.get(module.split("#", 1)[0])
     source = f"step{k}.layer_inputs.{module}"
+    if kind not in KINDS and module in order and first in a and first in b:
+        with np.errstate(all="ignore"):
+            return _attention_output(a, b, first, module, str(kind), k, order)
     if kind not in KINDS or module not in order or source not in a or first not in b or first not in a:
         return None
     if a.info(source).dtype not in FLOATS or a.info(first).shape != b.info(first).shape:
         return None
+    # an output projection after an attention: rows that reach a padded sample, where a mask left out shows
+    names = attention.sources(a, k, module, order, a.info(source).shape) if kind == "Linear" else None
+    rows = attention.rows_needed(a, k, a.info(source).shape, ROWS) if names else ROWS
     with np.errstate(all="ignore"):  # a NaN or an overflow in a trace fails the fit, no more
-        layer = _layer(a, b, kind, module, k, source, first)
+        layer = _layer(a, b, kind, module, k, source, first, rows)
         if layer is None:
             return None
         x_a, y_b = layer.x_a, read(b, first, layer.out_part)
@@ -143,10 +153,10 @@ def measure_reads(a: Trace, b: Trace, first: str) -> LayerReads | None:
             value = _value(candidate, pooled)
             if np.all(np.isfinite(value)) and not any(np.array_equal(value, v) for v in values.values()):
                 values[candidate] = value
-        if kind == "Linear":
-            values.update(_attentions(a, k, module, order, a.info(source).shape, x_a))
-        b_fits = {c: relative(y_b, layer.run_b(v)) for c, v in values.items()}
-        a_fits = {c: relative(x_a, v) for c, v in values.items()
+        if names:
+            values.update(_attentions(a, k, names, a.info(source).shape, x_a, rows))
+        b_fits = {c: _fit(y_b, layer.run_b(v)) for c, v in values.items()}
+        a_fits = {c: _fit(x_a, v) for c, v in values.items()
                   if c.function is not None or len(c.operands) > 1 or c.operands[0].name != source}
     best_b = _unique(b_fits)
     # A's input said in the terms of what B read where it can be (`gelu(fc1)` beside B's `fc1`, not `act`)
@@ -170,7 +180,8 @@ class _Layer:
     x_a: np.ndarray
 
 
-def _layer(a: Trace, b: Trace, kind: str, module: str, k: int, source: str, output: str) -> _Layer | None:
+def _layer(a: Trace, b: Trace, kind: str, module: str, k: int, source: str, output: str,
+           rows_read: int = ROWS) -> _Layer | None:
     """The layer re-run on B's parameters with the settings found on A, or None (its formula does not reproduce
     A's output from A's input, or the parameters do not fit it)."""
     x_shape = a.info(source).shape
@@ -184,7 +195,7 @@ def _layer(a: Trace, b: Trace, kind: str, module: str, k: int, source: str, outp
     if kind == "Linear":
         if w_a is None or w_a.ndim != 2 or not x_shape or x_shape[-1] != w_a.shape[1]:
             return None
-        rows = lambda v: v.reshape(-1, v.shape[-1])[:ROWS]
+        rows = lambda v: v.reshape(-1, v.shape[-1])[:rows_read]
         formula = lambda w, bias: lambda x: x @ w.T + (bias if bias is not None else 0.0)
         forms = [formula]
         part = out_part = rows
@@ -293,17 +304,45 @@ def _candidates(pool: list[tuple[Operand, np.ndarray]]) -> list[Candidate]:
     return found
 
 
-def _attentions(a: Trace, k: int, module: str, order: list, x_shape: tuple[int, ...],
-                x_a: np.ndarray) -> dict[Candidate, np.ndarray]:
-    """An attention's output projection: A's attention of the recorded q, k, v before it and each variation of
-    one of its settings, as candidates (`attention`); none when no attention of them is A's input."""
-    names = attention.sources(a, k, module, order, x_shape)
-    found = attention.variants(a, names, x_a, x_shape, ROWS) if names else None
+def _attentions(a: Trace, k: int, names: list[tuple[str, str]], x_shape: tuple[int, ...], x_a: np.ndarray,
+                rows: int) -> dict[Candidate, np.ndarray]:
+    """An attention's output projection: A's attention of the recorded q, k, v before it (``names``) and each
+    variation of one of its settings, as candidates (`attention`); none when no attention of them is A's input."""
+    found = attention.variants(a, names, x_a, x_shape, rows, k)
     if found is None:
         return {}
-    modules, outputs = found
-    operands = tuple(Operand(name, m) for (name, _), m in zip(names, modules))
+    _, outputs = found
+    operands = tuple(Operand(name, shown) for name, shown in names)
     return {Candidate(operands, attention=v, d_model=x_shape[-1]): out for v, out in outputs.items()}
+
+
+def _attention_output(a: Trace, b: Trace, first: str, module: str, kind: str, k: int,
+                      order: list) -> LayerReads | None:
+    """An attention module whose own output is the attention of its children (Hugging Face's `BertSelfAttention`:
+    `query`, `key`, `value`, its output the heads' context before the output projection): B's output compared with
+    A's attention of A's recorded children and each variation of one of its settings, as they are. None when the
+    module has no such children, no attention of them is A's output, or B's output is A's within rounding."""
+    shape = a.info(first).shape
+    if a.info(first).dtype not in FLOATS or b.info(first).shape != shape:
+        return None
+    names = attention.sources(a, k, module, order, shape, within=True)
+    if not names:
+        return None
+    rows = attention.rows_needed(a, k, shape, ROWS)
+    part = lambda v: v.reshape(-1, v.shape[-1])[:rows]
+    x_a, y_b = read(a, first, part), read(b, first, part)
+    if x_a is None or y_b is None or relative(y_b, x_a) <= 10 * VALID:
+        return None
+    # the children named as the module's own (`query`, not `encoder.layer.0.attention.self.query`)
+    values = _attentions(a, k, [(name, m.removeprefix(module + ".")) for name, m in names], shape, x_a, rows)
+    if not values:
+        return None
+    own = next(iter(values))  # `attention.variants` gives A's own first
+    b_fits = {c: _fit(y_b, v) for c, v in values.items()}
+    best_b = _unique(b_fits)
+    return LayerReads(module, kind, k, ", ".join(name for name, _ in names),
+                      best_b, b_fits[best_b] if best_b is not None else min(b_fits.values()),
+                      own, relative(x_a, values[own]), len(values), direct=True)
 
 
 def _value(candidate: Candidate, values: dict[str, np.ndarray]) -> np.ndarray:
@@ -311,6 +350,15 @@ def _value(candidate: Candidate, values: dict[str, np.ndarray]) -> np.ndarray:
     if candidate.function is not None:
         return FUNCTIONS[candidate.function][1](values[candidate.operands[0].name])
     return sum((values[o.name] for o in candidate.operands[1:]), values[candidate.operands[0].name])
+
+
+def _fit(actual: np.ndarray, expected: np.ndarray) -> float:
+    """`relative` over the rows ``expected`` has a value for (an attention's query with every key masked has none:
+    NaN, `attention.attend`); inf when it has none."""
+    rows = np.all(np.isfinite(expected.reshape(expected.shape[0], -1)), axis=1) if expected.ndim else np.True_
+    if expected.ndim and not np.any(rows):
+        return math.inf
+    return relative(actual[rows], expected[rows]) if expected.ndim and not np.all(rows) else relative(actual, expected)
 
 
 def _unique(fits: dict[Candidate, float]) -> Candidate | None:

@@ -14,7 +14,13 @@ another input: the code before it. When the layer is a Linear, LayerNorm, RMSNor
 output on B is the layer (B's parameters, A's settings) of one of A's tensors recorded before it, as it is, under an
 activation (ReLU, GELU in either form, SiLU, tanh, sigmoid, leaky ReLU, ELU) or summed with another, that is
 named beside what A's input is in the same terms: an activation left out, added or of another form, a residual
-left out or added (`forensics.reads`). Without a float64 reference, a divergence no more than
+left out or added (`forensics.reads`). An attention is re-run from its recorded query, key and value (a packed
+projection, or three named ones) at its output projection, or at a Hugging Face self-attention module
+(`BertSelfAttention`) whose own output is the heads' context: another scale, number of heads, q/k/v order or
+softmax axis, the padding mask (the batch's `attention_mask`, 1 at a token) left out or inverted, a causal mask
+left out or added (`forensics.attention`). An embedding's ids are read back from its output rows, each a row of its
+weight bit for bit, beside what A fed it: position ids offset (counted from 1), another input's ids in their place
+(the token types as positions), ids clipped at a bound (`forensics.lookups`). Without a float64 reference, a divergence no more than
 32x the largest difference of the layer outputs before it at that step is within rounding's
 reach and named by no rule (the verdict says to judge it with a reference); the first
 forward tensor of the step beyond that reach is diagnosed instead, if any. A port that did
@@ -30,6 +36,8 @@ everything downstream (gradients, updates) then differs too and would be blamed 
 let h = gelu(self.fc1.forward(x)); // PyTorch: torch.relu
 let x = self.attn.forward(self.ln1.forward(x.clone())); // PyTorch: x = x + self.attn(self.ln1(x))
 let loss = ce.forward(logits, y).mul_scalar(batch as f64); // PyTorch: mean
+let context = softmax(scores, 3).matmul(v); // PyTorch (HF BERT): the padding keys masked first
+let positions = Tensor::<1, Int>::arange(1..seq as i64 + 1, &device); // PyTorch (BERT): 0..seq
 ```
 
 ## Use instead
@@ -37,6 +45,10 @@ let loss = ce.forward(logits, y).mul_scalar(batch as f64); // PyTorch: mean
 let h = relu(self.fc1.forward(x));
 let x = x.clone() + self.attn.forward(self.ln1.forward(x));
 let loss = ce.forward(logits, y); // burn's CrossEntropyLoss averages, like PyTorch's default
+let padding = attention_mask.equal_elem(0); // [batch, seq], true at padding
+let scores = scores.mask_fill(padding.reshape([batch, 1, 1, seq]).expand([batch, heads, seq, seq]), f32::MIN);
+let context = softmax(scores, 3).matmul(v);
+let positions = Tensor::<1, Int>::arange(0..seq as i64, &device);
 ```
 """
 
@@ -204,6 +216,9 @@ def _layer(comparison: Comparison, first, side: str) -> list[Diagnosis]:
     reads = evidence_of(comparison).reads if own and side == "b" else None
     if reads is not None and reads.b is not None:
         return [_read_otherwise(comparison, first, reads, after, kind)]
+    lookup = evidence_of(comparison).lookup if own and side == "b" else None
+    if lookup is not None:
+        return [_looked_up_otherwise(comparison, first, lookup, after, kind)]
     if layer is not None and layer.input_is_before is False and before is not None:
         # the layer reads what A recorded feeding it, computed after the tap before it (a sum, a residual)
         previous = parse_name(before.name).rest
@@ -245,6 +260,17 @@ def _read_otherwise(comparison: Comparison, first, reads, after: str, kind: str 
     module, b_name = reads.module, comparison.side_name("b")
     theirs = f"`{reads.b.shown()}`"
     ours = f"`{reads.a.shown()}`" if reads.a is not None else f"its recorded input ({reads.input})"
+    if reads.direct:
+        # the module's own output is the attention of its recorded children, compared as it is
+        apart = "; ".join(f"{t} where A's has {o}" for o, t in reads.a.attention.apart(reads.b.attention,
+                                                                                    reads.a.d_model)) \
+            if reads.a is not None and reads.a.attention is not None and reads.b.attention is not None else ""
+        evidence = (f"{first.name} differs (max|diff|={first.stats.max_abs:.3g}) while {after}: {b_name}'s {module} "
+                    f"({kind or 'attention'}) attends to the same {', '.join(o.shown for o in reads.b.operands)} "
+                    f"otherwise{f', with {apart}' if apart else ''}. Re-run on A's recorded tensors, {b_name}'s "
+                    f"output is {theirs} (within {reads.b_residual:.2g}), where A's is {ours} (within "
+                    f"{reads.a_residual:.2g})")
+        return Diagnosis(ID, TITLE, evidence, _read_fix(reads, b_name))
     evidence = (f"{first.name} differs (max|diff|={first.stats.max_abs:.3g}) while {after}: {b_name}'s {module} "
                 f"({kind or 'layer'}) computes as PyTorch's does on another input. Re-run on A's recorded tensors, "
                 f"{b_name}'s output is {module} of {theirs} (within {reads.b_residual:.2g}), where A's {module} reads "
@@ -296,11 +322,7 @@ def _attention_fix(module: str, ours, theirs, d_model: int, b_name: str, sources
         return (f"scale the attention scores by {wanted[ours.scale]} as the PyTorch forward does, not "
                 f"{wanted[theirs.scale].split(' = ')[0]}: the scale is per head")
     if ours.mask != theirs.mask:
-        if ours.mask == "causal":
-            return ("mask the attention scores causally before the softmax, as the PyTorch forward does (each token "
-                    "attends to itself and the tokens before it: `mask_fill` of the upper triangle with -inf, or "
-                    "`burn::nn::attention::generate_autoregressive_mask`)")
-        return "attend to every token, as the PyTorch forward does: B masks the scores causally where PyTorch does not"
+        return _mask_fix(ours, theirs, b_name)
     if ours.order != theirs.order:
         named = ", ".join(f"{role} from the {('first', 'second', 'third')[theirs.order.index(role)]} part"
                           for role in "qkv")
@@ -311,6 +333,94 @@ def _attention_fix(module: str, ours, theirs, d_model: int, b_name: str, sources
                 "[batch, heads, queries, keys]), as the PyTorch forward does, not over the queries")
     return (f"split the attention into {ours.heads} heads of {head_dim}, as the PyTorch forward does, not "
             f"{theirs.heads} heads of {d_model // theirs.heads}")
+
+
+def _ids_of(name: str) -> str:
+    """A recorded id tensor as a person reads it: `the batch's token_type_ids`, `the ids x.wte is fed`."""
+    parsed = parse_name(name)
+    if parsed is not None and parsed.stage == "inputs":
+        return f"the batch's `{parsed.rest}`"
+    return f"the ids {parsed.rest if parsed is not None else name} is fed"
+
+
+def _looked_up_otherwise(comparison: Comparison, first, lookup, after: str, kind: str | None) -> Diagnosis:
+    """An embedding that looks up other rows of the same weight (`forensics.lookups`): B's ids read back from its
+    output, beside A's."""
+    from burnside.forensics.lookups import shown
+
+    module, b_name = lookup.module, comparison.side_name("b")
+    positions = "position" in module.rsplit(".", 1)[-1].lower()
+    what = "positions" if positions else "ids"
+    ours, theirs = shown(lookup.a_ids), shown(lookup.b_ids)
+    source = ("what A recorded feeding it" if lookup.a_source != "output" else "read back from A's output the same way")
+    relation = {"offset": f"offset {lookup.offset:+d}", "input": f"{b_name}'s are {_ids_of(lookup.other)}",
+                "clipped": f"A's clipped at {lookup.bound}", "other": ""}[lookup.how]
+    evidence = (f"{first.name} differs (max|diff|={first.stats.max_abs:.3g}) while {after}: {b_name}'s {module} "
+                f"({kind or 'Embedding'}) looks up other rows of the same weight: {b_name} looks up {what} {theirs} "
+                f"where A's looks up {ours}{f' ({relation})' if relation else ''}. Each row of {b_name}'s output is a "
+                f"row of the weight bit for bit, which gives the ids it looked up; A's are {source}")
+    run = ".." in ours
+    start = int(lookup.a_ids.reshape(-1)[0])
+    arange = (f"`Tensor::<1, Int>::arange({start}..seq as i64{f' + {start}' if start else ''}, &device)` "
+              "(reshaped to [1, seq] and expanded over the batch)")
+    if lookup.how == "offset" and positions and run:
+        fix = (f"count the positions from {start} as the PyTorch forward does, not from {start + lookup.offset}: "
+               f"{module}'s ids are {arange}; with the offset every token gets the embedding of the position "
+               f"{'after' if lookup.offset > 0 else 'before'} its own (an offset such as RoBERTa's padding_idx + 1 "
+               "belongs to that model's position ids, not to this one's)")
+    elif lookup.how == "offset":
+        fix = (f"feed {module} the ids the PyTorch forward does: {b_name} adds {lookup.offset:+d} to them "
+               f"({theirs} where PyTorch's are {ours})")
+    elif lookup.how == "input":
+        wanted = f"the position ids {ours}, {arange}" if positions and run else f"the ids {ours} ({lookup.a_source})"
+        fix = (f"feed {module} {wanted}, as the PyTorch forward does, not {_ids_of(lookup.other)}: another "
+               "input's ids passed in its place")
+    elif lookup.how == "clipped":
+        fix = (f"feed {module} the ids unclipped, as the PyTorch forward does: {b_name} clamps them at "
+               f"{lookup.bound} (a `clamp`, or ids cut to a smaller vocabulary); the weight has {lookup.rows} rows")
+    else:
+        fix = (f"feed {module} the ids the PyTorch forward does ({ours}), not {theirs}: compare the code that makes "
+               "them (the ids of another input, an offset or a slice)")
+    return Diagnosis(ID, TITLE, evidence, fix)
+
+
+def _mask_fix(ours, theirs, b_name: str) -> str:
+    """What to change in the masks of the attention's scores: the padding mask (kept, left out or inverted) and the
+    causal one, each where B's differs from A's (`forensics.attention.MASKS`)."""
+    def parts(mask: str) -> tuple[str, bool]:
+        return mask.split("+")[0] if mask.startswith(("padding", "inverted")) else "", mask.endswith("causal")
+
+    (pad_a, causal_a), (pad_b, causal_b) = parts(ours.mask), parts(theirs.mask)
+    name = ours.padding or "attention_mask"
+    masked = {"padding": 0, "inverted": 1}
+    said = []
+    if pad_a and not pad_b:
+        value = masked[pad_a]
+        convention = ("is 1 at a token, 0 at padding; Hugging Face adds a large negative to the scores of keys where it "
+                      "is 0" if value == 0 else "is 1 (true) at padding")
+        said.append(f"mask the padding keys before the softmax, as the PyTorch forward does: {b_name} leaves the "
+                    f"padding mask out, so each token attends to the padding too ({name} {convention}). In burn: "
+                    f"`let padding = {name}.equal_elem({value});` ([batch, seq] Bool, true at padding"
+                    f"{'' if value == 0 else '; the mask itself where the port holds it as Bool'}) and "
+                    "`let scores = scores.mask_fill(padding.reshape([batch, 1, 1, seq]).expand([batch, heads, seq, "
+                    "seq]), f32::MIN);` before `softmax(scores, 3)`, or burn's MultiHeadAttention with "
+                    "`MhaInput::self_attn(x).mask_pad(padding)`")
+    elif pad_a and pad_b and pad_a != pad_b:
+        value, other = masked[pad_a], masked[pad_b]
+        said.append(f"mask the keys where {name} is {value} (the padding), as the PyTorch forward does: {b_name} "
+                    f"masks where it is {other} (the tokens) and attends to the padding; in burn the mask to fill "
+                    f"is `{name}.equal_elem({value})`, not `{name}.equal_elem({other})`")
+    elif pad_b and not pad_a:
+        said.append(f"attend to every key, as the PyTorch forward does: {b_name} masks the scores by {name} where "
+                    "PyTorch's does not")
+    if causal_a and not causal_b:
+        said.append("mask the attention scores causally before the softmax, as the PyTorch forward does (each token "
+                    "attends to itself and the tokens before it: `mask_fill` of the upper triangle with -inf, or "
+                    "`burn::nn::attention::generate_autoregressive_mask`)")
+    elif causal_b and not causal_a:
+        said.append("attend to every token, as the PyTorch forward does: B masks the scores causally where PyTorch "
+                    "does not")
+    return "; and ".join(said)
 
 
 def _layer_input(comparison: Comparison, first, side: str) -> list[Diagnosis]:

@@ -13,7 +13,10 @@ normalises by), LayerNorm, GroupNorm, RMSNorm and InstanceNorm: the epsilon that
 output (GroupNorm's number of groups too; InstanceNorm's statistics, each sample's own or the
 running ones of `track_running_stats=True`), whether the side has a weight and bias for it
 (`elementwise_affine=False`, `affine=False`), BatchNorm's momentum from the running mean; GELU:
-whether the exact erf form or the tanh approximation reproduces it; PReLU: its slope, one shared
+whether the exact erf form or the tanh approximation reproduces it (or a SiLU, ReLU, quick GELU, sigmoid,
+tanh or Mish in its place), and the same for every elementwise activation module: torch's SiLU, ReLU, Sigmoid,
+Tanh and Mish, and Hugging Face's `ACT2FN` classes (`GELUActivation` is the erf form, `NewGELUActivation`,
+`GELUTanh`, `FastGELUActivation` the tanh one, `QuickGELUActivation`, `SiLUActivation`, `MishActivation`); PReLU: its slope, one shared
 or one per channel; LSTM and GRU (one layer, one or both directions): which
 axis the layer reads as time, from re-running it with its own weights both ways; Conv1d and
 Conv2d: the stride, padding and dilation that give the output's shape, confirmed by re-running the
@@ -80,10 +83,34 @@ NAME = "layer-configured-differently"
 TITLE = "layer configured differently"
 SEVERITY = Severity.ERROR
 
-_FORMS = {"erf": "the exact erf form", "tanh": "the tanh approximation", "silu": "SiLU, x sigmoid(x), not a GELU",
-          "relu": "ReLU, not a GELU", "quick": "the quick GELU x sigmoid(1.702 x) (CLIP's), not nn.GELU",
+_FORMS = {"erf": "the exact erf form", "tanh": "the tanh approximation", "silu": "SiLU, x sigmoid(x)",
+          "relu": "ReLU", "quick": "the quick GELU x sigmoid(1.702 x) (CLIP's)", "sigmoid": "a sigmoid",
+          "tanh-function": "tanh", "mish": "Mish, x tanh(softplus(x))",
           "seq-first": "reads [seq, batch, features] (time on the first axis)",
           "batch-first": "reads [batch, seq, features] (time on the second axis)"}
+#: GELU's two forms: another activation is said as not one of them where the other side computes one.
+_GELU_FORMS = ("erf", "tanh")
+#: burn's call for each activation form (`norms.FORMS`).
+_BURN_ACTIVATION = {
+    "erf": "`burn::tensor::activation::gelu` (or `burn::nn::Gelu::new()`)",
+    "tanh": "`burn::tensor::activation::gelu_approximate` (or `burn::nn::Gelu::new_approximate()`)",
+    "quick": "`x.clone() * burn::tensor::activation::sigmoid(x.mul_scalar(1.702))` (burn has no quick GELU)",
+    "silu": "`burn::tensor::activation::silu` (or `burn::nn::SiLU::new()`)",
+    "relu": "`burn::tensor::activation::relu` (or `burn::nn::Relu::new()`)",
+    "sigmoid": "`burn::tensor::activation::sigmoid`", "tanh-function": "`burn::tensor::activation::tanh`",
+    "mish": "`burn::tensor::activation::mish`",
+}
+
+
+def _form(form: str, other: str) -> str:
+    """An activation's form as a person reads it, beside the other side's ``other``: `the exact erf form of GELU`
+    where the other computes no GELU, `SiLU, x sigmoid(x), not a GELU` where it does."""
+    text = _FORMS[form]
+    if form in _GELU_FORMS and other not in _GELU_FORMS:
+        return f"{text} of GELU"
+    if form not in _GELU_FORMS and other in _GELU_FORMS:
+        return f"{text}, not nn.GELU" if form == "quick" else f"{text}, not a GELU"
+    return text
 
 
 def _literal(value: float) -> str:
@@ -98,12 +125,9 @@ def _literal(value: float) -> str:
     return text
 
 
-def _fix(kind: str, setting: str, wanted: float | str) -> str:
-    if setting == "gelu":
-        call = ("`burn::tensor::activation::gelu` (or `burn::nn::Gelu::new()`)" if wanted == "erf" else
-                "`burn::tensor::activation::gelu_approximate` (or `burn::nn::Gelu::new_approximate()`)")
-        return (f"use {_FORMS[str(wanted)]} of GELU, as side A does: {call}; PyTorch's `nn.GELU()` is the erf "
-                "form, `nn.GELU(approximate='tanh')` the tanh one")
+def _fix(kind: str, setting: str, wanted: float | str, against: float | str = "") -> str:
+    if setting in ("gelu", "activation"):
+        return _activation_fix(kind, str(wanted), str(against))
     if setting == "layout":
         config = "LstmConfig/BiLstmConfig"
         if wanted == "seq-first":
@@ -166,6 +190,27 @@ def _configured(comparison: Comparison, module: str, setting: str) -> float | No
     value = next((settings[k] for k in keys if isinstance(settings.get(k), (int, float))
                   and not isinstance(settings.get(k), bool)), None)
     return float(value) if value is not None else None
+
+
+def _activation_fix(kind: str, wanted: str, theirs: str) -> str:
+    """burn's call for side A's activation form ``wanted`` where B computes ``theirs``, with what A's class is."""
+    from burnside.forensics.norms import ACTIVATIONS
+
+    shown = _form(wanted, theirs)
+    if wanted in _GELU_FORMS and not shown.endswith("of GELU"):
+        shown += " of GELU"
+    call = _BURN_ACTIVATION[wanted]
+    instead = f", not {_BURN_ACTIVATION[theirs].split(' (')[0]}" if theirs in _BURN_ACTIVATION else ""
+    hidden_act = ACTIVATIONS.get(kind, ("", ""))[1]
+    if hidden_act:
+        note = (f"; side A's {kind} is Hugging Face's activation for `hidden_act: \"{hidden_act}\"` (config.json): "
+                "\"gelu\" is the exact erf form, \"gelu_new\", \"gelu_pytorch_tanh\" and \"gelu_fast\" the tanh "
+                "approximation, \"quick_gelu\" x sigmoid(1.702 x), \"silu\" and \"swish\" SiLU")
+    elif kind == "GELU":
+        note = "; PyTorch's `nn.GELU()` is the erf form, `nn.GELU(approximate='tanh')` the tanh one"
+    else:
+        note = ""
+    return f"use {shown}, as side A's {kind} computes: {call}{instead}{note}"
 
 
 def _affine_fix(kind: str, wanted: str) -> str:
@@ -251,6 +296,7 @@ def check(comparison: Comparison) -> list[Diagnosis]:
                "epsilon": f"from {own}, {output} and its weight and bias",
                "groups": f"from {own}, {output} and its weight and bias",
                "gelu": f"from {own} and {output}",
+               "activation": f"from {own} and {output}",
                "layout": f"by re-running the layer both ways on {own} with its own weights at step {layer.step}, "
                          f"against {output}"}
     formulas = {"epsilon": "the layer's formula", "momentum": "the running-mean update"}
@@ -320,11 +366,12 @@ def check(comparison: Comparison) -> list[Diagnosis]:
                 f"B's output with A's slope misses by {res_b.get('slope_at_a', float('inf')):.2g})",
                 _fix(layer.kind, setting, on_a)))
             continue
-        if setting in ("gelu", "layout"):
+        if setting in ("gelu", "activation", "layout"):
             res_a, res_b = layer.residuals["a"], layer.residuals["b"]
-            evidence = (f"{where}: {a} computes {_FORMS[str(on_a)]} (relative residual {res_a[str(on_a)]:.2g}; "
-                        f"the other form {res_a[str(on_b)]:.2g}), {b} {_FORMS[str(on_b)]} (residual "
-                        f"{res_b[str(on_b)]:.2g}; the other form {res_b[str(on_a)]:.2g}), measured {sources[setting]}")
+            evidence = (f"{where}: {a} computes {_form(str(on_a), str(on_b))} (relative residual "
+                        f"{res_a[str(on_a)]:.2g}; the other form {res_a[str(on_b)]:.2g}), {b} "
+                        f"{_form(str(on_b), str(on_a))} (residual {res_b[str(on_b)]:.2g}; the other form "
+                        f"{res_b[str(on_a)]:.2g}), measured {sources.get(setting, '')}")
             if setting == "layout":
                 evidence = (f"{where}: {a} {_FORMS[str(on_a)]} (relative residual {res_a[str(on_a)]:.2g}; the other "
                             f"reading {res_a[str(on_b)]:.2g}), {b} {_FORMS[str(on_b)]} (residual "
@@ -333,9 +380,9 @@ def check(comparison: Comparison) -> list[Diagnosis]:
         else:
             res_a, res_b = layer.residuals["a"][setting], layer.residuals["b"][setting]
             configured = _configured(comparison, layer.module, setting)
-            if configured is not None:
-                # the module's own setting where A's trace holds it: a measure cannot resolve an epsilon far below
-                # what float32 rounds its output to
+            if configured is not None and _literal(configured) != _literal(float(on_a)):
+                # the module's own setting where A's trace holds it and the measure did not resolve it: an epsilon
+                # far below what float32 rounds its output to
                 evidence = (f"{where}: {setting} {_literal(configured)} on {a} (its module's configured value; "
                             f"measured {_literal(float(on_a))}), {_literal(float(on_b))} on {b} (least-squares "
                             f"{float(on_b):.6g} {sources[setting]}; with them {formulas[setting]} reproduces each "
@@ -348,5 +395,5 @@ def check(comparison: Comparison) -> list[Diagnosis]:
                         f"{formulas[setting]} reproduces each side within {max(res_a, res_b):.2g}, relative; "
                         f"{targets[setting]} with A's {setting} misses by "
                         f"{layer.residuals['b'][setting + '_at_a']:.2g})")
-        found.append(Diagnosis(ID, TITLE, evidence, _fix(layer.kind, setting, on_a)))
+        found.append(Diagnosis(ID, TITLE, evidence, _fix(layer.kind, setting, on_a, on_b)))
     return found
