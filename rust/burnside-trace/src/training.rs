@@ -206,8 +206,48 @@ impl Training {
             let recorder = &mut self.recorder;
             recorder.params_before(k, &model)?;
             let grads = if m == 1 {
+                // step 0's forward pass captured without autodiff (before the eager one moves a
+                // BatchNorm's running statistics): its layers are recorded where its output is the
+                // eager one bit for bit (no BatchNorm in training mode, no dropout)
+                let beside = if k == 0 && crate::capture::capturable(device).is_ok() {
+                    let entries = crate::param_paths_with(&model, recorder.names());
+                    crate::capture::capture_batch(
+                        &model,
+                        &entries,
+                        |moved, capture_device, _deferred| {
+                            forward_loss(moved, &mut Step::unrecorded(0, init, capture_device))
+                        },
+                        |(output, _): &(Tensor<D>, Tensor<1>)| crate::capture::tensor_id(output),
+                    )
+                    .ok()
+                    .filter(|replayed| replayed.crashed.is_none())
+                } else {
+                    None
+                };
                 let (output, loss) = forward_loss(&model, &mut recorder.step(k, init, device))?;
                 check_inputs(recorder, init, k, None)?;
+                if let Some(replayed) = beside {
+                    let eager = crate::HostTensor::of(&output)?;
+                    // an autodiff forward runs some operations through other kernels than a plain
+                    // one (a Linear's bias add): the replay is the port's forward where its output is
+                    // the eager one within rounding; a BatchNorm in training mode or dropout moves it
+                    // by far more, and then the comparison leaves its layers out
+                    let apart = replayed
+                        .output
+                        .as_ref()
+                        .map_or(f64::INFINITY, |o| relative_distance(o, &eager));
+                    if apart > CAPTURE_ROUNDING {
+                        recorder.insert_metadata("captured_differs", "0");
+                    } else if apart > 0.0 {
+                        recorder.insert_metadata(
+                            "captured_rounding",
+                            &format!("{apart:.3e}"),
+                        );
+                    }
+                    let graph = replayed.graph.clone();
+                    recorder.replayed_layers(0, replayed)?;
+                    recorder.insert_metadata("captured", &format!("[{graph}]"));
+                }
                 recorder.logits(k, &output)?;
                 recorder.loss(k, &loss)?;
                 losses.push(loss.clone().into_scalar::<f32>());
@@ -403,6 +443,27 @@ impl ModuleVisitor for Splitter<'_> {
             self.parts[group - 1].register(param.id, grad);
         }
     }
+}
+
+/// How far (relative L2) step 0's forward pass replayed without autodiff may be from the eager one
+/// and still be the port's: rounding of other kernels (measured 1.1e-7 on the transformer example),
+/// not a BatchNorm's batch statistics or a dropout mask (order 1e-1).
+const CAPTURE_ROUNDING: f64 = 1e-5;
+
+/// The relative L2 distance of two f32 tensors of one shape (infinite for other shapes or dtypes).
+fn relative_distance(a: &crate::HostTensor, b: &crate::HostTensor) -> f64 {
+    let (Some(a), Some(b)) = (a.to_f32(), b.to_f32()) else {
+        return f64::INFINITY;
+    };
+    if a.len() != b.len() {
+        return f64::INFINITY;
+    }
+    let (mut diff, mut norm) = (0.0f64, 0.0f64);
+    for (x, y) in a.iter().zip(&b) {
+        diff += (f64::from(*x) - f64::from(*y)).powi(2);
+        norm += f64::from(*y).powi(2);
+    }
+    diff.sqrt() / norm.sqrt().max(f64::MIN_POSITIVE)
 }
 
 /// One step of a [`Training`] loop, as the port's forward pass sees it: the step's batch, read
