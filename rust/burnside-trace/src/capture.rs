@@ -197,7 +197,11 @@ pub(crate) fn capture_batch<M: Module, O>(
     CAPTURING.with(|c| c.set(false));
     let captured = match captured {
         Ok(Ok(captured)) => captured,
-        Ok(Err(e)) => return Err(format!("burn's graph capture refused the forward pass: {e}")),
+        Ok(Err(e)) => {
+            return Err(format!(
+                "burn's graph capture refused the forward pass: {e}"
+            ));
+        }
         Err(_) => {
             let why = PANIC.with(|p| p.borrow_mut().take());
             return Err(format!(
@@ -210,12 +214,16 @@ pub(crate) fn capture_batch<M: Module, O>(
         && captured.graph.operations.iter().all(is_init)
     {
         // nothing ran: an error before the first operation (or one capture cannot run)
-        return Err(format!("the forward pass failed under graph capture: {why}"));
+        return Err(format!(
+            "the forward pass failed under graph capture: {why}"
+        ));
     }
     if crashed.is_none() && out.is_none() && deferred.outputs.is_empty() {
-        return Err("the forward pass returned a tensor that is not on the capture device \
+        return Err(
+            "the forward pass returned a tensor that is not on the capture device \
                     (made on another device, or read back to the host and rebuilt)"
-            .into());
+                .into(),
+        );
     }
     replay(captured, entries, &ids.found, deferred, out, crashed)
 }
@@ -249,8 +257,19 @@ fn kind(op: &OperationIr) -> String {
 fn is_dtype(s: &str) -> bool {
     matches!(
         s,
-        "F64" | "F32" | "F16" | "BF16" | "I64" | "I32" | "I16" | "I8" | "U64" | "U32" | "U16"
-            | "U8" | "Bool"
+        "F64"
+            | "F32"
+            | "F16"
+            | "BF16"
+            | "I64"
+            | "I32"
+            | "I16"
+            | "I8"
+            | "U64"
+            | "U32"
+            | "U16"
+            | "U8"
+            | "Bool"
     )
 }
 
@@ -294,7 +313,8 @@ fn replay(
     crashed: Option<String>,
 ) -> Result<Replayed, String> {
     // parameters by tensor id, named as the trace names them (a packed part with its place)
-    let by_path: BTreeMap<&str, &ParamEntry> = entries.iter().map(|e| (e.path.as_str(), e)).collect();
+    let by_path: BTreeMap<&str, &ParamEntry> =
+        entries.iter().map(|e| (e.path.as_str(), e)).collect();
     let mut params: BTreeMap<TensorId, (String, String, Option<(usize, usize)>)> = BTreeMap::new();
     for (path, id) in found {
         if let Some(entry) = by_path.get(path.as_str()) {
@@ -334,7 +354,10 @@ fn replay(
             data.insert(*id);
         }
         if wanted.contains(id) {
-            values.insert(*id, HostTensor::from_data(value.clone()).map_err(|e| e.to_string())?);
+            values.insert(
+                *id,
+                HostTensor::from_data(value.clone()).map_err(|e| e.to_string())?,
+            );
         }
     }
     for op in captured.graph.operations {
@@ -370,7 +393,15 @@ fn replay(
             }
             if record {
                 tensors.push((format!("captured.{n}"), value));
-                ops_json.push(op_json(n, &op_kind, &op_settings, &reads, made, &params, &inputs));
+                ops_json.push(op_json(
+                    n,
+                    &op_kind,
+                    &op_settings,
+                    &reads,
+                    made,
+                    &params,
+                    &inputs,
+                ));
                 n += 1;
             }
         }
@@ -389,7 +420,10 @@ fn replay(
     let params_json: serde_json::Map<String, Value> = params
         .iter()
         .map(|(id, (torch, path, part))| {
-            (id.value().to_string(), json!([torch, path, part.map(|(i, of)| [i, of])]))
+            (
+                id.value().to_string(),
+                json!([torch, path, part.map(|(i, of)| [i, of])]),
+            )
         })
         .collect();
     let inputs_json: serde_json::Map<String, Value> = inputs
@@ -410,14 +444,21 @@ fn replay(
         tensors,
         graph,
         named,
-        inputs: deferred.inputs.into_iter().map(|(n, d, _)| (n, d)).collect(),
+        inputs: deferred
+            .inputs
+            .into_iter()
+            .map(|(n, d, _)| (n, d))
+            .collect(),
         taps,
         crashed,
     })
 }
 
 /// A tensor's value as the replay made it, read without freeing it.
-fn read(interpreter: &mut TensorInterpreter<Flex>, tensor: &TensorIr) -> Result<HostTensor, String> {
+fn read(
+    interpreter: &mut TensorInterpreter<Flex>,
+    tensor: &TensorIr,
+) -> Result<HostTensor, String> {
     let mut ir = tensor.clone();
     ir.status = TensorStatus::ReadOnly;
     let data = burn_std::reader::read_sync(interpreter.read_tensor_async(ir))

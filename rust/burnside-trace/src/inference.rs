@@ -3,7 +3,9 @@ use std::error::Error;
 use burn::module::Module;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
-use crate::{HostTensor, InitFile, PortArgs, Step, Tap, TorchNames, TraceError, TraceRecorder, step_done};
+use crate::{
+    HostTensor, InitFile, PortArgs, Step, Tap, TorchNames, TraceError, TraceRecorder, step_done,
+};
 
 /// A port's forward passes, recorded as a forward trace (`kind = forward`): no optimizer, no
 /// gradients, on any device. The port gives one batch's forward pass; [`run`](Self::run)
@@ -133,20 +135,29 @@ impl Inference {
         let mut capture = capture;
         let mut graphs: Vec<String> = Vec::new();
         let mut differs: Vec<String> = Vec::new();
+        // batch k's forward pass under graph capture, replayed on Flex
+        let capture_one = |k: usize,
+                           forward: &mut dyn FnMut(
+            &M,
+            &mut Batch<'_>,
+        )
+            -> Result<Tensor<D>, Box<dyn Error>>| {
+            crate::capture::capture_batch(
+                model,
+                &entries,
+                |moved, capture_device, deferred| {
+                    let mut batch = Batch {
+                        step: Step::unrecorded(k, init, capture_device),
+                        deferred: Some(deferred),
+                    };
+                    forward(moved, &mut batch)
+                },
+                |output: &Tensor<D>| crate::capture::tensor_id(output),
+            )
+        };
         for k in 0..batches {
             if capture == Ok(crate::capture::Mode::Replace) {
-                let replayed = crate::capture::capture_batch(
-                    model,
-                    &entries,
-                    |moved, capture_device, deferred| {
-                        let mut batch = Batch {
-                            step: Step::unrecorded(k, init, capture_device),
-                            deferred: Some(deferred),
-                        };
-                        forward(moved, &mut batch)
-                    },
-                    |output: &Tensor<D>| crate::capture::tensor_id(output),
-                );
+                let replayed = capture_one(k, &mut forward);
                 match replayed {
                     Ok(replayed) => {
                         let crashed = replayed.crashed.clone();
@@ -154,7 +165,8 @@ impl Inference {
                         recorder.replayed(k, replayed)?;
                         if let Some(crash) = crashed {
                             // what ran before the crash is compared: the trace is written
-                            recorder.insert_metadata("captured", &format!("[{}]", graphs.join(",")));
+                            recorder
+                                .insert_metadata("captured", &format!("[{}]", graphs.join(",")));
                             // one line: metadata strings are printable text
                             let said = crash.split_whitespace().collect::<Vec<_>>().join(" ");
                             recorder.insert_metadata("crashed", &format!("batch {k}: {said}"));
@@ -180,23 +192,14 @@ impl Inference {
             // BatchNorm's running statistics (training mode)
             let mut beside = None;
             if capture == Ok(crate::capture::Mode::Beside) {
-                let replayed = crate::capture::capture_batch(
-                    model,
-                    &entries,
-                    |moved, capture_device, deferred| {
-                        let mut batch = Batch {
-                            step: Step::unrecorded(k, init, capture_device),
-                            deferred: Some(deferred),
-                        };
-                        forward(moved, &mut batch)
-                    },
-                    |output: &Tensor<D>| crate::capture::tensor_id(output),
-                );
+                let replayed = capture_one(k, &mut forward);
                 match replayed {
                     Ok(replayed) if replayed.crashed.is_none() => beside = Some(replayed),
                     Ok(replayed) => {
                         let why = replayed.crashed.unwrap_or_default();
-                        capture = Err(format!("the forward pass failed under graph capture: {why}"));
+                        capture = Err(format!(
+                            "the forward pass failed under graph capture: {why}"
+                        ));
                     }
                     Err(why) => capture = Err(why),
                 }
@@ -238,7 +241,12 @@ impl Inference {
     }
 
     /// Refuse a batch that did not record every input of the init file.
-    fn check_inputs(&self, recorder: &TraceRecorder, init: &InitFile, k: usize) -> Result<(), TraceError> {
+    fn check_inputs(
+        &self,
+        recorder: &TraceRecorder,
+        init: &InitFile,
+        k: usize,
+    ) -> Result<(), TraceError> {
         if let Some(name) = init
             .input_names()
             .into_iter()
@@ -280,8 +288,14 @@ impl Batch<'_> {
     pub fn float_input<const D: usize>(&mut self, name: &str) -> Result<Tensor<D>, TraceError> {
         let tensor = self.step.float_input(name)?;
         if let Some(deferred) = self.deferred.as_deref_mut() {
-            let data = self.step.init().input_at(self.step.index(), name)?.to_data();
-            deferred.inputs.push((name.to_string(), data, crate::capture::tensor_id(&tensor)));
+            let data = self
+                .step
+                .init()
+                .input_at(self.step.index(), name)?
+                .to_data();
+            deferred
+                .inputs
+                .push((name.to_string(), data, crate::capture::tensor_id(&tensor)));
         }
         Ok(tensor)
     }
@@ -290,8 +304,16 @@ impl Batch<'_> {
     pub fn int_input<const D: usize>(&mut self, name: &str) -> Result<Tensor<D, Int>, TraceError> {
         let tensor = self.step.int_input(name)?;
         if let Some(deferred) = self.deferred.as_deref_mut() {
-            let data = self.step.init().input_at(self.step.index(), name)?.to_data();
-            deferred.inputs.push((name.to_string(), data, crate::capture::int_tensor_id(&tensor)));
+            let data = self
+                .step
+                .init()
+                .input_at(self.step.index(), name)?
+                .to_data();
+            deferred.inputs.push((
+                name.to_string(),
+                data,
+                crate::capture::int_tensor_id(&tensor),
+            ));
         }
         Ok(tensor)
     }

@@ -669,7 +669,12 @@ impl TraceRecorder {
         Ok(())
     }
 
-    fn output_host(&mut self, step: usize, name: &str, tensor: HostTensor) -> Result<(), TraceError> {
+    fn output_host(
+        &mut self,
+        step: usize,
+        name: &str,
+        tensor: HostTensor,
+    ) -> Result<(), TraceError> {
         if !self.outputs.iter().any(|o| o == name) {
             self.outputs.push(name.to_string());
         }

@@ -239,10 +239,7 @@ impl Training {
                     if apart > CAPTURE_ROUNDING {
                         recorder.insert_metadata("captured_differs", "0");
                     } else if apart > 0.0 {
-                        recorder.insert_metadata(
-                            "captured_rounding",
-                            &format!("{apart:.3e}"),
-                        );
+                        recorder.insert_metadata("captured_rounding", &format!("{apart:.3e}"));
                     }
                     let graph = replayed.graph.clone();
                     recorder.replayed_layers(0, replayed)?;

@@ -97,7 +97,12 @@ fn a_forward_trace_on_a_device_without_autodiff_matches_pytorch() {
         .map(String::as_str)
         .filter(|n| !n.contains(".captured."))
         .collect();
-    assert!(trace.tensors.keys().any(|n| n.starts_with("step1.captured.")));
+    assert!(
+        trace
+            .tensors
+            .keys()
+            .any(|n| n.starts_with("step1.captured."))
+    );
     let mut expect: BTreeSet<String> = [
         "fc.weight",
         "fc.bias",
@@ -411,8 +416,7 @@ fn a_captured_forward_pass_is_the_eager_one_bit_for_bit() {
     for (name, tensor) in &eager.tensors {
         assert_eq!(captured.tensors[name].bytes, tensor.bytes, "{name}");
     }
-    let graph: serde_json::Value =
-        serde_json::from_str(&captured.metadata["captured"]).unwrap();
+    let graph: serde_json::Value = serde_json::from_str(&captured.metadata["captured"]).unwrap();
     let batches = graph.as_array().unwrap();
     assert_eq!(batches.len(), 2);
     let reads: Vec<&str> = batches[0]["ops"]
