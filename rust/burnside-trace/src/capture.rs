@@ -21,15 +21,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use burn::module::{Module, ModuleVisitor, Param};
-use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn::tensor::{DType, Device, Int, Tensor, TensorData};
 use burn_capture::CaptureBackend;
-use burn_flex::Flex;
-use burn_ir::{OperationIr, TensorId, TensorIr, TensorStatus};
+use burn_flex::{Flex, FlexTensor};
+use burn_ir::{HandleKind, OperationIr, TensorId, TensorIr, TensorStatus};
 use burn_router::TensorInterpreter;
 
 use serde_json::{Value, json};
 
-use crate::{HostTensor, ParamEntry, TraceError};
+use crate::{HostDType, HostTensor, ParamEntry, TraceError};
 
 thread_local! {
     /// Set while a capture runs on this thread: `run_port`'s panic hook keeps a panic's message
@@ -328,14 +328,15 @@ fn replay(
     let mut tensors = Vec::new();
     let mut ops_json = Vec::new();
     let mut n = 0usize;
-    for (id, value) in &captured.values {
-        interpreter.register_tensor_data_id(*id, value.clone());
-        if !params.contains_key(id) {
-            data.insert(*id);
+    // the values move into the interpreter: a copy of every parameter fewer, in time and memory
+    for (id, value) in captured.values {
+        if !params.contains_key(&id) {
+            data.insert(id);
         }
-        if wanted.contains(id) {
-            values.insert(*id, HostTensor::from_data(value.clone()).map_err(|e| e.to_string())?);
+        if wanted.contains(&id) {
+            values.insert(id, HostTensor::from_data(value.clone()).map_err(|e| e.to_string())?);
         }
+        interpreter.register_tensor_data_id(id, value);
     }
     for op in captured.graph.operations {
         if is_init(&op) {
@@ -417,12 +418,39 @@ fn replay(
 }
 
 /// A tensor's value as the replay made it, read without freeing it.
+///
+/// A contiguous float tensor's bytes are copied once, from Flex's buffer in place (as
+/// [`HostTensor::of`] reads a model's tensor); `read_tensor_async` (`into_data` of a tensor the
+/// interpreter still holds) copies them twice into fresh pages, and `from_data` once more.
 fn read(interpreter: &mut TensorInterpreter<Flex>, tensor: &TensorIr) -> Result<HostTensor, String> {
     let mut ir = tensor.clone();
     ir.status = TensorStatus::ReadOnly;
+    if let HandleKind::Float(flex) = interpreter.get_tensor(&ir)
+        && let Some(host) = in_place(&flex)
+    {
+        return Ok(host);
+    }
     let data = burn_std::reader::read_sync(interpreter.read_tensor_async(ir))
         .map_err(|e| format!("the replay of the captured graph could not read a tensor: {e:?}"))?;
     HostTensor::from_data(data).map_err(|e| e.to_string())
+}
+
+/// A contiguous F32 or F64 Flex tensor on the host, one copy of its bytes; `None` for another
+/// dtype or a strided view (a transpose), read through `into_data` instead.
+fn in_place(flex: &FlexTensor) -> Option<HostTensor> {
+    let dtype = match flex.dtype() {
+        DType::F32 => HostDType::F32,
+        DType::F64 => HostDType::F64,
+        _ => return None,
+    };
+    let layout = flex.layout();
+    if !layout.is_contiguous() || layout.start_offset() != 0 {
+        return None;
+    }
+    let shape: Vec<usize> = layout.shape().to_vec();
+    let len = shape.iter().product::<usize>() * dtype.size();
+    let bytes = flex.bytes().get(..len)?;
+    Some(HostTensor::copied(dtype, &shape, bytes))
 }
 
 fn op_json(
