@@ -20,11 +20,11 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use burn::module::{Module, ModuleVisitor, Param};
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::tensor::{DType, Device, Int, Tensor, TensorData};
 use burn_capture::CaptureBackend;
 use burn_flex::{Flex, FlexTensor};
-use burn_ir::{HandleKind, OperationIr, TensorId, TensorIr, TensorStatus};
+use burn_ir::{BaseOperationIr, HandleKind, OperationIr, TensorId, TensorIr, TensorStatus};
 use burn_router::TensorInterpreter;
 
 use serde_json::{Value, json};
@@ -169,6 +169,10 @@ pub(crate) fn capture_batch<M: Module, O>(
     let device = Device::capture();
     let mut deferred = Deferred::default();
     let mut ids = Ids::default();
+    let mut stand_ins = StandIns {
+        device: device.clone(),
+        eager: BTreeMap::new(),
+    };
     let mut crashed: Option<String> = None;
     let mut out: Option<TensorId> = None;
     CAPTURING.with(|c| c.set(true));
@@ -176,8 +180,9 @@ pub(crate) fn capture_batch<M: Module, O>(
     let captured = catch_unwind(AssertUnwindSafe(|| {
         device.capture_scope(|scope| {
             // autodiff is left behind first (a capture device takes no autodiff tensor); on a
-            // plain device `valid` changes nothing the forward pass computes
-            let moved = model.valid().to_device(&device);
+            // plain device `valid` changes nothing the forward pass computes. The float
+            // parameters become stand-ins (see `StandIns`), the rest moves to the capture device.
+            let moved = model.valid().map(&mut stand_ins).to_device(&device);
             moved.visit(&mut ids);
             let ran = catch_unwind(AssertUnwindSafe(|| forward(&moved, &device, &mut deferred)));
             match ran {
@@ -207,7 +212,11 @@ pub(crate) fn capture_batch<M: Module, O>(
         }
     };
     if let Some(why) = &crashed
-        && captured.graph.operations.iter().all(is_init)
+        && captured
+            .graph
+            .operations
+            .iter()
+            .all(|op| is_init(op) || stand_ins.made_by(op).is_some())
     {
         // nothing ran: an error before the first operation (or one capture cannot run)
         return Err(format!("the forward pass failed under graph capture: {why}"));
@@ -217,7 +226,50 @@ pub(crate) fn capture_batch<M: Module, O>(
                     (made on another device, or read back to the host and rebuilt)"
             .into());
     }
-    replay(captured, entries, &ids.found, deferred, out, crashed)
+    replay(captured, entries, &ids.found, stand_ins, deferred, out, crashed)
+}
+
+/// Moves a module's float parameters to the capture device without their values: each becomes
+/// an `Empty` tensor there (an operation the graph records, no data), and the replay registers
+/// the eager model's own Flex tensor under its id (`Arc`-shared, copy-on-write), so the
+/// parameters are neither copied into the capture nor out of it. `to_device` would copy each one
+/// into the capture's values and burn-capture copies those again when the scope completes: at
+/// GPT-2 size, a gigabyte of fresh pages a batch. A parameter that is no Flex tensor (or whose
+/// stand-in would differ in dtype) is left to `to_device`, which moves it with its values.
+struct StandIns {
+    device: Device,
+    /// Each stand-in's id, with the eager tensor it stands for.
+    eager: BTreeMap<TensorId, FlexTensor>,
+}
+
+impl StandIns {
+    fn stand_in<const D: usize>(&mut self, tensor: Tensor<D>) -> Tensor<D> {
+        let Ok(flex) = tensor.clone().inner().try_into_primitive::<Flex>() else {
+            return tensor;
+        };
+        let empty = Tensor::<D>::empty(tensor.shape(), (&self.device, tensor.dtype()));
+        match tensor_id(&empty) {
+            Some(id) if empty.dtype() == tensor.dtype() => {
+                self.eager.insert(id, flex);
+                empty
+            }
+            _ => tensor,
+        }
+    }
+
+    /// The eager tensor `op` stands in for, if it is a stand-in's `Empty`.
+    fn made_by(&self, op: &OperationIr) -> Option<&FlexTensor> {
+        match op {
+            OperationIr::BaseFloat(BaseOperationIr::Empty(desc)) => self.eager.get(&desc.out.id),
+            _ => None,
+        }
+    }
+}
+
+impl ModuleMapper for StandIns {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        param.map(|tensor| self.stand_in(tensor))
+    }
 }
 
 fn is_init(op: &OperationIr) -> bool {
@@ -289,6 +341,7 @@ fn replay(
     captured: burn_capture::CapturedGraph,
     entries: &[ParamEntry],
     found: &[(String, TensorId)],
+    stand_ins: StandIns,
     deferred: Deferred,
     out: Option<TensorId>,
     crashed: Option<String>,
@@ -340,6 +393,13 @@ fn replay(
     }
     for op in captured.graph.operations {
         if is_init(&op) {
+            continue;
+        }
+        if let Some(eager) = stand_ins.made_by(&op) {
+            // a parameter: the eager model's tensor itself, not the `Empty` standing in for it
+            for made in op.outputs() {
+                interpreter.register_tensor_to_device(made.id, HandleKind::Float(eager.clone()));
+            }
             continue;
         }
         let reads: Vec<TensorIr> = op.inputs().cloned().collect();
