@@ -26,7 +26,7 @@ round so that a change in the machine's load falls on all of them. For each run:
 (`burnside_trace::step_done` with `BURNSIDE_PROGRESS` set: after the model is loaded and, when recording,
 its parameters written, until the last batch is recorded, before the trace's header is finished); the
 child's CPU time (user + sys) and peak RSS (`wait4`'s `ru_maxrss`); the bytes written. The table gives each
-case's median wall, loop and CPU, its largest peak RSS, and the ratios to `eager`: the 2x target is the loop's
+case's median wall (and its parts before and after the loop), loop and CPU, its largest peak RSS, and the ratios to `eager`: the 2x target is the loop's
 ratio (the forward passes; the process's ratio beside it includes loading the model and writing its
 parameters once, which the eager run does not do). The machine's load: the CPU time other processes used
 while the runs ran, from /proc/stat less this process and its children, as a share of the machine's cores.
@@ -63,8 +63,9 @@ CASES = (("eager", ["--no-record"]), ("taps only", ["--taps-only"]), ("tap-free"
          ("taps+capture", []))
 
 
-def build(profile: str) -> Path:
-    """Build both ports with cargo's ``profile`` in burnside's shared target directory; its output folder."""
+def build(profile: str, directory: Path) -> Path:
+    """Build both ports with cargo's ``profile`` in burnside's shared target directory and copy them to
+    ``directory``: another build in the shared directory may replace the binaries while the runs go on."""
     from burnside.burn.cargo import target_dir
 
     target = target_dir()
@@ -74,7 +75,12 @@ def build(profile: str) -> Path:
                           capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr[-4000:]}")
-    return target / ("release" if profile == "release" else profile)
+    built = target / ("release" if profile == "release" else profile)
+    bins = directory / "bin"
+    bins.mkdir(exist_ok=True)
+    for name in ("classifier", "gpt2-bench"):
+        shutil.copy2(built / name, bins / name)
+    return bins
 
 
 def classifier_inputs(directory: Path, batches: int) -> tuple[Path, list[str]]:
@@ -118,7 +124,8 @@ import json, os, sys, time
 start = time.perf_counter()
 pid = os.posix_spawn(sys.argv[1], sys.argv[1:], os.environ)
 _, status, usage = os.wait4(pid, 0)
-print(json.dumps({"wall": time.perf_counter() - start, "rc": os.waitstatus_to_exitcode(status),
+end = time.perf_counter()  # CLOCK_MONOTONIC: the driver's clock too
+print(json.dumps({"start": start, "end": end, "wall": end - start, "rc": os.waitstatus_to_exitcode(status),
                   "cpu": usage.ru_utime + usage.ru_stime, "peak_rss": usage.ru_maxrss * 1024}))
 """
 
@@ -153,7 +160,10 @@ def run(argv: list[str], out: Path) -> dict:
     r = json.loads(stdout.strip().splitlines()[-1])
     if r.pop("rc") != 0:
         raise SystemExit(f"{' '.join(argv)} -o {out} failed:\n{''.join(tail)}")
+    start, end = r.pop("start"), r.pop("end")
     r["loop"] = steps[max(steps)] - steps[0]
+    r["before"] = steps[0] - start  # loading the model (and writing its parameters, when recording)
+    r["after"] = end - steps[max(steps)]  # finishing the trace: its header, sync, rename
     r["written"] = out.stat().st_size if out.exists() else 0
     out.unlink(missing_ok=True)
     return r
@@ -196,19 +206,21 @@ def measure(name: str, argv: list[str], directory: Path, runs: int) -> tuple[dic
 
 def table(name: str, results: dict[str, list[dict]], others: float) -> list[str]:
     """The printed rows of one port."""
-    med = {case: {key: statistics.median(r[key] for r in runs) for key in ("wall", "loop", "cpu")}
+    med = {case: {key: statistics.median(r[key] for r in runs) for key in ("wall", "loop", "cpu", "before", "after")}
            for case, runs in results.items()}
     peak = {case: max(r["peak_rss"] for r in runs) for case, runs in results.items()}
     written = {case: max(r["written"] for r in runs) for case, runs in results.items()}
     base = med["eager"]
     lines = [f"{name}: median of {len(results['eager'])} runs after a warm-up; other processes used "
              f"{others:.0%} of the machine's cores meanwhile",
-             f"  {'case':<13}{'wall':>8}{'loop':>9}{'loop range':>16}{'CPU':>8}{'peak RSS':>11}{'written':>11}"
+             f"  {'case':<13}{'wall':>8}{'before':>8}{'loop':>9}{'after':>8}{'loop range':>16}{'CPU':>8}"
+             f"{'peak RSS':>11}{'written':>11}"
              f"{'loop/eager':>12}{'wall/eager':>12}{'RSS - eager':>13}"]
     for case, runs in results.items():
         loops = [r["loop"] for r in runs]
         m = med[case]
-        line = (f"  {case:<13}{m['wall']:>7.2f}s{m['loop']:>8.3f}s{min(loops):>8.3f}-{max(loops):.3f}s"
+        line = (f"  {case:<13}{m['wall']:>7.2f}s{m['before']:>7.2f}s{m['loop']:>8.3f}s{m['after']:>7.2f}s"
+                f"{min(loops):>8.3f}-{max(loops):.3f}s"
                 f"{m['cpu']:>7.2f}s{gib(peak[case]):>11}{size(written[case]):>11}")
         if case != "eager":
             ratio = m["loop"] / base["loop"] if base["loop"] > 0 else float("inf")
@@ -252,7 +264,7 @@ def main() -> None:
     began = time.perf_counter()
     report: list[str] = []
     try:
-        bins = build(args.profile)
+        bins = build(args.profile, directory)
         if "classifier" in models:
             init, port = classifier_inputs(directory, args.classifier_batches)
             argv = [str(bins / "classifier"), "--init", str(init), *port]
@@ -276,13 +288,16 @@ def main() -> None:
             else:
                 for f in directory.glob("*.safetensors"):
                     f.unlink()
+                shutil.rmtree(directory / "bin", ignore_errors=True)
     load1 = os.getloadavg()
     print()
     print(*report, sep="\n")
     print(f"load average (1 min) {load0[0]:.2f} at the start, {load1[0]:.2f} at the end, on {os.cpu_count()} "
           f"cores; {time.perf_counter() - began:.0f}s in all")
-    print("loop: the forward passes alone (the port's step 0/N to step N/N progress lines); wall: the whole "
-          "process; target: tap-free's loop within 2x of eager's, its peak RSS within eager's + 512 MiB")
+    print("wall: the whole process = before (start to the port's step 0/N progress line: loading, and the "
+          "parameters written when recording) + loop (the forward passes, to step N/N) + after (the trace "
+          "finished: header, sync, rename); target: tap-free's loop within 2x of eager's, its peak RSS within "
+          "eager's + 512 MiB")
 
 
 if __name__ == "__main__":
