@@ -33,7 +33,8 @@ while the runs ran, from /proc/stat less this process and its children, as a sha
 
     python benchmarks/capture_cost.py [--models classifier,gpt2] [--runs 3]
         [--classifier-batches 200] [--gpt2-batches 3]
-        [--layers 12 --d-model 768 --vocab 50257 --context 64] [--profile release-o3] [--dir DIR] [--keep]
+        [--layers 12 --d-model 768 --vocab 50257 --context 64] [--profile release-o3] [--bins DIR]
+        [--dir DIR] [--keep]
 
 A quick run: `--layers 2 --d-model 128 --vocab 1000 --runs 2`.
 """
@@ -249,6 +250,9 @@ def main() -> None:
     parser.add_argument("--profile", default="release-o3",
                         help="cargo profile of the ports (default release-o3; `release` is burnside's unoptimised "
                              "one, which `burnside run` builds)")
+    parser.add_argument("--bins", type=Path, default=None,
+                        help="run the ports in this folder (`classifier`, `gpt2-bench`) instead of building them: "
+                             "another revision's, to compare")
     parser.add_argument("--dir", type=Path, default=None, help="where the files go (default: a temp dir in /tmp)")
     parser.add_argument("--keep", action="store_true", help="keep the init files")
     args = parser.parse_args()
@@ -264,7 +268,7 @@ def main() -> None:
     began = time.perf_counter()
     report: list[str] = []
     try:
-        bins = build(args.profile, directory)
+        bins = args.bins or build(args.profile, directory)
         if "classifier" in models:
             init, port = classifier_inputs(directory, args.classifier_batches)
             argv = [str(bins / "classifier"), "--init", str(init), *port]
