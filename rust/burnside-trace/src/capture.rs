@@ -20,16 +20,16 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use burn::module::{Module, ModuleVisitor, Param};
-use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
+use burn::tensor::{DType, Device, Int, Tensor, TensorData};
 use burn_capture::CaptureBackend;
-use burn_flex::Flex;
-use burn_ir::{OperationIr, TensorId, TensorIr, TensorStatus};
+use burn_flex::{Flex, FlexTensor};
+use burn_ir::{BaseOperationIr, HandleKind, OperationIr, TensorId, TensorIr, TensorStatus};
 use burn_router::TensorInterpreter;
 
 use serde_json::{Value, json};
 
-use crate::{HostTensor, ParamEntry, TraceError};
+use crate::{HostDType, HostTensor, ParamEntry, TraceError};
 
 thread_local! {
     /// Set while a capture runs on this thread: `run_port`'s panic hook keeps a panic's message
@@ -169,6 +169,10 @@ pub(crate) fn capture_batch<M: Module, O>(
     let device = Device::capture();
     let mut deferred = Deferred::default();
     let mut ids = Ids::default();
+    let mut stand_ins = StandIns {
+        device: device.clone(),
+        eager: BTreeMap::new(),
+    };
     let mut crashed: Option<String> = None;
     let mut out: Option<TensorId> = None;
     CAPTURING.with(|c| c.set(true));
@@ -176,8 +180,9 @@ pub(crate) fn capture_batch<M: Module, O>(
     let captured = catch_unwind(AssertUnwindSafe(|| {
         device.capture_scope(|scope| {
             // autodiff is left behind first (a capture device takes no autodiff tensor); on a
-            // plain device `valid` changes nothing the forward pass computes
-            let moved = model.valid().to_device(&device);
+            // plain device `valid` changes nothing the forward pass computes. The float
+            // parameters become stand-ins (see `StandIns`), the rest moves to the capture device.
+            let moved = model.valid().map(&mut stand_ins).to_device(&device);
             moved.visit(&mut ids);
             let ran = catch_unwind(AssertUnwindSafe(|| forward(&moved, &device, &mut deferred)));
             match ran {
@@ -211,7 +216,11 @@ pub(crate) fn capture_batch<M: Module, O>(
         }
     };
     if let Some(why) = &crashed
-        && captured.graph.operations.iter().all(is_init)
+        && captured
+            .graph
+            .operations
+            .iter()
+            .all(|op| is_init(op) || stand_ins.made_by(op).is_some())
     {
         // nothing ran: an error before the first operation (or one capture cannot run)
         return Err(format!(
@@ -225,7 +234,52 @@ pub(crate) fn capture_batch<M: Module, O>(
                 .into(),
         );
     }
-    replay(captured, entries, &ids.found, deferred, out, crashed)
+    replay(
+        captured, entries, &ids.found, stand_ins, deferred, out, crashed,
+    )
+}
+
+/// Moves a module's float parameters to the capture device without their values: each becomes
+/// an `Empty` tensor there (an operation the graph records, no data), and the replay registers
+/// the eager model's own Flex tensor under its id (`Arc`-shared, copy-on-write), so the
+/// parameters are neither copied into the capture nor out of it. `to_device` would copy each one
+/// into the capture's values and burn-capture copies those again when the scope completes: at
+/// GPT-2 size, a gigabyte of fresh pages a batch. A parameter that is no Flex tensor (or whose
+/// stand-in would differ in dtype) is left to `to_device`, which moves it with its values.
+struct StandIns {
+    device: Device,
+    /// Each stand-in's id, with the eager tensor it stands for.
+    eager: BTreeMap<TensorId, FlexTensor>,
+}
+
+impl StandIns {
+    fn stand_in<const D: usize>(&mut self, tensor: Tensor<D>) -> Tensor<D> {
+        let Ok(flex) = tensor.clone().inner().try_into_primitive::<Flex>() else {
+            return tensor;
+        };
+        let empty = Tensor::<D>::empty(tensor.shape(), (&self.device, tensor.dtype()));
+        match tensor_id(&empty) {
+            Some(id) if empty.dtype() == tensor.dtype() => {
+                self.eager.insert(id, flex);
+                empty
+            }
+            _ => tensor,
+        }
+    }
+
+    /// The eager tensor `op` stands in for, if it is a stand-in's `Empty`.
+    fn made_by(&self, op: &OperationIr) -> Option<&FlexTensor> {
+        match op {
+            OperationIr::BaseFloat(BaseOperationIr::Empty(desc)) => self.eager.get(&desc.out.id),
+            _ => None,
+        }
+    }
+}
+
+impl ModuleMapper for StandIns {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        param.map(|tensor| self.stand_in(tensor))
+    }
 }
 
 fn is_init(op: &OperationIr) -> bool {
@@ -308,6 +362,7 @@ fn replay(
     captured: burn_capture::CapturedGraph,
     entries: &[ParamEntry],
     found: &[(String, TensorId)],
+    stand_ins: StandIns,
     deferred: Deferred,
     out: Option<TensorId>,
     crashed: Option<String>,
@@ -348,20 +403,28 @@ fn replay(
     let mut tensors = Vec::new();
     let mut ops_json = Vec::new();
     let mut n = 0usize;
-    for (id, value) in &captured.values {
-        interpreter.register_tensor_data_id(*id, value.clone());
-        if !params.contains_key(id) {
-            data.insert(*id);
+    // the values move into the interpreter: a copy of every parameter fewer, in time and memory
+    for (id, value) in captured.values {
+        if !params.contains_key(&id) {
+            data.insert(id);
         }
-        if wanted.contains(id) {
+        if wanted.contains(&id) {
             values.insert(
-                *id,
+                id,
                 HostTensor::from_data(value.clone()).map_err(|e| e.to_string())?,
             );
         }
+        interpreter.register_tensor_data_id(id, value);
     }
     for op in captured.graph.operations {
         if is_init(&op) {
+            continue;
+        }
+        if let Some(eager) = stand_ins.made_by(&op) {
+            // a parameter: the eager model's tensor itself, not the `Empty` standing in for it
+            for made in op.outputs() {
+                interpreter.register_tensor_to_device(made.id, HandleKind::Float(eager.clone()));
+            }
             continue;
         }
         let reads: Vec<TensorIr> = op.inputs().cloned().collect();
@@ -455,15 +518,42 @@ fn replay(
 }
 
 /// A tensor's value as the replay made it, read without freeing it.
+///
+/// A contiguous float tensor's bytes are copied once, from Flex's buffer in place (as
+/// [`HostTensor::of`] reads a model's tensor); `read_tensor_async` (`into_data` of a tensor the
+/// interpreter still holds) copies them twice into fresh pages, and `from_data` once more.
 fn read(
     interpreter: &mut TensorInterpreter<Flex>,
     tensor: &TensorIr,
 ) -> Result<HostTensor, String> {
     let mut ir = tensor.clone();
     ir.status = TensorStatus::ReadOnly;
+    if let HandleKind::Float(flex) = interpreter.get_tensor(&ir)
+        && let Some(host) = in_place(&flex)
+    {
+        return Ok(host);
+    }
     let data = burn_std::reader::read_sync(interpreter.read_tensor_async(ir))
         .map_err(|e| format!("the replay of the captured graph could not read a tensor: {e:?}"))?;
     HostTensor::from_data(data).map_err(|e| e.to_string())
+}
+
+/// A contiguous F32 or F64 Flex tensor on the host, one copy of its bytes; `None` for another
+/// dtype or a strided view (a transpose), read through `into_data` instead.
+fn in_place(flex: &FlexTensor) -> Option<HostTensor> {
+    let dtype = match flex.dtype() {
+        DType::F32 => HostDType::F32,
+        DType::F64 => HostDType::F64,
+        _ => return None,
+    };
+    let layout = flex.layout();
+    if !layout.is_contiguous() || layout.start_offset() != 0 {
+        return None;
+    }
+    let shape: Vec<usize> = layout.shape().to_vec();
+    let len = shape.iter().product::<usize>() * dtype.size();
+    let bytes = flex.bytes().get(..len)?;
+    Some(HostTensor::copied(dtype, &shape, bytes))
 }
 
 fn op_json(

@@ -6,6 +6,7 @@
 //! ```text
 //! classifier --init INIT -o OUT --checkpoint PATH [--batches N]
 //!            [--bug bn-train|stride|padding|no-running-stats|dropout-on]
+//!            [--no-record | --tap-free | --taps-only]
 //! ```
 //!
 //! The init file gives only the batches; the weights come from the checkpoint, so what burn-store
@@ -23,6 +24,12 @@
 //!   statistics as well, which stay burn's fresh 0 and 1, and nothing fails.
 //! - `dropout-on`: the autodiff device with every BatchNorm frozen (`Module::freeze`, as when
 //!   finetuning the head), so Dropout is the only layer in training mode: it drops at inference.
+//!
+//! What recording costs is measured by `benchmarks/capture_cost.py` with three switches: `--no-record`
+//! runs the same forward passes and writes nothing (each output read to the host); `--tap-free` runs the
+//! forward with its taps off (`Tap::off()`), so graph capture alone records the layers; `--taps-only`
+//! records with `Inference::with_taps_only()` (the eager forward, the taps only). Without any, the forward
+//! is tapped and captured, as `burnside run classifier` records it.
 
 use std::error::Error;
 
@@ -35,7 +42,7 @@ use burn::nn::{
 use burn::store::{ModuleSnapshot, PytorchStore};
 use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
-use burnside_trace::{Inference, InitFile, PortArgs, Tap, TraceError, UsageError};
+use burnside_trace::{Inference, InitFile, PortArgs, Step, Tap, TraceError, UsageError, step_done};
 
 const BUGS: [&str; 5] = [
     "bn-train",
@@ -158,7 +165,21 @@ fn run(mut args: PortArgs) -> Result<(), Box<dyn Error>> {
             "missing --checkpoint PATH (the PyTorch state_dict saved with torch.save)".into(),
         )
     })?;
+    let no_record = args.flag("--no-record");
+    let tap_free = args.flag("--tap-free");
+    let taps_only = args.flag("--taps-only");
     args.finish()?;
+    if [no_record, tap_free, taps_only]
+        .iter()
+        .filter(|on| **on)
+        .count()
+        > 1
+    {
+        return Err(UsageError(
+            "--no-record, --tap-free and --taps-only exclude each other".into(),
+        )
+        .into());
+    }
     if let Some(other) = bug.as_deref().filter(|b| !BUGS.contains(b)) {
         return Err(UsageError(format!("--bug {other}: expected {}", BUGS.join(", "))).into());
     }
@@ -174,9 +195,27 @@ fn run(mut args: PortArgs) -> Result<(), Box<dyn Error>> {
         model.bn1 = model.bn1.freeze();
         model.bn2 = model.bn2.freeze();
     }
-    Inference::new().run(&args, &init, &device, &model, |model, batch| {
+    if no_record {
+        // the same passes, nothing written; each batch told as `Inference` tells it (`step_done`)
+        step_done(0, args.steps);
+        for k in 0..args.steps {
+            let mut batch = Step::unrecorded(k, &init, &device);
+            let x = batch.float_input::<4>("x")?;
+            let logits = model.forward(x, Tap::off())?;
+            let _ = logits.into_data(); // the values computed and on the host, as recording has them
+            step_done(k + 1, args.steps);
+        }
+        return Ok(());
+    }
+    let inference = if taps_only {
+        Inference::new().with_taps_only()
+    } else {
+        Inference::new()
+    };
+    inference.run(&args, &init, &device, &model, |model, batch| {
         let x = batch.float_input::<4>("x")?;
-        Ok(model.forward(x, batch.tap())?)
+        let tap = if tap_free { Tap::off() } else { batch.tap() };
+        Ok(model.forward(x, tap)?)
     })?;
     Ok(())
 }

@@ -7,14 +7,20 @@
 //!
 //! ```text
 //! gpt2-bench --init INIT -o OUT [--steps N] [--heads H] [--no-record]
-//! gpt2-bench --inference --init INIT -o OUT [--batches N] [--heads H] [--no-record]
+//! gpt2-bench --inference --init INIT -o OUT [--batches N] [--heads H]
+//!            [--no-record | --tap-free | --taps-only]
 //! ```
 //!
 //! `--heads` defaults to `d_model / 64` (GPT-2's head size). `--no-record` trains the same steps
 //! with the same burn optimizer and writes nothing: the loop's own time and memory, which the
 //! benchmark compares the recorded run with. `--inference` is the pretrained model's port: the
 //! weights from a forward trace's init file on a device without autodiff, each batch's forward
-//! pass recorded by `Inference` (with `--no-record`, the same passes, nothing written).
+//! pass recorded by `Inference` (with `--no-record`, the same passes, nothing written). What the
+//! recording costs is measured by `benchmarks/capture_cost.py` with two more switches of
+//! `--inference`: `--tap-free` runs the forward with its taps off (`Tap::off()`), so graph capture
+//! alone records the layers; `--taps-only` records with `Inference::with_taps_only()` (the eager
+//! forward, the taps only). Without either, the forward is tapped and captured, as a user's port
+//! that kept its taps is.
 
 use std::error::Error;
 
@@ -25,7 +31,8 @@ use burn::optim::GradientsParams;
 use burn::tensor::activation::{gelu_approximate, softmax};
 use burn::tensor::{Bool, Device, Int, Tensor};
 use burnside_trace::{
-    Inference, InitFile, OptimizerSpec, PortArgs, Step, Tap, TraceError, Training,
+    Inference, InitFile, OptimizerSpec, PortArgs, Step, Tap, TraceError, Training, UsageError,
+    step_done,
 };
 
 const LR: f64 = 1e-4;
@@ -210,8 +217,16 @@ fn run(mut args: PortArgs) -> Result<(), Box<dyn Error>> {
         .transpose()?;
     let no_record = args.flag("--no-record");
     if args.flag("--inference") {
+        let how = Recording {
+            record: !no_record,
+            tap_free: args.flag("--tap-free"),
+            taps_only: args.flag("--taps-only"),
+        };
         args.finish()?;
-        return infer(&args, heads, no_record);
+        if how.tap_free && how.taps_only {
+            return Err(UsageError("--tap-free and --taps-only exclude each other".into()).into());
+        }
+        return infer(&args, heads, how);
     }
     args.finish()?;
     let device = Device::default().autodiff();
@@ -249,25 +264,48 @@ fn run(mut args: PortArgs) -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
-/// The inference port: `args.steps` batches forward, recorded by `Inference` unless `no_record`.
-fn infer(args: &PortArgs, heads: Option<usize>, no_record: bool) -> Result<(), Box<dyn Error>> {
+/// How the inference port records (`--no-record`, `--tap-free`, `--taps-only`).
+struct Recording {
+    record: bool,
+    /// The forward's taps off: the layers are what graph capture records.
+    tap_free: bool,
+    /// `Inference::with_taps_only()`: the eager forward, the taps only.
+    taps_only: bool,
+}
+
+/// The inference port: `args.steps` batches forward, recorded by `Inference` unless `--no-record`.
+/// Each batch done is told by `step_done` (on stderr when `BURNSIDE_PROGRESS` is set), in the
+/// plain loop as `Inference` tells it, so a benchmark can time the forward passes alone.
+fn infer(args: &PortArgs, heads: Option<usize>, how: Recording) -> Result<(), Box<dyn Error>> {
     let device = Device::default();
     let init = InitFile::read(&args.init)?;
     let sizes = Sizes::of(&init, heads)?;
     let model = init.load_module(Gpt::new(&sizes, &device))?;
-    if no_record {
+    if !how.record {
+        step_done(0, args.steps);
         for k in 0..args.steps {
             let mut batch = Step::unrecorded(k, &init, &device);
             let x = batch.int_input::<2>("x")?;
             let logits = model.forward(x, batch.tap())?;
             let data = logits.into_data(); // the values computed and on the host, as recording has them
             eprintln!("batch {k}: logits {:?}", data.shape());
+            step_done(k + 1, args.steps);
         }
         return Ok(());
     }
-    Inference::new().run(args, &init, &device, &model, |model, batch| {
+    let inference = if how.taps_only {
+        Inference::new().with_taps_only()
+    } else {
+        Inference::new()
+    };
+    inference.run(args, &init, &device, &model, |model, batch| {
         let x = batch.int_input::<2>("x")?;
-        Ok(model.forward(x, batch.tap())?)
+        let tap = if how.tap_free {
+            Tap::off()
+        } else {
+            batch.tap()
+        };
+        Ok(model.forward(x, tap)?)
     })?;
     Ok(())
 }
