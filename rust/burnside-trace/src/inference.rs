@@ -113,14 +113,6 @@ impl Inference {
         for (key, value) in &self.metadata {
             recorder = recorder.with_metadata(key, value);
         }
-        // Each tensor goes to the file as it is recorded; the estimate (the parameters and
-        // buffers once, per batch its inputs, a guess of one tapped layer per parameter and a
-        // few outputs) sizes the header's room.
-        let params = crate::param_paths_with(model, recorder.names()).len();
-        let per_batch = init.input_names().len() + params + 4;
-        recorder.stream_to(&args.out, params + batches.saturating_mul(per_batch))?;
-        recorder.params_and_buffers(0, model)?;
-        step_done(0, batches);
         let entries = crate::param_paths_with(model, recorder.names());
         let capture = if self.capture {
             crate::capture::capturable(device)
@@ -155,9 +147,32 @@ impl Inference {
                 |output: &Tensor<D>| crate::capture::tensor_id(output),
             )
         };
+        // Batch 0 is captured before the file is started (capture reads the model and moves
+        // nothing): its tensors and its graph's JSON size the header's room for every batch, so
+        // the finish does not copy the file to make room for a header that outgrew the guess.
+        let mut first = match capture {
+            Ok(_) if batches > 0 => Some(capture_one(0, &mut forward)),
+            _ => None,
+        };
+        // Each tensor goes to the file as it is recorded; the estimate (the parameters and
+        // buffers once, per batch its inputs, the captured outputs and graph of batch 0, or a
+        // guess of one tapped layer per parameter, and a few outputs) sizes the header's room.
+        let params = entries.len();
+        let (captured, graph_bytes) = match &first {
+            Some(Ok(replayed)) => (replayed.tensors.len(), replayed.graph.len() + 1),
+            _ => (params, 0),
+        };
+        let per_batch = init.input_names().len() + captured + 4;
+        recorder.stream_to_reserving(
+            &args.out,
+            params + batches.saturating_mul(per_batch),
+            batches.saturating_mul(graph_bytes),
+        )?;
+        recorder.params_and_buffers(0, model)?;
+        step_done(0, batches);
         for k in 0..batches {
             if capture == Ok(crate::capture::Mode::Replace) {
-                let replayed = capture_one(k, &mut forward);
+                let replayed = first.take().unwrap_or_else(|| capture_one(k, &mut forward));
                 match replayed {
                     Ok(replayed) => {
                         let crashed = replayed.crashed.clone();
@@ -192,7 +207,7 @@ impl Inference {
             // BatchNorm's running statistics (training mode)
             let mut beside = None;
             if capture == Ok(crate::capture::Mode::Beside) {
-                let replayed = capture_one(k, &mut forward);
+                let replayed = first.take().unwrap_or_else(|| capture_one(k, &mut forward));
                 match replayed {
                     Ok(replayed) if replayed.crashed.is_none() => beside = Some(replayed),
                     Ok(replayed) => {

@@ -224,6 +224,7 @@ fn start_writeback(_file: &File, _from: u64, _len: u64) -> bool {
 impl StreamWriter {
     /// Start a file for `path`, with header room for `expected_tensors` tensors (an estimate:
     /// more only wastes a little padding, fewer makes the finish copy the data once).
+    #[cfg(test)]
     pub(crate) fn create(path: &Path, expected_tensors: usize) -> Result<Self, TraceError> {
         Self::create_with_reserve(path, header_reserve(expected_tensors))
     }

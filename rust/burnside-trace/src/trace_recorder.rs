@@ -338,11 +338,25 @@ impl TraceRecorder {
         path: impl AsRef<Path>,
         expected_tensors: usize,
     ) -> Result<(), TraceError> {
+        self.stream_to_reserving(path, expected_tensors, 0)
+    }
+
+    /// [`stream_to`](Self::stream_to) with `metadata_bytes` more header room, for metadata
+    /// larger than the usual few KiB (a captured graph's JSON, known once batch 0 is captured).
+    pub(crate) fn stream_to_reserving(
+        &mut self,
+        path: impl AsRef<Path>,
+        expected_tensors: usize,
+        metadata_bytes: usize,
+    ) -> Result<(), TraceError> {
         let path = path.as_ref();
         if let Some(error) = self.not_streaming("stream_to") {
             return Err(error);
         }
-        let mut writer = StreamWriter::create(path, expected_tensors.max(self.tensors.len()))?;
+        let reserve =
+            crate::stream_writer::header_reserve(expected_tensors.max(self.tensors.len()))
+                .saturating_add(metadata_bytes);
+        let mut writer = StreamWriter::create_with_reserve(path, reserve)?;
         let mut earlier: Vec<(String, HostTensor)> =
             std::mem::take(&mut self.tensors).into_iter().collect();
         // step by step, so step k-1's params_after is seen before step k's params_before
