@@ -101,10 +101,18 @@ fn groups_clipping_and_a_schedule_record_what_the_call_by_call_loop_records() {
         .unwrap();
     recorder.write(&old.out).unwrap();
 
-    let (a, b) = (
+    let (mut a, b) = (
         SafetensorsFile::read(&new.out).unwrap(),
         SafetensorsFile::read(&old.out).unwrap(),
     );
+    // `Training::run` also captures step 0's forward pass without autodiff (the call-by-call
+    // loop does not): its ops' outputs and graph, kept where its output is the eager one
+    assert!(a.tensors.contains_key("step0.captured.0"));
+    assert!(a.meta("captured").is_ok());
+    a.tensors
+        .retain(|name, _| !name.starts_with("step0.captured."));
+    a.metadata
+        .retain(|key, _| !matches!(key.as_str(), "captured" | "captured_rounding"));
     assert_eq!(
         a.tensors.keys().collect::<Vec<_>>(),
         b.tensors.keys().collect::<Vec<_>>()
