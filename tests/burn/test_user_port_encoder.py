@@ -86,13 +86,15 @@ def test_the_templates_pytorch_store_load_of_a_packed_attention_is_told_the_load
         in proc.stderr, proc.stderr
 
 
-def test_a_shape_panic_inside_burn_says_what_the_port_had_recorded_last(encoder):
-    """One position too few: burn panics on the sum of token and position embeddings. The error names the port's
-    frame and the last tensor the recording holds, the position embedding of 15 rows where PyTorch's has 16."""
+def test_a_shape_panic_inside_burn_is_compared_up_to_the_crash_and_the_shape_named(encoder):
+    """One position too few: burn panics on the sum of token and position embeddings. The forward pass runs under
+    graph capture, so the port writes the trace of what ran before the panic and the check compares it: FAIL, the
+    crash said beside the verdict, and the first divergence is the position embedding of 15 rows where PyTorch's
+    has 16 (every tensor before it agrees)."""
     proc = run(encoder, "pos-short")
-    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
-    line = proc.stderr.strip().splitlines()[-1]
-    assert "panicked inside burn" in line and "called from the port's" in line, line
-    assert "(the last tensor it recorded: step0.activations.pos of shape [15, 32]; the code after it panicked)" \
-        in line, line
+    assert "user_encoder crashed: what ran before the crash is compared below" in proc.stdout + proc.stderr
+    assert "B crashed in batch 0: === Tensor Operation Error === Operation: 'Add'" in proc.stdout, proc.stdout
+    assert "first divergence: step0.activations.pos (Embedding) in batch 0: its shape is [16, 32] in A, " \
+        "[15, 32] in B while every tensor before it agrees" in proc.stdout, proc.stdout

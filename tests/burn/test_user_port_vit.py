@@ -85,5 +85,5 @@ def test_a_port_tapping_no_layer_has_its_layers_captured_and_the_slip_named(vit)
     noise band (this passed when only the outputs were judged); the captured forward pass compares every layer and
     D011 names the norm."""
     proc = run(vit, "no-taps,ln-eps-one")
-    assert_named(proc, "D011", ["blocks.1.norm2 (LayerNorm)", "epsilon 1e-6 on A", "1e-5 on B"])
+    assert_named(proc, "D011", ["blocks.1.norm2 (LayerNorm)", "epsilon measured 1e-6 on A", "1e-5 on B"])
     assert "records no layer" not in proc.stdout, proc.stdout

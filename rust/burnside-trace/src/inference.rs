@@ -151,7 +151,9 @@ impl Inference {
         // nothing): its tensors and its graph's JSON size the header's room for every batch, so
         // the finish does not copy the file to make room for a header that outgrew the guess.
         let mut first = match capture {
-            Ok(_) if batches > 0 => Some(capture_one(0, &mut forward)),
+            Ok(_) if batches > 0 && init.check_int_inputs(0, device).is_ok() => {
+                Some(capture_one(0, &mut forward))
+            }
             _ => None,
         };
         // Each tensor goes to the file as it is recorded; the estimate (the parameters and
@@ -171,7 +173,10 @@ impl Inference {
         recorder.params_and_buffers(0, model)?;
         step_done(0, batches);
         for k in 0..batches {
-            if capture == Ok(crate::capture::Mode::Replace) {
+            // an integer input the device cannot hold is left to the eager pass to refuse
+            if capture == Ok(crate::capture::Mode::Replace)
+                && init.check_int_inputs(k, device).is_ok()
+            {
                 let replayed = first.take().unwrap_or_else(|| capture_one(k, &mut forward));
                 match replayed {
                     Ok(replayed) => {
@@ -206,7 +211,10 @@ impl Inference {
             // beside an autodiff forward: captured first, before the eager forward moves a
             // BatchNorm's running statistics (training mode)
             let mut beside = None;
-            if capture == Ok(crate::capture::Mode::Beside) {
+            // an integer input the device cannot hold is left to the eager pass to refuse
+            if capture == Ok(crate::capture::Mode::Beside)
+                && init.check_int_inputs(k, device).is_ok()
+            {
                 let replayed = first.take().unwrap_or_else(|| capture_one(k, &mut forward));
                 match replayed {
                     Ok(replayed) if replayed.crashed.is_none() => beside = Some(replayed),

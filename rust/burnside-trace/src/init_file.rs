@@ -228,6 +228,23 @@ impl InitFile {
         int_tensor(&format!("inputs.{name}"), input, "float_input", device)
     }
 
+    /// Refuse batch `step`'s integer inputs that `device`'s integers cannot hold, as
+    /// [`int_input_at`](Self::int_input_at) on that device would: checked before a forward pass
+    /// runs under graph capture, whose device holds them all and whose replay would panic.
+    pub(crate) fn check_int_inputs(&self, step: usize, device: &Device) -> Result<(), TraceError> {
+        for name in self.input_names() {
+            let input = self.input_at(step, name)?;
+            if input.dtype == HostDType::I64 {
+                check_int_range(
+                    &format!("inputs.{name}"),
+                    input,
+                    device.settings().int_dtype,
+                )?;
+            }
+        }
+        Ok(())
+    }
+
     /// The modules whose input the file holds for forward pass `step` (`step{step}.layer_inputs.*`,
     /// what PyTorch fed each module: an init file made from a forward trace), in name order.
     pub fn layer_inputs(&self, step: usize) -> Vec<&str> {

@@ -209,7 +209,11 @@ impl Training {
                 // step 0's forward pass captured without autodiff (before the eager one moves a
                 // BatchNorm's running statistics): its layers are recorded where its output is the
                 // eager one bit for bit (no BatchNorm in training mode, no dropout)
-                let beside = if k == 0 && crate::capture::capturable(device).is_ok() {
+                // (an integer input the device cannot hold is left to the eager pass to refuse)
+                let beside = if k == 0
+                    && crate::capture::capturable(device).is_ok()
+                    && init.check_int_inputs(0, device).is_ok()
+                {
                     let entries = crate::param_paths_with(&model, recorder.names());
                     crate::capture::capture_batch(
                         &model,

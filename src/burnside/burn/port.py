@@ -142,7 +142,7 @@ def record_port(torch_trace: Path, burn_crate: Path, bin_name: str, args: list[s
         if not _crashed_trace(out):
             raise
         if console is not None:
-            console.print(Text(f"error: {error}", style="red"))
+            console.print(Text(f"{bin_name} crashed: what ran before the crash is compared below", style="red"))
     return out
 
 

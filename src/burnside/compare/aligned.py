@@ -268,6 +268,11 @@ _LAYER_CLASSES = re.compile(
     r"RMSNorm|LlamaRMSNorm|InstanceNorm[123]d|LocalResponseNorm|Embedding|EmbeddingBag|PReLU|Conv1D)$")
 
 
+#: Layers whose first operation reading a parameter reads the layer's input beside it (the product of the input
+#: with the weight), so that operation's other operand is the layer's input.
+_READS_INPUT_FIRST = re.compile(r"^(Linear|LazyLinear|Conv[123]d|ConvTranspose[123]d|Conv1D)$")
+
+
 #: burn-ir's operation kinds that compute what a parameterless PyTorch module of a class does, by class.
 _OP_KINDS = {
     "ReLU": ("Relu",), "ReLU6": ("Clamp", "Relu"), "GELU": ("Gelu",), "SiLU": ("Silu",), "Sigmoid": ("Sigmoid",),
@@ -349,6 +354,7 @@ def captured_layers(a: Trace, b: Trace, step: int, graph: dict, renames: Renames
     if not ops:
         return {}, {}
     by_id = {op.id: op for op in ops}
+    by_n = {op.n: op for op in ops}
     a_params = set(_start_names(a))
     classes = a.metadata.get("modules") or {}
     order = [m for m in (a.metadata.get("activations") or [])]
@@ -420,16 +426,20 @@ def captured_layers(a: Trace, b: Trace, step: int, graph: dict, renames: Renames
         best = min(candidates, key=lambda op: (_distance(a_values, b.values(name_of(op.n))), -op.n))
         out[a_name] = name_of(best.n)
         previous = best.n
-    # what each anchored layer read: its first operation's tensor that is no parameter
-    for module, n in anchors.items():
+    # what each anchored layer read: the tensor its first operation reads beside its parameters, for a layer whose
+    # first operation is its product with the input (a Linear's matmul, a convolution); a norm's first operation
+    # reading a parameter multiplies the already normalised input by its weight, so its input is not attributed
+    for module in anchors:
         a_name = f"step{step}.layer_inputs.{module}"
-        if a_name not in a:
+        base = module.split("#")[0]
+        if a_name not in a or not _READS_INPUT_FIRST.match(str(classes.get(base, ""))):
             continue
-        first = ops[first_reading[module.split("#")[0]]] if first_reading.get(module.split("#")[0]) is not None else None
+        first = first_reading.get(base)
         if first is None:
             continue
-        for read in first.reads:
-            if read in by_id:
+        n_elements = int(np.prod(a.info(a_name).shape or (1,)))
+        for read in by_n[first].reads:
+            if read in by_id and int(np.prod(by_id[read].shape or (1,))) == n_elements:
                 inputs[a_name] = name_of(by_id[read].n)
                 break
     return out, inputs
