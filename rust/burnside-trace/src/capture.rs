@@ -469,6 +469,18 @@ fn replay(
             }
         }
     }
+    if crashed.is_none()
+        && let Some(id) = out
+        && !data.contains(&id)
+    {
+        // a forward pass fed from a parameter (a harness that trains its input): no operation
+        // depends on the batch, none is recorded, and the layers could not be told apart
+        return Err(
+            "the forward pass's output depends on no input of the batch (it is computed \
+                    from the parameters alone)"
+                .into(),
+        );
+    }
     let take = |id: &TensorId| values.get(id).cloned();
     let named = deferred
         .outputs
