@@ -76,15 +76,49 @@ def test_a_causal_mask_registered_non_persistent_is_a_constant_the_port_may_comp
     assert any(r.name == "step1.buffers.bias" for r in compare_with_evidence(open_trace(a), open_trace(kept)).rows)
 
 
-def test_a_persistent_buffer_missing_on_the_port_is_named_with_its_fix(tmp_path):
+def test_a_persistent_constant_buffer_the_port_computes_inline_passes(tmp_path):
+    # nanoGPT keeps its causal mask in the state_dict (persistent): the same at every step, a constant the port
+    # computes inline, and the layers that read it are compared
     a = _block_run(tmp_path, persistent=True)
     assert "buffers_nonpersistent" not in open_trace(a).metadata
     b = _as_port(tmp_path, a, drop=lambda n: ".buffers." in n)
+    comparison, found, text = _judge(a, b)
+    assert comparison.passed and not found, (sorted(found), text)
+    assert comparison.constants_only_in_a == ["step0.buffers.bias", "step1.buffers.bias"]
+    assert comparison.persistent_constants == ["bias"]
+    assert "constant buffers only in A (persistent, in the state_dict, and the same at every step recorded; B " \
+        "computes them inline), not compared: bias" in text, text
+    assert "only in A: step" not in text and "buffer only in A" not in text
+
+
+class _Running(nn.Module):
+    """A model with a buffer its forward pass updates while training (a running mean of its input)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = nn.Linear(8, 5)
+        self.register_buffer("seen", torch.zeros(8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training:
+            with torch.no_grad():
+                self.seen.mul_(0.9).add_(0.1 * x.mean(0))
+        return self.fc(x - self.seen)
+
+
+def test_a_persistent_buffer_the_run_changes_missing_on_the_port_is_named_with_its_fix(tmp_path):
+    torch.manual_seed(1)
+    batch = {"x": torch.randn(3, 8), "y": torch.randint(0, 5, (3,))}
+    model = _Running()
+    a = record(model, torch.optim.SGD(model.parameters(), lr=0.1), batch, tmp_path / "running.safetensors", steps=2)
+    b = _as_port(tmp_path, a, drop=lambda n: ".buffers." in n)
     comparison, _, text = _judge(a, b)
     assert not comparison.passed
-    assert "buffer only in A: bias (2 step(s)) is a persistent buffer" in text
-    assert 'init.buffer(\\"bias\\")' in text or 'init.buffer("bias")' in text
-    assert "only in A: step0.buffers.bias" not in text
+    assert comparison.persistent_constants == []
+    assert "buffer only in A: seen (2 step(s)) is a persistent buffer" in text
+    assert 'init.buffer(\\"seen\\")' in text or 'init.buffer("seen")' in text
+    assert "only in A: step0.buffers.seen" not in text
 
 
 class _Gpt(nn.Module):

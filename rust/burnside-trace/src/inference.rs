@@ -310,35 +310,33 @@ impl Batch<'_> {
     /// input (`step{k}.inputs.{name}`).
     pub fn float_input<const D: usize>(&mut self, name: &str) -> Result<Tensor<D>, TraceError> {
         let tensor = self.step.float_input(name)?;
-        if let Some(deferred) = self.deferred.as_deref_mut() {
-            let data = self
-                .step
-                .init()
-                .input_at(self.step.index(), name)?
-                .to_data();
-            deferred
-                .inputs
-                .push((name.to_string(), data, crate::capture::tensor_id(&tensor)));
-        }
+        self.defer_input(name, || crate::capture::tensor_id(&tensor))?;
         Ok(tensor)
     }
 
     /// The integer input `name` (token ids, class labels) of this batch, recorded.
     pub fn int_input<const D: usize>(&mut self, name: &str) -> Result<Tensor<D, Int>, TraceError> {
         let tensor = self.step.int_input(name)?;
+        self.defer_input(name, || crate::capture::int_tensor_id(&tensor))?;
+        Ok(tensor)
+    }
+
+    /// Under graph capture: the batch's input `name`, as the file holds it, to record once the
+    /// replay has run, with the id of the capture's tensor made from it (`id`).
+    fn defer_input(
+        &mut self,
+        name: &str,
+        id: impl FnOnce() -> Option<burn_ir::TensorId>,
+    ) -> Result<(), TraceError> {
         if let Some(deferred) = self.deferred.as_deref_mut() {
             let data = self
                 .step
                 .init()
                 .input_at(self.step.index(), name)?
                 .to_data();
-            deferred.inputs.push((
-                name.to_string(),
-                data,
-                crate::capture::int_tensor_id(&tensor),
-            ));
+            deferred.inputs.push((name.to_string(), data, id()));
         }
-        Ok(tensor)
+        Ok(())
     }
 
     /// Record an input the port got some other way as this batch's input `name`.

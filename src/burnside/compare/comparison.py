@@ -135,6 +135,8 @@ class Comparison:
     captured_kinds: dict = field(default_factory=dict)
     constants_only_in_a: list[str] = field(default_factory=list)
     constants_only_in_b: list[str] = field(default_factory=list)
+    #: of those, the persistent buffers (in the state_dict) the run never changes, by buffer name
+    persistent_constants: list[str] = field(default_factory=list)
     #: the float64 reference's metadata `pinned` (dtype-dependent constants it computed with float32's values,
     #: as the loop did: RMSNorm eps=None, torch.finfo) and `unpinned` (those it could not pin), "" when none
     reference_pinned: str = ""

@@ -174,6 +174,28 @@ def _nonpersistent(trace: Trace) -> set[str]:
     return {n for n in listed if isinstance(n, str)} if isinstance(listed, list) else set()
 
 
+#: A norm's running statistics: buffers a module changes as it runs, state the port must hold.
+_RUNNING = ("running_mean", "running_var", "num_batches_tracked")
+
+
+def _unchanged_buffers(trace: Trace, names: list[str], constant: set[str]) -> set[str]:
+    """The persistent buffers among ``names`` (one side's only) that are constants: no norm's running statistic,
+    and the same value at every step ``trace`` records them (a forward trace records them once)."""
+    steps: dict[str, list[str]] = {}
+    for name in names:
+        buffer = _buffer_of(name)
+        if buffer is not None and buffer not in constant and buffer.rsplit(".", 1)[-1] not in _RUNNING:
+            steps.setdefault(buffer, []).append(name)
+    found: set[str] = set()
+    for buffer, recorded in steps.items():
+        if any(n not in trace for n in recorded):
+            continue  # held as statistics only: its values cannot be told apart
+        first = trace.array(recorded[0])
+        if all(np.array_equal(first, trace.array(n)) for n in recorded[1:]):
+            found.add(buffer)
+    return found
+
+
 def _buffer_of(name: str) -> str | None:
     """`h.0.attn.bias` for `step3.buffers.h.0.attn.bias`; None for a tensor of another stage."""
     parsed = parse_name(name)
@@ -254,8 +276,11 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None,
     # a buffer registered with persistent=False is a constant of the module (a causal mask), compared where both
     # sides hold it; one side only is no failure: the other computes it inline
     constant = _nonpersistent(a) | _nonpersistent(b)
-    constants_a = [n for n in missing_in_b if _buffer_of(n) in constant]
-    constants_b = [n for n in missing_in_a if _buffer_of(n) in constant]
+    # so is a persistent buffer the run never changes (a positional table, a mask kept in the state_dict): the
+    # other side computes it inline, and where its value differs the layer that reads it parts
+    unchanged = _unchanged_buffers(a, missing_in_b, constant) | _unchanged_buffers(b, missing_in_a, constant)
+    constants_a = [n for n in missing_in_b if _buffer_of(n) in constant | unchanged]
+    constants_b = [n for n in missing_in_a if _buffer_of(n) in constant | unchanged]
     missing_in_b = [n for n in missing_in_b if n not in constants_a]
     missing_in_a = [n for n in missing_in_a if n not in constants_b]
     comparison = Comparison(
@@ -271,6 +296,7 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None,
         order={name: i for i, name in enumerate(common)},
         constants_only_in_a=constants_a,
         constants_only_in_b=constants_b,
+        persistent_constants=sorted(unchanged),
         optimizer_differences=[] if forward else optimizer_differences(a.optimizer, b.optimizer, a.params, b.params),
         accumulation="" if forward else _accumulation_line(a, b),
         crashed=crashed,

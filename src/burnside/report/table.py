@@ -369,9 +369,16 @@ def constant_lines(comparison: Comparison) -> list[Line]:
     lines: list[Line] = []
     for side, other, names in (("A", "B", comparison.constants_only_in_a), ("B", "A", comparison.constants_only_in_b)):
         found = _by_buffer(names)
-        if found:
+        persistent = [b for b in found if b in comparison.persistent_constants]
+        registered = [b for b in found if b not in comparison.persistent_constants]
+        if registered:
             lines.append((f"constant buffers only in {side} (registered with persistent=False, outside the state_dict; "
-                          f"{other} computes them inline), not compared: {listed(list(found), 4)}", "dim"))
+                          f"{other} computes them inline), not compared: {listed(registered, 4)}", "dim"))
+        if persistent:
+            lines.append((f"constant buffers only in {side} (persistent, in the state_dict, and the same at every "
+                          f"{comparison.unit} recorded; {other} computes them inline), not compared: "
+                          f"{listed(persistent, 4)}; a layer that reads a value of its own parts where it reads it",
+                          "dim"))
     return lines
 
 
