@@ -19,7 +19,7 @@ from torch import nn
 
 from burnside import __version__
 from burnside._torch_loop import (Batch, ModuleHooks, _dropout_off, active_dropouts, check_model,
-                                  nonpersistent_buffers, tied_names)
+                                  nonpersistent_buffers, output_tensors, tied_names)
 from burnside._torch_optim import host_array
 from burnside.errors import BurnsideError
 from burnside.trace import tensor_name
@@ -77,52 +77,6 @@ def default_forward(model: nn.Module, batch: Batch) -> object:
     if len(batch) == 1:
         return model(next(iter(batch.values())))
     return model(**batch)
-
-
-def _shown(value: object) -> str:
-    if value is None:
-        return "None"
-    kind = type(value).__name__
-    return f"{'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind}"
-
-
-def output_tensors(output: object, forward: Forward | None, k: int) -> dict[str, torch.Tensor]:
-    """The tensors of what forward pass ``k`` returned, by output name (docs/trace-format.md):
-    one tensor is `output`; a tuple or list `0`, `1`, ...; a dict (a ModelOutput) its keys; nested
-    ones joined with `.`; None values skipped. Anything else is refused in one line naming it and where."""
-    who = "the model's forward" if forward is None else "forward(model, batch)"
-    found: dict[str, torch.Tensor] = {}
-
-    def refuse(value: object, at: str) -> BurnsideError:
-        where = f" at output{at}" if at else ""
-        fix = ("make forward return only the tensors, e.g. forward=lambda m, b: m(**b)[0]" if at
-               else "make forward return the model's output tensors")
-        return BurnsideError(f"{who} returned {_shown(value)}{where} (batch {k}), which a forward trace cannot "
-                             f"record: it records tensors and tuples, lists and dicts of them (None is skipped); {fix}")
-
-    def walk(value: object, name: str, at: str) -> None:
-        if isinstance(value, torch.Tensor):
-            key = name or "output"
-            if key in found:
-                raise BurnsideError(f"{who} returned two outputs both named {key!r} (batch {k}): name each output "
-                                    "once (a dict key holding a '.' can clash with a nested name)")
-            found[key] = value
-        elif value is None and at:
-            return
-        elif isinstance(value, Mapping):
-            for key, item in value.items():
-                walk(item, f"{name}.{key}" if name else str(key), f"{at}[{key!r}]")
-        elif isinstance(value, (tuple, list)):
-            for i, item in enumerate(value):
-                walk(item, f"{name}.{i}" if name else str(i), f"{at}[{i}]")
-        else:
-            raise refuse(value, at)
-
-    walk(output, "", "")
-    if not found:
-        raise BurnsideError(f"{who} returned {_shown(output)} holding no tensor (batch {k}): a forward trace "
-                            "records the model's outputs, so return at least one tensor")
-    return found
 
 
 def record_forward_trace(

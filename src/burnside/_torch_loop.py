@@ -227,6 +227,67 @@ def nonpersistent_buffers(model: nn.Module) -> list[str]:
     return [name for name, _ in model.named_buffers() if name in constant]
 
 
+def _shown(value: object) -> str:
+    if value is None:
+        return "None"
+    kind = type(value).__name__
+    return f"{'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind}"
+
+
+def output_tensors(output: object, forward: Callable | None, k: int) -> dict[str, torch.Tensor]:
+    """The tensors of what forward pass ``k`` returned, by output name (docs/trace-format.md):
+    one tensor is `output`; a tuple or list `0`, `1`, ...; a dict (a ModelOutput) its keys; nested
+    ones joined with `.`; None values skipped. Anything else is refused in one line naming it and where."""
+    who = "the model's forward" if forward is None else "forward(model, batch)"
+    found: dict[str, torch.Tensor] = {}
+
+    def refuse(value: object, at: str) -> BurnsideError:
+        where = f" at output{at}" if at else ""
+        fix = ("make forward return only the tensors, e.g. forward=lambda m, b: m(**b)[0]" if at
+               else "make forward return the model's output tensors")
+        return BurnsideError(f"{who} returned {_shown(value)}{where} (batch {k}), which a trace cannot "
+                             f"record: it records tensors and tuples, lists and dicts of them (None is skipped); {fix}")
+
+    def walk(value: object, name: str, at: str) -> None:
+        if isinstance(value, torch.Tensor):
+            key = name or "output"
+            if key in found:
+                raise BurnsideError(f"{who} returned two outputs both named {key!r} (batch {k}): name each output "
+                                    "once (a dict key holding a '.' can clash with a nested name)")
+            found[key] = value
+        elif value is None and at:
+            return
+        elif isinstance(value, Mapping):
+            for key, item in value.items():
+                walk(item, f"{name}.{key}" if name else str(key), f"{at}[{key!r}]")
+        elif isinstance(value, (tuple, list)):
+            for i, item in enumerate(value):
+                walk(item, f"{name}.{i}" if name else str(i), f"{at}[{i}]")
+        else:
+            raise refuse(value, at)
+
+    walk(output, "", "")
+    if not found:
+        raise BurnsideError(f"{who} returned {_shown(output)} holding no tensor (batch {k}): a trace "
+                            "records the model's outputs, so return at least one tensor")
+    return found
+
+
+def _training_outputs(output: object, forward: Callable, loss_fn: Callable, k: int,
+                      refuse: Callable[[str, int], BurnsideError]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """What a training step's forward gave: (the tensor recorded as `logits`, the outputs recorded as
+    `outputs.{name}`). One tensor is the logits and no output is named. A tuple, a list or a dict (a VAE's
+    reconstruction, mu and logvar; a ModelOutput) goes whole to a ``loss_fn`` of the user's, each tensor recorded
+    under its name as `record_forward` names it (`0`, `1`, ... or the keys), its first standing as the logits; with
+    the default cross-entropy it is refused, naming the ``forward=`` that gives the logits."""
+    if isinstance(output, torch.Tensor):
+        return output, {}
+    if loss_fn is nn.functional.cross_entropy or not isinstance(output, (Mapping, tuple, list)):
+        raise refuse(_not_logits(output, forward), k)
+    outputs = output_tensors(output, forward, k)
+    return next(iter(outputs.values())), outputs
+
+
 def _not_logits(output: object, forward: Callable) -> str:
     """Why ``output``, what ``forward`` gave, is not the logits tensor, and the ``forward=`` that gives them."""
     def shown(value: object) -> str:
@@ -577,6 +638,8 @@ def record_trace(
         full, layer)
     #: the loss call found inside the loss (`burnside._torch_loss`), the same one every step it is recorded
     loss_call: dict | None = None
+    #: the names of the outputs a forward pass returning several records (`outputs.{name}`)
+    output_names: list[str] = []
     with writer:
         if progress is not None:
             progress(0, steps)
@@ -592,21 +655,27 @@ def record_trace(
                         writer.alias(tensor_name(k, "params_before", name), tensor_name(k - 1, "params_after", name),
                                      lambda p=p: host_array(p))
                 if hooks is None:
-                    logits = forward(model, batch)
+                    output = forward(model, batch)
                 else:
                     def sink(stage: str, key: str, tensor: torch.Tensor, k: int = k) -> None:
                         writer.add(tensor_name(k, stage, key), host_array(tensor))
 
                     with hooks.recording(sink):
-                        logits = forward(model, batch)
-                if not isinstance(logits, torch.Tensor):
-                    raise refuse(_not_logits(logits, forward), k)
+                        output = forward(model, batch)
+                logits, outputs = _training_outputs(output, forward, loss_fn, k, refuse)
                 with LossCall() as watch:
-                    loss = _loss(loss_fn, logits, batch, target, k, refuse)
+                    loss = _loss(loss_fn, output, batch, target, k, refuse)
                 wrong = _not_scalar(loss, loss_fn)
                 if wrong is not None:
                     raise refuse(wrong, k)
                 writer.add(tensor_name(k, "logits"), host_array(logits))
+                for key, t in outputs.items():
+                    if t is logits:
+                        writer.alias(tensor_name(k, "outputs", key), tensor_name(k, "logits"),
+                                     lambda t=t: host_array(t))
+                    else:
+                        writer.add(tensor_name(k, "outputs", key), host_array(t))
+                output_names = output_names or list(outputs)
                 call = watch.found(loss)
                 if call is not None and loss_call is None:
                     loss_call = call[0]
@@ -641,6 +710,8 @@ def record_trace(
                          active, dropout, hooks, metadata, writer)
         if loss_call is not None:
             meta.setdefault("loss_call", loss_call)
+        if output_names:
+            meta.setdefault("outputs", output_names)
         return writer.finish(meta)
 
 

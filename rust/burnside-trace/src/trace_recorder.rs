@@ -1000,6 +1000,10 @@ impl TraceRecorder {
             );
         }
         set("grads_len", json!(grads_len).to_string());
+        if !self.outputs.is_empty() {
+            // the outputs a step recorded beside its logits (`Step::output`)
+            set("outputs", Value::from(self.outputs.clone()).to_string());
+        }
         if let Some(m) = self.accumulate {
             set("accumulate", json!(m).to_string());
         }

@@ -581,6 +581,29 @@ impl<'a> Step<'a> {
         }
     }
 
+    /// Record one more output of the step's forward pass as `step{k}.outputs.{name}`, beside the
+    /// output the step's closure returns (recorded as `logits`): a model whose PyTorch forward
+    /// returns a tuple or a dict (a VAE's reconstruction, `mu` and `logvar`) is recorded by
+    /// `burnside.torch.record` under the names `0`, `1`, ... or the dict's keys, its first output
+    /// also as `logits`. Nothing is recorded for the forward pass after training.
+    ///
+    /// ```ignore
+    /// let (recon, mu, logvar) = model.forward(x);
+    /// step.output("1", &mu)?;
+    /// step.output("2", &logvar)?;
+    /// Ok((recon, loss)) // `logits` and, as PyTorch's `outputs.0`, the same tensor
+    /// ```
+    pub fn output<const D: usize>(
+        &mut self,
+        name: &str,
+        tensor: &Tensor<D>,
+    ) -> Result<(), TraceError> {
+        match self.recorder.as_deref_mut() {
+            Some(recorder) if self.micro.is_none() => recorder.output(self.index, name, tensor),
+            _ => Ok(()),
+        }
+    }
+
     /// Where the model's forward pass records its layers' outputs ([`Tap::activation`]); off
     /// for the forward pass after training.
     pub fn tap(&mut self) -> Tap<'_> {

@@ -187,3 +187,35 @@ fn a_group_naming_no_parameter_is_refused_before_training() {
         "with_group: `fc.gain` is no parameter of the model (its PyTorch names: fc.weight, fc.bias)"
     );
 }
+
+#[test]
+fn a_step_records_the_models_other_outputs_by_name() {
+    let device = Device::default().autodiff();
+    let init = InitFile::read(fixture("tiny_init.safetensors")).unwrap();
+    let ce = CrossEntropyLossConfig::new().init(&device);
+    let new = args("outputs.safetensors", 2);
+    let model = init.load_module(tiny(&device)).unwrap();
+    Training::new(OptimizerSpec::sgd(LR))
+        .run(&new, &init, &device, model, |model: &Tiny, step| {
+            let x = step.float_input::<2>("x")?;
+            let logits = model.fc.forward(x);
+            // a second output of the forward pass, as PyTorch's `outputs.1` of a tuple
+            step.output("1", &logits.clone().exp())?;
+            let loss = ce.forward(logits.clone(), step.int_input::<1>("y")?);
+            Ok((logits, loss))
+        })
+        .unwrap();
+    let trace = SafetensorsFile::read(&new.out).unwrap();
+    for k in 0..2 {
+        let logits = &trace.tensors[&format!("step{k}.logits")];
+        let second = &trace.tensors[&format!("step{k}.outputs.1")];
+        assert_eq!(second.shape, logits.shape);
+        let (l, s) = (logits.to_f32().unwrap(), second.to_f32().unwrap());
+        assert!(
+            l.iter()
+                .zip(&s)
+                .all(|(l, s)| (l.exp() - s).abs() <= 1e-6 * s.abs().max(1.0))
+        );
+    }
+    assert_eq!(trace.meta("outputs").unwrap(), r#"["1"]"#);
+}

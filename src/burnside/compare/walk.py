@@ -174,6 +174,16 @@ def _nonpersistent(trace: Trace) -> set[str]:
     return {n for n in listed if isinstance(n, str)} if isinstance(listed, list) else set()
 
 
+def _logits_alias(trace: Trace, name: str, other: set[str] | frozenset[str]) -> bool:
+    """``name`` is a step's `outputs.*` that ``trace`` holds as an alias of that step's `logits`, which the other
+    side (its names ``other``) records."""
+    parsed = parse_name(name)
+    if parsed is None or parsed.stage != "outputs":
+        return False
+    logits = f"step{parsed.step}.logits"
+    return trace.aliases.get(name) == logits and logits in other
+
+
 #: A norm's running statistics: buffers a module changes as it runs, state the port must hold.
 _RUNNING = ("running_mean", "running_var", "num_batches_tracked")
 
@@ -279,6 +289,10 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None,
     # so is a persistent buffer the run never changes (a positional table, a mask kept in the state_dict): the
     # other side computes it inline, and where its value differs the layer that reads it parts
     unchanged = _unchanged_buffers(a, missing_in_b, constant) | _unchanged_buffers(b, missing_in_a, constant)
+    # a training step's first output is its logits (`burnside.torch.record` aliases `outputs.{first}` to them): a
+    # port that records the others by name and returns the first is compared there
+    missing_in_b = [n for n in missing_in_b if not _logits_alias(a, n, names_b)]
+    missing_in_a = [n for n in missing_in_a if not _logits_alias(b, n, names_a)]
     constants_a = [n for n in missing_in_b if _buffer_of(n) in constant | unchanged]
     constants_b = [n for n in missing_in_a if _buffer_of(n) in constant | unchanged]
     missing_in_b = [n for n in missing_in_b if n not in constants_a]
