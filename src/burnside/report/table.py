@@ -199,9 +199,30 @@ def shape_divergence_text(comparison: Comparison, first: StructureProblem) -> st
     where = first.name + (f" ({kind})" if isinstance(kind, str) else "") + _batch_of(comparison, first.name)
     text = f"first divergence: {where}: its shape is {first.a} in A, {first.b} in B"
     if parsed is not None and parsed.stage in ("activations", "outputs", "logits"):
-        text += (" while every tensor before it agrees: the layer is configured otherwise on one side (stride, "
-                 "padding, dilation, kernel size, pooling, a reshape); later rows follow from it")
+        module = parsed.rest.split("#", 1)[0] if parsed.stage == "activations" and parsed.rest else ""
+        configured = _shape_settings(comparison, module)
+        settings = ("output_padding, stride, padding, dilation, kernel size" if "ConvTranspose" in str(kind or "")
+                    else "stride, padding, dilation, kernel size, pooling, a reshape")
+        text += (f" while every tensor before it agrees: the layer is configured otherwise on one side ({settings})"
+                 + (f"; A's {module} is built with {configured}" if configured else "")
+                 + "; later rows follow from it")
     return text
+
+
+#: The settings of a module that decide the shape of its output, as `module_settings` records them.
+_SHAPE_SETTINGS = ("kernel_size", "stride", "padding", "output_padding", "dilation", "ceil_mode")
+
+
+def _shape_settings(comparison: Comparison, module: str) -> str:
+    """A's configured settings of ``module`` that decide its output's shape (`stride (2, 2), padding (1, 1)`), from
+    the trace's `module_settings`; "" when it records none."""
+    recorded = comparison.a.metadata.get("module_settings")
+    settings = recorded.get(module) if isinstance(recorded, dict) and module else None
+    if not isinstance(settings, dict):
+        return ""
+    def shown(value: object) -> str:
+        return f"({', '.join(map(str, value))})" if isinstance(value, list) else str(value)
+    return ", ".join(f"{key} {shown(settings[key])}" for key in _SHAPE_SETTINGS if key in settings)
 
 
 def output_metric_lines(comparison: Comparison) -> list[Line]:
