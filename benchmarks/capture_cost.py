@@ -42,9 +42,12 @@ Measured on this project's 2-core VM, quiet (other processes under 2% of the cor
 GPT-2 small, tap-free's loop 1.52x to 2.29x of eager's over three whole runs of the script (1.58x in the
 last), peak RSS +49 MiB; before the capture passed the parameters as stand-ins (capture.rs) it was 3.66x
 and +972 MiB. What is left of the loop beyond the eager compute is writing the ops' outputs (185 MiB a
-batch); the capture itself is milliseconds. `after` (1.2 to 3.1 s, eager's 0.1 s) is the trace's header
-outgrowing the room `Inference::run` reserves for it (its estimate counts no captured tensors and no
-`captured` graph: 194 KiB reserved, 502 KiB needed), so the writer copies the whole 1.1 GB file once more.
+batch); the capture itself is milliseconds. `after` was 1.2 to 3.1 s (eager's 0.1 s) while the trace's header
+outgrew the room `Inference::run` reserved for it (194 KiB reserved, 502 KiB needed: the writer copied the whole
+1.1 GB file once more); batch 0 is now captured before the file starts and sizes the room, and `after` is
+0.15 s (2 runs). That run's tap-free loop was 2.39x of eager's (2.78 to 2.82 s against 1.17 s, 1.04 GiB
+written, peak RSS +135 MiB): the loop writes as fast as the disk takes it, and the ratio moves with the page
+cache from run to run of the script.
 The classifier's forward is half a millisecond a batch: tap-free's loop is 2.7x to 3.0x of eager's, and the
 taps alone, writing the same bytes, 1.6x to 2.1x; at the `release` profile `burnside run` builds (opt-level
 0) the forward costs 25 ms a batch and tap-free is 1.12x.

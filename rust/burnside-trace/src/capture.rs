@@ -29,7 +29,7 @@ use burn_router::TensorInterpreter;
 
 use serde_json::{Value, json};
 
-use crate::{HostDType, HostTensor, ParamEntry, TraceError};
+use crate::{HostTensor, ParamEntry, TraceError};
 
 thread_local! {
     /// Set while a capture runs on this thread: `run_port`'s panic hook keeps a panic's message
@@ -553,19 +553,10 @@ fn read(
 /// A contiguous F32 or F64 Flex tensor on the host, one copy of its bytes; `None` for another
 /// dtype or a strided view (a transpose), read through `into_data` instead.
 fn in_place(flex: &FlexTensor) -> Option<HostTensor> {
-    let dtype = match flex.dtype() {
-        DType::F32 => HostDType::F32,
-        DType::F64 => HostDType::F64,
-        _ => return None,
-    };
-    let layout = flex.layout();
-    if !layout.is_contiguous() || layout.start_offset() != 0 {
+    if !matches!(flex.dtype(), DType::F32 | DType::F64) {
         return None;
     }
-    let shape: Vec<usize> = layout.shape().to_vec();
-    let len = shape.iter().product::<usize>() * dtype.size();
-    let bytes = flex.bytes().get(..len)?;
-    Some(HostTensor::copied(dtype, &shape, bytes))
+    crate::host_tensor::with_flex_bytes(flex, HostTensor::copied)
 }
 
 fn op_json(

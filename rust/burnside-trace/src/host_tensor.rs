@@ -348,6 +348,16 @@ pub(crate) fn with_host_bytes<const D: usize, R>(
 ) -> Option<R> {
     // A handle to the same buffer (the autodiff node is dropped from the clone, not the tensor).
     let flex = tensor.clone().inner().try_into_primitive::<Flex>().ok()?;
+    with_flex_bytes(&flex, f)
+}
+
+/// `f(dtype, shape, bytes)` of a Flex tensor's elements where they are (see [`with_host_bytes`]):
+/// `None` for a view that is not contiguous from its buffer's start, or a dtype a trace does not
+/// hold. The replay of a captured graph reads its operations' outputs this way too.
+pub(crate) fn with_flex_bytes<R>(
+    flex: &burn_flex::FlexTensor,
+    f: impl FnOnce(HostDType, &[usize], &[u8]) -> R,
+) -> Option<R> {
     let dtype = host_dtype(flex.dtype())?;
     let layout = flex.layout();
     if !layout.is_contiguous() || layout.start_offset() != 0 {
