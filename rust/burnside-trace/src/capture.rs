@@ -166,6 +166,53 @@ pub(crate) fn capture_batch<M: Module, O>(
     forward: impl FnOnce(&M, &Device, &mut Deferred) -> Result<O, Box<dyn std::error::Error>>,
     output_id: impl FnOnce(&O) -> Option<TensorId>,
 ) -> Result<Replayed, String> {
+    capture_pass(model, forward, output_id)?.replay(entries, None)
+}
+
+/// A batch's forward pass captured and not yet replayed: its graph (the operations to run), the
+/// model's tensor ids, what the batch asked to record.
+pub(crate) struct Pending {
+    captured: burn_capture::CapturedGraph,
+    found: Vec<(String, TensorId)>,
+    stand_ins: StandIns,
+    deferred: Deferred,
+    out: Option<TensorId>,
+    crashed: Option<String>,
+}
+
+/// Where a replay writes each operation's output as it makes it (`captured.{n}`, its value).
+pub(crate) type Sink<'a> = &'a mut dyn FnMut(String, HostTensor) -> Result<(), TraceError>;
+
+impl Pending {
+    /// The operations the replay runs (an upper bound on the tensors it records).
+    pub(crate) fn operations(&self) -> usize {
+        self.captured
+            .graph
+            .operations
+            .iter()
+            .filter(|op| !is_init(op))
+            .count()
+    }
+
+    /// Replay the graph on Flex. With a `sink`, each operation's output goes to it as the replay
+    /// makes it (one at a time in memory, and `Replayed::tensors` holds none); without one,
+    /// `Replayed::tensors` holds them all (a capture beside an eager pass, kept or not after it).
+    pub(crate) fn replay(
+        self,
+        entries: &[ParamEntry],
+        sink: Option<Sink<'_>>,
+    ) -> Result<Replayed, String> {
+        replay(self, entries, sink)
+    }
+}
+
+/// Capture `forward` of `model` (a clone moved to a capture device), not yet replayed: see
+/// [`capture_batch`].
+pub(crate) fn capture_pass<M: Module, O>(
+    model: &M,
+    forward: impl FnOnce(&M, &Device, &mut Deferred) -> Result<O, Box<dyn std::error::Error>>,
+    output_id: impl FnOnce(&O) -> Option<TensorId>,
+) -> Result<Pending, String> {
     let device = Device::capture();
     let mut deferred = Deferred::default();
     let mut ids = Ids::default();
@@ -234,9 +281,14 @@ pub(crate) fn capture_batch<M: Module, O>(
                 .into(),
         );
     }
-    replay(
-        captured, entries, &ids.found, stand_ins, deferred, out, crashed,
-    )
+    Ok(Pending {
+        captured,
+        found: ids.found,
+        stand_ins,
+        deferred,
+        out,
+        crashed,
+    })
 }
 
 /// Moves a module's float parameters to the capture device without their values: each becomes
@@ -359,19 +411,23 @@ fn settings(op: &OperationIr) -> String {
 }
 
 fn replay(
-    captured: burn_capture::CapturedGraph,
+    pending: Pending,
     entries: &[ParamEntry],
-    found: &[(String, TensorId)],
-    stand_ins: StandIns,
-    deferred: Deferred,
-    out: Option<TensorId>,
-    crashed: Option<String>,
+    mut sink: Option<Sink<'_>>,
 ) -> Result<Replayed, String> {
+    let Pending {
+        captured,
+        found,
+        stand_ins,
+        deferred,
+        out,
+        crashed,
+    } = pending;
     // parameters by tensor id, named as the trace names them (a packed part with its place)
     let by_path: BTreeMap<&str, &ParamEntry> =
         entries.iter().map(|e| (e.path.as_str(), e)).collect();
     let mut params: BTreeMap<TensorId, (String, String, Option<(usize, usize)>)> = BTreeMap::new();
-    for (path, id) in found {
+    for (path, id) in &found {
         if let Some(entry) = by_path.get(path.as_str()) {
             params.insert(
                 *id,
@@ -455,7 +511,11 @@ fn replay(
                 values.insert(made.id, value.clone());
             }
             if record {
-                tensors.push((format!("captured.{n}"), value));
+                let name = format!("captured.{n}");
+                match sink.as_mut() {
+                    Some(sink) => sink(name, value).map_err(|e| e.to_string())?,
+                    None => tensors.push((name, value)),
+                }
                 ops_json.push(op_json(
                     n,
                     &op_kind,

@@ -51,6 +51,11 @@ impl Default for Inference {
     }
 }
 
+/// Header room for one captured operation's entry in the metadata `captured` (its JSON: place,
+/// kind, settings, what it reads with shapes and parameter names; 220 bytes on average and 310 at
+/// most measured on a GPT-style port), an overestimate that only pads the header.
+const GRAPH_BYTES_PER_OPERATION: usize = 512;
+
 impl Inference {
     /// Forward passes recorded with burn's standard layer names (see [`TorchNames`]).
     pub fn new() -> Self {
@@ -127,16 +132,15 @@ impl Inference {
         let mut capture = capture;
         let mut graphs: Vec<String> = Vec::new();
         let mut differs: Vec<String> = Vec::new();
-        // batch k's forward pass under graph capture, replayed on Flex
+        // batch k's forward pass under graph capture, to replay on Flex
         let capture_one = |k: usize,
                            forward: &mut dyn FnMut(
             &M,
             &mut Batch<'_>,
         )
             -> Result<Tensor<D>, Box<dyn Error>>| {
-            crate::capture::capture_batch(
+            crate::capture::capture_pass(
                 model,
-                &entries,
                 |moved, capture_device, deferred| {
                     let mut batch = Batch {
                         step: Step::unrecorded(k, init, capture_device),
@@ -147,9 +151,10 @@ impl Inference {
                 |output: &Tensor<D>| crate::capture::tensor_id(output),
             )
         };
-        // Batch 0 is captured before the file is started (capture reads the model and moves
-        // nothing): its tensors and its graph's JSON size the header's room for every batch, so
-        // the finish does not copy the file to make room for a header that outgrew the guess.
+        // Batch 0 is captured before the file is started (capture reads the model, moves nothing
+        // and computes nothing): its operations size the header's room for every batch (an
+        // entry and the graph's JSON of each), so the finish does not copy the file to make room
+        // for a header that outgrew the guess.
         let mut first = match capture {
             Ok(_) if batches > 0 && init.check_int_inputs(0, device).is_ok() => {
                 Some(capture_one(0, &mut forward))
@@ -157,11 +162,14 @@ impl Inference {
             _ => None,
         };
         // Each tensor goes to the file as it is recorded; the estimate (the parameters and
-        // buffers once, per batch its inputs, the captured outputs and graph of batch 0, or a
-        // guess of one tapped layer per parameter, and a few outputs) sizes the header's room.
+        // buffers once, per batch its inputs, batch 0's operations and a tap per parameter, or
+        // that guess alone, and a few outputs) sizes the header's room.
         let params = entries.len();
         let (captured, graph_bytes) = match &first {
-            Some(Ok(replayed)) => (replayed.tensors.len(), replayed.graph.len() + 1),
+            Some(Ok(pending)) => {
+                let ops = pending.operations();
+                (ops + params, ops.saturating_mul(GRAPH_BYTES_PER_OPERATION))
+            }
             _ => (params, 0),
         };
         let per_batch = init.input_names().len() + captured + 4;
@@ -177,7 +185,26 @@ impl Inference {
             if capture == Ok(crate::capture::Mode::Replace)
                 && init.check_int_inputs(k, device).is_ok()
             {
-                let replayed = first.take().unwrap_or_else(|| capture_one(k, &mut forward));
+                let pending = first.take().unwrap_or_else(|| capture_one(k, &mut forward));
+                // each operation's output goes to the file as the replay makes it
+                let mut written = 0usize;
+                let replayed = pending.and_then(|pending| {
+                    pending.replay(
+                        &entries,
+                        Some(&mut |name: String, tensor: HostTensor| {
+                            written += 1;
+                            recorder.put_captured(k, &name, tensor)
+                        }),
+                    )
+                });
+                if let Err(why) = &replayed
+                    && written > 0
+                {
+                    return Err(TraceError::Setup(format!(
+                        "the replay of batch {k}'s captured forward pass failed after recording                          {written} of its operations: {why}; record the port's taps alone with                          `Inference::with_taps_only()`"
+                    ))
+                    .into());
+                }
                 match replayed {
                     Ok(replayed) => {
                         let crashed = replayed.crashed.clone();
@@ -215,7 +242,10 @@ impl Inference {
             if capture == Ok(crate::capture::Mode::Beside)
                 && init.check_int_inputs(k, device).is_ok()
             {
-                let replayed = first.take().unwrap_or_else(|| capture_one(k, &mut forward));
+                let replayed = first
+                    .take()
+                    .unwrap_or_else(|| capture_one(k, &mut forward))
+                    .and_then(|pending| pending.replay(&entries, None));
                 match replayed {
                     Ok(replayed) if replayed.crashed.is_none() => beside = Some(replayed),
                     Ok(replayed) => {

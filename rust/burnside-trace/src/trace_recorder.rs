@@ -671,6 +671,16 @@ impl TraceRecorder {
         Ok(())
     }
 
+    /// One operation's output of a captured forward pass (`captured.{n}`), as the replay makes it.
+    pub(crate) fn put_captured(
+        &mut self,
+        step: usize,
+        name: &str,
+        tensor: HostTensor,
+    ) -> Result<(), TraceError> {
+        self.put(step, name, tensor)
+    }
+
     /// The operations' outputs of a batch captured beside its eager forward pass (`captured.{n}`).
     pub(crate) fn replayed_layers(
         &mut self,
