@@ -47,7 +47,10 @@ outgrew the room `Inference::run` reserved for it (194 KiB reserved, 502 KiB nee
 1.1 GB file once more); batch 0 is now captured before the file starts and sizes the room, and `after` is
 0.15 s (2 runs). That run's tap-free loop was 2.39x of eager's (2.78 to 2.82 s against 1.17 s, 1.04 GiB
 written, peak RSS +135 MiB): the loop writes as fast as the disk takes it, and the ratio moves with the page
-cache from run to run of the script.
+cache from run to run of the script. With the replay streaming each operation's output to the file as it makes
+it (one tensor in memory, not a batch's 185 MiB; the header sized from batch 0's operation count): tap-free's
+loop 1.78x of eager's (1.665 to 2.394 s against 1.140 s, 2 runs), peak RSS that of eager (1.56 GiB, +0 MiB),
+`after` 0.15 s.
 The classifier's forward is half a millisecond a batch: tap-free's loop is 2.7x to 3.0x of eager's, and the
 taps alone, writing the same bytes, 1.6x to 2.1x; at the `release` profile `burnside run` builds (opt-level
 0) the forward costs 25 ms a batch and tap-free is 1.12x.
