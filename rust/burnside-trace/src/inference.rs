@@ -182,9 +182,8 @@ impl Inference {
         step_done(0, batches);
         for k in 0..batches {
             // an integer input the device cannot hold is left to the eager pass to refuse
-            if capture == Ok(crate::capture::Mode::Replace)
-                && init.check_int_inputs(k, device).is_ok()
-            {
+            let capturable = capture.is_ok() && init.check_int_inputs(k, device).is_ok();
+            if capturable && capture == Ok(crate::capture::Mode::Replace) {
                 let pending = first.take().unwrap_or_else(|| capture_one(k, &mut forward));
                 // each operation's output goes to the file as the replay makes it
                 let mut written = 0usize;
@@ -201,7 +200,9 @@ impl Inference {
                     && written > 0
                 {
                     return Err(TraceError::Setup(format!(
-                        "the replay of batch {k}'s captured forward pass failed after recording                          {written} of its operations: {why}; record the port's taps alone with                          `Inference::with_taps_only()`"
+                        "the replay of batch {k}'s captured forward pass failed after recording \
+                         {written} of its operations: {why}; record the port's taps alone with \
+                         `Inference::with_taps_only()`"
                     ))
                     .into());
                 }
@@ -238,10 +239,7 @@ impl Inference {
             // beside an autodiff forward: captured first, before the eager forward moves a
             // BatchNorm's running statistics (training mode)
             let mut beside = None;
-            // an integer input the device cannot hold is left to the eager pass to refuse
-            if capture == Ok(crate::capture::Mode::Beside)
-                && init.check_int_inputs(k, device).is_ok()
-            {
+            if capturable && capture == Ok(crate::capture::Mode::Beside) {
                 let replayed = first
                     .take()
                     .unwrap_or_else(|| capture_one(k, &mut forward))

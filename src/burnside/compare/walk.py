@@ -293,8 +293,9 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None,
     # port that records the others by name and returns the first is compared there
     missing_in_b = [n for n in missing_in_b if not _logits_alias(a, n, names_b)]
     missing_in_a = [n for n in missing_in_a if not _logits_alias(b, n, names_a)]
-    constants_a = [n for n in missing_in_b if _buffer_of(n) in constant | unchanged]
-    constants_b = [n for n in missing_in_a if _buffer_of(n) in constant | unchanged]
+    constant |= unchanged
+    constants_a = [n for n in missing_in_b if _buffer_of(n) in constant]
+    constants_b = [n for n in missing_in_a if _buffer_of(n) in constant]
     missing_in_b = [n for n in missing_in_b if n not in constants_a]
     missing_in_a = [n for n in missing_in_a if n not in constants_b]
     comparison = Comparison(
