@@ -161,6 +161,63 @@ def test_a_port_building_another_optimizer_than_it_declares_is_named_by_d009(por
         assert word in text, (word, text)
 
 
+def rmsprop(model):
+    return torch.optim.RMSprop(model.parameters(), lr=0.01)
+
+
+def rmsprop_alpha(model):
+    return torch.optim.RMSprop(model.parameters(), lr=0.01, alpha=0.9)
+
+
+def rmsprop_centered(model):
+    return torch.optim.RMSprop(model.parameters(), lr=0.01, centered=True)
+
+
+def adamw_gpt(model):
+    return torch.optim.AdamW(model.parameters(), lr=0.01, betas=(0.9, 0.95), weight_decay=0.1)
+
+
+#: burn optimizers built by hand from their config's `new()` (`--build burn:...`), the trace declaring PyTorch's: off
+#: in several settings at once (burn's defaults wherever the port set nothing), or in a flag. The printed by-hand
+#: config, given to the port's builder key by key, is the fix applied.
+AS_BUILT = [
+    ("rmsprop-new", rmsprop, "rmsprop", "burn:rmsprop",
+     "a replay with momentum 0.9, eps 1e-05 reproduces every update, where the trace declares momentum 0, eps 1e-08",
+     "RmsPropConfig::new().with_momentum(0.0).with_epsilon(1e-8)", "burn:rmsprop:momentum=0.0,eps=1e-8"),
+    # alpha set in PyTorch, the port's config built with none of its settings: alpha, momentum and eps all burn's
+    ("rmsprop-alpha", rmsprop_alpha, "rmsprop:alpha=0.9", "burn:rmsprop",
+     "a replay with alpha 0.99, momentum 0.9, eps 1e-05 reproduces every update, where the trace declares alpha 0.9, "
+     "momentum 0, eps 1e-08", "RmsPropConfig::new().with_alpha(0.9).with_momentum(0.0).with_epsilon(1e-8)",
+     "burn:rmsprop:alpha=0.9,momentum=0.0,eps=1e-8"),
+    # centered RMSprop ported without centering: PyTorch's grad_avg is a state slot the port has none of
+    ("rmsprop-uncentered", rmsprop_centered, "rmsprop:centered=true", "burn:rmsprop:momentum=0,eps=1e-8",
+     "a replay with centered off reproduces every update, where the trace declares centered on",
+     "RmsPropConfig::new().with_momentum(0.0).with_epsilon(1e-8).with_centered(true)",
+     "burn:rmsprop:momentum=0.0,eps=1e-8,centered=true"),
+    # GPT's AdamW (betas 0.9, 0.95, decay 0.1) ported as AdamWConfig::new()
+    ("adamw-new", adamw_gpt, "adamw:beta_2=0.95,weight_decay=0.1", "burn:adamw",
+     "a replay with beta_2 0.999, eps 1e-05, weight_decay 0.0001 reproduces every update, where the trace declares "
+     "beta_2 0.95, eps 1e-08, weight_decay 0.1", "AdamWConfig::new().with_beta_2(0.95).with_epsilon(1e-8)"
+     ".with_weight_decay(0.1)", "burn:adamw:beta_2=0.95,eps=1e-8,weight_decay=0.1"),
+]
+
+
+@pytest.mark.parametrize(("case", "make_optimizer", "declared", "built", "evidence", "code", "fixed"), AS_BUILT,
+                         ids=[c[0] for c in AS_BUILT])
+def test_an_optimizer_built_by_hand_is_named_by_every_setting_it_differs_in(port, tmp_path, case, make_optimizer,
+                                                                            declared, built, evidence, code, fixed):
+    comparison, found = compared(port, tmp_path / "slip", make_optimizer, "--optim", declared, "--build", built)
+    assert not comparison.passed
+    assert [d.rule for d in found] == ["D009"], [(d.rule, d.evidence) for d in found]
+    assert evidence in found[0].evidence, found[0].evidence
+    assert "burn's default of" in found[0].evidence, found[0].evidence
+    assert f"by hand with every declared value: `{code}`" in found[0].fix, found[0].fix
+    # the printed config, built by the port setting for setting: the port is OK
+    comparison, found = compared(port, tmp_path / "fixed", make_optimizer, "--optim", declared, "--build", fixed)
+    assert comparison.passed, [(r.name, r.stats.max_abs) for r in comparison.failed_rows]
+    assert not found, [(d.rule, d.evidence) for d in found]
+
+
 def test_a_port_declaring_another_setting_is_named_by_d005(port, tmp_path):
     # the port says what it builds (no Nesterov, no AMSGrad): the metadata names it, D009 has nothing to add
     comparison, found = compared(port, tmp_path, nesterov, "--optim", "sgd:momentum=0.9")

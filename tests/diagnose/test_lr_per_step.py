@@ -97,3 +97,33 @@ def test_an_sgd_ports_undeclared_clipping_is_named_as_clipping_not_as_rates(tmp_
     shown = float(evidence.rsplit(" ", 1)[1])
     assert shown == pytest.approx(clip, rel=1e-3)
     assert "learning rate" not in evidence and "clip_grad_norm_" in found["D009"].fix
+
+
+def _warmup(shift: int):
+    """A Noam-style warmup-then-decay schedule as LambdaLR's factor, evaluated ``shift`` steps ahead of the step."""
+    def factor(k: int) -> float:
+        step = max(k + shift + 1, 1)
+        return min(step ** -0.5, step * 3 ** -1.5)
+    return lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, factor)
+
+
+@pytest.mark.parametrize("shift", [1, -1])
+def test_a_schedule_counted_a_step_off_is_named_as_an_offset(tmp_path, shift):
+    def run(path: Path, schedule) -> Path:
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 3))
+        generator = torch.Generator().manual_seed(1)
+        batches = [{"x": torch.randn(8, 4, generator=generator), "y": torch.randint(0, 3, (8,), generator=generator)}
+                   for _ in range(4)]
+        return record(model, torch.optim.Adam(model.parameters(), lr=0.01), batches, path, steps=4,
+                      lr_schedule=schedule)
+
+    a = run(tmp_path / "a.safetensors", _warmup(0))
+    b = as_burn(run(tmp_path / "b.safetensors", _warmup(shift)))
+    found = {d.rule: d for d in diagnose(compare_with_evidence(a, b))}
+    assert "D005" in found, sorted(found)
+    ahead = "ahead" if shift > 0 else "behind"
+    assert f"each step k's burn rate pytorch's rate at step k {'+' if shift > 0 else '-'} 1: the same schedule, " \
+           f"counted 1 step {ahead}" in found["D005"].evidence, found["D005"].evidence
+    assert "evaluate the schedule at the step PyTorch's does" in found["D005"].fix, found["D005"].fix
+    assert "apply the PyTorch loop's learning-rate schedule" not in found["D005"].fix, found["D005"].fix

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from burnside.burn_defaults import BURN_DEFAULTS
+from burnside.burn_defaults import BURN_CONFIGS, BURN_DEFAULTS, setting, with_setting
 from burnside.compare.config import group_config, group_index, group_settings
 from burnside.forensics.adam import AdamFits, replay_adam, scale_pairs
 from burnside.forensics.replay import number, sampled
@@ -53,9 +53,11 @@ class OptimizerForensics:
     #: SGD, Adam, AdamW, RMSprop, Adagrad: step -> the learning rate its updates show (the first group's), where one
     #: rate explains them
     lr_by_step: dict[int, float] = field(default_factory=dict)
-    #: where the declared optimizer does not reproduce the updates and burn's own defaults of it do (a burn optimizer
-    #: built with `AdamWConfig::new()` and the like, several settings off at once, which no one-setting fit names):
-    #: the catalogue case and burn's values (``eps``, ``weight_decay``, ...)
+    #: where the declared optimizer does not reproduce the updates and other settings do: those settings (trace keys,
+    #: Adam's betas as ``beta_1``/``beta_2``), the fewest that reproduce every update (`_as_built`)
+    as_built: dict[str, float | bool] | None = None
+    #: where ``as_built`` holds burn's own defaults of the optimizer (a config built with `AdamWConfig::new()` and the
+    #: like): the catalogue case and burn's values among them (``eps``, ``weight_decay``, ...)
     burn_defaults: tuple[str, dict[str, float]] | None = None
 
     def to_dict(self) -> dict:
@@ -63,7 +65,7 @@ class OptimizerForensics:
         return {"measured": self.measured, "mismatch_step": self.mismatch_step, "mismatch_what": self.mismatch_what,
                 "mismatch_residual": self.mismatch_residual,
                 "group_measured": {str(i): m for i, m in self.group_measured.items()},
-                "lr_by_step": {str(k): lr for k, lr in self.lr_by_step.items()}}
+                "lr_by_step": {str(k): lr for k, lr in self.lr_by_step.items()}, "as_built": self.as_built}
 
 
 def measure_optimizer(trace: Trace) -> OptimizerForensics:
@@ -72,7 +74,12 @@ def measure_optimizer(trace: Trace) -> OptimizerForensics:
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         result = _measure(trace)
         if result.mismatch_step is not None:
-            result.burn_defaults = _burn_defaults(trace, result.declared)
+            built = _as_built(trace, result.declared, result.measured)
+            if built is not None:
+                result.as_built, case = built
+                if case:
+                    burn = dict(BURN_DEFAULTS[result.declared["name"]][1])
+                    result.burn_defaults = case, {k: v for k, v in built[0].items() if burn.get(k) == v}
         return result
 
 
@@ -89,22 +96,69 @@ class _Declaring:
         return name in self._trace
 
 
-def _burn_defaults(trace: Trace, declared: dict) -> tuple[str, dict[str, float]] | None:
-    """The catalogue's burn defaults of the declared optimizer (`burnside.catalogue`, ``burn_values``) whose replay
-    reproduces every update where the declared settings do not; None when none does. SGD's dampening only where
-    the trace declares momentum (burn's `MomentumConfig` is where it lives)."""
+#: The settings a search for the optimizer as built may change, by optimizer: burn's config settings (`BURN_CONFIGS`)
+#: and those measured by a fit of one setting at a time (a value the port typed itself).
+_FLAGS_OF = {"sgd": ("nesterov",), "adam": ("amsgrad",), "adamw": ("amsgrad",), "rmsprop": ("centered",)}
+#: Fitted settings (`measured`'s keys) a search may take, as config keys (Adam's decay by the declared kind).
+_FITTED = ("beta_1", "beta_2", "eps", "alpha", "momentum", "dampening", "lr_decay", "weight_decay")
+#: How far (relative; a beta or alpha by 1 - beta) a fitted value is from the declared one to be a candidate.
+_FIT_APART = 0.05
+#: At most this many settings changed at once, and this many replays, in the search for the optimizer as built.
+_MOST_CHANGED, _MOST_REPLAYS = 4, 40
+
+
+def _candidates(declared: dict, measured: dict) -> list[tuple[str, float | bool]]:
+    """The settings a port's optimizer may have been built with where the trace declares others: burn's default of
+    every setting the declaration differs from (what a config built by hand with `new()` has wherever the port set
+    nothing), the other value of each flag, and each setting a one-setting fit measured away from the declared."""
     name = declared.get("name")
-    case, burn = BURN_DEFAULTS.get(name, ("", ())) if isinstance(name, str) else ("", ())
-    # burn's values the declared settings do not have already; the fewest of them whose replay reproduces the
-    # updates are named (a port that set RMSprop's eps but kept burn's momentum 0.9 is told the momentum only)
-    off = [(key, value) for key, value in burn if number(declared, key, math.nan) != value]
-    if not off or (name == "sgd" and not number(declared, "momentum", 0.0)):
-        return None
-    for size in range(1, len(off) + 1):
-        for subset in itertools.combinations(off, size):
-            values = dict(subset)
-            if _measure(_Declaring(trace, {**declared, **values})).mismatch_step is None:
-                return case, values
+    found: list[tuple[str, float | bool]] = []
+    momentum = setting(declared, "momentum") or 0.0
+    for key, burn in BURN_CONFIGS.get(name, {}).items():
+        if name == "sgd" and key in ("momentum", "dampening", "nesterov") and not momentum:
+            continue  # plain SGD: no MomentumConfig, nothing of it to default
+        if setting(declared, key) != burn:
+            found.append((key, burn))
+    for flag in _FLAGS_OF.get(name, ()):
+        if (flag, not setting(declared, flag)) not in found and not (name == "sgd" and not momentum):
+            found.append((flag, not setting(declared, flag)))
+    kind = "decoupled" if name == "adamw" else "l2"
+    for key in _FITTED:
+        value = measured.get(f"weight_decay_{kind}" if key == "weight_decay" and name in ("adam", "adamw") else key)
+        said = setting(declared, key)
+        if not isinstance(value, (int, float)) or isinstance(said, bool) or said is None:
+            continue
+        size = (lambda x: 1 - x) if key in ("beta_1", "beta_2", "alpha") else (lambda x: x)
+        if abs(size(value) - size(said)) > _FIT_APART * max(abs(size(said)), 1e-12) and not any(
+                k == key and abs(size(v) - size(value)) <= _FIT_APART * abs(size(v)) for k, v in found):
+            found.append((key, float(value)))
+    return found
+
+
+def _as_built(trace: Trace, declared: dict, measured: dict) -> tuple[dict[str, float | bool], str | None] | None:
+    """The settings, each where the declaration says another, with which a float64 replay reproduces every update
+    of ``trace``, the fewest of them (a setting at most once), or None; with the catalogue case of burn's defaults
+    of that optimizer when some of them are burn's (`BURN_DEFAULTS`). A burn optimizer built by hand
+    (`RmsPropConfig::new()`, `AdamWConfig::new()` with betas of its own) is off in several settings at once, which
+    a fit of one setting at a time reads as one of them, another, or none."""
+    candidates = _candidates(declared, measured)
+    replays = 0
+    for size in range(1, min(len(candidates), _MOST_CHANGED) + 1):
+        for subset in itertools.combinations(candidates, size):
+            if len({key for key, _ in subset}) < size:
+                continue
+            replays += 1
+            if replays > _MOST_REPLAYS:
+                return None
+            config = declared
+            for key, value in subset:
+                config = with_setting(config, key, value)
+            if _measure(_Declaring(trace, config)).mismatch_step is None:
+                values = dict(subset)
+                name = declared.get("name")
+                case, burn = BURN_DEFAULTS.get(name, ("", ())) if isinstance(name, str) else ("", ())
+                ours = any(key in values and values[key] == value for key, value in burn)
+                return values, (case if ours else None)
     return None
 
 

@@ -101,6 +101,21 @@ def check(comparison: Comparison) -> list[Diagnosis]:
         fixes = [factor_fix if f == _FIXES["lr_per_step"] else f for f in fixes]
         if factor_fix not in fixes:
             fixes.append(factor_fix)
+    offset = _schedule_offset(a, b) if "lr_per_step" in differing else None
+    if offset is not None:
+        name_a, name_b = comparison.a.framework, comparison.b.framework
+        parts[differing.index("lr_per_step")] += (
+            f", each step k's {name_b} rate {name_a}'s rate at step k {'+' if offset > 0 else '-'} {abs(offset)}: "
+            f"the same schedule, counted {abs(offset)} step{'s' if abs(offset) > 1 else ''} "
+            f"{'ahead' if offset > 0 else 'behind'}")
+        offset_fix = (f"evaluate the schedule at the step PyTorch's does: step k (from 0) takes the rate `LambdaLR` "
+                      f"gives at step k, `base_lr * lr_lambda(k)`; the port gives step k the rate of step k "
+                      f"{'+' if offset > 0 else '-'} {abs(offset)} (in `Training::with_lr_schedule(|step| ...)` or the "
+                      f"rate passed to `optim.step` and `recorder.lr`, the step counted "
+                      f"{'from 1, or advanced before the step' if offset > 0 else 'one behind'})")
+        fixes = [offset_fix if f == _FIXES["lr_per_step"] else f for f in fixes]
+        if offset_fix not in fixes:
+            fixes.append(offset_fix)
     grouped = group_differences(a, b, comparison.a.metadata.get("params") or [], comparison.b.metadata.get("params") or [])
     if grouped:
         parts += [f"{key} of {len(params)} parameter(s) by their group ({listed(params, 4)}): "
@@ -149,6 +164,21 @@ def _factor_for_rate(a: dict, b: dict) -> bool:
         return False
     return all(isinstance(x, (int, float)) and isinstance(y, (int, float)) and abs(y * base - x) <= 1e-6 * abs(x)
                for x, y in zip(ra, rb, strict=True))
+
+
+def _schedule_offset(a: dict, b: dict) -> int | None:
+    """The steps d (1 or 2, ahead or behind) by which B's schedule is A's shifted, B's rate at step k A's at step
+    k + d for every step both have, over at least two steps and where A's rates change; None when there is none."""
+    ra, rb = a.get("lr_per_step"), b.get("lr_per_step")
+    if not (isinstance(ra, list) and isinstance(rb, list)) or not all(
+            isinstance(x, (int, float)) for x in [*ra, *rb]):
+        return None
+    for d in (1, -1, 2, -2):
+        pairs = [(ra[k + d], rb[k]) for k in range(len(rb)) if 0 <= k + d < len(ra)]
+        if len(pairs) >= 2 and len({x for x, _ in pairs}) > 1 and all(
+                abs(x - y) <= 1e-6 * max(abs(x), 1e-30) for x, y in pairs):
+            return d
+    return None
 
 
 def _fix(key: str, optimizer: object) -> str | None:

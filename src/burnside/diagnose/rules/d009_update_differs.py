@@ -13,10 +13,14 @@ changes between steps without declaring it is named step by step, with the sched
 and the same other rate at every step is named as the lr, where the fits over every step at once
 would read either as another setting (RMSprop's or Adagrad's eps, Adagrad's lr_decay). Under
 plain SGD, rates that follow the gradient norms as `min(1, c / |g|)` over two steps or more are
-named as the joint-norm clipping at c they are. Where the declared optimizer does not reproduce
-the updates and a replay with burn's own defaults of it does (`burnside.burn_defaults`: a burn
-optimizer built with `AdamWConfig::new()`, epsilon 1e-5 and weight decay 1e-4 at once), those
-are named. AdamW's per-step rate is fitted with its decoupled decay, which the rate scales too.
+named as the joint-norm clipping at c they are. Where the declared optimizer does not reproduce the
+updates, the optimizer as built is searched for: the fewest settings changed at once (burn's default of
+each setting the declaration differs from, as a config built by hand with `new()` has wherever the port
+set nothing; the other value of a flag, such as RMSprop's `centered`, whose state slot `grad_avg` one side
+lacks; a value a one-setting fit measured) whose replay reproduces every update. Those are named, all of
+them (`RmsPropConfig::new()` against PyTorch's RMSprop: momentum 0.9 and eps 1e-5; `AdamWConfig::new()`
+against GPT's AdamW: beta_2, eps and weight decay), with the burn config that builds the declared
+optimizer by hand (`burnside.burn_defaults.burn_config`). AdamW's per-step rate is fitted with its decoupled decay, which the rate scales too.
 
 Each element is judged beyond its float32 rounding (half an ulp of the parameter before and after, and
 of the update's own arithmetic), so an update as small as that rounding (weight decay alone moving a
@@ -49,6 +53,7 @@ from __future__ import annotations
 
 import math
 
+from burnside.burn_defaults import BURN_CONFIGS, burn_config, config_type, setting
 from burnside.compare import Comparison
 from burnside.compare.config import group_config, known_optimizer
 from burnside.forensics import evidence_of
@@ -253,23 +258,30 @@ def check(comparison: Comparison) -> list[Diagnosis]:
                        if (bad := _contradictions(forensics.group_measured[i], config))]
         evidence = (f"{summary.name}: from step {k}, its {forensics.mismatch_what} is "
                     f"{forensics.mismatch_residual:.3g} (relative) from a replay of the declared {name}")
-        if forensics.burn_defaults is not None and (
-                not (wrong or group_wrong or rates) or sum(
-                    number(forensics.declared.get(key)) != value for key, value in forensics.burn_defaults[1].items()) > 1):
-            # burn's defaults off in two settings at once, or nothing else explains the updates; one setting off (an
-            # SGD's dampening 0.1) is the fit's to name, measured
-            # a replay with burn's own defaults reproduces every update: the burn optimizer was built with them
-            # (several settings off at once, which a fit of one setting at a time reads as no setting or another)
-            from burnside.catalogue import CATALOGUE
+        built = forensics.as_built
+        if built is not None and (len(built) > 1 or not (wrong or group_wrong or rates) or any(
+                isinstance(v, bool) and k not in {w[0] for w in wrong} for k, v in built.items())):
+            # a replay with these settings reproduces every update: the burn optimizer was built with them (several
+            # settings off at once, or a flag, which a fit of one setting at a time reads as no setting or another);
+            # one numeric setting off (an SGD's dampening 0.1) is the fit's to name, measured
+            evidence += (f"; a replay with {_listed_settings(built)} reproduces every update, where the trace "
+                         f"declares {_listed_settings({key: setting(forensics.declared, key) for key in built})}")
+            defaults = [key for key, value in built.items() if BURN_CONFIGS.get(str(name), {}).get(key) == value]
+            others = [key for key in built if key not in defaults]
+            if defaults:
+                evidence += (f": the burn optimizer was built with burn's default of {', '.join(defaults)} "
+                             f"(`{config_type(str(name))}::new()` has burn's value of every setting it is not given")
+                if forensics.burn_defaults is not None:
+                    from burnside.catalogue import CATALOGUE
 
-            case, values = forensics.burn_defaults
-            known = next(c for c in CATALOGUE if c.case == case)
-            evidence += (f"; a replay with burn's own defaults ({', '.join(f'{key} {v:g}' for key, v in values.items())}"
-                         f") reproduces every update, where the trace declares "
-                         f"{', '.join(f'{key} {number(forensics.declared.get(key)) or 0:g}' for key in values)}: the "
-                         f"burn optimizer was built with burn's defaults ({known.cause})")
-            fix = (f"build the burn optimizer from the declared spec (`let optim = spec.init();`, `optim.step(lr, ...)` "
-                   f"with the rate `recorder.lr` records), or by hand with PyTorch's values: `{known.fix}`")
+                    evidence += "; " + next(c for c in CATALOGUE if c.case == forensics.burn_defaults[0]).cause
+                evidence += ")" + (f", and with {', '.join(others)} of its own" if others else "")
+            else:
+                evidence += ": the burn optimizer was built with those settings"
+            code = burn_config(forensics.declared)
+            fix = ("build the burn optimizer from the declared spec (`let optim = spec.init();`, `optim.step(lr, ...)` "
+                   "with the rate `recorder.lr` records)" + (
+                       f", or by hand with every declared value: `{code}`" if code else ""))
         elif wrong or group_wrong:
             lines = [(key, declared, measured, "") for key, declared, measured in wrong]
             lines += [(key, declared, measured, f" for parameter group {i} ({listed(params, 4)})")
@@ -309,6 +321,12 @@ def check(comparison: Comparison) -> list[Diagnosis]:
                    "not have, a second `optim.step` per batch, a modified gradient")
         found.append(Diagnosis(ID, TITLE, evidence, fix))
     return found
+
+
+def _listed_settings(values: dict) -> str:
+    """Optimizer settings as a sentence lists them: `momentum 0.9, eps 1e-05, centered off`."""
+    return ", ".join(f"{key} {('on' if value else 'off') if isinstance(value, bool) else format(value or 0.0, 'g')}"
+                     for key, value in values.items())
 
 
 #: The settings a learning rate changed between steps shows up as, when fitted over every step at once.

@@ -6,17 +6,22 @@
 //!            [--group SPEC@name+name... [--build-group SPEC]]
 //! ```
 //!
-//! SPEC is `sgd|adam|adamw[:key=value,...]` with PyTorch's keyword settings (`lr`, `momentum`,
-//! `dampening`, `nesterov`, `weight_decay`, `beta_1`, `beta_2`, `eps`, `amsgrad`), built with
-//! `OptimizerSpec`'s PyTorch defaults. `--optim` is what the trace declares; `--build` (default: the
-//! same) is the burn optimizer the port actually steps with, so a port whose trace says one thing while
-//! it builds another (the slip the forensics exist for) is one argument away. `--group` declares a
+//! SPEC is `sgd|adam|adamw|rmsprop[:key=value,...]` with PyTorch's keyword settings (`lr`,
+//! `momentum`, `dampening`, `nesterov`, `weight_decay`, `beta_1`, `beta_2`, `eps`, `amsgrad`,
+//! `alpha`, `centered`), built with `OptimizerSpec`'s PyTorch defaults. `--optim` is what the trace
+//! declares; `--build` (default: the same) is the burn optimizer the port actually steps with, so a
+//! port whose trace says one thing while it builds another (the slip the forensics exist for) is one
+//! argument away. `--build burn:adamw|burn:rmsprop[:key=value,...]` builds burn's own config by hand
+//! (`AdamWConfig::new()`, `RmsPropConfig::new()`: burn's defaults) with the settings given, as a
+//! port written without `OptimizerSpec` does. `--group` declares a
 //! second parameter group (PyTorch names joined by `+`), stepped by its own optimizer on its part of
 //! the gradients, `--build-group` what that group actually builds.
 
 use burn::module::{Module, ParamId};
 use burn::nn::{Linear, LinearConfig};
 use burn::nn::loss::CrossEntropyLossConfig;
+use burn::optim::decay::WeightDecayConfig;
+use burn::optim::{AdamWConfig, ModuleOptimizer, RmsPropConfig};
 use burn::optim::GradientsParams;
 use burn::tensor::activation::relu;
 use burn::tensor::{Device, Int, Tensor};
@@ -63,7 +68,8 @@ fn spec(text: &str) -> Result<OptimizerSpec, UsageError> {
         "sgd" => OptimizerSpec::sgd(0.1),
         "adam" => OptimizerSpec::adam(0.01),
         "adamw" => OptimizerSpec::adamw(0.01),
-        other => return Err(UsageError(format!("optimizer {other}: expected sgd, adam or adamw"))),
+        "rmsprop" => OptimizerSpec::rmsprop(0.01),
+        other => return Err(UsageError(format!("optimizer {other}: expected sgd, adam, adamw or rmsprop"))),
     };
     let (mut beta_1, mut beta_2) = (0.9f32, 0.999f32);
     for item in settings.split(',').filter(|item| !item.is_empty()) {
@@ -80,6 +86,8 @@ fn spec(text: &str) -> Result<OptimizerSpec, UsageError> {
             "weight_decay" => spec.with_weight_decay(number()? as f32),
             "eps" => spec.with_eps(number()? as f32),
             "amsgrad" => spec.with_amsgrad(flag()?),
+            "alpha" => spec.with_alpha(number()? as f32),
+            "centered" => spec.with_centered(flag()?),
             "beta_1" => {
                 beta_1 = number()? as f32;
                 spec.with_betas(beta_1, beta_2)
@@ -94,12 +102,69 @@ fn spec(text: &str) -> Result<OptimizerSpec, UsageError> {
     Ok(spec)
 }
 
+/// `burn:adamw|burn:rmsprop[:key=value,...]`: burn's own config built by hand from its `new()` (burn's
+/// defaults: AdamW's epsilon 1e-5 and weight decay 1e-4, RMSprop's momentum 0.9 and epsilon 1e-5), with
+/// the settings given, stepped at lr 0.01.
+fn by_hand(text: &str) -> Result<ModuleOptimizer, UsageError> {
+    let (name, settings) = text.split_once(':').unwrap_or((text, ""));
+    let mut items = Vec::new();
+    for item in settings.split(',').filter(|item| !item.is_empty()) {
+        let (key, value) = item
+            .split_once('=')
+            .ok_or_else(|| UsageError(format!("{text}: `{item}` is not key=value")))?;
+        items.push((key, value));
+    }
+    let number = |key: &str, value: &str| value.parse::<f64>().map_err(|e| UsageError(format!("{text}: {key}: {e}")));
+    Ok(match name {
+        "adamw" => {
+            let mut config = AdamWConfig::new();
+            for (key, value) in items {
+                let x = number(key, value)?;
+                config = match key {
+                    "beta_1" => config.with_beta_1(x as f32),
+                    "beta_2" => config.with_beta_2(x as f32),
+                    "eps" => config.with_epsilon(x as f32),
+                    "weight_decay" => config.with_weight_decay(x as f32),
+                    other => return Err(UsageError(format!("{text}: no setting {other}"))),
+                };
+            }
+            config.init()
+        }
+        "rmsprop" => {
+            let mut config = RmsPropConfig::new();
+            for (key, value) in items {
+                config = match key {
+                    "centered" => config.with_centered(
+                        value.parse::<bool>().map_err(|e| UsageError(format!("{text}: {key}: {e}")))?,
+                    ),
+                    "alpha" => config.with_alpha(number(key, value)? as f32),
+                    "momentum" => config.with_momentum(number(key, value)? as f32),
+                    "eps" => config.with_epsilon(number(key, value)? as f32),
+                    "weight_decay" => {
+                        config.with_weight_decay(Some(WeightDecayConfig::new(number(key, value)? as f32)))
+                    }
+                    other => return Err(UsageError(format!("{text}: no setting {other}"))),
+                };
+            }
+            config.init()
+        }
+        other => return Err(UsageError(format!("--build burn:{other}: expected burn:adamw or burn:rmsprop"))),
+    })
+}
+
 fn main() {
     burnside_trace::run_port("optim_port", |mut args: PortArgs| {
         let declared = spec(&args.value("--optim")?.unwrap_or_else(|| "sgd".to_string()))?;
-        let built = match args.value("--build")? {
-            Some(text) => spec(&text)?,
-            None => declared.clone(),
+        // the optimizer stepped and its lr: the declared spec's, another spec's, or burn's config by hand
+        let (mut optim, lr) = match args.value("--build")? {
+            Some(text) => match text.strip_prefix("burn:") {
+                Some(rest) => (by_hand(rest)?, 0.01),
+                None => {
+                    let built = spec(&text)?;
+                    (built.init(), built.lr())
+                }
+            },
+            None => (declared.init(), declared.lr()),
         };
         let group = match args.value("--group")? {
             Some(text) => {
@@ -123,7 +188,6 @@ fn main() {
         let mut model = init.load_module(Mlp::new(&device))?;
         let ce = CrossEntropyLossConfig::new().init(&device);
         let mut recorder = TraceRecorder::new(declared.clone()).with_loss_fn("cross_entropy");
-        let mut optim = built.init();
         let mut group_optim = None;
         let mut group_ids = Vec::new();
         if let Some((declared, built, names)) = &group {
@@ -149,7 +213,7 @@ fn main() {
             if !part.is_empty() {
                 recorder.grads(k, &model, &part)?;
             }
-            model = optim.step(built.lr(), model, rest);
+            model = optim.step(lr, model, rest);
             if let Some((group_optim, lr)) = group_optim.as_mut() {
                 model = group_optim.step(*lr, model, part);
             }
