@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from burnside import __version__
-from burnside._torch_loss import LossCall
+from burnside._torch_loss import LossCall, merge_terms
 from burnside._torch_optim import host_array, optimizer_config, optimizer_state, step_optimizer, to_numpy
 from burnside.errors import BurnsideError
 from burnside.trace import tensor_name
@@ -640,6 +640,8 @@ def record_trace(
     loss_call: dict | None = None
     #: the names of the outputs a forward pass returning several records (`outputs.{name}`)
     output_names: list[str] = []
+    #: the loss functions inside a loss that is no single one of them, each step's value and weight (`LossCall.terms`)
+    loss_terms: list[dict] | None = None
     with writer:
         if progress is not None:
             progress(0, steps)
@@ -677,6 +679,13 @@ def record_trace(
                         writer.add(tensor_name(k, "outputs", key), host_array(t))
                 output_names = output_names or list(outputs)
                 call = watch.found(loss)
+                if call is None:
+                    names = {id(logits): "logits", **{id(t): f"outputs.{key}" for key, t in outputs.items()
+                                                      if t is not logits},
+                             **{id(t): f"inputs.{key}" for key, t in batch.items() if isinstance(t, torch.Tensor)}}
+                    loss_terms = merge_terms(loss_terms, watch.terms(loss, names), k)
+                else:
+                    loss_terms = None
                 if call is not None and loss_call is None:
                     loss_call = call[0]
                 if call is not None and call[0] == loss_call:
@@ -712,6 +721,8 @@ def record_trace(
             meta.setdefault("loss_call", loss_call)
         if output_names:
             meta.setdefault("outputs", output_names)
+        if loss_terms:
+            meta.setdefault("loss_terms", loss_terms)
         return writer.finish(meta)
 
 

@@ -83,4 +83,54 @@ class LossCall(TorchFunctionMode):
         return call, tensors
 
 
-__all__ = ["LossCall"]
+    def terms(self, loss: torch.Tensor, names: dict[int, str]) -> list[dict] | None:
+        """Each watched call of a loss that is no single one of them (`found` is None: a BCE summed plus a KL term
+        written by hand, a loss scaled by a constant) as a term: the function, its scalar settings, what its input
+        and target are (``names``: a tensor's id -> `logits`, `outputs.{name}`, `inputs.{name}`; else null), the
+        elements its input holds, its value, and the loss's derivative by it (its weight in the loss: 1/8 for a
+        term divided by the batch). None when there is no watched call, or a term is not a scalar of the loss's
+        graph."""
+        if not self.calls or not loss.requires_grad:
+            return None
+        outs = [out for _, _, out in self.calls]
+        if any(out.numel() != 1 or not out.requires_grad for out in outs):
+            return None
+        try:
+            weights = torch.autograd.grad(loss, outs, retain_graph=True, allow_unused=True)
+        except RuntimeError:
+            return None
+        found = []
+        for (name, arguments, out), weight in zip(self.calls, weights, strict=True):
+            values = list(arguments.values())
+            term: dict = {"fn": name}
+            for key, value in list(arguments.items())[2:]:
+                if key not in _DEPRECATED and isinstance(value, (bool, str)):
+                    term[key] = value
+                elif key not in _DEPRECATED and isinstance(value, (int, float)) and math.isfinite(value):
+                    term[key] = value
+            for key, value in (("input", values[0]), ("target", values[1])):
+                term[key] = names.get(id(value)) if isinstance(value, torch.Tensor) else None
+            term["elements"] = int(values[0].numel()) if isinstance(values[0], torch.Tensor) else None
+            term["value"] = float(out.detach().double())
+            term["weight"] = float(weight.double()) if weight is not None else 0.0
+            found.append(term)
+        return found
+
+
+def merge_terms(recorded: list[dict] | None, step: list[dict] | None, k: int) -> list[dict] | None:
+    """The loss terms of steps 0..k: ``recorded`` (steps before k, each term's `values` and `weights` per step)
+    with step ``k``'s; None once a step's terms are missing or are other calls than step 0's."""
+    if step is None or (k > 0 and recorded is None):
+        return None
+    if k == 0:
+        return [{**{key: v for key, v in term.items() if key not in ("value", "weight")},
+                 "values": [term["value"]], "weights": [term["weight"]]} for term in step]
+    if [t["fn"] for t in recorded] != [t["fn"] for t in step]:
+        return None
+    for kept, term in zip(recorded, step, strict=True):
+        kept["values"].append(term["value"])
+        kept["weights"].append(term["weight"])
+    return recorded
+
+
+__all__ = ["LossCall", "merge_terms"]

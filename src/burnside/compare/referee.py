@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from burnside.compare.reference_file import Reference
-from burnside.compare.rounding import CHUNK, FLOOR_HALF_ULPS, HALF_ULP, NOISE_FACTOR
+from burnside.compare.rounding import CHUNK, FLOOR_HALF_ULPS, HALF_ULP, NOISE_FACTOR, sum_half_ulps
 from burnside.compare.zero_gradients import ZeroGradients
 
 #: References (the float64 run and a variant) separate at a tensor once they differ by more than
@@ -50,6 +50,8 @@ class RefStats:
     #: set when a distance within the noise band is a real difference all the same, and why: the layer's own
     #: settings, measured from its input and output on each side, differ (`burnside.forensics.collector`)
     overruled: str = ""
+    #: the float32 terms each element sums (`summed_terms`): its floor is `sum_half_ulps` of them
+    terms: int = 1
 
     @property
     def noise(self) -> bool:
@@ -58,8 +60,8 @@ class RefStats:
 
     @property
     def floor(self) -> float:
-        """The absolute floor at this tensor's scale."""
-        return FLOOR_HALF_ULPS * HALF_ULP * self.scale
+        """The absolute floor at this tensor's scale (and of a sum of its terms)."""
+        return sum_half_ulps(self.terms) * HALF_ULP * self.scale
 
     @property
     def ratio(self) -> float:
@@ -77,7 +79,8 @@ class RefStats:
     def to_dict(self) -> dict:
         """For `--json`."""
         return {"dist_a": self.dist_a, "dist_b": self.dist_b, "scale": self.scale, "verdict": self.verdict,
-                **({"overruled": self.overruled} if self.overruled else {})}
+                **({"overruled": self.overruled} if self.overruled else {}),
+                **({"terms": self.terms} if self.terms > 1 else {})}
 
 
 @dataclass
@@ -126,9 +129,10 @@ def max_abs(r: np.ndarray) -> float:
     return max((float(np.max(np.abs(r[s:s + CHUNK]))) for s in range(0, r.size, CHUNK)), default=0.0)
 
 
-def verdict(dist_a: float, dist_b: float, scale: float) -> str:
-    """"noise" when each side is within NOISE_FACTOR of the other's distance plus the floor; else the side off."""
-    floor = FLOOR_HALF_ULPS * HALF_ULP * scale
+def verdict(dist_a: float, dist_b: float, scale: float, terms: int = 1) -> str:
+    """"noise" when each side is within NOISE_FACTOR of the other's distance plus the floor (of a sum of ``terms``
+    terms); else the side off."""
+    floor = sum_half_ulps(terms) * HALF_ULP * scale
     if math.isnan(dist_a) or math.isnan(dist_b):  # a non-finite value on some side
         return "b" if math.isnan(dist_b) else "a"
     if dist_b > NOISE_FACTOR * dist_a + floor:
@@ -157,7 +161,7 @@ class Judge:
         self.zero_gradients = ZeroGradients()
 
     def judge(self, name: str, stage: str | None, a: np.ndarray, b: np.ndarray, *, step: int = 0,
-              param: str | None = None) -> RefStats | None:
+              param: str | None = None, terms: int = 1) -> RefStats | None:
         """The verdict for one tensor, or None when the reference does not hold it (or not in that shape).
 
         Elements of ``param`` whose reference gradient is zero up to rounding (FLOOR_HALF_ULPS of
@@ -190,7 +194,7 @@ class Judge:
         for vtrace in self.reference.variants.values():
             if name in vtrace:
                 vtrace.release(name)
-        return RefStats(dists["a"], dists["b"], scale, verdict(dists["a"], dists["b"], scale))
+        return RefStats(dists["a"], dists["b"], scale, verdict(dists["a"], dists["b"], scale, terms), terms=terms)
 
     def _decide(self, name: str, r: np.ndarray, vname: str, v: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
         self.decided = True

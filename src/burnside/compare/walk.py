@@ -21,10 +21,12 @@ from burnside.compare.loading import dtype_fault, gate_fault, is_loaded_start, o
 from burnside.compare.output_metrics import output_metrics
 from burnside.compare.pairing import pair_renamed
 from burnside.compare.reference_file import Reference
-from burnside.compare.referee import Judge
+from burnside.compare.referee import Judge, max_abs
+from burnside.compare.rounding import FLOOR_HALF_ULPS, HALF_ULP, sum_half_ulps
 from burnside.compare.selection import Selection
 from burnside.compare.statistics_rows import judge_statistics, side_statistics
 from burnside.compare.summary import summarize
+from burnside.compare.summed_terms import SummedTerms
 from burnside.compare.tensor_diff import diff_arrays
 from burnside.compare.tolerance import Tolerances
 from burnside.errors import TraceError
@@ -338,6 +340,7 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None,
     adaptive = any(side.optimizer.get("name") in ("adam", "adamw") for side in (a, b)
                    if isinstance(side.optimizer, dict))
     judge = Judge(reference, adaptive=adaptive) if reference is not None else None
+    summed = SummedTerms(a)
     if reference is not None:
         comparison.reference = reference.path
         pins = reference.trace.metadata
@@ -390,13 +393,18 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None,
                 and parsed_name.stage == "outputs" and ia.n:
             metrics = output_metrics(a.array(name), b.array(name), ia.dtype)
         ref = None
+        terms = summed.of(name)
         if judge is not None and ia.dtype in ("F32", "F64", "F16"):
             parsed = parse_name(name)
             ref = judge.judge(name, parsed.stage if parsed else None, a.array(name), b.array(name),
-                              step=parsed.step if parsed else 0, param=parsed.param if parsed else None)
+                              step=parsed.step if parsed else 0, param=parsed.param if parsed else None, terms=terms)
+        sum_band = 0.0
+        if judge is None and stats.out_of_tol and ia.dtype == "F32" and sum_half_ulps(terms) > FLOOR_HALF_ULPS:
+            # no referee: a sum of many float32 terms rounds otherwise on each side, by up to this much
+            sum_band = 2 * sum_half_ulps(terms) * HALF_ULP * max_abs(a.array(name))
         a.release(name)
         b.release(name)
-        comparison.rows.append(TensorRow(name, ia.dtype, ia.shape, stats, tol, ref, metrics))
+        comparison.rows.append(TensorRow(name, ia.dtype, ia.shape, stats, tol, ref, metrics, sum_band, terms))
     if progress is not None:
         progress(len(common), len(common), total, total)
     if judge is not None:

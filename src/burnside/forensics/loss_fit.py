@@ -112,6 +112,9 @@ def _classification(logits: np.ndarray, t: np.ndarray) -> tuple[list[tuple[str, 
                    "class indices: -100 is none)")
             out.append((f"cross-entropy ignoring target {ignore} (mean over the other {int(kept.sum())} of "
                         f"{len(t)} rows)", f"CrossEntropyLossConfig::new(){pad}.init(&device)", nll[kept].mean()))
+            # label smoothing over the rows kept, as PyTorch's cross_entropy(label_smoothing=, ignore_index=) takes
+            # both: solved jointly, as the smoothing alone is
+            solved[f"smoothing_ignore_{ignore}"] = (nll[kept].mean(), smooth[kept].mean(), int(kept.sum()), len(t))
     return out, solved
 
 
@@ -194,10 +197,11 @@ def _fit_side(trace: Trace, target: str, steps: list[int], seen: Trace | None = 
     # one free setting, solved per step
     settings: dict[str, list[float]] = {}
     for cands, solved, loss in per_step:
-        if kind == "classification" and "smoothing" in solved:
-            plain, uniform = solved["smoothing"]
-            if abs(uniform - plain) > 1e-9:
-                settings.setdefault("smoothing", []).append((loss - plain) / (uniform - plain))
+        if kind == "classification":
+            for name in [key for key in solved if key.startswith("smoothing")]:
+                plain, uniform = solved[name][:2]
+                if abs(uniform - plain) > 1e-9:
+                    settings.setdefault(name, []).append((loss - plain) / (uniform - plain))
         if kind == "regression":
             for name, lo, hi in (("smooth_l1", 1e-6, 1e4), ("huber", 1e-6, 1e4)):
                 value = _solve_monotone(solved[name], loss, lo, hi)
@@ -208,12 +212,22 @@ def _fit_side(trace: Trace, target: str, steps: list[int], seen: Trace | None = 
             continue
         spread = (max(values) - min(values)) / max(abs(np.mean(values)), 1e-12)
         value = float(np.mean(values))
-        if name == "smoothing" and not value < 1:
+        if name.startswith("smoothing") and not value < 1:
             continue
         if (len(values) > 1 and spread < 1e-3) or (len(values) == 1 and _round(value)):
             shown = f"{round(value, 4):g}"
             if "e" not in shown and "." not in shown:
                 shown += ".0"  # a Rust f32 literal: `with_beta(1)` does not compile
+            if name.startswith("smoothing_ignore_"):
+                ignore = int(name.removeprefix("smoothing_ignore_"))
+                _, _, kept, rows = per_step[0][1][name]
+                pad = (f".with_pad_tokens(Some(vec![{ignore}]))" if ignore >= 0 else
+                       ".with_pad_tokens(Some(vec![PAD])) with the ignored rows' target set to PAD (burn's targets "
+                       "are class indices: -100 is none)")
+                return LossKind(f"cross-entropy with label smoothing {shown} ignoring target {ignore} (mean over the "
+                                f"other {kept} of {rows} rows)",
+                                f"CrossEntropyLossConfig::new().with_smoothing(Some({shown})){pad}.init(&device)",
+                                spread, read, len(per_step)), None
             kind_name, burn = {
                 "smoothing": (f"cross-entropy with label smoothing {shown}",
                               f"CrossEntropyLossConfig::new().with_smoothing(Some({shown})).init(&device)"),

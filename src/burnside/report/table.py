@@ -11,7 +11,7 @@ from burnside.compare import Comparison, StatisticsRow, StructureProblem, Tensor
 from burnside.compare.statistics_rows import NOT_JUDGED, OUT_OF_TOLERANCE
 from burnside.compare.config import optimizer_notes
 from burnside.compare.pairing import pair_renamed, rename_rules
-from burnside.compare.rounding import FLOOR_HALF_ULPS, NOISE_FACTOR
+from burnside.compare.rounding import FLOOR_HALF_ULPS, NOISE_FACTOR, SUM_FACTOR, sum_half_ulps
 from burnside.diagnose import Diagnosis
 from burnside.diagnose.diagnosis import listed
 from burnside.trace import parse_name
@@ -145,9 +145,14 @@ def verdict_line(comparison: Comparison) -> Text:
     text = Text(f"worst={comparison.worst:.2e} {tolerances_text(comparison)} ")
     if comparison.reference is not None:
         text.append(f"reference={comparison.reference} (noise: within {NOISE_FACTOR:g}x the other side's "
-                    f"distance + {FLOOR_HALF_ULPS:g} half-ulps) ")
+                    f"distance + {FLOOR_HALF_ULPS:g} half-ulps, {SUM_FACTOR:g} sqrt(n) for a sum of n terms) ")
     text.append("OK" if ok else "FAIL", style="bold green" if ok else "bold red")
     return text
+
+
+def _summed(terms: int) -> str:
+    """`, a float32 sum of 2048 terms` where a tensor's floor is a sum's, else nothing."""
+    return f", a float32 sum of {terms} terms" if sum_half_ulps(terms) > FLOOR_HALF_ULPS else ""
 
 
 def _batch_of(comparison: Comparison, name: str) -> str:
@@ -454,8 +459,8 @@ def finding_lines(comparison: Comparison) -> list[Line]:
             f"real difference: {comparison.side_name(first.ref.verdict)} is {times(first.ref.ratio)} further from the "
             f"float64 reference than the other side, from {first.name}{f' ({kind})' if kind else ''} on "
             f"(|A-R|={first.ref.dist_a:.2e}, |B-R|={first.ref.dist_b:.2e}, beyond the noise band "
-            f"{NOISE_FACTOR:g}x the other side's + {FLOOR_HALF_ULPS:g} half-ulps = {first.ref.band:.2e}); "
-            "later rows follow from it", "yellow"))
+            f"{NOISE_FACTOR:g}x the other side's + {sum_half_ulps(first.ref.terms):.3g} "
+            f"half-ulps{_summed(first.ref.terms)} = {first.ref.band:.2e}); later rows follow from it", "yellow"))
     elif first is not None:
         lines.append((divergence_text(comparison, first), "yellow"))
     elif comparison.reference is not None:
@@ -463,7 +468,16 @@ def finding_lines(comparison: Comparison) -> list[Line]:
         if beyond:
             lines.append((f"{beyond} tensor(s) beyond the tolerance are rounding noise: each side is within the "
                           f"tolerance of the float64 reference or within the noise band ({NOISE_FACTOR:g}x the other "
-                          f"side's distance from it + {FLOOR_HALF_ULPS:g} half-ulps)", "green"))
+                          f"side's distance from it + {FLOOR_HALF_ULPS:g} half-ulps, {SUM_FACTOR:g} sqrt(n) for a "
+                          "float32 sum of n terms)", "green"))
+    summed = [r for r in comparison.rows if r.within_sum_rounding]
+    if summed and first is None:
+        worst = max(summed, key=lambda r: r.stats.max_abs)
+        lines.append((f"{len(summed)} tensor(s) beyond the tolerance are float32 sums of many terms within the rounding "
+                      f"such a sum carries on two sides ({SUM_FACTOR:g} sqrt(n) half-ulps of its scale each; "
+                      f"{worst.name}: a sum of {worst.terms} terms, {worst.stats.max_abs:.2e} "
+                      f"apart, up to {worst.sum_band:.2e}): passed without a float64 reference, which would judge "
+                      "them (--reference)", "yellow"))
     if comparison.optimizer_differences and not comparison.failed_rows:
         lines.append((f"the optimizers are declared otherwise ({', '.join(comparison.optimizer_differences)}; D005 below): "
                       f"a port configured so trains another optimizer, even where the {comparison.steps} recorded "

@@ -39,7 +39,7 @@ WRITER_KEYS = (FORMAT_KEY, VERSION_KEY, ALIASES_KEY, STATISTICS_KEY)
 #: Keys whose safetensors value is JSON text (native JSON in the JSON form).
 JSON_KEYS = frozenset({"steps", "optimizer", "params", "grads_len", "inputs", "buffers", "buffers_nonpersistent",
                        "activations", "modules", "module_settings",
-                       "tied", "layer_inputs", "outputs", "loss_call", "accumulate", "full_steps",
+                       "tied", "layer_inputs", "outputs", "loss_call", "loss_terms", "accumulate", "full_steps",
                        "layer_statistics"})
 #: Keys a file of each kind must carry (besides the format and version). A forward trace (a trace
 #: whose metadata says `kind: forward`) has no optimizer and no gradients.
@@ -124,6 +124,8 @@ def check(path: Path, kind: str, metadata: Mapping, names: Iterable[str]) -> Non
             _check_optimizer(path, value)
         elif key == "loss_call":
             _check_loss_call(path, value)
+        elif key == "loss_terms":
+            _check_loss_terms(path, value, metadata.get("steps"))
         elif key == "accumulate":
             _check_accumulate(path, value)
         elif key == "full_steps":
@@ -345,6 +347,25 @@ def _check_loss_call(path: Path, value: object) -> None:
                              f"not {short(setting)}")
         elif not isinstance(setting, bool):
             _check_number(path, f"metadata 'loss_call' {key!r}", setting)
+
+
+def _check_loss_terms(path: Path, value: object, steps: object) -> None:
+    """`loss_terms`: the loss functions inside a loss that is no single one of them, each an object like `loss_call`'s
+    (what its input and target are, a name or null; its input's element count) with one value and one weight per
+    step (numbers)."""
+    if not isinstance(value, list) or not value or not all(isinstance(term, dict) for term in value):
+        raise TraceError(f"{path}: metadata 'loss_terms' must be a list of objects, not {short(value)}")
+    for term in value:
+        per_step = {key: term.get(key) for key in ("values", "weights")}
+        settings = {key: v for key, v in term.items() if key not in per_step and v is not None}
+        _check_loss_call(path, settings)
+        for key, numbers in per_step.items():
+            if not isinstance(numbers, list) or (type(steps) is int and len(numbers) != steps) or not all(
+                    isinstance(x, (int, float)) and not isinstance(x, bool) for x in numbers):
+                raise TraceError(f"{path}: metadata 'loss_terms' {key!r} must be a list of one number per step, "
+                                 f"not {short(numbers)}")
+            for x in numbers:
+                _check_number(path, f"metadata 'loss_terms' {key!r}", x)
 
 
 def _check_optimizer(path: Path, value: object) -> None:

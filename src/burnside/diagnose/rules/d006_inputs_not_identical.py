@@ -49,6 +49,9 @@ def check(comparison: Comparison) -> list[Diagnosis]:
     repeated = evidence_of(comparison).repeated_batch
     if repeated is not None:
         return [_repeated(comparison, repeated, parts)]
+    other = [r for r in rows if _other_values(r)]
+    if other:
+        return [_other(comparison, other, parts)]
     return [Diagnosis(
         ID, TITLE, "; ".join(parts),
         "compute inputs and weights in f64 and round to f32 once on both sides, or load the PyTorch "
@@ -79,6 +82,41 @@ def _repeated(comparison: Comparison, repeated: RepeatedBatch, parts: list[str])
         fix = (f"feed {comparison.side_name(repeated.side)} the batch of each step, as {feeder_name} does "
                f"(step {k}'s is `step{k}.inputs.*` in {feeder_name})")
     return Diagnosis(ID, TITLE, evidence, fix)
+
+
+#: An element this many ulps apart or more is another number, not a rounding of the same one (rounding in f32
+#: against f64 is 1-3 ulps apart).
+_OTHER_ULPS = 1 << 16
+
+
+def _other_values(row) -> bool:
+    """Whether a start tensor holds other numbers on the two sides, not roundings of the same: most elements
+    differ, by more than any rounding."""
+    return (row.stats.max_ulps is not None and row.stats.max_ulps >= _OTHER_ULPS
+            and row.stats.differing * 2 > row.stats.n)
+
+
+def _other(comparison: Comparison, rows: list, parts: list[str]) -> Diagnosis:
+    """D006 for a start tensor the port computed or drew itself (a VAE's noise from burn's RNG, weights from its
+    own initializer) where PyTorch's values are in the init file."""
+    port = "b" if comparison.b.framework == "burn" or comparison.a.framework == "pytorch" else "a"
+    who = comparison.side_name(port)
+    inputs = [r for r in rows if r.name.split(".", 2)[1] == "inputs"]
+    evidence = (f"{who} fed other numbers, not a rounding of the same ones (most elements apart by more than "
+                f"{_OTHER_ULPS} ulps): it drew or computed them itself; " + "; ".join(parts))
+    fixes = []
+    if inputs:
+        row = inputs[0]
+        name = row.name.split(".", 2)[2]
+        reader = "int_input" if row.dtype == "I64" else "float_input"
+        fixes.append(f"read the batch's `{name}` instead of drawing or computing it: `step.{reader}::<{len(row.shape)}>"
+                     f"(\"{name}\")?` (call by call, `init.{reader}_at::<{len(row.shape)}>(k, \"{name}\", &device)?`): "
+                     "noise PyTorch draws in its loop (a VAE's eps, a dropout or augmentation input) is part of the "
+                     "batch `record` saves, and the port must consume the same numbers")
+    if len(inputs) < len(rows):
+        fixes.append("load the initial parameters from the init file (`init.load_module(Model::new(&device))?`) "
+                     "instead of the port's own initializer")
+    return Diagnosis(ID, TITLE, evidence, "; ".join(fixes))
 
 
 def _steps(steps: tuple[int, ...]) -> str:

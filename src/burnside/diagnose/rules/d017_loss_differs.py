@@ -3,10 +3,17 @@
 ## What it does
 When a step's loss is the first tensor to differ and the step's logits agree, recomputes each side's loss at
 every step from that side's own recorded logits and targets (`step{k}.logits`, `step{k}.inputs.{target}`) under
-the losses a port may use: cross-entropy (mean; label smoothing, solved for; an ignored target -100 or 0 left out
-of the mean; a class weighting), MSE and L1 (mean, sum), SmoothL1 with its beta and Huber with its delta (solved
-for), BCE-with-logits. It names the loss each side's numbers reproduce, and the burn code of the PyTorch side's
-loss. A sum where the other side averages over the batch (a loss ratio equal to the batch size) is D010's.
+the losses a port may use: cross-entropy (mean; label smoothing, solved for, alone or with an ignored target -100
+or 0 left out of the mean; a class weighting), MSE and L1 (mean, sum), SmoothL1 with its beta and Huber with its
+delta (solved for), BCE-with-logits. It names the loss each side's numbers reproduce, and the burn code of the
+PyTorch side's loss. A sum where the other side averages over the batch (a loss ratio equal to the batch size) is
+D010's.
+
+A loss of several terms (a `torch.nn.functional` loss plus a part written by hand, as a VAE's BCE plus KL) is
+judged by its terms, which the PyTorch recorder measures (metadata `loss_terms`: each call's value and weight in
+the loss, `burnside.forensics.loss_terms`): a term averaged where PyTorch sums it (or the reverse), the
+hand-written rest of the loss with its sign flipped, a factor 0.5 left out or added, or off by another factor,
+a term weighted otherwise.
 
 ## Why is this bad?
 A loss of another form or setting gives other gradients from the first step: burn's `CrossEntropyLoss` without
@@ -29,6 +36,7 @@ from __future__ import annotations
 from burnside.compare import Comparison
 from burnside.diagnose.diagnosis import Diagnosis
 from burnside.forensics import evidence_of
+from burnside.forensics.loss_terms import measure_terms
 from burnside.rule import Severity
 
 ID = "D017"
@@ -43,7 +51,11 @@ def check(comparison: Comparison) -> list[Diagnosis]:
     """A diagnosis when each side's loss is reproduced by another loss, measured from its own outputs."""
     fit = evidence_of(comparison).loss
     if fit is None or not fit.named:
-        return []
+        terms = measure_terms(comparison)
+        if terms is None:
+            return []
+        return [Diagnosis(ID, TITLE, f"step{terms.step}.loss differs while step {terms.step}'s outputs agree; "
+                                     f"{terms.cause}", terms.fix)]
     a, b = comparison.side_name("a"), comparison.side_name("b")
     port, model = ("a", "b") if comparison.a.framework == "burn" and comparison.b.framework != "burn" else ("b", "a")
     def at(kind) -> str:
