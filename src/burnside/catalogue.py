@@ -166,12 +166,22 @@ _SUBJECTS = {"D010": lambda c: diverging_class(c) or _loss_of_divergence(c), "D0
 
 
 def _ruled_out(known: KnownDifference, comparison, rule: str) -> bool:
-    """Whether ``known`` cannot be the cause ``rule``'s diagnosis is about: an optimizer default where the port
+    """Whether ``known`` cannot be the cause ``rule``'s diagnosis is about: any layer default where D010 re-ran the
+    layer with A's settings and found what B read or masked otherwise; an optimizer default where the port
     declares none of burn's values (D005 judges the declared settings; D009's updates may not follow them, so it
     keeps the note), or what the diverging layer as measured on A (`burnside.forensics.layers`) cannot meet: a
     convolution measured by its zero-padded formula pads with zeros (so no reflect padding), and one of dilation 1
     meets no dilation bug; an embedding whose ids are read back from its rows (`forensics.lookups`) looked up other
     rows, as they are."""
+    if rule == "D010" and not known.burn_values:
+        # the layer re-run with A's settings reproduced B's output but for what it read or one attention's masks
+        # (`forensics.reads`, `forensics.transformer_layer`): its class's other defaults are not what differs
+        from burnside.forensics import evidence_of
+
+        found = evidence_of(comparison)
+        if (found.masks is not None and found.masks.b is not None) or (found.reads is not None
+                                                                         and found.reads.b is not None):
+            return True
     if known.burn_values:
         if rule == "D009":
             return not _shows_burn_value(known, comparison)

@@ -68,8 +68,9 @@ RESNET_SLIPS = [
     ("bug-pool-padding", "D011", "maxpool (MaxPool2d)", "padding"),
     # every BatchNorm with epsilon 1e-3: the first one is the stem's
     ("bug-bn-eps", "D011", "bn1 (BatchNorm2d)", "epsilon"),
-    # BasicBlock's ReLU after the residual add left out: the first block's output is the sum itself
-    ("bug-no-relu-after-add", "D010", "layer1.0.relu#2", "the port leaves the ReLU out there"),
+    # BasicBlock's ReLU after the residual add left out: the first block's output is the sum itself, which the ReLU's
+    # own measure reads as no activation applied to what A recorded feeding it
+    ("bug-no-relu-after-add", "D011", "layer1.0.relu#2 (ReLU)", "B (burn) no activation (the input as it is)"),
     # the downsample's 1x1 conv with stride 1: its output is 8x8 where the block's path is 4x4, and burn's add
     # panics on the shapes; the conv recorded before the panic has the shape that names it
     ("bug-downsample-stride", "D011", "layer2.0.downsample.0", "stride"),

@@ -68,10 +68,14 @@ VAE_SLIPS = [
     ("bce-mean", "D017", ["averages over its 2048 elements (PyTorch's sums them)", "`.sum()`"]),
     # the noise drawn from burn's RNG and recorded as what the port fed
     ("eps-rng-recorded", "D006", ["fed other numbers, not a rounding of the same ones", "step.float_input::<2>(\"eps\")"]),
-    # the reparameterisation's std as exp(logvar): between fc_logvar and dec_fc
-    ("std-exp", "D010", ["step0.activations.dec_fc", "fc_logvar"]),
-    # the ReLU between the two ConvTranspose2d left out
-    ("no-relu-dec", "D010", ["step0.activations.dec_act2"]),
+    # the reparameterisation's std as exp(logvar): dec_fc re-run on what A recorded reads the reparameterisation
+    # with the log-variance's exponent unscaled
+    ("std-exp", "D010", ["B (burn)'s output is dec_fc of `fc_mu + input eps * exp(fc_logvar)`",
+                         "where A's dec_fc reads `fc_mu + input eps * exp(0.5 * fc_logvar)`",
+                         "`fc_mu + eps * fc_logvar.mul_scalar(0.5).exp()`"]),
+    # the ReLU between the two ConvTranspose2d left out: the tapped ReLU module passes its input through
+    ("no-relu-dec", "D011", ["dec_act2 (ReLU)", "B (burn) no activation (the input as it is)",
+                             "`burn::tensor::activation::relu`"]),
     # the first ConvTranspose2d without output_padding, its 7x7 output padded to 8x8 by hand so it runs
     ("output-padding-pad", "D010", ["step0.activations.dec_conv1"]),
     # burn's Adam epsilon
@@ -105,13 +109,20 @@ SEQ2SEQ_SLIPS = [
     ("untied", "D012", ["head.weight", "embed.weight"]),
     # burn's Adam epsilon where PyTorch's is 1e-9
     ("adam-eps", "D004", ["eps=1e-09"]),
-    # the causal mask left out: the decoder layer is where the sides part
-    ("no-causal", "D010", ["step0.activations.decoder.layers.0"]),
-    # the source padding mask left out, and inverted
-    ("no-src-pad", "D010", ["step0.activations.encoder.layers.0"]),
-    ("pad-inverted", "D010", ["step0.activations.encoder.layers.0"]),
-    # the decoder's cross-attention fed the source embeddings: the encoder's parameters get no gradient
-    ("memory", "D008", ["encoder.layers.0"]),
+    # the causal mask left out, the source padding mask left out or inverted: burn's TransformerDecoder/Encoder are
+    # tapped at the layer; PyTorch's layer re-run on A's recorded tensors with each attention's masks found from its
+    # own recorded output, one changed at a time
+    ("no-causal", "D010", ["decoder.layers.0.self_attn runs with the padding mask of the ids embed#2 is fed (id 0 "
+                           "masked) where PyTorch's has the padding mask of the ids embed#2 is fed (id 0 masked) and a "
+                           "causal mask", ".target_mask_attn(generate_autoregressive_mask(batch, seq, &device))"]),
+    ("no-src-pad", "D010", ["encoder.layers.0.self_attn runs with no mask where PyTorch's has the padding mask of "
+                            "the batch's `src`", "TransformerEncoderInput::new(x).mask_pad(src.clone().equal_elem(0))"]),
+    ("pad-inverted", "D010", ["the padding mask of the batch's `src` inverted", "invert encoder.layers.0.self_attn's "
+                              "padding mask"]),
+    # the decoder's cross-attention fed the source embeddings: the encoder's parameters get no gradient, and the
+    # layer re-run says what the cross-attention read
+    ("memory", "D008", ["encoder.layers.0", "reads encoder's input as its keys and values where PyTorch's reads "
+                        "encoder's output (the memory)", "TransformerDecoderInput::new(target, memory)"]),
 ]
 
 

@@ -16,7 +16,7 @@ from burnside.parity import record_and_compare
 from burnside.progress import Progress
 
 
-@click.command(cls=BurnsideCommand, context_settings={"ignore_unknown_options": True})
+@click.command(cls=BurnsideCommand)
 @click.option("--torch-trace", type=click.Path(path_type=Path, dir_okay=False), required=True,
               help="The PyTorch side's trace (burnside.torch.record).")
 @click.option("--burn-crate", type=click.Path(path_type=Path, file_okay=False), required=True,

@@ -19,6 +19,7 @@ from burnside.forensics.lookups import measure_lookup
 from burnside.forensics.loss_fit import measure_loss
 from burnside.forensics.optimizer import measure_optimizer
 from burnside.forensics.reads import measure_reads
+from burnside.forensics.transformer_layer import KINDS as MASKED_KINDS, LayerMasks, measure_masks
 from burnside.forensics.repeated_batch import find_repeated_batch
 from burnside.trace import Trace, parse_name
 
@@ -47,12 +48,25 @@ class Forensics:
             self.evidence.layer = measure_layer(a, b, first)
             if self.evidence.layer is None or not self.evidence.layer.differing():
                 self.evidence.reads = measure_reads(a, b, first)  # the layer's own settings agree: what it read
+                self.evidence.masks = _masks(a, b, first)
             self.evidence.lookup = measure_lookup(a, b, first)
             self.evidence.dropout = measure_dropout(a, b, first)
             self.evidence.dropout_input = dropout_input(a, first)
         self.evidence.loss = measure_loss(a, b, comparison)
         self.evidence.accumulation = measure_accumulation(a, b)
         comparison.evidence = self.evidence
+
+
+def _masks(a: Trace, b: Trace, first: str) -> LayerMasks | None:
+    """The masks of PyTorch's attention layer whose output ``first`` is (`transformer_layer`), or None."""
+    parsed = parse_name(first)
+    modules = a.metadata.get("modules")
+    if parsed is None or parsed.stage != "activations" or not isinstance(modules, dict):
+        return None
+    kind = modules.get(parsed.rest)
+    if kind not in MASKED_KINDS:
+        return None
+    return measure_masks(a, b, first, parsed.rest, kind, parsed.step)
 
 
 #: How many times further from the float64 reference than the other side a layer output within the noise band

@@ -13,6 +13,7 @@ from burnside.forensics.loss_fit import LossFit
 from burnside.forensics.optimizer import OptimizerForensics
 from burnside.forensics.reads import LayerReads
 from burnside.forensics.repeated_batch import RepeatedBatch
+from burnside.forensics.transformer_layer import LayerMasks
 
 if TYPE_CHECKING:
     from burnside.compare.comparison import Comparison
@@ -33,6 +34,9 @@ class Evidence:
     #: what B's layer at the first divergence read, re-run on A's recorded tensors (an activation or residual
     #: left out, added or of another form before it)
     reads: LayerReads | None = None
+    #: the masks (and a cross-attention's memory) of PyTorch's attention layer at the first divergence, and the one
+    #: B ran otherwise (`transformer_layer`)
+    masks: LayerMasks | None = None
     #: the ids each side's embedding at the first divergence looked up, read back from its output rows
     lookup: Lookup | None = None
     #: one side fed step 0's batch again where the other fed another (D006 says which steps)

@@ -40,6 +40,7 @@ ACTIVATIONS = {
     "leaky_relu": lambda x: np.where(x >= 0, x, 0.01 * x),
     "elu": lambda x: np.where(x >= 0, x, np.expm1(np.minimum(x, 0.0))),
     "mish": lambda x: x * np.tanh(np.logaddexp(0.0, x)),
+    "identity": lambda x: x,
 }
 
 

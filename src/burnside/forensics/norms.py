@@ -68,9 +68,10 @@ ACTIVATIONS: dict[str, tuple[str, str]] = {
     "Tanh": ("tanh-function", ""),
 }
 #: The forms an activation is measured as, by the formula of `layer_fit.ACTIVATIONS` that computes each: GELU's two
-#: forms, and the activations a port writes in another's place.
+#: forms, the activations a port writes in another's place, and none (the module's input as it is: the activation
+#: left out).
 FORMS = {"erf": "gelu", "tanh": "gelu_tanh", "silu": "silu", "relu": "relu", "quick": "quick_gelu",
-         "sigmoid": "sigmoid", "tanh-function": "tanh", "mish": "mish"}
+         "sigmoid": "sigmoid", "tanh-function": "tanh", "mish": "mish", "identity": "identity"}
 KINDS = (*BATCHNORM, "LayerNorm", "GroupNorm", RMSNORM, *INSTANCENORM, *ACTIVATIONS, "PReLU")
 #: ``torch.finfo(torch.float32).eps``: `nn.RMSNorm(eps=None)`'s epsilon in a float32 model.
 F32_EPS = float(np.finfo(np.float32).eps)

@@ -56,6 +56,10 @@ FUNCTIONS: dict[str, tuple[str, Callable[[np.ndarray], np.ndarray]]] = {
 }
 
 
+#: The scales of a log-variance's exponent a reparameterisation is tried with (`_candidates`).
+REPARAM_SCALES = ("0.5", "1")
+
+
 @dataclass(frozen=True)
 class Operand:
     """One recorded tensor of A's, as a finding names it."""
@@ -78,6 +82,10 @@ class Candidate:
         """`gelu(fc1)`, `fc1`, `blocks.0's input + blocks.0.attn`, `attention of c_attn (4 heads, ...)`."""
         if self.attention is not None:
             return f"attention of {', '.join(o.shown for o in self.operands)} ({self.attention.shown(self.d_model)})"
+        if self.function is not None and self.function.startswith("reparam:"):
+            mean, noise, log_var = (o.shown for o in self.operands)
+            scale = self.function.removeprefix("reparam:")
+            return f"{mean} + {noise} * exp({'' if scale == '1' else scale + ' * '}{log_var})"
         if self.function is not None:
             return f"{self.function}({self.operands[0].shown})"
         return " + ".join(o.shown for o in self.operands)
@@ -301,6 +309,12 @@ def _candidates(pool: list[tuple[Operand, np.ndarray]]) -> list[Candidate]:
     found = [Candidate((o,)) for o in operands]
     found += [Candidate((o,), f) for o in operands for f in FUNCTIONS]
     found += [Candidate(pair) for pair in itertools.combinations(operands, 2)]
+    # a VAE's reparameterisation, mean + noise * exp(scale * log-variance): the noise a batch input, the mean and the
+    # log-variance module outputs; the scale 0.5 (the standard deviation of a log-variance) or 1 (its variance)
+    noises = [o for o in operands if o.shown.startswith("input ")]
+    outputs = [o for o in operands if ".activations." in o.name]
+    found += [Candidate((mean, noise, log_var), f"reparam:{scale}") for noise in noises
+              for mean, log_var in itertools.permutations(outputs, 2) for scale in REPARAM_SCALES]
     return found
 
 
@@ -347,6 +361,9 @@ def _attention_output(a: Trace, b: Trace, first: str, module: str, kind: str, k:
 
 def _value(candidate: Candidate, values: dict[str, np.ndarray]) -> np.ndarray:
     """The candidate's value from the pooled tensors, by name."""
+    if candidate.function is not None and candidate.function.startswith("reparam:"):
+        mean, noise, log_var = (values[o.name] for o in candidate.operands)
+        return mean + noise * np.exp(float(candidate.function.removeprefix("reparam:")) * log_var)
     if candidate.function is not None:
         return FUNCTIONS[candidate.function][1](values[candidate.operands[0].name])
     return sum((values[o.name] for o in candidate.operands[1:]), values[candidate.operands[0].name])

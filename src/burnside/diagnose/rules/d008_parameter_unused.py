@@ -30,7 +30,8 @@ fn forward(&self, x: Tensor<2>) -> Tensor<2> {
 from __future__ import annotations
 
 from burnside.compare import Comparison
-from burnside.diagnose.diagnosis import Diagnosis
+from burnside.forensics import evidence_of
+from burnside.diagnose.diagnosis import Diagnosis, listed
 from burnside.rule import Severity
 from burnside.trace import parse_name
 
@@ -82,6 +83,22 @@ def check(comparison: Comparison) -> list[Diagnosis]:
             continue
         missing = missing_grads(comparison, side, k)
         summary = comparison.a if side == "a" else comparison.b
+        masks = evidence_of(comparison).masks if side == "b" else None
+        if masks is not None and masks.b is not None and masks.b.memory != masks.own[masks.changed].memory:
+            # the parameters are unused because a cross-attention reads another tensor than what they compute
+            from burnside.diagnose.rules.d010_forward_differs import masked_otherwise
+
+            first = comparison.first_divergence
+            kind, before = comparison.layer_of(first)
+            after = (f"the layer before it, {parse_name(before.name).rest}, agrees" if before is not None
+                     else "the step's inputs and parameters agree")
+            told = masked_otherwise(comparison, first, masks, after, kind)
+            found.append(Diagnosis(
+                ID, TITLE,
+                f"{summary.name}: only {n} of {other} parameters got a gradient in step {k}"
+                + (f" (none for {listed(missing, 4)})" if missing else "") + f"; {told.evidence}",
+                told.fix))
+            continue
         found.append(Diagnosis(
             ID, TITLE,
             f"{summary.name}: {differs} already differs, and only {n} of {other} parameters got a gradient in "

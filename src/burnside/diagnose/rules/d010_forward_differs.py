@@ -12,9 +12,16 @@ input (`layer_inputs`) is not the previous layer's output (a sum of embeddings, 
 and whose output on B is not its formula of A's input with any setting is named as fed
 another input: the code before it. When the layer is a Linear, LayerNorm, RMSNorm, Conv1d or Conv2d and its
 output on B is the layer (B's parameters, A's settings) of one of A's tensors recorded before it, as it is, under an
-activation (ReLU, GELU in either form, SiLU, tanh, sigmoid, leaky ReLU, ELU) or summed with another, that is
-named beside what A's input is in the same terms: an activation left out, added or of another form, a residual
-left out or added (`forensics.reads`). An attention is re-run from its recorded query, key and value (a packed
+activation (ReLU, GELU in either form, SiLU, tanh, sigmoid, leaky ReLU, ELU), summed with another, or a VAE's
+reparameterisation of a mean, a batch noise input and a log-variance (`mu + eps * exp(0.5 * logvar)`, the exponent's
+scale 0.5 or 1), that is named beside what A's input is in the same terms: an activation left out, added or of
+another form, a residual left out or added, a log-variance's scale (`forensics.reads`). PyTorch's own attention
+layers (`nn.MultiheadAttention`, `nn.TransformerEncoderLayer`, `nn.TransformerDecoderLayer`, batch-first) are
+re-run in numpy from A's recorded tensors, each attention's masks found from its own recorded output (causal, the
+padding mask of the batch's ids or the ids an embedding was fed, inverted, each with or without the causal mask; a
+cross-attention's memory among the tensors recorded before it): the one mask left out, inverted or added, or the
+other memory, that gives B's output is named with burn's `TransformerEncoderInput`/`TransformerDecoderInput`/
+`MhaInput` call that undoes it (`forensics.transformer_layer`). An attention is re-run from its recorded query, key and value (a packed
 projection, or three named ones) at its output projection, or at a Hugging Face self-attention module
 (`BertSelfAttention`) whose own output is the heads' context: another scale, number of heads, q/k/v order or
 softmax axis, the padding mask (the batch's `attention_mask`, 1 at a token) left out or inverted, a causal mask
@@ -216,6 +223,9 @@ def _layer(comparison: Comparison, first, side: str) -> list[Diagnosis]:
     reads = evidence_of(comparison).reads if own and side == "b" else None
     if reads is not None and reads.b is not None:
         return [_read_otherwise(comparison, first, reads, after, kind)]
+    masks = evidence_of(comparison).masks if own and side == "b" else None
+    if masks is not None and masks.b is not None:
+        return [masked_otherwise(comparison, first, masks, after, kind)]
     lookup = evidence_of(comparison).lookup if own and side == "b" else None
     if lookup is not None:
         return [_looked_up_otherwise(comparison, first, lookup, after, kind)]
@@ -288,6 +298,14 @@ def _read_fix(reads, b_name: str) -> str:
     if theirs.attention is not None and ours is not None and ours.attention is not None:
         return _attention_fix(module, ours.attention, theirs.attention, ours.d_model, b_name,
                               [o.shown for o in ours.operands])
+    if ours is not None and theirs.operands == ours.operands and (theirs.function or "").startswith("reparam:") \
+            and (ours.function or "").startswith("reparam:"):
+        mean, noise, log_var = (o.shown for o in ours.operands)
+        var = lambda shown: shown.removeprefix("input ").rsplit(".", 1)[-1].split("'")[0]  # noqa: E731
+        scale = ours.function.removeprefix("reparam:")
+        return (f"compute what {module} reads as the PyTorch forward does, `{ours.shown()}`: the exponent of "
+                f"{log_var} scaled by {scale} (a log-variance's standard deviation is exp(0.5 * logvar)), not "
+                f"`{theirs.shown()}`; in burn, `{var(mean)} + {var(noise)} * {var(log_var)}.mul_scalar({scale if '.' in scale else scale + '.0'}).exp()`")
     if ours is not None and len(theirs.operands) == 1 and len(ours.operands) == 1 and theirs.operands == ours.operands:
         operand = theirs.operands[0].shown
         if theirs.function is None:
@@ -333,6 +351,80 @@ def _attention_fix(module: str, ours, theirs, d_model: int, b_name: str, sources
                 "[batch, heads, queries, keys]), as the PyTorch forward does, not over the queries")
     return (f"split the attention into {ours.heads} heads of {head_dim}, as the PyTorch forward does, not "
             f"{theirs.heads} heads of {d_model // theirs.heads}")
+
+
+def _recorded(name: str) -> str:
+    """`activations.encoder` as a person reads it: `encoder's output`, `encoder's input`, `the batch's src`."""
+    stage, _, rest = name.partition(".")
+    return {"activations": f"{rest}'s output", "layer_inputs": f"{rest}'s input",
+            "inputs": f"the batch's `{rest}`"}.get(stage, name)
+
+
+def _masking(masking) -> str:
+    """A masking with its ids said as a person reads them."""
+    text = masking.shown()
+    if masking.ids:
+        stage, _, rest = masking.ids.partition(".")
+        said = f"the batch's `{rest}`" if stage == "inputs" else f"the ids {rest} is fed"
+        text = text.replace(f"of {masking.ids}", f"of {said}")
+    return text
+
+
+def masked_otherwise(comparison: Comparison, first, masks, after: str, kind: str | None) -> Diagnosis:
+    """PyTorch's attention layer re-run on A's recorded tensors with one attention's mask or memory changed gives B's
+    output (`forensics.transformer_layer`): that change, with the burn code that undoes it."""
+    b_name, attn = comparison.side_name("b"), masks.changed
+    ours, theirs = masks.own[attn], masks.b
+    role = ("cross-attention" if attn.endswith("multihead_attn") else "self-attention")
+    if ours.memory != theirs.memory:
+        what = (f"its {role} {attn} reads {_recorded(theirs.memory)} as its keys and values where PyTorch's reads "
+                f"{_recorded(ours.memory)} (the memory)")
+        fix = (f"give {attn} {_recorded(ours.memory)} as its memory, as the PyTorch forward does, not "
+               f"{_recorded(theirs.memory)}: burn's `TransformerDecoderInput::new(target, memory)` with `memory` "
+               "the encoder's output (by hand, `MhaInput::new(x, memory.clone(), memory)`)")
+    else:
+        what = f"its {role} {attn} runs with {_masking(theirs)} where PyTorch's has {_masking(ours)}"
+        fix = _mask_code(masks.kind, attn, ours, theirs)
+    evidence = (f"{first.name} differs (max|diff|={first.stats.max_abs:.3g}) while {after}: {b_name}'s {masks.module} "
+                f"({kind or masks.kind}) computes as PyTorch's does but {what}. Re-run on A's recorded tensors (each "
+                f"attention's masks found from its own recorded output), {b_name}'s output is the layer so within "
+                f"{masks.b_residual:.2g}, A's with its own masks within {masks.a_residual:.2g}")
+    return Diagnosis(ID, TITLE, evidence, fix)
+
+
+def _mask_code(kind: str, attn: str, ours, theirs) -> str:
+    """The burn code that gives ``attn`` A's masks (``ours``) where the port has ``theirs``."""
+    causal_a, causal_b = ours.mask.endswith("causal"), theirs.mask.endswith("causal")
+    pad_a = ours.mask.split("+")[0] if ours.mask.split("+")[0] in ("padding", "inverted") else ""
+    pad_b = theirs.mask.split("+")[0] if theirs.mask.split("+")[0] in ("padding", "inverted") else ""
+    ids = ours.ids or theirs.ids
+    stage, _, name = ids.partition(".")
+    ids_code = f"{name.split('#')[0].replace('.', '_')}_ids" if stage != "inputs" else name
+    setter = ("mask_pad" if kind != "TransformerDecoderLayer" else
+              "memory_mask_pad" if attn.endswith("multihead_attn") else "target_mask_pad")
+    holder = {"TransformerEncoderLayer": "TransformerEncoderInput::new(x)",
+              "TransformerDecoderLayer": "TransformerDecoderInput::new(target, memory)",
+              "MultiheadAttention": "MhaInput::new(query, key, value)"}[kind]
+    pad_code = f"`{holder}.{setter}({ids_code}.clone().equal_elem({0}))`"
+    parts = []
+    if causal_a and not causal_b:
+        attn_setter = "target_mask_attn" if kind == "TransformerDecoderLayer" else "mask_attn"
+        parts.append(f"mask {attn} causally as the PyTorch forward does (its `tgt_mask`, "
+                     "`generate_square_subsequent_mask`): "
+                     f"`{holder}.{attn_setter}(generate_autoregressive_mask(batch, seq, &device))` "
+                     "(`burn::nn::attention::generate_autoregressive_mask`)")
+    elif causal_b and not causal_a:
+        parts.append(f"leave the causal mask out of {attn}, as the PyTorch forward does (no `mask_attn`)")
+    if pad_a == "padding" and not pad_b:
+        parts.append(f"mask {attn}'s padded keys as the PyTorch forward does (its key padding mask): {pad_code}, "
+                     "burn's padding mask true at the padding")
+    elif pad_a == "padding" and pad_b == "inverted":
+        parts.append(f"invert {attn}'s padding mask: burn's `{setter}` is true where a key is padding (as PyTorch's "
+                     f"key_padding_mask), {pad_code}, not true at the tokens (`not_equal_elem`, or a mask of 1 at "
+                     "tokens as Hugging Face's attention_mask)")
+    elif pad_b and not pad_a:
+        parts.append(f"leave the padding mask out of {attn}, as the PyTorch forward does (no `{setter}`)")
+    return "; ".join(parts) or f"give {attn} the masks the PyTorch forward gives it ({_masking(ours)})"
 
 
 def _ids_of(name: str) -> str:

@@ -86,6 +86,7 @@ SEVERITY = Severity.ERROR
 _FORMS = {"erf": "the exact erf form", "tanh": "the tanh approximation", "silu": "SiLU, x sigmoid(x)",
           "relu": "ReLU", "quick": "the quick GELU x sigmoid(1.702 x) (CLIP's)", "sigmoid": "a sigmoid",
           "tanh-function": "tanh", "mish": "Mish, x tanh(softplus(x))",
+          "identity": "no activation (the input as it is)",
           "seq-first": "reads [seq, batch, features] (time on the first axis)",
           "batch-first": "reads [batch, seq, features] (time on the second axis)"}
 #: GELU's two forms: another activation is said as not one of them where the other side computes one.
@@ -199,8 +200,12 @@ def _activation_fix(kind: str, wanted: str, theirs: str) -> str:
     shown = _form(wanted, theirs)
     if wanted in _GELU_FORMS and not shown.endswith("of GELU"):
         shown += " of GELU"
+    if wanted == "identity":
+        return f"leave the activation out, as side A's {kind} computes its input as it is"
     call = _BURN_ACTIVATION[wanted]
     instead = f", not {_BURN_ACTIVATION[theirs].split(' (')[0]}" if theirs in _BURN_ACTIVATION else ""
+    if theirs == "identity":
+        instead = " (the port applies none: the activation is left out)"
     hidden_act = ACTIVATIONS.get(kind, ("", ""))[1]
     if hidden_act:
         note = (f"; side A's {kind} is Hugging Face's activation for `hidden_act: \"{hidden_act}\"` (config.json): "
