@@ -23,6 +23,9 @@ pub struct InitFile {
     full_steps: Option<Vec<usize>>,
     /// Metadata `layer_statistics`: layer inputs and activations recorded as statistics.
     layer_statistics: bool,
+    /// Metadata `constant_buffers`: the buffers the PyTorch run never changed (a positional table, a causal
+    /// mask): a port may compute them inline, so loading leaves those it has no place for unused.
+    constant_buffers: BTreeSet<String>,
 }
 
 impl InitFile {
@@ -72,11 +75,19 @@ impl InitFile {
             Some("true") => true,
             Some(text) => return Err(bad("layer_statistics", text, "`true` or `false`")),
         };
+        let constant_buffers = match file.metadata.get("constant_buffers") {
+            None => BTreeSet::new(),
+            Some(text) => serde_json::from_str::<Vec<String>>(text)
+                .map_err(|_| bad("constant_buffers", text, "a JSON list of buffer names"))?
+                .into_iter()
+                .collect(),
+        };
         Ok(Self {
             file,
             names: TorchNames::new(),
             full_steps,
             layer_statistics,
+            constant_buffers,
         })
     }
 
@@ -370,12 +381,21 @@ impl InitFile {
     /// Every parameter must be in the file and every tensor of the file must be used, with the
     /// right shape; otherwise the error lists every missing and every unused tensor at once,
     /// each missing one with the closest unused name. A buffer the file does not hold keeps the
-    /// module's own initial value (an init file made from a trace has none), and PyTorch's
-    /// `num_batches_tracked`, which burn does not keep, is not required to be used.
+    /// module's own initial value, PyTorch's `num_batches_tracked`, which burn does not keep, is
+    /// not required to be used, nor is a constant buffer (metadata `constant_buffers`: one the
+    /// PyTorch run never changed, such as a positional table) the module has no place for: the
+    /// port computes it inline or reads it with [`buffer`](Self::buffer).
     pub fn load_module<M: Module>(&self, module: M) -> Result<M, TraceError> {
+        let held: BTreeSet<String> = param_paths_with(&module, &self.names)
+            .into_iter()
+            .map(|entry| entry.torch)
+            .collect();
         let tensors = self.file.tensors.iter().filter_map(|(key, value)| {
             let (kind, name) = key.split_once('.')?;
-            (kind == "params" || kind == "buffers").then_some((name, value))
+            let constant = kind == "buffers"
+                && self.constant_buffers.contains(name)
+                && !held.contains(name);
+            ((kind == "params" || kind == "buffers") && !constant).then_some((name, value))
         });
         load_tensors(module, tensors, &self.names, &Source::INIT).map_err(|message| {
             TraceError::Format {
@@ -733,6 +753,32 @@ mod tests {
         );
         assert!(norms.ln.gamma.val().is_require_grad());
         assert!(!norms.bn.running_mean.value().is_require_grad());
+    }
+
+    #[test]
+    fn a_constant_buffer_the_module_has_no_place_for_is_left_unused_and_readable() {
+        let f32s = |v: &[f32]| HostTensor::from_f32(v, vec![v.len()]);
+        let tensors = [
+            ("params.ln.weight", f32s(&[3.0, 4.0, 5.0])),
+            ("params.ln.bias", f32s(&[0.0, 1.0, 2.0])),
+            ("buffers.pe", f32s(&[0.0, 1.0, 0.5, 0.25])),
+        ];
+        #[derive(Module, Debug)]
+        struct Ln {
+            ln: LayerNorm,
+        }
+        let device = Device::default();
+        let module = || Ln {
+            ln: LayerNormConfig::new(3).init(&device),
+        };
+        // declared constant (the PyTorch run never changed it): the port computes it inline or reads it
+        let init = init_with_metadata("constant-buffer", &tensors, &[("constant_buffers", "[\"pe\"]")]);
+        init.load_module(module()).unwrap();
+        assert_eq!(init.buffer("pe").unwrap().shape, vec![4]);
+        // not declared constant: a tensor of the file no part of the module takes is still refused
+        let strict = init_with("strict-buffer", &tensors);
+        let message = strict.load_module(module()).unwrap_err().to_string();
+        assert!(message.contains("pe"), "{message}");
     }
 }
 

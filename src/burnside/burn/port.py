@@ -32,6 +32,7 @@ from burnside.burn.binary import RunError, run_binary
 from burnside.burn.cargo import build
 from burnside.errors import BurnsideError
 from burnside.trace import Trace, open_trace, parse_name, write_trace
+from burnside.trace.constant_buffers import unchanged_buffers
 from burnside.trace.init_batches import batch_tensors
 
 if TYPE_CHECKING:
@@ -44,7 +45,8 @@ def init_from_trace(trace: Trace, path: Path) -> Path:
     Step 0's batch is `inputs.{name}`; when the trace feeds a different batch at some step,
     every step k >= 1 also gets `step{k}.inputs.{name}` (`InitFile::float_input_at(k, ..)`).
     A forward trace's init file also holds its buffers as loaded (`buffers.{name}`) and each
-    batch's recorded module inputs (`step{k}.layer_inputs.{module}`, `Batch::layer_input`).
+    batch's recorded module inputs (`step{k}.layer_inputs.{module}`, `Batch::layer_input`); a training trace's,
+    its constant buffers (persistent, never changed by the run: `buffers.{name}`, listed as `constant_buffers`).
     The trace's metadata `full_steps` and `layer_statistics` (what it recorded as statistics only) are carried
     into the init file's, so the burn recorder records the same steps and layers as statistics.
     """
@@ -75,6 +77,15 @@ def init_from_trace(trace: Trace, path: Path) -> Path:
     tensors |= batch_tensors(batches)
     # what it was made from, so that a port recording the other kind says so (burnside_trace checks it)
     metadata: dict = {"params": params, "inputs": inputs, "kind": trace.kind, **carried}
+    if trace.kind != "forward":
+        # the persistent buffers the run never changed (a positional table): a port may read them (`init.buffer`)
+        # or compute them inline, and loading leaves those its module has no place for unused (`constant_buffers`)
+        nonpersistent = set(trace.metadata.get("buffers_nonpersistent") or ())
+        recorded = [n for n in trace.names if n.split(".", 2)[1:2] == ["buffers"]]
+        constants = sorted(unchanged_buffers(trace, recorded, nonpersistent))
+        if constants:
+            tensors |= {f"buffers.{b}": np.array(trace.array(f"step0.buffers.{b}")) for b in constants}
+            metadata |= {"buffers": constants, "constant_buffers": constants}
     if trace.kind == "forward":
         # a buffer registered with persistent=False (a causal mask kept as a constant) is outside the state_dict,
         # so outside the checkpoint a port loads too: the port computes it (or holds it as a constant), and a load

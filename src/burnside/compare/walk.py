@@ -31,6 +31,7 @@ from burnside.compare.tensor_diff import diff_arrays
 from burnside.compare.tolerance import Tolerances
 from burnside.errors import TraceError
 from burnside.trace import TensorInfo, Trace, parse_name
+from burnside.trace.constant_buffers import buffer_of, unchanged_buffers
 from burnside.trace.dtypes import FLOATS, STORAGE
 from burnside.trace.names import STAGE_INDEX
 from burnside.trace.statistics import Statistics
@@ -186,34 +187,6 @@ def _logits_alias(trace: Trace, name: str, other: set[str] | frozenset[str]) -> 
     return trace.aliases.get(name) == logits and logits in other
 
 
-#: A norm's running statistics: buffers a module changes as it runs, state the port must hold.
-_RUNNING = ("running_mean", "running_var", "num_batches_tracked")
-
-
-def _unchanged_buffers(trace: Trace, names: list[str], constant: set[str]) -> set[str]:
-    """The persistent buffers among ``names`` (one side's only) that are constants: no norm's running statistic,
-    and the same value at every step ``trace`` records them (a forward trace records them once)."""
-    steps: dict[str, list[str]] = {}
-    for name in names:
-        buffer = _buffer_of(name)
-        if buffer is not None and buffer not in constant and buffer.rsplit(".", 1)[-1] not in _RUNNING:
-            steps.setdefault(buffer, []).append(name)
-    found: set[str] = set()
-    for buffer, recorded in steps.items():
-        if any(n not in trace for n in recorded):
-            continue  # held as statistics only: its values cannot be told apart
-        first = trace.array(recorded[0])
-        if all(np.array_equal(first, trace.array(n)) for n in recorded[1:]):
-            found.add(buffer)
-    return found
-
-
-def _buffer_of(name: str) -> str | None:
-    """`h.0.attn.bias` for `step3.buffers.h.0.attn.bias`; None for a tensor of another stage."""
-    parsed = parse_name(name)
-    return parsed.rest if parsed is not None and parsed.stage == "buffers" else None
-
-
 def _info(trace: Trace, name: str, statistics: dict[str, Statistics]) -> TensorInfo:
     """dtype and shape of a tensor held in full or as statistics."""
     held = statistics.get(name)
@@ -290,14 +263,14 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None,
     constant = _nonpersistent(a) | _nonpersistent(b)
     # so is a persistent buffer the run never changes (a positional table, a mask kept in the state_dict): the
     # other side computes it inline, and where its value differs the layer that reads it parts
-    unchanged = _unchanged_buffers(a, missing_in_b, constant) | _unchanged_buffers(b, missing_in_a, constant)
+    unchanged = unchanged_buffers(a, missing_in_b, constant) | unchanged_buffers(b, missing_in_a, constant)
     # a training step's first output is its logits (`burnside.torch.record` aliases `outputs.{first}` to them): a
     # port that records the others by name and returns the first is compared there
     missing_in_b = [n for n in missing_in_b if not _logits_alias(a, n, names_b)]
     missing_in_a = [n for n in missing_in_a if not _logits_alias(b, n, names_a)]
     constant |= unchanged
-    constants_a = [n for n in missing_in_b if _buffer_of(n) in constant]
-    constants_b = [n for n in missing_in_a if _buffer_of(n) in constant]
+    constants_a = [n for n in missing_in_b if buffer_of(n) in constant]
+    constants_b = [n for n in missing_in_a if buffer_of(n) in constant]
     missing_in_b = [n for n in missing_in_b if n not in constants_a]
     missing_in_a = [n for n in missing_in_a if n not in constants_b]
     comparison = Comparison(

@@ -40,6 +40,7 @@ WRITER_KEYS = (FORMAT_KEY, VERSION_KEY, ALIASES_KEY, STATISTICS_KEY)
 JSON_KEYS = frozenset({"steps", "optimizer", "params", "grads_len", "inputs", "buffers", "buffers_nonpersistent",
                        "activations", "modules", "module_settings",
                        "tied", "layer_inputs", "outputs", "loss_call", "loss_terms", "accumulate", "full_steps",
+                       "constant_buffers",
                        "layer_statistics"})
 #: Keys a file of each kind must carry (besides the format and version). A forward trace (a trace
 #: whose metadata says `kind: forward`) has no optimizer and no gradients.
@@ -108,7 +109,8 @@ def check(path: Path, kind: str, metadata: Mapping, names: Iterable[str]) -> Non
             raise TraceError(f"{path}: metadata {key!r} is the writer's to set, not a metadata entry")
         if key == "steps":
             pass
-        elif key in ("params", "inputs", "buffers", "buffers_nonpersistent", "activations", "layer_inputs", "outputs"):
+        elif key in ("params", "inputs", "buffers", "buffers_nonpersistent", "activations", "layer_inputs", "outputs",
+                     "constant_buffers"):
             _check_names(path, key, value)
         elif key == "modules":
             _check_modules(path, value)
