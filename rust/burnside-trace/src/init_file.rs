@@ -392,9 +392,8 @@ impl InitFile {
             .collect();
         let tensors = self.file.tensors.iter().filter_map(|(key, value)| {
             let (kind, name) = key.split_once('.')?;
-            let constant = kind == "buffers"
-                && self.constant_buffers.contains(name)
-                && !held.contains(name);
+            let constant =
+                kind == "buffers" && self.constant_buffers.contains(name) && !held.contains(name);
             ((kind == "params" || kind == "buffers") && !constant).then_some((name, value))
         });
         load_tensors(module, tensors, &self.names, &Source::INIT).map_err(|message| {
@@ -772,7 +771,11 @@ mod tests {
             ln: LayerNormConfig::new(3).init(&device),
         };
         // declared constant (the PyTorch run never changed it): the port computes it inline or reads it
-        let init = init_with_metadata("constant-buffer", &tensors, &[("constant_buffers", "[\"pe\"]")]);
+        let init = init_with_metadata(
+            "constant-buffer",
+            &tensors,
+            &[("constant_buffers", "[\"pe\"]")],
+        );
         init.load_module(module()).unwrap();
         assert_eq!(init.buffer("pe").unwrap().shape, vec![4]);
         // not declared constant: a tensor of the file no part of the module takes is still refused
