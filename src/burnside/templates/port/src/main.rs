@@ -38,6 +38,8 @@ impl Model {
 
 fn main() {
     burnside_trace::run_port("{crate}", |args: PortArgs| {
+        // Options of your own (given after `--` to `burnside check`): take `|mut args: PortArgs|`
+        // and read them with `args.value("--bug")?` or `args.flag("--fast")` before this line.
         args.finish()?;
         let device = Device::default().autodiff();
         let init = InitFile::read(&args.init)?; // PyTorch's starting weights and every step's batch
