@@ -7,6 +7,7 @@ use burn::module::{Module, ModuleDisplay, Param};
 use burn::tensor::{Device, Tensor};
 use burnside_trace::{InitFile, OptimizerSpec, PortArgs, Step, TraceError, Training};
 
+
 pub type Res<T> = Result<T, Box<dyn Error>>;
 
 /// The learning rate of a module case's one SGD step (PyTorch's side: `torch.optim.SGD(lr=0.1)`).
@@ -39,24 +40,16 @@ pub struct Case<'a> {
 
 impl<'a> Case<'a> {
     pub fn open(args: &'a PortArgs) -> Res<Self> {
-        Ok(Self {
-            args,
-            init: InitFile::read(&args.init)?,
-            device: Device::default().autodiff(),
-        })
+        Ok(Self { args, init: InitFile::read(&args.init)?, device: Device::default().autodiff() })
     }
 
     /// A parameter of the init file's shape (zeros: `load_module` gives it PyTorch's values).
     pub fn param<const D: usize>(&self, name: &str) -> Res<Param<Tensor<D>>> {
-        let host = self
-            .init
-            .param(name)
-            .ok_or_else(|| TraceError::Setup(format!("the init file has no parameter {name}")))?;
+        let host = self.init.param(name).ok_or_else(|| {
+            TraceError::Setup(format!("the init file has no parameter {name}"))
+        })?;
         let shape: [usize; D] = host.shape.clone().try_into().map_err(|_| {
-            TraceError::Setup(format!(
-                "parameter {name} has shape {:?}, expected {D} dimensions",
-                host.shape
-            ))
+            TraceError::Setup(format!("parameter {name} has shape {:?}, expected {D} dimensions", host.shape))
         })?;
         Ok(Param::from_tensor(Tensor::zeros(shape, &self.device)))
     }
@@ -71,13 +64,7 @@ impl<'a> Case<'a> {
         step: impl FnMut(&M, &mut Step<'_>) -> Res<(Tensor<D>, Tensor<1>)>,
     ) -> Res<()> {
         let model = self.init.load_module(model)?;
-        Training::new(spec).with_loss_fn(loss).run(
-            self.args,
-            &self.init,
-            &self.device,
-            model,
-            step,
-        )?;
+        Training::new(spec).with_loss_fn(loss).run(self.args, &self.init, &self.device, model, step)?;
         Ok(())
     }
 
@@ -88,21 +75,13 @@ impl<'a> Case<'a> {
         layer: L,
         forward: impl Fn(&L, Tensor<DI>) -> Tensor<DO>,
     ) -> Res<()> {
-        let model = Fed {
-            x: self.param::<DI>("x")?,
-            layer,
-        };
-        self.train(
-            OptimizerSpec::sgd(MODULE_LR),
-            "probe_sum",
-            model,
-            |m: &Fed<L, DI>, step| {
-                let y = forward(&m.layer, m.x.val());
-                step.tap().activation("layer", &y)?; // as a port taps its layers
-                let loss = probe_sum(&y, step)?;
-                Ok((y, loss))
-            },
-        )
+        let model = Fed { x: self.param::<DI>("x")?, layer };
+        self.train(OptimizerSpec::sgd(MODULE_LR), "probe_sum", model, |m: &Fed<L, DI>, step| {
+            let y = forward(&m.layer, m.x.val());
+            step.tap().activation("layer", &y)?; // as a port taps its layers
+            let loss = probe_sum(&y, step)?;
+            Ok((y, loss))
+        })
     }
 }
 
@@ -114,19 +93,12 @@ impl Case<'_> {
         name: &str,
         loss: impl Fn(Tensor<D>, &mut Step<'_>) -> Res<Tensor<1>>,
     ) -> Res<()> {
-        let model = Input {
-            x: self.param::<D>("x")?,
-        };
-        self.train(
-            OptimizerSpec::sgd(MODULE_LR),
-            name,
-            model,
-            |m: &Input<D>, step| {
-                let x = m.x.val();
-                let value = loss(x.clone(), step)?;
-                Ok((x, value))
-            },
-        )
+        let model = Input { x: self.param::<D>("x")? };
+        self.train(OptimizerSpec::sgd(MODULE_LR), name, model, |m: &Input<D>, step| {
+            let x = m.x.val();
+            let value = loss(x.clone(), step)?;
+            Ok((x, value))
+        })
     }
 }
 

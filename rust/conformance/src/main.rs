@@ -25,9 +25,9 @@ fn main() {
         return;
     }
     burnside_trace::run_port("conformance", |mut args| {
-        let case = args.value("--case")?.ok_or_else(|| {
-            burnside_trace::UsageError("missing --case ID (see --list)".to_string())
-        })?;
+        let case = args
+            .value("--case")?
+            .ok_or_else(|| burnside_trace::UsageError("missing --case ID (see --list)".to_string()))?;
         args.finish()?;
         cases::run(&case, &args)
     });

@@ -7,12 +7,12 @@ use burn::nn::conv::{
 };
 use burn::nn::interpolate::{Interpolate1dConfig, Interpolate2dConfig, InterpolateMode};
 use burn::nn::pool::{
-    AdaptiveAvgPool1dConfig, AdaptiveAvgPool2dConfig, AvgPool1dConfig, AvgPool2dConfig,
-    MaxPool1dConfig, MaxPool2dConfig,
+    AdaptiveAvgPool1dConfig, AdaptiveAvgPool2dConfig, AvgPool1dConfig, AvgPool2dConfig, MaxPool1dConfig,
+    MaxPool2dConfig,
 };
 use burn::nn::{
-    Fold4dConfig, PaddingConfig1d, PaddingConfig2d, PaddingConfig3d, PixelShuffleConfig,
-    PixelUnshuffleConfig, Unfold4dConfig,
+    Fold4dConfig, PaddingConfig1d, PaddingConfig2d, PaddingConfig3d, PixelShuffleConfig, PixelUnshuffleConfig,
+    Unfold4dConfig,
 };
 use burn::tensor::Tensor;
 
@@ -21,12 +21,7 @@ use super::Runner;
 pub fn cases() -> Vec<(&'static str, Runner)> {
     vec![
         // -- convolutions
-        ("conv1d/default", |c| {
-            c.fed(
-                Conv1dConfig::new(3, 4, 3).init(&c.device),
-                |l, x: Tensor<3>| l.forward(x),
-            )
-        }),
+        ("conv1d/default", |c| c.fed(Conv1dConfig::new(3, 4, 3).init(&c.device), |l, x: Tensor<3>| l.forward(x))),
         ("conv1d/stride2-pad1-dil2", |c| {
             let l = Conv1dConfig::new(3, 4, 3)
                 .with_stride(2)
@@ -39,15 +34,11 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
             c.fed(l.init(&c.device), |l, x: Tensor<3>| l.forward(x))
         }),
         ("conv1d/same-dilation2", |c| {
-            let l = Conv1dConfig::new(3, 4, 3)
-                .with_padding(PaddingConfig1d::Same)
-                .with_dilation(2);
+            let l = Conv1dConfig::new(3, 4, 3).with_padding(PaddingConfig1d::Same).with_dilation(2);
             c.fed(l.init(&c.device), |l, x: Tensor<3>| l.forward(x))
         }),
         ("conv2d/same-dilation2", |c| {
-            let l = Conv2dConfig::new([2, 3], [3, 3])
-                .with_padding(PaddingConfig2d::Same)
-                .with_dilation([2, 2]);
+            let l = Conv2dConfig::new([2, 3], [3, 3]).with_padding(PaddingConfig2d::Same).with_dilation([2, 2]);
             c.fed(l.init(&c.device), |l, x: Tensor<4>| l.forward(x))
         }),
         ("conv1d/groups2-no-bias", |c| {
@@ -55,10 +46,7 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
             c.fed(l.init(&c.device), |l, x: Tensor<3>| l.forward(x))
         }),
         ("conv2d/default", |c| {
-            c.fed(
-                Conv2dConfig::new([2, 3], [3, 3]).init(&c.device),
-                |l, x: Tensor<4>| l.forward(x),
-            )
+            c.fed(Conv2dConfig::new([2, 3], [3, 3]).init(&c.device), |l, x: Tensor<4>| l.forward(x))
         }),
         ("conv2d/stride2-pad1", |c| {
             let l = Conv2dConfig::new([2, 4], [3, 3])
@@ -78,22 +66,16 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
             c.fed(l.init(&c.device), |l, x: Tensor<4>| l.forward(x))
         }),
         ("conv2d/depthwise-no-bias", |c| {
-            let l = Conv2dConfig::new([4, 4], [3, 3])
-                .with_groups(4)
-                .with_bias(false);
+            let l = Conv2dConfig::new([4, 4], [3, 3]).with_groups(4).with_bias(false);
             c.fed(l.init(&c.device), |l, x: Tensor<4>| l.forward(x))
         }),
         // burn's Conv2d has no padding mode: a port that keeps padding 1 pads with zeros.
         ("conv2d/padding-reflect", |c| {
-            let l = Conv2dConfig::new([2, 3], [3, 3])
-                .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1));
+            let l = Conv2dConfig::new([2, 3], [3, 3]).with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1));
             c.fed(l.init(&c.device), |l, x: Tensor<4>| l.forward(x))
         }),
         ("conv3d/default", |c| {
-            c.fed(
-                Conv3dConfig::new([2, 2], [3, 3, 3]).init(&c.device),
-                |l, x: Tensor<5>| l.forward(x),
-            )
+            c.fed(Conv3dConfig::new([2, 2], [3, 3, 3]).init(&c.device), |l, x: Tensor<5>| l.forward(x))
         }),
         ("conv3d/stride-pad-dil", |c| {
             let l = Conv3dConfig::new([2, 3], [3, 2, 3])
@@ -111,30 +93,18 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
         }),
         // -- transposed convolutions
         ("conv_transpose1d/default", |c| {
-            c.fed(
-                ConvTranspose1dConfig::new([3, 2], 3).init(&c.device),
-                |l, x: Tensor<3>| l.forward(x),
-            )
+            c.fed(ConvTranspose1dConfig::new([3, 2], 3).init(&c.device), |l, x: Tensor<3>| l.forward(x))
         }),
         ("conv_transpose1d/stride2-pad1-outpad1", |c| {
-            let l = ConvTranspose1dConfig::new([3, 2], 3)
-                .with_stride(2)
-                .with_padding(1)
-                .with_padding_out(1);
+            let l = ConvTranspose1dConfig::new([3, 2], 3).with_stride(2).with_padding(1).with_padding_out(1);
             c.fed(l.init(&c.device), |l, x: Tensor<3>| l.forward(x))
         }),
         ("conv_transpose1d/groups2-dil2-no-bias", |c| {
-            let l = ConvTranspose1dConfig::new([4, 6], 3)
-                .with_groups(2)
-                .with_dilation(2)
-                .with_bias(false);
+            let l = ConvTranspose1dConfig::new([4, 6], 3).with_groups(2).with_dilation(2).with_bias(false);
             c.fed(l.init(&c.device), |l, x: Tensor<3>| l.forward(x))
         }),
         ("conv_transpose2d/default", |c| {
-            c.fed(
-                ConvTranspose2dConfig::new([2, 3], [3, 3]).init(&c.device),
-                |l, x: Tensor<4>| l.forward(x),
-            )
+            c.fed(ConvTranspose2dConfig::new([2, 3], [3, 3]).init(&c.device), |l, x: Tensor<4>| l.forward(x))
         }),
         ("conv_transpose2d/stride2-pad1-outpad1", |c| {
             let l = ConvTranspose2dConfig::new([2, 2], [3, 3])
@@ -152,10 +122,7 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
             c.fed(l.init(&c.device), |l, x: Tensor<4>| l.forward(x))
         }),
         ("conv_transpose3d/default", |c| {
-            c.fed(
-                ConvTranspose3dConfig::new([2, 2], [2, 2, 2]).init(&c.device),
-                |l, x: Tensor<5>| l.forward(x),
-            )
+            c.fed(ConvTranspose3dConfig::new([2, 2], [2, 2, 2]).init(&c.device), |l, x: Tensor<5>| l.forward(x))
         }),
         ("conv_transpose3d/stride2-outpad1-groups2", |c| {
             let l = ConvTranspose3dConfig::new([2, 4], [3, 3, 3])
@@ -166,11 +133,7 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
             c.fed(l.init(&c.device), |l, x: Tensor<5>| l.forward(x))
         }),
         // -- pooling
-        ("max_pool1d/default", |c| {
-            c.fed(MaxPool1dConfig::new(3).init(), |l, x: Tensor<3>| {
-                l.forward(x)
-            })
-        }),
+        ("max_pool1d/default", |c| c.fed(MaxPool1dConfig::new(3).init(), |l, x: Tensor<3>| l.forward(x))),
         ("max_pool1d/stride1-pad1-dil2", |c| {
             let l = MaxPool1dConfig::new(3)
                 .with_stride(1)
@@ -189,11 +152,7 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
                 .with_ceil_mode(true);
             c.fed(l.init(), |l, x: Tensor<3>| l.forward(x))
         }),
-        ("max_pool2d/default", |c| {
-            c.fed(MaxPool2dConfig::new([2, 2]).init(), |l, x: Tensor<4>| {
-                l.forward(x)
-            })
-        }),
+        ("max_pool2d/default", |c| c.fed(MaxPool2dConfig::new([2, 2]).init(), |l, x: Tensor<4>| l.forward(x))),
         ("max_pool2d/stride-pad-dil", |c| {
             let l = MaxPool2dConfig::new([3, 2])
                 .with_strides([2, 1])
@@ -208,15 +167,9 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
                 .with_ceil_mode(true);
             c.fed(l.init(), |l, x: Tensor<4>| l.forward(x))
         }),
-        ("avg_pool1d/default", |c| {
-            c.fed(AvgPool1dConfig::new(3).init(), |l, x: Tensor<3>| {
-                l.forward(x)
-            })
-        }),
+        ("avg_pool1d/default", |c| c.fed(AvgPool1dConfig::new(3).init(), |l, x: Tensor<3>| l.forward(x))),
         ("avg_pool1d/pad1-count-pad", |c| {
-            let l = AvgPool1dConfig::new(3)
-                .with_stride(2)
-                .with_padding(PaddingConfig1d::Explicit(1, 1));
+            let l = AvgPool1dConfig::new(3).with_stride(2).with_padding(PaddingConfig1d::Explicit(1, 1));
             c.fed(l.init(), |l, x: Tensor<3>| l.forward(x))
         }),
         ("avg_pool1d/pad1-exclude-pad", |c| {
@@ -240,11 +193,7 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
                 .with_ceil_mode(true);
             c.fed(l.init(), |l, x: Tensor<3>| l.forward(x))
         }),
-        ("avg_pool2d/default", |c| {
-            c.fed(AvgPool2dConfig::new([2, 2]).init(), |l, x: Tensor<4>| {
-                l.forward(x)
-            })
-        }),
+        ("avg_pool2d/default", |c| c.fed(AvgPool2dConfig::new([2, 2]).init(), |l, x: Tensor<4>| l.forward(x))),
         ("avg_pool2d/pad1-count-pad", |c| {
             let l = AvgPool2dConfig::new([3, 3])
                 .with_strides([2, 2])
@@ -274,43 +223,26 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
             c.fed(l.init(), |l, x: Tensor<4>| l.forward(x))
         }),
         ("adaptive_avg_pool1d/divides", |c| {
-            c.fed(AdaptiveAvgPool1dConfig::new(4).init(), |l, x: Tensor<3>| {
-                l.forward(x)
-            })
+            c.fed(AdaptiveAvgPool1dConfig::new(4).init(), |l, x: Tensor<3>| l.forward(x))
         }),
         ("adaptive_avg_pool1d/not-divides", |c| {
-            c.fed(AdaptiveAvgPool1dConfig::new(3).init(), |l, x: Tensor<3>| {
-                l.forward(x)
-            })
+            c.fed(AdaptiveAvgPool1dConfig::new(3).init(), |l, x: Tensor<3>| l.forward(x))
         }),
         ("adaptive_avg_pool1d/upsample", |c| {
-            c.fed(AdaptiveAvgPool1dConfig::new(5).init(), |l, x: Tensor<3>| {
-                l.forward(x)
-            })
+            c.fed(AdaptiveAvgPool1dConfig::new(5).init(), |l, x: Tensor<3>| l.forward(x))
         }),
         ("adaptive_avg_pool2d/divides", |c| {
-            c.fed(
-                AdaptiveAvgPool2dConfig::new([3, 2]).init(),
-                |l, x: Tensor<4>| l.forward(x),
-            )
+            c.fed(AdaptiveAvgPool2dConfig::new([3, 2]).init(), |l, x: Tensor<4>| l.forward(x))
         }),
         ("adaptive_avg_pool2d/not-divides", |c| {
-            c.fed(
-                AdaptiveAvgPool2dConfig::new([3, 4]).init(),
-                |l, x: Tensor<4>| l.forward(x),
-            )
+            c.fed(AdaptiveAvgPool2dConfig::new([3, 4]).init(), |l, x: Tensor<4>| l.forward(x))
         }),
         // -- interpolation: burn's defaults are mode Nearest, align_corners true
         ("interpolate1d/nearest", |c| {
-            c.fed(
-                Interpolate1dConfig::new().with_output_size(Some(7)).init(),
-                |l, x: Tensor<3>| l.forward(x),
-            )
+            c.fed(Interpolate1dConfig::new().with_output_size(Some(7)).init(), |l, x: Tensor<3>| l.forward(x))
         }),
         ("interpolate1d/linear-default", |c| {
-            let l = Interpolate1dConfig::new()
-                .with_output_size(Some(7))
-                .with_mode(InterpolateMode::Linear);
+            let l = Interpolate1dConfig::new().with_output_size(Some(7)).with_mode(InterpolateMode::Linear);
             c.fed(l.init(), |l, x: Tensor<3>| l.forward(x))
         }),
         ("interpolate1d/linear-align-corners", |c| {
@@ -328,20 +260,10 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
             c.fed(l.init(), |l, x: Tensor<3>| l.forward(x))
         }),
         ("interpolate2d/nearest", |c| {
-            c.fed(
-                Interpolate2dConfig::new()
-                    .with_output_size(Some([7, 9]))
-                    .init(),
-                |l, x: Tensor<4>| l.forward(x),
-            )
+            c.fed(Interpolate2dConfig::new().with_output_size(Some([7, 9])).init(), |l, x: Tensor<4>| l.forward(x))
         }),
         ("interpolate2d/nearest-down", |c| {
-            c.fed(
-                Interpolate2dConfig::new()
-                    .with_output_size(Some([3, 2]))
-                    .init(),
-                |l, x: Tensor<4>| l.forward(x),
-            )
+            c.fed(Interpolate2dConfig::new().with_output_size(Some([3, 2])).init(), |l, x: Tensor<4>| l.forward(x))
         }),
         ("interpolate2d/nearest-scale2", |c| {
             let l = Interpolate2dConfig::new().with_scale_factor(Some([2.0, 2.0]));
@@ -352,15 +274,11 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
             c.fed(l.init(), |l, x: Tensor<4>| l.forward(x))
         }),
         ("interpolate2d/nearest-exact", |c| {
-            let l = Interpolate2dConfig::new()
-                .with_output_size(Some([7, 9]))
-                .with_mode(InterpolateMode::NearestExact);
+            let l = Interpolate2dConfig::new().with_output_size(Some([7, 9])).with_mode(InterpolateMode::NearestExact);
             c.fed(l.init(), |l, x: Tensor<4>| l.forward(x))
         }),
         ("interpolate2d/bilinear-default", |c| {
-            let l = Interpolate2dConfig::new()
-                .with_output_size(Some([7, 9]))
-                .with_mode(InterpolateMode::Linear);
+            let l = Interpolate2dConfig::new().with_output_size(Some([7, 9])).with_mode(InterpolateMode::Linear);
             c.fed(l.init(), |l, x: Tensor<4>| l.forward(x))
         }),
         ("interpolate2d/bilinear-align-corners", |c| {
@@ -400,9 +318,7 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
             c.fed(l.init(), |l, x: Tensor<4>| l.forward(x))
         }),
         ("interpolate2d/bicubic-default", |c| {
-            let l = Interpolate2dConfig::new()
-                .with_output_size(Some([7, 9]))
-                .with_mode(InterpolateMode::Cubic);
+            let l = Interpolate2dConfig::new().with_output_size(Some([7, 9])).with_mode(InterpolateMode::Cubic);
             c.fed(l.init(), |l, x: Tensor<4>| l.forward(x))
         }),
         ("interpolate2d/bicubic-align-corners", |c| {
@@ -427,44 +343,19 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
             c.fed(l.init(), |l, x: Tensor<4>| l.forward(x))
         }),
         // -- pixel shuffle, unfold, fold
-        ("pixel_shuffle/factor2", |c| {
-            c.fed(PixelShuffleConfig::new(2).init(), |l, x: Tensor<4>| {
-                l.forward(x)
-            })
-        }),
-        ("pixel_shuffle/factor3", |c| {
-            c.fed(PixelShuffleConfig::new(3).init(), |l, x: Tensor<4>| {
-                l.forward(x)
-            })
-        }),
+        ("pixel_shuffle/factor2", |c| c.fed(PixelShuffleConfig::new(2).init(), |l, x: Tensor<4>| l.forward(x))),
+        ("pixel_shuffle/factor3", |c| c.fed(PixelShuffleConfig::new(3).init(), |l, x: Tensor<4>| l.forward(x))),
         ("pixel_unshuffle/factor2", |c| {
-            c.fed(PixelUnshuffleConfig::new(2).init(), |l, x: Tensor<4>| {
-                l.forward(x)
-            })
+            c.fed(PixelUnshuffleConfig::new(2).init(), |l, x: Tensor<4>| l.forward(x))
         }),
-        ("unfold/default", |c| {
-            c.fed(Unfold4dConfig::new([2, 2]).init(), |l, x: Tensor<4>| {
-                l.forward(x)
-            })
-        }),
+        ("unfold/default", |c| c.fed(Unfold4dConfig::new([2, 2]).init(), |l, x: Tensor<4>| l.forward(x))),
         ("unfold/stride-pad-dil", |c| {
-            let l = Unfold4dConfig::new([2, 3])
-                .with_dilation([1, 2])
-                .with_padding([1, 1])
-                .with_stride([2, 1]);
+            let l = Unfold4dConfig::new([2, 3]).with_dilation([1, 2]).with_padding([1, 1]).with_stride([2, 1]);
             c.fed(l.init(), |l, x: Tensor<4>| l.forward(x))
         }),
-        ("fold/default", |c| {
-            c.fed(
-                Fold4dConfig::new([4, 5], [2, 2]).init(),
-                |l, x: Tensor<3>| l.forward(x),
-            )
-        }),
+        ("fold/default", |c| c.fed(Fold4dConfig::new([4, 5], [2, 2]).init(), |l, x: Tensor<3>| l.forward(x))),
         ("fold/stride-pad-dil", |c| {
-            let l = Fold4dConfig::new([5, 6], [2, 3])
-                .with_dilation([1, 2])
-                .with_padding([1, 1])
-                .with_stride([2, 1]);
+            let l = Fold4dConfig::new([5, 6], [2, 3]).with_dilation([1, 2]).with_padding([1, 1]).with_stride([2, 1]);
             c.fed(l.init(), |l, x: Tensor<3>| l.forward(x))
         }),
     ]

@@ -3,9 +3,9 @@
 
 use burn::nn::loss::{
     BinaryCrossEntropyLossConfig, CTCLossConfig, CosineEmbeddingLossConfig, CrossEntropyLossConfig,
-    GaussianNLLLossConfig, HingeEmbeddingLossConfig, HuberLossConfig, KLDivLossConfig,
-    LpLossConfig, MarginRankingLossConfig, MseLoss, MultiMarginLossConfig, PoissonNllLossConfig,
-    Reduction, SmoothL1LossConfig, SoftMarginLoss, TripletMarginLossConfig,
+    GaussianNLLLossConfig, HingeEmbeddingLossConfig, HuberLossConfig, KLDivLossConfig, LpLossConfig,
+    MarginRankingLossConfig, MseLoss, MultiMarginLossConfig, PoissonNllLossConfig, Reduction, SmoothL1LossConfig,
+    SoftMarginLoss, TripletMarginLossConfig,
 };
 use burn::tensor::Tensor;
 use burn::tensor::activation::{log_softmax, sigmoid, softmax};
@@ -29,9 +29,7 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
             })
         }),
         ("cross_entropy/smoothing", |c| {
-            let ce = CrossEntropyLossConfig::new()
-                .with_smoothing(Some(0.1))
-                .init(&c.device);
+            let ce = CrossEntropyLossConfig::new().with_smoothing(Some(0.1)).init(&c.device);
             c.loss("cross_entropy", |x: Tensor<2>, step| {
                 Ok(ce.forward(x, step.int_input::<1>("y")?))
             })
@@ -63,9 +61,7 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
             })
         }),
         ("cross_entropy/probabilities", |c| {
-            let ce = CrossEntropyLossConfig::new()
-                .with_logits(false)
-                .init(&c.device);
+            let ce = CrossEntropyLossConfig::new().with_logits(false).init(&c.device);
             c.loss("nll_loss", |x: Tensor<2>, step| {
                 Ok(ce.forward(softmax(x, 1), step.int_input::<1>("y")?))
             })
@@ -98,9 +94,7 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
         }),
         // binary cross-entropy
         ("binary_cross_entropy/logits", |c| {
-            let bce = BinaryCrossEntropyLossConfig::new()
-                .with_logits(true)
-                .init(&c.device);
+            let bce = BinaryCrossEntropyLossConfig::new().with_logits(true).init(&c.device);
             c.loss("binary_cross_entropy_with_logits", |x: Tensor<2>, step| {
                 Ok(bce.forward(x, step.int_input::<2>("y")?))
             })
@@ -208,11 +202,7 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
         ("kl_div/default", |c| {
             let loss = KLDivLossConfig::new().init();
             c.loss("kl_div", |x: Tensor<2>, step| {
-                Ok(loss.forward(
-                    log_softmax(x, 1),
-                    step.float_input("target")?,
-                    Reduction::Auto,
-                ))
+                Ok(loss.forward(log_softmax(x, 1), step.float_input("target")?, Reduction::Auto))
             })
         }),
         // likelihoods
@@ -279,23 +269,13 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
         ("margin_ranking_loss/default", |c| {
             let loss = MarginRankingLossConfig::new().init();
             c.loss("margin_ranking_loss", |x: Tensor<1>, step| {
-                Ok(loss.forward(
-                    x,
-                    step.float_input("other")?,
-                    step.float_input("y")?,
-                    Reduction::Auto,
-                ))
+                Ok(loss.forward(x, step.float_input("other")?, step.float_input("y")?, Reduction::Auto))
             })
         }),
         ("margin_ranking_loss/margin-0.5-sum", |c| {
             let loss = MarginRankingLossConfig::new().with_margin(0.5).init();
             c.loss("margin_ranking_loss", |x: Tensor<2>, step| {
-                Ok(loss.forward(
-                    x,
-                    step.float_input("other")?,
-                    step.float_input("y")?,
-                    Reduction::Sum,
-                ))
+                Ok(loss.forward(x, step.float_input("other")?, step.float_input("y")?, Reduction::Sum))
             })
         }),
         ("multi_margin_loss/default", |c| {
@@ -305,10 +285,7 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
             })
         }),
         ("multi_margin_loss/p2-margin-0.5-sum", |c| {
-            let loss = MultiMarginLossConfig::new()
-                .with_p(2)
-                .with_margin(0.5)
-                .init();
+            let loss = MultiMarginLossConfig::new().with_p(2).with_margin(0.5).init();
             c.loss("multi_margin_loss", |x: Tensor<2>, step| {
                 Ok(loss.forward(x, step.int_input("y")?, Reduction::Sum))
             })
@@ -326,52 +303,34 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
         ("triplet_margin_loss/default", |c| {
             let loss = TripletMarginLossConfig::new().init();
             c.loss("triplet_margin_loss", |x: Tensor<2>, step| {
-                let (positive, negative) =
-                    (step.float_input("positive")?, step.float_input("negative")?);
+                let (positive, negative) = (step.float_input("positive")?, step.float_input("negative")?);
                 Ok(loss.forward(x, positive, negative, Reduction::Auto))
             })
         }),
         ("triplet_margin_loss/p1-margin-2-sum", |c| {
-            let loss = TripletMarginLossConfig::new()
-                .with_p(1.0)
-                .with_margin(2.0)
-                .init();
+            let loss = TripletMarginLossConfig::new().with_p(1.0).with_margin(2.0).init();
             c.loss("triplet_margin_loss", |x: Tensor<2>, step| {
-                let (positive, negative) =
-                    (step.float_input("positive")?, step.float_input("negative")?);
+                let (positive, negative) = (step.float_input("positive")?, step.float_input("negative")?);
                 Ok(loss.forward(x, positive, negative, Reduction::Sum))
             })
         }),
         ("triplet_margin_loss/anchor-is-positive", |c| {
             let loss = TripletMarginLossConfig::new().init();
             c.loss("triplet_margin_loss", |x: Tensor<2>, step| {
-                let (positive, negative) = (
-                    step.float_input::<2>("positive")?,
-                    step.float_input("negative")?,
-                );
-                let positive = Tensor::cat(
-                    vec![x.clone().slice([0..1]).detach(), positive.slice([1..4])],
-                    0,
-                );
+                let (positive, negative) = (step.float_input::<2>("positive")?, step.float_input("negative")?);
+                let positive = Tensor::cat(vec![x.clone().slice([0..1]).detach(), positive.slice([1..4])], 0);
                 Ok(loss.forward(x, positive, negative, Reduction::Auto))
             })
         }),
         // CTC (on log_softmax(x) over the classes of [time, batch, class])
         ("ctc_loss/default", |c| ctc(c, 0, false, Reduction::Auto)),
         ("ctc_loss/blank-4-sum", |c| ctc(c, 4, false, Reduction::Sum)),
-        ("ctc_loss/zero-infinity", |c| {
-            ctc(c, 0, true, Reduction::Mean)
-        }),
+        ("ctc_loss/zero-infinity", |c| ctc(c, 0, true, Reduction::Mean)),
     ]
 }
 
 /// `CTCLoss` on `log_softmax(x, 2)` against the batch's padded `targets` and their lengths.
-fn ctc(
-    c: &crate::harness::Case,
-    blank: usize,
-    zero_infinity: bool,
-    reduction: Reduction,
-) -> crate::harness::Res<()> {
+fn ctc(c: &crate::harness::Case, blank: usize, zero_infinity: bool, reduction: Reduction) -> crate::harness::Res<()> {
     let loss = CTCLossConfig::new()
         .with_blank(blank)
         .with_zero_infinity(zero_infinity)
@@ -382,13 +341,7 @@ fn ctc(
             step.int_input::<1>("input_lengths")?,
             step.int_input::<1>("target_lengths")?,
         );
-        Ok(loss.forward_with_reduction(
-            log_softmax(x, 2),
-            targets,
-            inputs,
-            lengths,
-            reduction.clone(),
-        ))
+        Ok(loss.forward_with_reduction(log_softmax(x, 2), targets, inputs, lengths, reduction.clone()))
     })
 }
 
@@ -396,10 +349,6 @@ fn ctc(
 fn kl(c: &crate::harness::Case, log_target: bool, reduction: Reduction) -> crate::harness::Res<()> {
     let loss = KLDivLossConfig::new().with_log_target(log_target).init();
     c.loss("kl_div", |x: Tensor<2>, step| {
-        Ok(loss.forward(
-            log_softmax(x, 1),
-            step.float_input("target")?,
-            reduction.clone(),
-        ))
+        Ok(loss.forward(log_softmax(x, 1), step.float_input("target")?, reduction.clone()))
     })
 }

@@ -5,13 +5,13 @@ use burnside_trace::{PortArgs, TraceError};
 
 use crate::harness::{Case, Res};
 
-mod activations;
 mod basic;
 mod conv;
-mod losses;
 mod norms;
-mod optimizers;
+mod activations;
 mod sequence;
+mod losses;
+mod optimizers;
 
 type Runner = fn(&Case) -> Res<()>;
 
@@ -33,9 +33,7 @@ pub fn ids() -> Vec<&'static str> {
 
 pub fn run(id: &str, args: &PortArgs) -> Res<()> {
     let Some((_, runner)) = all().into_iter().find(|(name, _)| *name == id) else {
-        return Err(
-            TraceError::Setup(format!("no case {id} (conformance --list names them)")).into(),
-        );
+        return Err(TraceError::Setup(format!("no case {id} (conformance --list names them)")).into());
     };
     runner(&Case::open(args)?)
 }

@@ -32,9 +32,7 @@ struct Net {
 const LOSS: &str = "mse_loss";
 
 fn net(c: &Case, inputs: usize, bias: bool) -> Net {
-    Net {
-        layer: LinearConfig::new(inputs, 4).with_bias(bias).init(&c.device),
-    }
+    Net { layer: LinearConfig::new(inputs, 4).with_bias(bias).init(&c.device) }
 }
 
 /// One step's output and loss, the batch read (and recorded) through `step`.
@@ -96,8 +94,7 @@ fn call_by_call(
             Stepper::Lbfgs(lbfgs) => {
                 let closure = |m: Net| {
                     let mut step = Step::unrecorded(k, &c.init, &c.device);
-                    let (_, loss) =
-                        forward(&m, &mut step).expect("the batch was read at this step");
+                    let (_, loss) = forward(&m, &mut step).expect("the batch was read at this step");
                     let value = f64::from(loss.clone().into_scalar::<f32>());
                     (value, GradientsParams::from_grads(loss.backward(), &m))
                 };
@@ -131,144 +128,74 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
     vec![
         // SGD
         ("sgd/plain", |c| trained(c, OptimizerSpec::sgd(0.1))),
-        ("sgd/momentum", |c| {
-            trained(c, OptimizerSpec::sgd_momentum(0.1, 0.9))
-        }),
+        ("sgd/momentum", |c| trained(c, OptimizerSpec::sgd_momentum(0.1, 0.9))),
         ("sgd/momentum-dampening", |c| {
             trained(c, OptimizerSpec::sgd_momentum(0.1, 0.9).with_dampening(0.5))
         }),
-        ("sgd/nesterov", |c| {
-            trained(c, OptimizerSpec::sgd_momentum(0.1, 0.9).with_nesterov(true))
-        }),
-        ("sgd/weight-decay", |c| {
-            trained(c, OptimizerSpec::sgd(0.1).with_weight_decay(0.05))
-        }),
+        ("sgd/nesterov", |c| trained(c, OptimizerSpec::sgd_momentum(0.1, 0.9).with_nesterov(true))),
+        ("sgd/weight-decay", |c| trained(c, OptimizerSpec::sgd(0.1).with_weight_decay(0.05))),
         ("sgd/momentum-weight-decay", |c| {
-            trained(
-                c,
-                OptimizerSpec::sgd_momentum(0.1, 0.9).with_weight_decay(0.05),
-            )
+            trained(c, OptimizerSpec::sgd_momentum(0.1, 0.9).with_weight_decay(0.05))
         }),
         ("sgd/burn-default", |c| {
-            let optim = SgdConfig::new()
-                .with_momentum(Some(MomentumConfig::new()))
-                .init();
+            let optim = SgdConfig::new().with_momentum(Some(MomentumConfig::new())).init();
             burn_default(c, OptimizerSpec::sgd_momentum(0.1, 0.9), optim)
         }),
         // Adam
         ("adam/default", |c| trained(c, OptimizerSpec::adam(1e-3))),
-        ("adam/eps", |c| {
-            trained(c, OptimizerSpec::adam(0.01).with_eps(1e-6))
-        }),
-        ("adam/betas", |c| {
-            trained(c, OptimizerSpec::adam(0.01).with_betas(0.8, 0.99))
-        }),
-        ("adam/weight-decay", |c| {
-            trained(c, OptimizerSpec::adam(0.01).with_weight_decay(0.1))
-        }),
-        ("adam/amsgrad", |c| {
-            trained(c, OptimizerSpec::adam(0.01).with_amsgrad(true))
-        }),
-        ("adam/burn-default", |c| {
-            burn_default(c, OptimizerSpec::adam(0.01), AdamConfig::new().init())
-        }),
+        ("adam/eps", |c| trained(c, OptimizerSpec::adam(0.01).with_eps(1e-6))),
+        ("adam/betas", |c| trained(c, OptimizerSpec::adam(0.01).with_betas(0.8, 0.99))),
+        ("adam/weight-decay", |c| trained(c, OptimizerSpec::adam(0.01).with_weight_decay(0.1))),
+        ("adam/amsgrad", |c| trained(c, OptimizerSpec::adam(0.01).with_amsgrad(true))),
+        ("adam/burn-default", |c| burn_default(c, OptimizerSpec::adam(0.01), AdamConfig::new().init())),
         // AdamW
         ("adamw/default", |c| trained(c, OptimizerSpec::adamw(1e-3))),
-        ("adamw/weight-decay", |c| {
-            trained(c, OptimizerSpec::adamw(0.01).with_weight_decay(0.1))
-        }),
-        ("adamw/amsgrad", |c| {
-            trained(c, OptimizerSpec::adamw(0.01).with_amsgrad(true))
-        }),
+        ("adamw/weight-decay", |c| trained(c, OptimizerSpec::adamw(0.01).with_weight_decay(0.1))),
+        ("adamw/amsgrad", |c| trained(c, OptimizerSpec::adamw(0.01).with_amsgrad(true))),
         ("adamw/burn-default", |c| {
             burn_default(c, OptimizerSpec::adamw(0.01), AdamWConfig::new().init())
         }),
         // RMSprop
-        ("rmsprop/default", |c| {
-            trained(c, OptimizerSpec::rmsprop(0.01))
-        }),
-        ("rmsprop/alpha", |c| {
-            trained(c, OptimizerSpec::rmsprop(0.01).with_alpha(0.9))
-        }),
-        ("rmsprop/centered", |c| {
-            trained(c, OptimizerSpec::rmsprop(0.01).with_centered(true))
-        }),
-        ("rmsprop/momentum", |c| {
-            trained(c, OptimizerSpec::rmsprop(0.01).with_momentum(0.5))
-        }),
-        ("rmsprop/weight-decay", |c| {
-            trained(c, OptimizerSpec::rmsprop(0.01).with_weight_decay(0.1))
-        }),
+        ("rmsprop/default", |c| trained(c, OptimizerSpec::rmsprop(0.01))),
+        ("rmsprop/alpha", |c| trained(c, OptimizerSpec::rmsprop(0.01).with_alpha(0.9))),
+        ("rmsprop/centered", |c| trained(c, OptimizerSpec::rmsprop(0.01).with_centered(true))),
+        ("rmsprop/momentum", |c| trained(c, OptimizerSpec::rmsprop(0.01).with_momentum(0.5))),
+        ("rmsprop/weight-decay", |c| trained(c, OptimizerSpec::rmsprop(0.01).with_weight_decay(0.1))),
         // burn's momentum 0.9 taken out, so that its epsilon shows alone
         ("rmsprop/burn-default", |c| {
-            burn_default(
-                c,
-                OptimizerSpec::rmsprop(0.01),
-                RmsPropConfig::new().with_momentum(0.0).init(),
-            )
+            burn_default(c, OptimizerSpec::rmsprop(0.01), RmsPropConfig::new().with_momentum(0.0).init())
         }),
         // all of RmsPropConfig::new(): burn keeps a momentum buffer PyTorch's RMSprop(momentum=0) has not
         ("rmsprop/burn-default-momentum", |c| {
             burn_default(c, OptimizerSpec::rmsprop(0.01), RmsPropConfig::new().init())
         }),
         // Adagrad
-        ("adagrad/default", |c| {
-            trained(c, OptimizerSpec::adagrad(0.1))
-        }),
-        ("adagrad/lr-decay", |c| {
-            trained(c, OptimizerSpec::adagrad(0.1).with_lr_decay(0.1))
-        }),
-        ("adagrad/eps", |c| {
-            trained(c, OptimizerSpec::adagrad(0.1).with_eps(1e-3))
-        }),
-        ("adagrad/weight-decay", |c| {
-            trained(c, OptimizerSpec::adagrad(0.1).with_weight_decay(0.1))
-        }),
+        ("adagrad/default", |c| trained(c, OptimizerSpec::adagrad(0.1))),
+        ("adagrad/lr-decay", |c| trained(c, OptimizerSpec::adagrad(0.1).with_lr_decay(0.1))),
+        ("adagrad/eps", |c| trained(c, OptimizerSpec::adagrad(0.1).with_eps(1e-3))),
+        ("adagrad/weight-decay", |c| trained(c, OptimizerSpec::adagrad(0.1).with_weight_decay(0.1))),
         // PyTorch's sum starts at 0.1; burn's AdaGrad has no such setting, so it starts at 0
-        ("adagrad/initial-accumulator", |c| {
-            trained(c, OptimizerSpec::adagrad(0.1))
-        }),
+        ("adagrad/initial-accumulator", |c| trained(c, OptimizerSpec::adagrad(0.1))),
         ("adagrad/burn-default", |c| {
             burn_default(c, OptimizerSpec::adagrad(0.1), AdaGradConfig::new().init())
         }),
         // Adafactor
-        ("adafactor/default", |c| {
-            trained(c, OptimizerSpec::adafactor(1e-2))
-        }),
-        ("adafactor/weight-decay", |c| {
-            trained(c, OptimizerSpec::adafactor(1e-2).with_weight_decay(0.1))
-        }),
+        ("adafactor/default", |c| trained(c, OptimizerSpec::adafactor(1e-2))),
+        ("adafactor/weight-decay", |c| trained(c, OptimizerSpec::adafactor(1e-2).with_weight_decay(0.1))),
         ("adafactor/settings", |c| {
-            trained(
-                c,
-                OptimizerSpec::adafactor(1e-2).with_adafactor(-0.5, f32::EPSILON, 1e-2, 2.0),
-            )
+            trained(c, OptimizerSpec::adafactor(1e-2).with_adafactor(-0.5, f32::EPSILON, 1e-2, 2.0))
         }),
         // Muon: PyTorch's [4, 5] weight is burn's [5, 4] (Linear keeps [in, out])
-        ("muon/default", |c| {
-            trained_no_bias(c, 5, OptimizerSpec::muon(1e-3))
-        }),
-        ("muon/square", |c| {
-            trained_no_bias(c, 4, OptimizerSpec::muon(1e-3))
-        }),
+        ("muon/default", |c| trained_no_bias(c, 5, OptimizerSpec::muon(1e-3))),
+        ("muon/square", |c| trained_no_bias(c, 4, OptimizerSpec::muon(1e-3))),
         ("muon/no-nesterov", |c| {
-            let spec = OptimizerSpec::muon(0.02).with_muon(
-                false,
-                (3.4445, -4.775, 2.0315),
-                1e-7,
-                5,
-                "original",
-            )?;
+            let spec = OptimizerSpec::muon(0.02)
+                .with_muon(false, (3.4445, -4.775, 2.0315), 1e-7, 5, "original")?;
             trained_no_bias(c, 4, spec)
         }),
         ("muon/match-rms-adamw", |c| {
-            let spec = OptimizerSpec::muon(0.02).with_muon(
-                true,
-                (3.4445, -4.775, 2.0315),
-                1e-7,
-                3,
-                "match_rms_adamw",
-            )?;
+            let spec = OptimizerSpec::muon(0.02)
+                .with_muon(true, (3.4445, -4.775, 2.0315), 1e-7, 3, "match_rms_adamw")?;
             trained_no_bias(c, 5, spec)
         }),
         ("muon/burn-default", |c| {
@@ -277,12 +204,8 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
         }),
         // L-BFGS
         ("lbfgs/default", |c| lbfgs(c, OptimizerSpec::lbfgs(1.0))),
-        ("lbfgs/max-iter-history", |c| {
-            lbfgs(c, OptimizerSpec::lbfgs(0.5).with_lbfgs(4, None, 3, false))
-        }),
-        ("lbfgs/strong-wolfe", |c| {
-            lbfgs(c, OptimizerSpec::lbfgs(1.0).with_lbfgs(5, None, 10, true))
-        }),
+        ("lbfgs/max-iter-history", |c| lbfgs(c, OptimizerSpec::lbfgs(0.5).with_lbfgs(4, None, 3, false))),
+        ("lbfgs/strong-wolfe", |c| lbfgs(c, OptimizerSpec::lbfgs(1.0).with_lbfgs(5, None, 10, true))),
     ]
 }
 
@@ -302,13 +225,9 @@ mod tests {
     #[test]
     fn muons_lr_adjustment_reads_the_weight_as_stored() {
         let device = Device::default().autodiff();
-        let p: Vec<f32> = (0..20)
-            .map(|i| ((i * 7 % 11) as f32 - 5.0) / 10.0)
-            .collect();
+        let p: Vec<f32> = (0..20).map(|i| ((i * 7 % 11) as f32 - 5.0) / 10.0).collect();
         let step = |shape: [usize; 2], transpose: bool| -> Vec<f32> {
-            let layer = LinearConfig::new(shape[0], shape[1])
-                .with_bias(false)
-                .init(&device);
+            let layer = LinearConfig::new(shape[0], shape[1]).with_bias(false).init(&device);
             let layer = Linear {
                 weight: Param::from_tensor(Tensor::<2>::zeros(shape, &device)),
                 ..layer
@@ -320,20 +239,13 @@ mod tests {
             let mut optim = MuonConfig::new().init();
             let after = optim.step(0.02, layer, grads).weight.val();
             let after = if transpose { after.transpose() } else { after };
-            after
-                .into_data()
-                .try_to_vec::<f32>()
-                .expect("f32 parameters")
+            after.into_data().try_to_vec::<f32>().expect("f32 parameters")
         };
         let burns = step([5, 4], true); // burn's Linear(5, 4): weight [in, out]
         let torchs = step([4, 5], false); // PyTorch's nn.Linear(5, 4): weight [out, in]
         let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
         let ratio = norm(&burns) / norm(&torchs);
-        eprintln!(
-            "step norms: [in, out] {} [out, in] {} ratio {ratio}",
-            norm(&burns),
-            norm(&torchs)
-        );
+        eprintln!("step norms: [in, out] {} [out, in] {} ratio {ratio}", norm(&burns), norm(&torchs));
         assert!((ratio - 1.25f32.sqrt()).abs() < 1e-5, "ratio {ratio}");
         for (b, t) in burns.iter().zip(&torchs) {
             assert!((b - t * 1.25f32.sqrt()).abs() < 1e-6, "{b} vs {t}");

@@ -6,7 +6,6 @@
 //! `norm_1`) are named here, with the renames a port of `nn.RNN` / `nn.TransformerEncoderLayer`
 //! writes.
 
-use burn::module::{Module, ModuleDisplay};
 use burn::nn::activation::ActivationConfig;
 use burn::nn::attention::{MhaInput, MultiHeadAttentionConfig, generate_autoregressive_mask};
 use burn::nn::transformer::{
@@ -14,9 +13,10 @@ use burn::nn::transformer::{
     TransformerEncoderInput, TransformerEncoderLayer,
 };
 use burn::nn::{
-    BiGruConfig, BiLstmConfig, BiRnnConfig, GruConfig, Lstm, LstmConfig, LstmState,
-    PositionalEncodingConfig, RnnConfig, RotaryEncodingConfig,
+    BiGruConfig, BiLstmConfig, BiRnnConfig, GruConfig, Lstm, LstmConfig, LstmState, PositionalEncodingConfig,
+    RnnConfig, RotaryEncodingConfig,
 };
+use burn::module::{Module, ModuleDisplay};
 use burn::tensor::{Bool, Tensor};
 use burnside_trace::{OptimizerSpec, Step, TorchNames, Training};
 
@@ -27,28 +27,17 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
     vec![
         // LSTM
         ("lstm/default", |c| {
-            c.fed(
-                LstmConfig::new(4, 5, true).init(&c.device),
-                |l, x: Tensor<3>| l.forward(x, None).0,
-            )
+            c.fed(LstmConfig::new(4, 5, true).init(&c.device), |l, x: Tensor<3>| l.forward(x, None).0)
         }),
         ("lstm/seq-first", |c| {
-            let lstm = LstmConfig::new(4, 5, true)
-                .with_batch_first(false)
-                .init(&c.device);
+            let lstm = LstmConfig::new(4, 5, true).with_batch_first(false).init(&c.device);
             c.fed(lstm, |l, x: Tensor<3>| l.forward(x, None).0)
         }),
         ("lstm/batch-first", |c| {
-            c.fed(
-                LstmConfig::new(4, 5, true).init(&c.device),
-                |l, x: Tensor<3>| l.forward(x, None).0,
-            )
+            c.fed(LstmConfig::new(4, 5, true).init(&c.device), |l, x: Tensor<3>| l.forward(x, None).0)
         }),
         ("lstm/no-bias", |c| {
-            c.fed(
-                LstmConfig::new(4, 5, false).init(&c.device),
-                |l, x: Tensor<3>| l.forward(x, None).0,
-            )
+            c.fed(LstmConfig::new(4, 5, false).init(&c.device), |l, x: Tensor<3>| l.forward(x, None).0)
         }),
         ("lstm/initial-state", |c| {
             let lstm = LstmConfig::new(4, 5, true).init(&c.device);
@@ -61,10 +50,7 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
         }),
         ("lstm/two-layers", |c| {
             let layer = || LstmConfig::new(4, 5, true).init(&c.device);
-            let lstm = TwoLayerLstm {
-                l0: layer(),
-                l1: LstmConfig::new(5, 5, true).init(&c.device),
-            };
+            let lstm = TwoLayerLstm { l0: layer(), l1: LstmConfig::new(5, 5, true).init(&c.device) };
             let names = TorchNames::new()
                 .rename(r"^layer\.l0\.", "layer.")?
                 .rename(r"^layer\.l1\.(\w+)_l0$", "layer.${1}_l1")?;
@@ -72,15 +58,10 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
         }),
         // Bidirectional LSTM
         ("bilstm/default", |c| {
-            c.fed(
-                BiLstmConfig::new(4, 5, true).init(&c.device),
-                |l, x: Tensor<3>| l.forward(x, None).0,
-            )
+            c.fed(BiLstmConfig::new(4, 5, true).init(&c.device), |l, x: Tensor<3>| l.forward(x, None).0)
         }),
         ("bilstm/batch-first", |c| {
-            let lstm = BiLstmConfig::new(4, 5, true)
-                .with_batch_first(true)
-                .init(&c.device);
+            let lstm = BiLstmConfig::new(4, 5, true).with_batch_first(true).init(&c.device);
             c.fed(lstm, |l, x: Tensor<3>| l.forward(x, None).0)
         }),
         ("bilstm/initial-state", |c| {
@@ -93,22 +74,14 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
         }),
         // GRU (batch-first only)
         ("gru/default", |c| {
-            c.fed(
-                GruConfig::new(4, 5, true).init(&c.device),
-                |l, x: Tensor<3>| l.forward(x, None),
-            )
+            c.fed(GruConfig::new(4, 5, true).init(&c.device), |l, x: Tensor<3>| l.forward(x, None))
         }),
         ("gru/batch-first", |c| {
-            let gru = GruConfig::new(4, 5, true)
-                .with_reset_after(true)
-                .init(&c.device);
+            let gru = GruConfig::new(4, 5, true).with_reset_after(true).init(&c.device);
             c.fed(gru, |l, x: Tensor<3>| l.forward(x, None))
         }),
         ("gru/no-bias", |c| {
-            c.fed(
-                GruConfig::new(4, 5, false).init(&c.device),
-                |l, x: Tensor<3>| l.forward(x, None),
-            )
+            c.fed(GruConfig::new(4, 5, false).init(&c.device), |l, x: Tensor<3>| l.forward(x, None))
         }),
         ("gru/initial-state", |c| {
             let gru = GruConfig::new(4, 5, true).init(&c.device);
@@ -118,16 +91,11 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
             })
         }),
         ("gru/reset-before", |c| {
-            let gru = GruConfig::new(4, 5, true)
-                .with_reset_after(false)
-                .init(&c.device);
+            let gru = GruConfig::new(4, 5, true).with_reset_after(false).init(&c.device);
             c.fed(gru, |l, x: Tensor<3>| l.forward(x, None))
         }),
         ("bigru/batch-first", |c| {
-            c.fed(
-                BiGruConfig::new(4, 5, true).init(&c.device),
-                |l, x: Tensor<3>| l.forward(x, None).0,
-            )
+            c.fed(BiGruConfig::new(4, 5, true).init(&c.device), |l, x: Tensor<3>| l.forward(x, None).0)
         }),
         // Elman RNN: one gate, named as nn.RNN names it.
         ("rnn/default", |c| {
@@ -135,9 +103,7 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
             fed_named(c, rnn_names()?, rnn, |l, x: Tensor<3>| l.forward(x, None).0)
         }),
         ("rnn/batch-first", |c| {
-            let rnn = RnnConfig::new(4, 5, true)
-                .with_batch_first(true)
-                .init(&c.device);
+            let rnn = RnnConfig::new(4, 5, true).with_batch_first(true).init(&c.device);
             fed_named(c, rnn_names()?, rnn, |l, x: Tensor<3>| l.forward(x, None).0)
         }),
         ("rnn/relu-no-bias", |c| {
@@ -149,38 +115,20 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
         ("birnn/batch-first", |c| {
             let rnn = BiRnnConfig::new(4, 5, true).init(&c.device);
             let names = TorchNames::new()
-                .rename(
-                    r"^layer\.forward\.gate\.input_transform\.(\w+)$",
-                    "layer.${1}_ih_l0",
-                )?
-                .rename(
-                    r"^layer\.forward\.gate\.hidden_transform\.(\w+)$",
-                    "layer.${1}_hh_l0",
-                )?
-                .rename(
-                    r"^layer\.reverse\.gate\.input_transform\.(\w+)$",
-                    "layer.${1}_ih_l0_reverse",
-                )?
-                .rename(
-                    r"^layer\.reverse\.gate\.hidden_transform\.(\w+)$",
-                    "layer.${1}_hh_l0_reverse",
-                )?;
+                .rename(r"^layer\.forward\.gate\.input_transform\.(\w+)$", "layer.${1}_ih_l0")?
+                .rename(r"^layer\.forward\.gate\.hidden_transform\.(\w+)$", "layer.${1}_hh_l0")?
+                .rename(r"^layer\.reverse\.gate\.input_transform\.(\w+)$", "layer.${1}_ih_l0_reverse")?
+                .rename(r"^layer\.reverse\.gate\.hidden_transform\.(\w+)$", "layer.${1}_hh_l0_reverse")?;
             fed_named(c, names, rnn, |l, x: Tensor<3>| l.forward(x, None).0)
         }),
         // Multi-head attention
         ("multihead_attention/default", |c| {
             let mha = MultiHeadAttentionConfig::new(8, 2).init(&c.device);
-            c.fed(mha, |l, x: Tensor<3>| {
-                l.forward(MhaInput::self_attn(x)).context
-            })
+            c.fed(mha, |l, x: Tensor<3>| l.forward(MhaInput::self_attn(x)).context)
         }),
         ("multihead_attention/no-dropout", |c| {
-            let mha = MultiHeadAttentionConfig::new(8, 2)
-                .with_dropout(0.0)
-                .init(&c.device);
-            c.fed(mha, |l, x: Tensor<3>| {
-                l.forward(MhaInput::self_attn(x)).context
-            })
+            let mha = MultiHeadAttentionConfig::new(8, 2).with_dropout(0.0).init(&c.device);
+            c.fed(mha, |l, x: Tensor<3>| l.forward(MhaInput::self_attn(x)).context)
         }),
         ("multihead_attention/no-bias", |c| {
             let mha = MultiHeadAttentionConfig::new(8, 2)
@@ -190,16 +138,12 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
                 .with_value_bias(false)
                 .with_output_bias(false)
                 .init(&c.device);
-            c.fed(mha, |l, x: Tensor<3>| {
-                l.forward(MhaInput::self_attn(x)).context
-            })
+            c.fed(mha, |l, x: Tensor<3>| l.forward(MhaInput::self_attn(x)).context)
         }),
         ("multihead_attention/key-padding-mask", padded_attention),
         ("multihead_attention/all-keys-masked", padded_attention),
         ("multihead_attention/causal-mask", |c| {
-            let mha = MultiHeadAttentionConfig::new(8, 2)
-                .with_dropout(0.0)
-                .init(&c.device);
+            let mha = MultiHeadAttentionConfig::new(8, 2).with_dropout(0.0).init(&c.device);
             train_fed(c, TorchNames::new(), mha, |l, x: Tensor<3>, step| {
                 let [batch, seq, _] = x.dims();
                 let causal: Tensor<3, Bool> = step
@@ -211,18 +155,14 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
             })
         }),
         ("multihead_attention/cross", |c| {
-            let mha = MultiHeadAttentionConfig::new(8, 2)
-                .with_dropout(0.0)
-                .init(&c.device);
+            let mha = MultiHeadAttentionConfig::new(8, 2).with_dropout(0.0).init(&c.device);
             train_fed(c, TorchNames::new(), mha, |l, x: Tensor<3>, step| {
                 let memory = step.float_input::<3>("memory")?;
                 Ok(l.forward(MhaInput::new(x, memory.clone(), memory)).context)
             })
         }),
         ("multihead_attention/square-subsequent-mask", |c| {
-            let mha = MultiHeadAttentionConfig::new(8, 2)
-                .with_dropout(0.0)
-                .init(&c.device);
+            let mha = MultiHeadAttentionConfig::new(8, 2).with_dropout(0.0).init(&c.device);
             c.fed(mha, |l, x: Tensor<3>| {
                 let [batch, seq, _] = x.dims();
                 let causal = generate_autoregressive_mask(batch, seq, &x.device());
@@ -234,10 +174,7 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
             encoder_layer(c, TransformerEncoderConfig::new(8, 16, 2, 1))
         }),
         ("transformer_encoder_layer/activation", |c| {
-            encoder_layer(
-                c,
-                TransformerEncoderConfig::new(8, 16, 2, 1).with_dropout(0.0),
-            )
+            encoder_layer(c, TransformerEncoderConfig::new(8, 16, 2, 1).with_dropout(0.0))
         }),
         ("transformer_encoder_layer/post-norm", |c| {
             let config = TransformerEncoderConfig::new(8, 16, 2, 1)
@@ -281,50 +218,29 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
             })
         }),
         // Transformer decoder
-        ("transformer_decoder/post-norm", |c| {
-            decoder(c, false, false)
-        }),
+        ("transformer_decoder/post-norm", |c| decoder(c, false, false)),
         ("transformer_decoder/causal", |c| decoder(c, false, true)),
-        ("transformer_decoder/norm-first", |c| {
-            decoder(c, true, false)
-        }),
+        ("transformer_decoder/norm-first", |c| decoder(c, true, false)),
         // Rotary position embedding
         ("rotary_encoding/interleaved", |c| {
-            c.fed(
-                RotaryEncodingConfig::new(6, 8).init(&c.device),
-                |l, x: Tensor<4>| l.forward(x),
-            )
+            c.fed(RotaryEncodingConfig::new(6, 8).init(&c.device), |l, x: Tensor<4>| l.forward(x))
         }),
         ("rotary_encoding/rotate-half", |c| {
-            c.fed(
-                RotaryEncodingConfig::new(6, 8).init(&c.device),
-                |l, x: Tensor<4>| l.forward(x),
-            )
+            c.fed(RotaryEncodingConfig::new(6, 8).init(&c.device), |l, x: Tensor<4>| l.forward(x))
         }),
         ("rotary_encoding/theta", |c| {
-            let rope = RotaryEncodingConfig::new(6, 8)
-                .with_theta(500.0)
-                .init(&c.device);
+            let rope = RotaryEncodingConfig::new(6, 8).with_theta(500.0).init(&c.device);
             c.fed(rope, |l, x: Tensor<3>| l.forward(x))
         }),
         ("rotary_encoding/long", |c| {
-            c.fed(
-                RotaryEncodingConfig::new(1024, 4).init(&c.device),
-                |l, x: Tensor<3>| l.forward(x),
-            )
+            c.fed(RotaryEncodingConfig::new(1024, 4).init(&c.device), |l, x: Tensor<3>| l.forward(x))
         }),
         // Sinusoidal position encoding
         ("positional_encoding/long", |c| {
-            c.fed(
-                PositionalEncodingConfig::new(4).init(&c.device),
-                |l, x: Tensor<3>| l.forward(x),
-            )
+            c.fed(PositionalEncodingConfig::new(4).init(&c.device), |l, x: Tensor<3>| l.forward(x))
         }),
         ("positional_encoding/default", |c| {
-            c.fed(
-                PositionalEncodingConfig::new(8).init(&c.device),
-                |l, x: Tensor<3>| l.forward(x),
-            )
+            c.fed(PositionalEncodingConfig::new(8).init(&c.device), |l, x: Tensor<3>| l.forward(x))
         }),
         ("positional_encoding/timescale", |c| {
             let pe = PositionalEncodingConfig::new(8)
@@ -379,9 +295,7 @@ fn decoder(c: &Case, norm_first: bool, causal: bool) -> Res<()> {
 
 /// `MultiHeadAttention` (no dropout) with the key padding mask `pad` (1: padding) of the batch.
 fn padded_attention(c: &Case) -> Res<()> {
-    let mha = MultiHeadAttentionConfig::new(8, 2)
-        .with_dropout(0.0)
-        .init(&c.device);
+    let mha = MultiHeadAttentionConfig::new(8, 2).with_dropout(0.0).init(&c.device);
     train_fed(c, TorchNames::new(), mha, |l, x: Tensor<3>, step| {
         let pad = step.int_input::<2>("pad")?.equal_elem(1);
         Ok(l.forward(MhaInput::self_attn(x).mask_pad(pad)).context)
@@ -391,9 +305,7 @@ fn padded_attention(c: &Case) -> Res<()> {
 /// One `TransformerEncoderLayer` of `config`, fed from `x` without masks.
 fn encoder_layer(c: &Case, config: TransformerEncoderConfig) -> Res<()> {
     let layer = TransformerEncoderLayer::new(&config, &c.device);
-    fed_named(c, transformer_names()?, layer, |l, x: Tensor<3>| {
-        l.forward(x, None, None)
-    })
+    fed_named(c, transformer_names()?, layer, |l, x: Tensor<3>| l.forward(x, None, None))
 }
 
 /// `nn.RNN`'s names for `Rnn`'s one gate: its input and hidden `Linear`s.
@@ -436,10 +348,7 @@ fn train_fed<L: Module + ModuleDisplay, const DI: usize, const DO: usize>(
     forward: impl Fn(&L, Tensor<DI>, &mut Step<'_>) -> Res<Tensor<DO>>,
 ) -> Res<()> {
     let init = c.init.clone().with_names(names.clone());
-    let model = init.load_module(Fed {
-        x: c.param::<DI>("x")?,
-        layer,
-    })?;
+    let model = init.load_module(Fed { x: c.param::<DI>("x")?, layer })?;
     Training::new(OptimizerSpec::sgd(MODULE_LR))
         .with_names(names)
         .with_loss_fn("probe_sum")
