@@ -301,6 +301,40 @@ def record_forward(
         raise
 
 
+def record_generate(
+    model: nn.Module,
+    prompt_ids: torch.Tensor,
+    path: str | Path,
+    *,
+    steps: int = 8,
+    step: Callable | None = None,
+    activations: bool = True,
+    layer_inputs: bool = True,
+    metadata: Mapping[str, object] | None = None,
+    progress: StepProgress | None = None,
+    reference: str | Path | None = None,
+) -> Path:
+    """Record a language model's greedy generation as a forward trace, one batch per step of the decode loop.
+
+    ``prompt_ids`` ([1, prompt length] token ids) is the prefill, batch 0; each of the ``steps`` decode steps
+    after it feeds the token the previous step chose (the argmax of its last logits row) at the next position,
+    batch k. Each batch holds `input_ids` and `position_ids` (inputs a port reads, teacher-forced: it runs
+    PyTorch's tokens, whatever its own logits would choose) and, as `record_forward` records, every module's
+    output and the logits (`outputs.output`, [1, tokens, vocabulary]). The metadata `generation` holds the
+    prompt's length, the steps and the tokens chosen (`steps + 1`: the last one chosen from the last step).
+
+    ``step(model, input_ids, position_ids, cache) -> (logits, cache)`` is one step of the loop with the cache the
+    previous step returned (None at the prefill); the default runs a Hugging Face `*ForCausalLM` with its own
+    `DynamicCache`. With ``reference``, the float64 reference of the same steps is recorded first (the cache of
+    its run its own), as `record_forward` does.
+    """
+    from burnside._torch_generate import record_generate_trace
+
+    return record_generate_trace(model, prompt_ids, path, steps=steps, step=step, reference=reference,
+                                 activations=activations, layer_inputs=layer_inputs,
+                                 metadata=dict(metadata or {}), progress=progress, record_forward=record_forward)
+
+
 def _same_file(a: str | Path, b: str | Path) -> bool:
     """Whether paths ``a`` and ``b`` name one file (through `..`, links and relative spellings)."""
     return Path(a).resolve() == Path(b).resolve()
@@ -328,4 +362,4 @@ def _reference_progress(progress: StepProgress | None) -> StepProgress | None:
     return told
 
 
-__all__ = ["LAYER_STATISTICS_ABOVE", "export_init", "record", "record_forward"]
+__all__ = ["LAYER_STATISTICS_ABOVE", "export_init", "record", "record_forward", "record_generate"]

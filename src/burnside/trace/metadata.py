@@ -40,7 +40,7 @@ WRITER_KEYS = (FORMAT_KEY, VERSION_KEY, ALIASES_KEY, STATISTICS_KEY)
 JSON_KEYS = frozenset({"steps", "optimizer", "params", "grads_len", "inputs", "buffers", "buffers_nonpersistent",
                        "activations", "modules", "module_settings",
                        "tied", "layer_inputs", "outputs", "loss_call", "loss_terms", "accumulate", "full_steps",
-                       "constant_buffers",
+                       "constant_buffers", "generation",
                        "layer_statistics"})
 #: Keys a file of each kind must carry (besides the format and version). A forward trace (a trace
 #: whose metadata says `kind: forward`) has no optimizer and no gradients.
@@ -126,6 +126,8 @@ def check(path: Path, kind: str, metadata: Mapping, names: Iterable[str]) -> Non
             _check_optimizer(path, value)
         elif key == "loss_call":
             _check_loss_call(path, value)
+        elif key == "generation":
+            _check_generation(path, value)
         elif key == "loss_terms":
             _check_loss_terms(path, value, metadata.get("steps"))
         elif key == "accumulate":
@@ -349,6 +351,18 @@ def _check_loss_call(path: Path, value: object) -> None:
                              f"not {short(setting)}")
         elif not isinstance(setting, bool):
             _check_number(path, f"metadata 'loss_call' {key!r}", setting)
+
+
+def _check_generation(path: Path, value: object) -> None:
+    """`generation`: a forward trace of a decode loop, `prompt` (its length) and `steps` (positive integers),
+    `tokens` (the token chosen at each step, one more than `steps`), `greedy` (true or false)."""
+    ok = (isinstance(value, dict) and type(value.get("prompt")) is int and value["prompt"] >= 1
+          and type(value.get("steps")) is int and value["steps"] >= 1 and isinstance(value.get("tokens"), list)
+          and len(value["tokens"]) == value["steps"] + 1 and all(type(t) is int and t >= 0 for t in value["tokens"])
+          and type(value.get("greedy", True)) is bool)
+    if not ok:
+        raise TraceError(f"{path}: metadata 'generation' must be an object with the prompt's length, the decode "
+                         f"steps and the token chosen at each step (one more than the steps), not {short(value)}")
 
 
 def _check_loss_terms(path: Path, value: object, steps: object) -> None:
