@@ -88,6 +88,16 @@ def test_each_vae_slip_fails_with_the_rule_that_names_it(vae, bug, rule, words):
     assert_named(vae_check(vae, bug), rule, words)
 
 
+def test_a_convtranspose_without_its_output_padding_crashes_and_the_layer_is_named(vae):
+    # burn's add panics on the 14x14 reconstruction: the check says which layer's output parted first, from the
+    # shapes the port had recorded before the panic, with the settings that decide a ConvTranspose2d's shape
+    proc = vae_check(vae, "output-padding")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "before the panic the port recorded step0.activations.dec_conv1 (ConvTranspose2d) of shape [8, 8, 7, 7] " \
+           "where PyTorch's is [8, 8, 8, 8]" in proc.stderr, proc.stderr
+    assert "output_padding, stride, padding" in proc.stderr and "output_padding (1, 1)" in proc.stderr, proc.stderr
+
+
 def test_the_faithful_seq2seq_is_ok_with_no_diagnosis(seq2seq):
     proc = seq2seq_check(seq2seq, None)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -127,6 +127,9 @@ pub fn run_port(bin: &str, port: impl FnOnce(PortArgs) -> Result<(), Box<dyn Err
             return;
         }
         report(info);
+        for line in crate::trace_recorder::recorded_shape_lines() {
+            eprintln!("{line}");
+        }
         if let Some(line) = crate::trace_recorder::last_recorded_line() {
             eprintln!("{line}");
         }

@@ -55,6 +55,8 @@ MAX_REPORT_LINES = 40
 HEAD_LINES = 24
 #: burnside-trace's panic hook's line (`run_port`): the tensor recorded last before a panic.
 _LAST_RECORDED = re.compile(r"^burnside-trace: last recorded (?P<name>\S+) (?P<shape>\[[0-9, ]*\])$")
+#: burnside-trace's panic hook's lines before it: each layer output recorded at the step that panicked, and its shape.
+_RECORDED = re.compile(r"^burnside-trace: recorded (?P<name>\S+) \[(?P<shape>[0-9, ]*)\]$")
 _PANIC = re.compile(r"thread '[^']*'(?: \(\d+\))? panicked at (?P<where>.+):$")
 #: A backtrace's frame (`  4: endings::burn_panic`) and its source line, when built with debug info.
 _FRAME = re.compile(r"\s*\d+:\s+(?:0x[0-9a-f]+ - )?(?P<symbol>.+)$")
@@ -87,6 +89,17 @@ _SIGNALS = {
     signal.SIGHUP: "was stopped by SIGHUP (its terminal closed)",
     signal.SIGPIPE: "was stopped by SIGPIPE (what it wrote to was closed)",
 }
+
+
+def recorded_shapes(stderr: str) -> list[tuple[str, tuple[int, ...]]]:
+    """The layer outputs a port that panicked had recorded at that step (burnside-trace's panic hook), in order:
+    (name, shape)."""
+    found = []
+    for line in stderr.splitlines():
+        m = _RECORDED.match(line.strip())
+        if m:
+            found.append((m["name"], tuple(int(d) for d in m["shape"].replace(" ", "").split(",") if d)))
+    return found
 
 
 def _signal_text(signum: int) -> str:
@@ -337,7 +350,9 @@ def _run(command: list[str], timeout: float, progress: StepProgress | None, env:
             raise RunError(f"{name} did not finish within {timeout:.0f}s (it was killed)")
         stderr = "".join(kept)
         if check and returncode != 0:
-            raise RunError(_ending(name, returncode, stderr))
+            error = RunError(_ending(name, returncode, stderr))
+            error.recorded_shapes = recorded_shapes(stderr)
+            raise error
         out.seek(0)
         return subprocess.CompletedProcess(command, returncode, out.read(), stderr)
 

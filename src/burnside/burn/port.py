@@ -151,10 +151,36 @@ def record_port(torch_trace: Path, burn_crate: Path, bin_name: str, args: list[s
         # a port whose forward pass crashed under capture wrote the trace of what ran before it (metadata
         # `crashed`, written whole): compared, the crash line said beside the verdict
         if not _crashed_trace(out):
+            parted = _parted_shape(trace, getattr(error, "recorded_shapes", []))
+            if parted:
+                raise RunError(f"{error}; {parted}") from None
             raise
         if console is not None:
             console.print(Text(f"{bin_name} crashed: what ran before the crash is compared below", style="red"))
     return out
+
+
+def _parted_shape(trace: Trace, shapes: list[tuple[str, tuple[int, ...]]]) -> str:
+    """Of the layer outputs a port recorded at the step it panicked (``shapes``), the first whose shape is not the
+    PyTorch trace's, said with the settings that decide its kind's shape and A's configured values; "" when every
+    one agrees (or none was recorded)."""
+    from burnside.report.table import shape_settings
+
+    modules = trace.metadata.get("modules") if isinstance(trace.metadata.get("modules"), dict) else {}
+    for name, shape in shapes:
+        if name not in trace or tuple(trace.info(name).shape) == shape:
+            continue
+        parsed = parse_name(name)
+        module = parsed.rest.split("#", 1)[0] if parsed is not None and parsed.stage == "activations" else ""
+        kind = modules.get(module) if module else None
+        configured = shape_settings(trace.metadata, module)
+        settings = ("output_padding, stride, padding, dilation, kernel size" if "ConvTranspose" in str(kind or "")
+                    else "stride, padding, dilation, kernel size, pooling, a reshape")
+        return (f"before the panic the port recorded {name}{f' ({kind})' if kind else ''} of shape {list(shape)} "
+                f"where PyTorch's is {list(trace.info(name).shape)}, every layer output before it of PyTorch's shape: "
+                f"that layer is configured otherwise ({settings})"
+                + (f"; PyTorch's {module} is built with {configured}" if configured else ""))
+    return ""
 
 
 def _crashed_trace(path: Path) -> bool:

@@ -205,7 +205,7 @@ def shape_divergence_text(comparison: Comparison, first: StructureProblem) -> st
     text = f"first divergence: {where}: its shape is {first.a} in A, {first.b} in B"
     if parsed is not None and parsed.stage in ("activations", "outputs", "logits"):
         module = parsed.rest.split("#", 1)[0] if parsed.stage == "activations" and parsed.rest else ""
-        configured = _shape_settings(comparison, module)
+        configured = shape_settings(comparison.a.metadata, module)
         settings = ("output_padding, stride, padding, dilation, kernel size" if "ConvTranspose" in str(kind or "")
                     else "stride, padding, dilation, kernel size, pooling, a reshape")
         text += (f" while every tensor before it agrees: the layer is configured otherwise on one side ({settings})"
@@ -218,10 +218,10 @@ def shape_divergence_text(comparison: Comparison, first: StructureProblem) -> st
 _SHAPE_SETTINGS = ("kernel_size", "stride", "padding", "output_padding", "dilation", "ceil_mode")
 
 
-def _shape_settings(comparison: Comparison, module: str) -> str:
-    """A's configured settings of ``module`` that decide its output's shape (`stride (2, 2), padding (1, 1)`), from
-    the trace's `module_settings`; "" when it records none."""
-    recorded = comparison.a.metadata.get("module_settings")
+def shape_settings(metadata: dict, module: str) -> str:
+    """A trace's configured settings of ``module`` that decide its output's shape (`stride (2, 2), padding (1, 1)`),
+    from its `module_settings`; "" when it records none."""
+    recorded = metadata.get("module_settings")
     settings = recorded.get(module) if isinstance(recorded, dict) and module else None
     if not isinstance(settings, dict):
         return ""
