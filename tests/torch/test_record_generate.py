@@ -13,8 +13,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from burnside.diagnose import diagnose
 from burnside.errors import BurnsideError
 from burnside.parity import compare_with_evidence
+from burnside.report.table import generation_line
 from burnside._torch_generate import hf_step
 from burnside.torch import record_generate
 from burnside.trace import open_trace
@@ -68,6 +70,7 @@ def test_the_loop_is_recorded_one_batch_per_step_with_its_reference(tmp_path):
     comparison = compare_with_evidence(path, as_burn(again), reference=tmp_path / "a.reference.safetensors")
     assert comparison.passed, [r.name for r in comparison.failed_rows]
     assert all(r.stats.identical for r in comparison.rows), [r.name for r in comparison.rows if not r.stats.identical]
+    assert generation_line(comparison)[0].endswith("B chooses A's token at every step")
 
 
 @pytest.mark.parametrize(("slip", "module"), [(restarted_positions, "model.rotary_emb"),
@@ -90,6 +93,17 @@ def test_a_decode_step_slip_parts_at_the_first_decode_step(tmp_path, slip, modul
     assert all(r.passed for r in comparison.rows if r.name.startswith("step0.")), \
         [r.name for r in comparison.failed_rows if r.name.startswith("step0.")]
     assert first.name == f"step1.activations.{module}", first.name
+    # the decode loop's line: the logits' error per step, and where B's chosen token would part
+    text, _ = generation_line(comparison)
+    assert text.startswith(f"generation, teacher-forced over {STEPS + 1} steps"), text
+    assert "B chooses A's token at every step" in text or "B would choose another token from step " in text, text
+    assert "from step 0 on" not in text, text
+    if slip is restarted_positions:
+        # the rotary table's rows read back as positions: B's restart at 0 where PyTorch's are the cache's length
+        found = {d.rule: d for d in diagnose(comparison)}
+        assert "computes the table of positions [0] where PyTorch's is of positions [8]" in found["D010"].evidence, \
+            found
+        assert "count the positions of a step after the cache from the cache's length" in found["D010"].fix
 
 
 def test_a_prompt_that_is_not_token_ids_is_refused_in_one_line(tmp_path):

@@ -27,6 +27,8 @@ class OutputMetrics:
     top1: float | None = None  # share of rows whose argmax agrees ([batch, classes] outputs), else None
     rows: int = 0  # rows the top-1 agreement counts over
     top1_agree: int = 0
+    #: the argmax of the last row on each side (A's, B's): the token a language model's step chooses
+    last: tuple[int, int] | None = None
 
     def describe(self) -> str:
         """`rel=1.2e-07 cos=1.0000000 top1=100% (64/64)`, as the table prints it."""
@@ -73,11 +75,15 @@ def output_metrics(a: np.ndarray, b: np.ndarray, dtype: str) -> OutputMetrics:
         cosine = sab / (norm_a * norm_b)
     else:
         cosine = 1.0 if norm_a == 0 and norm_b == 0 else math.nan
-    top1, rows, agree = None, 0, 0
+    top1, rows, agree, last = None, 0, 0, None
     if a.ndim == 2 and a.shape[1] >= 2 and a.shape[0] >= 1:
         rows = a.shape[0]
         step = max(1, _ROW_ELEMENTS // a.shape[1])
         for s in range(0, rows, step):
             agree += int(np.count_nonzero(np.argmax(a[s:s + step], axis=1) == np.argmax(b[s:s + step], axis=1)))
         top1 = agree / rows
-    return OutputMetrics(relative, cosine, top1, rows, agree)
+    if a.ndim >= 2 and a.shape[-1] >= 2 and a.size:
+        # the last row's argmax on each side: the token a language model's step ([batch, tokens, vocabulary]) chooses
+        ra, rb = a.reshape(-1, a.shape[-1]), b.reshape(-1, b.shape[-1])
+        last = (int(np.argmax(ra[-1])), int(np.argmax(rb[-1])))
+    return OutputMetrics(relative, cosine, top1, rows, agree, last)

@@ -18,6 +18,7 @@ from burnside.forensics.layers import measure_layer
 from burnside.forensics.lookups import measure_lookup
 from burnside.forensics.loss_fit import measure_loss
 from burnside.forensics.optimizer import measure_optimizer
+from burnside.forensics.positions import measure_positions
 from burnside.forensics.reads import measure_reads
 from burnside.forensics.transformer_layer import KINDS as MASKED_KINDS, LayerMasks, measure_masks
 from burnside.forensics.repeated_batch import find_repeated_batch
@@ -50,6 +51,7 @@ class Forensics:
                 self.evidence.reads = measure_reads(a, b, first)  # the layer's own settings agree: what it read
                 self.evidence.masks = _masks(a, b, first)
             self.evidence.lookup = measure_lookup(a, b, first)
+            self.evidence.positions = measure_positions(a, b, first)
             self.evidence.dropout = measure_dropout(a, b, first)
             self.evidence.dropout_input = dropout_input(a, first)
         self.evidence.loss = measure_loss(a, b, comparison)

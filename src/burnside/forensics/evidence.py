@@ -11,6 +11,7 @@ from burnside.forensics.layers import LayerForensics
 from burnside.forensics.lookups import Lookup
 from burnside.forensics.loss_fit import LossFit
 from burnside.forensics.optimizer import OptimizerForensics
+from burnside.forensics.positions import Positions
 from burnside.forensics.reads import LayerReads
 from burnside.forensics.repeated_batch import RepeatedBatch
 from burnside.forensics.transformer_layer import LayerMasks
@@ -37,6 +38,8 @@ class Evidence:
     #: the masks (and a cross-attention's memory) of PyTorch's attention layer at the first divergence, and the one
     #: B ran otherwise (`transformer_layer`)
     masks: LayerMasks | None = None
+    #: the positions each side's rotary embedding at the first divergence computed its table for
+    positions: Positions | None = None
     #: the ids each side's embedding at the first divergence looked up, read back from its output rows
     lookup: Lookup | None = None
     #: one side fed step 0's batch again where the other fed another (D006 says which steps)

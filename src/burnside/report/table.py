@@ -245,6 +245,32 @@ def output_metric_lines(comparison: Comparison) -> list[Line]:
     return lines
 
 
+def generation_line(comparison: Comparison) -> Line | None:
+    """A generation trace's (`record_generate`) steps as a decode loop is judged: the logits' relative error at each
+    step, and the first step whose chosen token (the argmax of its last logits row) would differ on B, fed A's
+    tokens (teacher-forced) all along; None for another trace."""
+    generation = comparison.a.metadata.get("generation")
+    if not comparison.forward or not isinstance(generation, dict):
+        return None
+    by_step = {}
+    for row in comparison.rows:
+        parsed = parse_name(row.name)
+        if row.metrics is not None and row.metrics.last is not None and parsed is not None \
+                and parsed.stage == "outputs" and parsed.step not in by_step:
+            by_step[parsed.step] = row.metrics
+    if not by_step:
+        return None
+    errors = ", ".join(f"{m.relative_error:.1e}" for _, m in sorted(by_step.items()))
+    text = (f"generation, teacher-forced over {len(by_step)} steps (the prompt, then one token each): the logits' "
+            f"relative error per step {errors}; ")
+    parted = next(((k, m) for k, m in sorted(by_step.items()) if m.last[0] != m.last[1]), None)
+    if parted is None:
+        return text + "B chooses A's token at every step", "cyan"
+    k, m = parted
+    return (text + f"B would choose another token from step {k} on (A's {m.last[0]}, B's {m.last[1]})"
+            + (", at the prompt" if k == 0 else f", {k} token{'s' if k > 1 else ''} into the generation"), "yellow")
+
+
 def by_batch_line(comparison: Comparison) -> Line | None:
     """`first diverging layer per batch: batch 0 conv, batch 1 conv` for a forward trace of several batches."""
     found = comparison.first_divergence_by_step()
@@ -488,6 +514,9 @@ def finding_lines(comparison: Comparison) -> list[Line]:
     if per_batch is not None:
         lines.append(per_batch)
     lines += output_metric_lines(comparison)
+    generation = generation_line(comparison)
+    if generation is not None:
+        lines.append(generation)
     # A layer tapped under another name than PyTorch's module path is not compared at all: say so.
     tapped, _, _ = pair_renamed(comparison.unrecorded_in_b, comparison.unrecorded_in_a)
     for a_name, b_name, count in rename_rules([p for p in tapped if ".activations." in p.a]):

@@ -226,6 +226,9 @@ def _layer(comparison: Comparison, first, side: str) -> list[Diagnosis]:
     masks = evidence_of(comparison).masks if own and side == "b" else None
     if masks is not None and masks.b is not None:
         return [masked_otherwise(comparison, first, masks, after, kind)]
+    positions = evidence_of(comparison).positions if own and side == "b" else None
+    if positions is not None and positions.b != positions.a:
+        return [_positioned_otherwise(comparison, first, positions, after, kind)]
     lookup = evidence_of(comparison).lookup if own and side == "b" else None
     if lookup is not None:
         return [_looked_up_otherwise(comparison, first, lookup, after, kind)]
@@ -351,6 +354,30 @@ def _attention_fix(module: str, ours, theirs, d_model: int, b_name: str, sources
                 "[batch, heads, queries, keys]), as the PyTorch forward does, not over the queries")
     return (f"split the attention into {ours.heads} heads of {head_dim}, as the PyTorch forward does, not "
             f"{theirs.heads} heads of {d_model // theirs.heads}")
+
+
+def _positioned_otherwise(comparison: Comparison, first, positions, after: str, kind: str | None) -> Diagnosis:
+    """A rotary embedding whose table is of other positions (`forensics.positions`): B's read back from its rows."""
+    b_name = comparison.side_name("b")
+    theirs = ", ".join("?" if p is None else str(p) for p in positions.b)
+    ours = ", ".join(map(str, positions.a))
+    restarted = positions.b and positions.b[0] == 0 and positions.a and positions.a[0] > 0
+    offset = (positions.b[0] - positions.a[0]) if positions.b and positions.b[0] is not None and positions.a else None
+    evidence = (f"{first.name} differs (max|diff|={first.stats.max_abs:.3g}) while {after}: {b_name}'s "
+                f"{positions.module} ({kind or 'rotary embedding'}) computes the table of positions [{theirs}] where "
+                f"PyTorch's is of positions [{ours}] (the batch's position_ids); each row of {b_name}'s output is A's "
+                "row of that position")
+    if restarted:
+        fix = (f"count the positions of a step after the cache from the cache's length, as the PyTorch loop does: at "
+               f"step {positions.step}, positions {ours}, the batch's `position_ids` (`batch.int_input::<2>"
+               "(\"position_ids\")`), not from 0; a decode step's rotary angles are those of its place in the whole "
+               "sequence")
+    elif offset is not None:
+        fix = (f"give {positions.module} the positions the PyTorch loop does (the batch's `position_ids`, "
+               f"[{ours}]): {b_name}'s are {offset:+d} off")
+    else:
+        fix = f"give {positions.module} the positions the PyTorch loop does (the batch's `position_ids`, [{ours}])"
+    return Diagnosis(ID, TITLE, evidence, fix)
 
 
 def _recorded(name: str) -> str:
