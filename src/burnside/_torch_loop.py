@@ -21,7 +21,7 @@ from torch import nn
 
 from burnside import __version__
 from burnside._torch_loss import LossCall, merge_terms
-from burnside._torch_optim import host_array, optimizer_config, optimizer_state, step_optimizer, to_numpy
+from burnside._torch_optim import host_array, optimizer_config, optimizer_state, step_optimizer
 from burnside.errors import BurnsideError
 from burnside.trace import tensor_name
 from burnside.trace.dtypes import dtype_of

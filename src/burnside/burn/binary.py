@@ -46,7 +46,7 @@ class BinaryRun:
     @property
     def text(self) -> str:
         """What the program printed for people (stdout without the JSON line)."""
-        return "\n".join(l for l in self.stdout.splitlines() if not l.startswith(_JSON_PREFIX))
+        return "\n".join(line for line in self.stdout.splitlines() if not line.startswith(_JSON_PREFIX))
 
 
 #: Lines of a failed program's own report relayed at most (its last ones).
@@ -233,7 +233,7 @@ def _ending(name: str, returncode: int, stderr: str) -> str:
     """The one line for a program that ended with ``returncode`` (non-zero; negative: a signal)."""
     crate = name.replace("-", "_")
     if returncode < 0:
-        last = [l for l in _lines(stderr) if not l.startswith("note: ")]
+        last = [line for line in _lines(stderr) if not line.startswith("note: ")]
         return f"{name} {_signal_text(-returncode)}" + (f"; its last words: {last[-1].strip()}" if last else "")
     said = _what_it_said(stderr, crate)
     if said.startswith("panicked "):
@@ -371,4 +371,4 @@ def expect_panic(path: Path, args: list[str] | None = None, *, timeout: float = 
     if proc.returncode == 0 or "panicked at" not in proc.stderr:
         raise RunError(_failure(f"{name} was expected to panic but exited with status {proc.returncode}",
                                 proc.stderr))
-    return "\n".join(l for l in proc.stderr.splitlines() if not l.startswith("note: run with `RUST_BACKTRACE"))
+    return "\n".join(line for line in proc.stderr.splitlines() if not line.startswith("note: run with `RUST_BACKTRACE"))

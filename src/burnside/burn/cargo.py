@@ -152,8 +152,8 @@ def _failure(result: CargoRun, cwd: Path, what: str) -> BuildError:
         where = f" ({first.file}:{first.line})" if first.file else ""
         reason = f"error{f'[{first.code}]' if first.code else ''}: {first.message}{where}"
     else:
-        lines = [l for l in result.stderr.splitlines() if l.strip()]
-        reason = next((l for l in lines if l.startswith("error")), lines[-1] if lines else "no output")
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        reason = next((line for line in lines if line.startswith("error")), lines[-1] if lines else "no output")
         if "no bin target named" in reason:
             try:
                 reason += f" (the binaries cargo knows here: {', '.join(bin_targets(cwd)) or 'none'})"

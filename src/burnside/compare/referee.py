@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from burnside.compare.reference_file import Reference
-from burnside.compare.rounding import CHUNK, FLOOR_HALF_ULPS, HALF_ULP, NOISE_FACTOR, sum_half_ulps
+from burnside.compare.rounding import CHUNK, HALF_ULP, NOISE_FACTOR, sum_half_ulps
 from burnside.compare.zero_gradients import ZeroGradients
 
 #: References (the float64 run and a variant) separate at a tensor once they differ by more than

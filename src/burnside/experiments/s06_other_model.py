@@ -10,7 +10,7 @@ def run(ctx: Context) -> ExperimentResult:
     from burnside.burn.programs import run_program
 
     moves = run_program("moves", console=ctx.console if ctx.progress else None)
-    lines = [l for l in moves.text.splitlines() if "other" in l]
+    lines = [line for line in moves.text.splitlines() if "other" in line]
     ctx.console.print("\n".join(lines), markup=False)
     out = moves.json
     return ExperimentResult(

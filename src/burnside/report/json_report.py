@@ -39,7 +39,7 @@ def comparison_json(comparison: Comparison, diagnoses: list[Diagnosis]) -> str:
         "optimizer_differences": comparison.optimizer_differences,
         "accumulation": comparison.accumulation or None,
         "crashed": comparison.crashed or None,
-        "renamed": comparison.renamed,
+        "loaded_names": comparison.renamed,  # B's start tensors by the A tensor they hold
         "captured_layers": comparison.captured,
         "constants_only_in_a": comparison.constants_only_in_a,
         "constants_only_in_b": comparison.constants_only_in_b,

@@ -105,7 +105,7 @@ def _snapped(x: torch.Tensor) -> torch.Tensor:
 
 def _kinks(id: str, title: str, layer, shape: tuple[int, ...] = (8, 16), **kw) -> Case:
     return Case(id, f"{title} of inputs at its kinks (rounded to multiples of 0.5, gradient straight through)",
-                layer, shape, call=lambda l, x, batch: l(_snapped(x)), x_scale=3.0, **kw)
+                layer, shape, call=lambda layer_, x, batch: layer_(_snapped(x)), x_scale=3.0, **kw)
 
 
 CASES = [
