@@ -235,10 +235,13 @@ pub(crate) fn capture_pass<M: Module, O>(
             match ran {
                 Ok(Ok(output)) => out = output_id(&output),
                 Ok(Err(error)) => crashed = Some(error.to_string()),
-                Err(_) => {
+                Err(payload) => {
+                    // the hook's report (run_port's), else the payload's own message
                     crashed = Some(
                         PANIC
                             .with(|p| p.borrow_mut().take())
+                            .or_else(|| payload.downcast_ref::<String>().cloned())
+                            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
                             .unwrap_or_else(|| "a panic".to_string()),
                     )
                 }
@@ -274,6 +277,15 @@ pub(crate) fn capture_pass<M: Module, O>(
             "the forward pass failed under graph capture: {why}"
         ));
     }
+    if let Some(why) = &crashed
+        && is_capture_limit(why)
+    {
+        // not the port's crash: what it computed needs values capture does not have (a tensor of an
+        // earlier batch's capture, such as a cache kept across batches, or one read back to the host)
+        return Err(format!(
+            "the forward pass reads what graph capture cannot give: {why}"
+        ));
+    }
     if crashed.is_none() && out.is_none() && deferred.outputs.is_empty() {
         return Err(
             "the forward pass returned a tensor that is not on the capture device \
@@ -289,6 +301,17 @@ pub(crate) fn capture_pass<M: Module, O>(
         out,
         crashed,
     })
+}
+
+/// Whether a panic under capture is capture's limit rather than the port's fault: a tensor made
+/// under an earlier capture (a key/value cache the closure keeps from batch to batch: another
+/// capture device, or a scope already complete), one made off the capture device, or values read
+/// from a captured tensor (`into_data`), which has none.
+pub(crate) fn is_capture_limit(why: &str) -> bool {
+    why.contains("capture scope is already complete")
+        || why.contains("has no concrete value")
+        || why.contains("use `try_into_data` instead")
+        || (why.contains("not on the same device") && why.contains("Capture("))
 }
 
 /// Moves a module's float parameters to the capture device without their values: each becomes

@@ -39,7 +39,22 @@ pub struct Inference {
     names: TorchNames,
     metadata: Vec<(String, String)>,
     capture: bool,
+    /// Why capture is off for a run recorded again with taps only (see [`Inference::run`]).
+    restarted: Option<String>,
 }
+
+/// A capture that failed at a batch after the first: the run is recorded again from batch 0 with
+/// the port's taps only (the port's closure may keep state across batches, made under capture).
+#[derive(Debug)]
+struct Restart(String);
+
+impl std::fmt::Display for Restart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Error for Restart {}
 
 impl Default for Inference {
     fn default() -> Self {
@@ -47,6 +62,7 @@ impl Default for Inference {
             names: TorchNames::default(),
             metadata: Vec::new(),
             capture: true,
+            restarted: None,
         }
     }
 }
@@ -98,6 +114,10 @@ impl Inference {
     /// starting point the comparison checks bit for bit against PyTorch's `state_dict`.
     /// More batches than the init file holds is an error before anything runs (a file with
     /// one batch feeds it to every pass).
+    ///
+    /// A forward pass graph capture cannot follow past batch 0 (a key/value cache the closure keeps
+    /// from batch to batch, made anew at batch 0, holds tensors of the earlier batch's capture) is
+    /// recorded again from batch 0 with the port's taps only, and the run says why on one line.
     pub fn run<M: Module, const D: usize>(
         self,
         args: &PortArgs,
@@ -106,6 +126,38 @@ impl Inference {
         model: &M,
         mut forward: impl FnMut(&M, &mut Batch<'_>) -> Result<Tensor<D>, Box<dyn Error>>,
     ) -> Result<(), Box<dyn Error>> {
+        match self
+            .clone()
+            .run_with(args, init, device, model, &mut forward)
+        {
+            Err(error) if error.is::<Restart>() => {
+                let why = error.to_string();
+                eprintln!(
+                    "burnside-trace: layers recorded by the port's taps only, from batch 0 again: {why}"
+                );
+                let again = Inference {
+                    capture: false,
+                    restarted: Some(why),
+                    ..self
+                };
+                again.run_with(args, init, device, model, &mut forward)
+            }
+            other => other,
+        }
+    }
+
+    fn run_with<M: Module, const D: usize, F>(
+        self,
+        args: &PortArgs,
+        init: &InitFile,
+        device: &Device,
+        model: &M,
+        forward: &mut F,
+    ) -> Result<(), Box<dyn Error>>
+    where
+        F: FnMut(&M, &mut Batch<'_>) -> Result<Tensor<D>, Box<dyn Error>>,
+    {
+        let mut forward = |model: &M, batch: &mut Batch<'_>| forward(model, batch);
         let batches = args.steps;
         init.check_kind("forward")?;
         init.check_batches(batches, "--batches")?;
@@ -121,6 +173,8 @@ impl Inference {
         let entries = crate::param_paths_with(model, recorder.names());
         let capture = if self.capture {
             crate::capture::capturable(device)
+        } else if let Some(why) = &self.restarted {
+            Err(why.clone())
         } else {
             Err("taps only (Inference::with_taps_only)".to_string())
         };
@@ -229,6 +283,11 @@ impl Inference {
                         self.check_inputs(&recorder, init, k)?;
                         step_done(k + 1, batches);
                         continue;
+                    }
+                    Err(why) if k > 0 => {
+                        // batches before it ran under capture only: a closure that keeps state across
+                        // batches holds what they made there, so the run starts again eagerly
+                        return Err(Restart(format!("batch {k}: {why}")).into());
                     }
                     Err(why) => {
                         eprintln!("burnside-trace: layers recorded by the port's taps only: {why}");

@@ -430,3 +430,52 @@ fn a_captured_forward_pass_is_the_eager_one_bit_for_bit() {
         assert!(reads.contains(&param), "{param} not read in {reads:?}");
     }
 }
+
+#[test]
+fn a_closure_that_keeps_state_across_batches_is_recorded_again_with_its_taps() {
+    // a decode loop's cache: batch k adds what batch k - 1 computed (made anew at batch 0). Under
+    // capture, batch 0's state is a tensor of that capture, which batch 1's cannot read: the run is
+    // recorded again from batch 0 eagerly, with the port's taps, as the same closure computes it
+    let device = Device::default();
+    let init = init();
+    let model = init.load_module(Net::new(&device)).unwrap();
+    let port = |args: &PortArgs, capture: bool| {
+        let cache: std::cell::RefCell<Option<Tensor<3>>> = std::cell::RefCell::new(None);
+        let inference = if capture {
+            Inference::new()
+        } else {
+            Inference::new().with_taps_only()
+        };
+        inference.run(args, &init, &device, &model, |model, batch| {
+            if batch.index() == 0 {
+                cache.replace(None);
+            }
+            let x = batch.float_input::<3>("x")?;
+            let mut out = model.forward(x, batch.tap())?;
+            if let Some(previous) = cache.borrow().as_ref() {
+                out = out + previous.clone();
+            }
+            cache.replace(Some(out.clone()));
+            Ok(out)
+        })
+    };
+    let restarted = args("stateful-captured.safetensors", "--batches 2");
+    if let Err(e) = port(&restarted, true) {
+        panic!("the stateful port failed: {e}");
+    }
+    let eager = args("stateful-eager.safetensors", "--batches 2");
+    port(&eager, false).unwrap();
+    let (restarted, eager) = (
+        SafetensorsFile::read(&restarted.out).unwrap(),
+        SafetensorsFile::read(&eager.out).unwrap(),
+    );
+    assert!(!restarted.metadata.contains_key("crashed"));
+    assert!(
+        restarted.metadata["capture_off"].starts_with("batch 1: "),
+        "{:?}",
+        restarted.metadata.get("capture_off")
+    );
+    for (name, tensor) in &eager.tensors {
+        assert_eq!(restarted.tensors[name].bytes, tensor.bytes, "{name}");
+    }
+}
