@@ -889,5 +889,6 @@ def _metadata(model: nn.Module, named: list[tuple[str, nn.Parameter]], steps: in
 
 
 __all__ = ["LAYER_STATISTICS_ABOVE", "StatisticsWriter", "check_full_steps", "layer_statistics_for", "loop_steps",
-           "Batch", "ModuleHooks", "active_dropouts", "check_model", "default_forward", "loss_name", "nonpersistent_buffers",
+           "Batch", "ModuleHooks", "active_dropouts", "check_model", "default_forward", "loss_name",
+           "nonpersistent_buffers",
            "host_array", "record_trace", "tied_names"]

@@ -97,7 +97,8 @@ def _group_config(kind: str, group: Mapping) -> dict:
                   "adjust_lr_fn": group["adjust_lr_fn"] or "original"}
     elif kind == "LBFGS":
         config = {"name": "lbfgs", **config, "max_iter": int(group["max_iter"]), "max_eval": int(group["max_eval"]),
-                  "tolerance_grad": float(group["tolerance_grad"]), "tolerance_change": float(group["tolerance_change"]),
+                  "tolerance_grad": float(group["tolerance_grad"]),
+                  "tolerance_change": float(group["tolerance_change"]),
                   "history_size": int(group["history_size"]), "line_search_fn": group["line_search_fn"],
                   "maximize": bool(group.get("maximize", False))}
     else:
@@ -107,7 +108,8 @@ def _group_config(kind: str, group: Mapping) -> dict:
                  and not (isinstance(v, float) and not math.isfinite(v))}
         plain.update({k: [float(x) for x in v] for k, v in group.items()
                       if isinstance(v, (list, tuple)) and v and all(isinstance(x, (int, float)) and not
-                                                                    isinstance(x, bool) and math.isfinite(x) for x in v)})
+                                                                    isinstance(x, bool) and math.isfinite(x)
+                                                                    for x in v)})
         config = {"name": kind.lower(), "class": kind, **plain}
     return config
 

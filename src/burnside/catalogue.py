@@ -115,7 +115,8 @@ CATALOGUE: tuple[KnownDifference, ...] = (
     KnownDifference("multihead_attention/all-keys-masked", ("MultiheadAttention",)),
     KnownDifference("transformer_encoder_layer/norm-first", ("TransformerEncoderLayer", "TransformerEncoder")),
     KnownDifference("transformer_decoder/norm-first", ("TransformerDecoderLayer", "TransformerDecoder")),
-    KnownDifference("triplet_margin_loss/anchor-is-positive", ("TripletMarginLoss", "triplet_margin_loss"), backward=True),
+    KnownDifference("triplet_margin_loss/anchor-is-positive", ("TripletMarginLoss", "triplet_margin_loss"),
+                    backward=True),
     KnownDifference("adagrad/initial-accumulator", ("Adagrad",)),
     KnownDifference("muon/default", ("Muon",)),
     # burn bugs that stop a port

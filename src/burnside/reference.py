@@ -54,7 +54,8 @@ Batch = Mapping[str, torch.Tensor]
 BURN_ADAM = "burn-adam"
 #: The variant that forms RMSprop's `1 - alpha` and holds its settings in float32 as burn-optim 0.22.1 does.
 BURN_RMSPROP = "burn-rmsprop"
-#: The variant that runs Muon's Newton-Schulz iteration in the parameters' dtype with f32 settings, as burn-optim 0.22.1.
+#: The variant that runs Muon's Newton-Schulz iteration in the parameters' dtype with f32 settings,
+#: as burn-optim 0.22.1.
 BURN_MUON = "burn-muon"
 #: The variant whose BatchNorm updates running_var with the biased batch variance, as burn-nn 0.22.1 does.
 BURN_BATCHNORM = "burn-batchnorm"
@@ -609,7 +610,8 @@ def record_reference(
     the float32 loop's arithmetic in float64; the metadata's ``pinned`` lists what was pinned, ``unpinned``
     what could not be (a `torch.linalg` call with its dtype's default tolerance).
     With ``variants``, also records the variant of burn's arithmetic the loop meets (`variant_name`:
-    `burn-adam` for Adam and AdamW, `burn-rmsprop` for RMSprop, `burn-batchnorm` for a BatchNorm in training, both joined by ``+``) at
+    `burn-adam` for Adam and AdamW, `burn-rmsprop` for RMSprop, `burn-batchnorm` for a BatchNorm in training, both
+    joined by ``+``) at
     ``{stem}.{variant}.safetensors`` next to ``path`` (`reference_files` lists the files written), and names
     it in the reference's metadata (`variant.burn-adam`: the file name).
     ``progress`` is told the steps of each run, the variant's with its name as ``part``.
@@ -685,7 +687,8 @@ def record_forward_reference(
     ``model`` is deep-copied to float64 (the original is untouched), the batches' float tensors converted
     (integer ones, token ids and labels, kept as they are); the arguments mean what they mean for
     `record_forward`. The copy keeps the float32 model's dtype-dependent constants, as `record_reference`'s
-    does (`Float32Constants`; metadata ``pinned``, ``unpinned``). The file is a forward trace of dtype float64, marked ``reference: float64`` as a
+    does (`Float32Constants`; metadata ``pinned``, ``unpinned``). The file is a forward trace of dtype float64,
+    marked ``reference: float64`` as a
     training reference is, so `burnside compare A B --reference` takes it as the referee and refuses it as
     a side. No variant is recorded: a forward pass meets none of burn's known arithmetic differences
     (Adam's constants are an optimizer's, BatchNorm's biased variance a running statistic no output reads).
@@ -700,5 +703,7 @@ def record_forward_reference(
                                     progress=progress)
 
 
-__all__ = ["BURN_ADAM", "BURN_BATCHNORM", "BURN_MUON", "BURN_RMSPROP", "has_burn_muon_variant", "has_burn_rmsprop_variant", "F32_EPS", "Float32Constants", "has_batchnorm", "has_burn_adam_variant", "record_forward_reference",
+__all__ = ["BURN_ADAM", "BURN_BATCHNORM", "BURN_MUON", "BURN_RMSPROP", "has_burn_muon_variant",
+           "has_burn_rmsprop_variant", "F32_EPS", "Float32Constants", "has_batchnorm", "has_burn_adam_variant",
+           "record_forward_reference",
            "record_reference", "reference_files", "variant_name", "variant_path"]

@@ -200,7 +200,8 @@ def record(
     With ``reference`` (a path), the float64 reference of the same loop is recorded first, from the
     untrained model, exactly as `burnside.reference.record_reference(model, optimizer, batches, reference,
     ...)` with these arguments would (``reference_variants`` is its ``variants``; ``activations`` is the
-    trace's alone; the reference records ``layer_inputs`` too), and then the trace. ``progress`` is told the reference's runs as parts
+    trace's alone; the reference records ``layer_inputs`` too), and then the trace. ``progress`` is told the
+    reference's runs as parts
     (``float64 reference``, ``float64 reference, burn-adam variant``). If the reference is refused (a step
     hook, an Adam with its own ``step``, dropout on with ``dropout=True``), nothing is trained and nothing
     written; if the trace then fails, the model may be partly trained, as without ``reference``, and the

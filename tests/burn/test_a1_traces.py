@@ -46,7 +46,8 @@ def test_f32_arithmetic_changes_7_of_16_inputs_and_fc1_bias_5(a1_trace):
                     - bits(f32.array("step0.inputs.x")).astype(np.int64)).ravel()
     assert np.count_nonzero(x_ulps) == 7
     assert x_ulps.max() == 3 and x_ulps[x_ulps > 0].min() == 1
-    bias = np.flatnonzero(bits(exact.array("step0.params_before.fc1.bias")) != bits(f32.array("step0.params_before.fc1.bias")))
+    bias = np.flatnonzero(bits(exact.array("step0.params_before.fc1.bias"))
+                          != bits(f32.array("step0.params_before.fc1.bias")))
     assert list(bias) == [5]
     assert float(f32.array("step0.params_before.fc1.bias")[5]) == 0.04999999701976776
 

@@ -29,7 +29,8 @@ def test_target_dir_follows_cargo_target_dir(monkeypatch, tmp_path):
 
 def test_no_cargo_on_path_says_how_to_install_it(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(BuildError, match=r"^cargo not found: install Rust with rustup \(https://rustup.rs\) and re-run$"):
+    with pytest.raises(BuildError,
+                       match=r"^cargo not found: install Rust with rustup \(https://rustup.rs\) and re-run$"):
         find_cargo()
 
 
@@ -47,7 +48,9 @@ def test_a_crate_that_fails_reports_rustc_first_error_and_the_command(tmp_path):
 
 
 def test_a_binary_that_fails_is_named_with_its_last_stderr_line(programs, tmp_path):
-    with pytest.raises(RunError, match=r"^train-step exited with status 1: train-step: --optim nesterov: expected sgd, momentum, adam, adamw, rmsprop, adagrad, adafactor, muon or lbfgs$"):
+    with pytest.raises(RunError, match=r"^train-step exited with status 1: train-step: --optim nesterov: "
+                                       r"expected sgd, momentum, adam, adamw, rmsprop, adagrad, "
+                                       r"adafactor, muon or lbfgs$"):
         run_binary(programs.executables["train-step"], ["-o", str(tmp_path / "t.safetensors"), "--optim", "nesterov"])
 
 
@@ -73,7 +76,8 @@ def _crate(tmp_path, name: str, main: str):
 
 
 def test_a_panicking_port_is_named_with_the_panic_place_and_message(tmp_path, monkeypatch):
-    binary = _crate(tmp_path, "panics", "fn main() {\n    let v: Vec<u32> = std::env::args().skip(9).map(|_| 1).collect();\n"
+    binary = _crate(tmp_path, "panics", "fn main() {\n"
+                    "    let v: Vec<u32> = std::env::args().skip(9).map(|_| 1).collect();\n"
                     "    println!(\"{}\", v[2]);\n}\n")
     for backtrace in ("0", "1"):  # with a backtrace too: the place and message, not the frames
         monkeypatch.setenv("RUST_BACKTRACE", backtrace)

@@ -9,7 +9,8 @@ from burnside.burn.locate import rust_workspace
 
 
 def check(torch_trace, out_dir, *args):
-    return subprocess.run([sys.executable, "-c", "from burnside.cli import main; main()", "check", "--torch-trace", str(torch_trace),
+    return subprocess.run([sys.executable, "-c", "from burnside.cli import main; main()", "check",
+                           "--torch-trace", str(torch_trace),
                            "--burn-crate", str(rust_workspace() / "train-step"), "--bin", "train-step",
                            "--out-dir", str(out_dir), *args], capture_output=True, text=True, timeout=900)
 

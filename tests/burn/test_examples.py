@@ -173,7 +173,8 @@ def test_a_bad_command_line_is_a_usage_error(run_example, tmp_path):
     proc = subprocess.run([str(target_dir() / "release" / "cnn"), "-o", str(tmp_path / "o.safetensors")],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
-    assert proc.stderr.strip() == "cnn: missing --init INIT (usage: BIN --init INIT -o OUT [--steps N | --batches N] [ARGS...])"
+    assert proc.stderr.strip() == ("cnn: missing --init INIT (usage: BIN --init INIT -o OUT "
+                                   "[--steps N | --batches N] [ARGS...])")
 
 
 def _run_json(name: str, tmp_path, *args: str) -> dict:

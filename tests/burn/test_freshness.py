@@ -113,7 +113,8 @@ from burnside.burn.binary import run_binary
 from burnside.burn.cargo import build
 copy, word = Path(sys.argv[1]), sys.argv[2]
 for _ in range(3):
-    seen = run_binary(build(copy, bins=["burnside-freshness-probe"], reuse=True).executables["burnside-freshness-probe"])
+    seen = run_binary(build(copy, bins=["burnside-freshness-probe"], reuse=True)\
+.executables["burnside-freshness-probe"])
     assert seen.stdout.strip() == word, (seen.stdout, word)
 print("ok")
 """

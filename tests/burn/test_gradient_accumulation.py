@@ -35,7 +35,8 @@ def port(tmp_path_factory) -> Path:
 
 
 def make_optimizer(name: str, model: nn.Module) -> torch.optim.Optimizer:
-    return torch.optim.SGD(model.parameters(), lr=0.1) if name == "sgd" else torch.optim.Adam(model.parameters(), lr=0.01)
+    return (torch.optim.SGD(model.parameters(), lr=0.1) if name == "sgd"
+            else torch.optim.Adam(model.parameters(), lr=0.01))
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +134,8 @@ def test_a_port_without_accumulation_fails_with_one_structural_line(port, torch_
     trace, reference = torch_side("sgd")
     _, comparison, found = compared(port, torch_side, tmp_path, "sgd", "--bug", "none")
     assert not comparison.passed
-    assert comparison.accumulation.startswith(f"gradient accumulation differs: A sums the gradients of {M} micro-batches")
+    assert comparison.accumulation.startswith(f"gradient accumulation differs: A sums the gradients of {M} "
+                                              "micro-batches")
     assert not comparison.only_in_a and not comparison.only_in_b  # the batch tensors are not listed one by one
     assert "D018" in found and f"with_accumulation({M})" in found["D018"].fix
     # the CLI: FAIL (exit 1), the line in the report, D018 in the JSON

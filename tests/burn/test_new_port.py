@@ -141,7 +141,8 @@ def test_check_builds_the_port_with_the_cargo_features_it_is_given(recorded_port
     featured = tmp_path / "featured"
     subprocess.run(["cp", "-r", str(recorded_port), str(featured)], check=True)
     manifest = (featured / "Cargo.toml").read_text().replace('"myport"', '"featured"')
-    (featured / "Cargo.toml").write_text(manifest.replace("[dependencies]", "[features]\nhalf-lr = []\n\n[dependencies]"))
+    (featured / "Cargo.toml").write_text(manifest.replace("[dependencies]",
+                                                          "[features]\nhalf-lr = []\n\n[dependencies]"))
     main = featured / "src" / "main.rs"
     spec = "OptimizerSpec::adam(1e-2)"
     assert spec in main.read_text()

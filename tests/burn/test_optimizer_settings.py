@@ -90,7 +90,8 @@ FAITHFUL = [
     ("nesterov", nesterov, ["--optim", "sgd:momentum=0.9,nesterov=true"]),
     ("amsgrad", amsgrad, ["--optim", "adam:beta_2=0.9,amsgrad=true"]),
     ("adam-l2", adam_l2, ["--optim", "adam:weight_decay=0.1"]),
-    ("gpt-groups", gpt_groups, ["--optim", "adamw:weight_decay=0.1", "--group", "adamw:weight_decay=0@fc1.bias+fc2.bias"]),
+    ("gpt-groups", gpt_groups, ["--optim", "adamw:weight_decay=0.1",
+                                "--group", "adamw:weight_decay=0@fc1.bias+fc2.bias"]),
     ("sgd-groups", sgd_groups, ["--optim", "sgd:momentum=0.9,weight_decay=0.01",
                                 "--group", "sgd:momentum=0.9@fc1.bias+fc2.bias"]),
 ]
@@ -130,7 +131,8 @@ SLIPS = [
     # torch.optim.Adam's L2 decay ported as burn's AdamW (decoupled)
     ("l2-decoupled", adam_l2, ["--optim", "adam:weight_decay=0.1", "--build", "adamw:weight_decay=0.1"],
      ["the trace says weight_decay 0.1 (L2, added to the gradient); its updates show weight decay 0.1",
-      "(decoupled, applied to the parameter)", "AdamConfig::new().with_weight_decay(Some(WeightDecayConfig::new(0.1)))"]),
+      "(decoupled, applied to the parameter)",
+      "AdamConfig::new().with_weight_decay(Some(WeightDecayConfig::new(0.1)))"]),
     # the decay group built from AdamWConfig::new()'s default decay, 1e-4
     ("gpt-default-decay", gpt_groups, ["--optim", "adamw:weight_decay=0.1", "--build", "adamw:weight_decay=0.0001",
                                        "--group", "adamw:weight_decay=0@fc1.bias+fc2.bias"],
@@ -263,9 +265,11 @@ def test_an_optimizer_burnside_does_not_know_is_compared_as_recorded_without_opt
     a, b = run(tmp_path / "a.safetensors", 0.0), run(tmp_path / "b.safetensors", 1.0)
     trace = open_trace(a)
     assert trace.optimizer["name"] == "lion" and trace.optimizer["weight_decay"] == 0.0
-    same = compare_with_evidence(a, a, Tolerances(Tolerance(atol=1e-6)), reference=a.with_suffix(".reference.safetensors"))
+    same = compare_with_evidence(a, a, Tolerances(Tolerance(atol=1e-6)),
+                                 reference=a.with_suffix(".reference.safetensors"))
     assert same.passed and not diagnose(same)
-    other = compare_with_evidence(a, b, Tolerances(Tolerance(atol=1e-6)), reference=a.with_suffix(".reference.safetensors"))
+    other = compare_with_evidence(a, b, Tolerances(Tolerance(atol=1e-6)),
+                                  reference=a.with_suffix(".reference.safetensors"))
     assert not other.passed
     assert not other.optimizer_differences
     assert not [d for d in diagnose(other) if d.rule in ("D005", "D009")]

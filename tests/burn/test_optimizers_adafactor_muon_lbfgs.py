@@ -107,6 +107,7 @@ def test_burns_muon_is_the_burn_muon_variant_of_the_reference(programs, tmp_path
     def far(side, judge, name):
         return float(np.abs(np.asarray(side.array(name), np.float64) - judge.array(name)).max())
 
-    for name in ("step0.params_after.fc1.weight", f"step{STEPS - 1}.params_after.fc2.weight", f"step{STEPS - 1}.logits"):
+    for name in ("step0.params_after.fc1.weight", f"step{STEPS - 1}.params_after.fc2.weight",
+                 f"step{STEPS - 1}.logits"):
         assert far(burn, variant, name) < 1e-6 < far(burn, reference, name), name
         assert far(torch, reference, name) < 1e-6 < far(torch, variant, name), name

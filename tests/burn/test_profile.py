@@ -3,7 +3,8 @@
 rust/Cargo.toml's `[profile.release]` is chosen for a short cold build; `[profile.release-o3]`
 is the same workspace fully optimised. Every program burnside runs is run from both builds
 and its outputs compared byte for byte: the tensors of every trace it writes and every line
-it prints (burn's random ParamIds aside). Rust does not reassociate or contract floating point at any optimisation level,
+it prints (burn's random ParamIds aside). Rust does not reassociate or contract floating point at any
+optimisation level,
 so they must agree; this is the proof, not the assumption.
 """
 

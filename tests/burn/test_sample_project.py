@@ -18,7 +18,8 @@ SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "pytest-parity"
 
 @pytest.fixture
 def run_sample(programs, tmp_path):
-    """``run_sample(*args)``: `python -m pytest` in the sample project (its cache and temporary files kept out of it)."""
+    """``run_sample(*args)``: `python -m pytest` in the sample project (its cache and temporary files
+    kept out of it)."""
 
     def run(*args: str) -> subprocess.CompletedProcess:
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}

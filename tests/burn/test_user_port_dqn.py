@@ -47,7 +47,8 @@ def test_the_faithful_dqn_is_ok_with_no_diagnosis(dqn):
 
 DQN_BUGS = [
     # burn's HuberLoss with delta 0.5 where PyTorch's SmoothL1 has beta 1: measured from the loss call's inputs
-    ("huber-half", "D017", ["SmoothL1 with beta 1", "Huber with delta 0.5", "step0.loss differs while step 0's logits agree"]),
+    ("huber-half", "D017", ["SmoothL1 with beta 1", "Huber with delta 0.5",
+                            "step0.loss differs while step 0's logits agree"]),
     # burn's RmsPropConfig::new() defaults (momentum 0.9, epsilon 1e-5) where torch.optim.RMSprop has 0 and 1e-8
     ("rmsprop-defaults", "D005", ["momentum: pytorch 0.0, burn 0.9", "eps: pytorch 1e-08, burn 1e-05"]),
     # the (1 - done) mask left out of the TD target: the loss parts at step 0 while the Q-values agree

@@ -67,7 +67,8 @@ VAE_SLIPS = [
     # burn's elementwise BCE averaged where F.binary_cross_entropy_with_logits(reduction='sum') sums
     ("bce-mean", "D017", ["averages over its 2048 elements (PyTorch's sums them)", "`.sum()`"]),
     # the noise drawn from burn's RNG and recorded as what the port fed
-    ("eps-rng-recorded", "D006", ["fed other numbers, not a rounding of the same ones", "step.float_input::<2>(\"eps\")"]),
+    ("eps-rng-recorded", "D006", ["fed other numbers, not a rounding of the same ones",
+                                  "step.float_input::<2>(\"eps\")"]),
     # the reparameterisation's std as exp(logvar): dec_fc re-run on what A recorded reads the reparameterisation
     # with the log-variance's exponent unscaled
     ("std-exp", "D010", ["B (burn)'s output is dec_fc of `fc_mu + input eps * exp(fc_logvar)`",
@@ -126,7 +127,8 @@ SEQ2SEQ_SLIPS = [
                            "masked) where PyTorch's has the padding mask of the ids embed#2 is fed (id 0 masked) and a "
                            "causal mask", ".target_mask_attn(generate_autoregressive_mask(batch, seq, &device))"]),
     ("no-src-pad", "D010", ["encoder.layers.0.self_attn runs with no mask where PyTorch's has the padding mask of "
-                            "the batch's `src`", "TransformerEncoderInput::new(x).mask_pad(src.clone().equal_elem(0))"]),
+                            "the batch's `src`",
+                            "TransformerEncoderInput::new(x).mask_pad(src.clone().equal_elem(0))"]),
     ("pad-inverted", "D010", ["the padding mask of the batch's `src` inverted", "invert encoder.layers.0.self_attn's "
                               "padding mask"]),
     # the decoder's cross-attention fed the source embeddings: the encoder's parameters get no gradient, and the

@@ -50,7 +50,8 @@ def stop(args: tuple[str, ...], cwd: Path, signum: int, after: float) -> tuple[i
         for leftover in sorted(cwd.rglob("*"), reverse=True):  # what the finished run wrote
             leftover.rmdir() if leftover.is_dir() else leftover.unlink()
         after /= 2
-    raise AssertionError(f"burnside {' '.join(args)} finished within {after * 2:.3f} s five times: make its work larger")
+    raise AssertionError(f"burnside {' '.join(args)} finished within {after * 2:.3f} s five times: "
+                         "make its work larger")
 
 
 def leftovers(root: Path) -> list[str]:

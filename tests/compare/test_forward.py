@@ -231,7 +231,8 @@ def test_a_forgotten_stride_is_the_first_divergence_in_a_forward_trace(tmp_path)
     comparison, _ = judged(a, b)
     assert not comparison.loading  # the weights are the checkpoint's
     assert comparison.first_divergence_name == "step0.activations.conv"
-    assert comparison.first_shape_divergence.a == "[2, 4, 4, 4]" and comparison.first_shape_divergence.b == "[2, 4, 8, 8]"
+    assert (comparison.first_shape_divergence.a == "[2, 4, 4, 4]"
+            and comparison.first_shape_divergence.b == "[2, 4, 8, 8]")
     assert comparison.first_divergence is None  # no later row is offered as the cause
     assert any(r.name == "step0.activations.norm" and not r.passed for r in comparison.rows)
     assert comparison.first_divergence_by_step() == {0: "step0.activations.conv"}
@@ -353,7 +354,8 @@ def test_a_field_named_otherwise_and_left_unloaded_is_named_as_one_tensor_rename
     is the same tensor named otherwise, and no forward bug is named from a start that is not PyTorch's."""
     def edit(tensors):
         weight = tensors.pop("step0.params_before.head.weight")
-        tensors["step0.params_before.head.kernel"] = np.random.default_rng(0).normal(size=weight.shape).astype(np.float32)
+        tensors["step0.params_before.head.kernel"] = (np.random.default_rng(0).normal(size=weight.shape)
+                                                      .astype(np.float32))
 
     b = port_trace(tmp_path, edit=edit)
     trace = open_trace(b)

@@ -80,12 +80,15 @@ def test_a_padding_slip_is_one_shape_line_for_every_later_layer_in_every_batch(p
     lines = proc.stdout.splitlines()
     shape = [line for line in lines if "mismatch" in line]
     # conv1, relu1, conv2, relu2 in each of the three batches: 12 tensors, one line before the verdict
-    assert shape == ["shape mismatch in 12 activations tensors: step0.activations.conv1 (A [2, 4, 8, 8], B [2, 4, 6, 6]), "
-                     "step0.activations.relu1 (A [2, 4, 8, 8], B [2, 4, 6, 6]), step0.activations.conv2 (A [2, 4, 8, 8], "
+    assert shape == ["shape mismatch in 12 activations tensors: "
+                     "step0.activations.conv1 (A [2, 4, 8, 8], B [2, 4, 6, 6]), "
+                     "step0.activations.relu1 (A [2, 4, 8, 8], B [2, 4, 6, 6]), "
+                     "step0.activations.conv2 (A [2, 4, 8, 8], "
                      "B [2, 4, 6, 6]) and 9 more (`--json` lists them all under structure, the HTML report (--report) "
                      "too)"], proc.stdout
     assert lines.index(shape[0]) < next(i for i, line in enumerate(lines) if line.startswith("worst="))
-    assert "first divergence: step0.activations.conv1 (Conv2d) in batch 0: its shape is [2, 4, 8, 8] in A" in proc.stdout
+    assert ("first divergence: step0.activations.conv1 (Conv2d) in batch 0: its shape is [2, 4, 8, 8] in A"
+            in proc.stdout)
     # what PyTorch fed each layer, which a port does not record: one line, not a line per tensor
     unrecorded = [line for line in lines if line.startswith("not recorded in B")]
     assert unrecorded == [

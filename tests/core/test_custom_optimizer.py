@@ -43,7 +43,8 @@ def _run(path, optimizer=Lion, lr=1e-2, **kwargs):
     torch.manual_seed(0)
     model = nn.Linear(4, 3)
     opt = optimizer(model.parameters(), lr=lr, **({"scale": 2.0} if optimizer is NeedsScale else {}))
-    batch = {"x": torch.randn(8, 4, generator=torch.Generator().manual_seed(1)), "y": torch.tensor([0, 1, 2] * 2 + [0, 1])}
+    batch = {"x": torch.randn(8, 4, generator=torch.Generator().manual_seed(1)),
+             "y": torch.tensor([0, 1, 2] * 2 + [0, 1])}
     return record(model, opt, batch, path, steps=3, **kwargs)
 
 

@@ -1,7 +1,8 @@
 """`burnside.torch.record(..., reference=PATH)`: the float64 reference and the trace in one call.
 
 The one call must write what the two calls (`record_reference` before training, then `record`) write, file for
-file, tensor for tensor and bit for bit, and train the model exactly as they do; what it refuses it refuses before anything is
+file, tensor for tensor and bit for bit, and train the model exactly as they do; what it refuses it refuses before
+anything is
 trained or written, and a trace that fails takes the reference files it came with along.
 """
 

@@ -196,7 +196,8 @@ def test_zero_gradients_amplified_by_adam_are_named_not_blamed(tmp_path):
         opt = torch.optim.Adam(model.parameters(), lr=0.01)
         recorder = record_double if side == "r" else record
         paths[side] = recorder(model, opt, {"x": x, "y": y}, tmp_path / f"{side}.safetensors", steps=4)
-    comparison = compare_with_evidence(open_trace(paths["a"]), open_trace(paths["b"]), reference=open_reference(paths["r"]))
+    comparison = compare_with_evidence(open_trace(paths["a"]), open_trace(paths["b"]),
+                                       reference=open_reference(paths["r"]))
     zero = {z.param: z for z in comparison.zero_gradients}
     assert zero["fc1.bias"].count == 6 and zero["fc1.bias"].first_step == 0
     rows = {r.name: r for r in comparison.rows}

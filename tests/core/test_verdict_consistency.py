@@ -59,7 +59,8 @@ def _block_run(tmp_path, persistent: bool):
     torch.manual_seed(1)
     batch = {"x": torch.randn(3, 6, 8), "y": torch.randint(0, 5, (3,))}
     model = _Block(persistent)
-    return record(model, torch.optim.SGD(model.parameters(), lr=0.1), batch, tmp_path / f"block{persistent}.safetensors",
+    return record(model, torch.optim.SGD(model.parameters(), lr=0.1), batch,
+                  tmp_path / f"block{persistent}.safetensors",
                   steps=2)
 
 
@@ -177,7 +178,8 @@ def test_a_port_that_diverges_to_nan_is_named_as_diverged_never_as_a_discarded_s
     assert not comparison.passed and comparison.diverged == ["b"]
     assert "D016" in found and "D001" not in found, sorted(found)
     first = comparison.b.first_nonfinite
-    assert f"B (burn) diverged at step {comparison.b.diverged_at}: {first} is its first tensor" in found["D016"].evidence
+    assert (f"B (burn) diverged at step {comparison.b.diverged_at}: {first} is its first tensor"
+            in found["D016"].evidence)
     assert "the port diverges where pytorch trains" in found["D016"].fix
     nan_rows = [line for line in text.splitlines() if line.startswith("step3.loss ")]
     assert nan_rows and "max|diff|=NaN" in nan_rows[0] and "ulps=NaN" in nan_rows[0], nan_rows
@@ -238,7 +240,8 @@ def test_a_parameter_moved_only_by_weight_decay_replays_within_its_rounding(tmp_
         runs[momentum] = record(model, opt, batch, tmp_path / f"shift{momentum}.safetensors", steps=3)
     trace = open_trace(runs[0.0])
     grad = np.abs(np.asarray(trace.array("step0.grads.shift"))).max()
-    moved = np.abs(np.asarray(trace.array("step0.params_after.shift")) - np.asarray(trace.array("step0.params_before.shift")))
+    moved = np.abs(np.asarray(trace.array("step0.params_after.shift"))
+                   - np.asarray(trace.array("step0.params_before.shift")))
     assert grad < 1e-6 and moved.max() < 128 * np.spacing(np.float32(3.1)), (grad, moved)  # decay-sized, rounding-sized
     for momentum, path in runs.items():
         comparison, found, _ = _judge(path, _as_port(tmp_path, path, name=f"port{momentum}.safetensors"))

@@ -53,7 +53,8 @@ def test_a_burn_optimizer_built_with_burns_defaults_is_named_by_them(tmp_path):
                    open_trace(a).metadata["optimizer"])
     found = {d.rule: d for d in diagnose(compare_with_evidence(a, b))}
     assert set(found) == {"D009"}, found
-    assert "a replay with eps 1e-05, weight_decay 0.0001 reproduces every update, where the trace declares eps 1e-08, " \
+    assert "a replay with eps 1e-05, weight_decay 0.0001 reproduces every update, " \
+           "where the trace declares eps 1e-08, " \
            "weight_decay 0.01: the burn optimizer was built with burn's default of eps, weight_decay" \
            in found["D009"].evidence, found["D009"].evidence
     assert "AdamWConfig::new().with_epsilon(1e-8).with_weight_decay(0.01)" in found["D009"].fix, found["D009"].fix

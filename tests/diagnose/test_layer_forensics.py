@@ -155,7 +155,8 @@ def test_another_activation_in_a_gelu_s_place_is_named(tmp_path, act, form, show
 def test_a_layernorm_after_a_residual_sum_is_not_measured(tmp_path):
     comparison, found = _compare(tmp_path, Residual, lambda: Residual(eps=1e-2), features=8)
     assert comparison.first_divergence.name == "step0.activations.norm"
-    assert comparison.evidence.layer is None and not found, "the activation before it (fc) is not its input: say nothing"
+    assert comparison.evidence.layer is None and not found, (
+        "the activation before it (fc) is not its input: say nothing")
 
 
 def test_a_layernorm_after_a_residual_sum_is_measured_from_what_it_was_fed(tmp_path):

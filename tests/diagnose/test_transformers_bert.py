@@ -224,4 +224,5 @@ def test_an_embedding_fed_other_ids_is_named_with_the_ids_each_side_looked_up(tm
     assert f"B (burn)'s {module} (Embedding) looks up other rows of the same weight" in evidence, evidence
     assert said in evidence, evidence
     assert fix in found[0].fix, found[0].fix
-    assert "burn's twin of Embedding" not in found[0].fix  # burn's Embedding's known differences: not what this lookup shows
+    # burn's Embedding's known differences: not what this lookup shows
+    assert "burn's twin of Embedding" not in found[0].fix

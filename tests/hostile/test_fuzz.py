@@ -1,4 +1,5 @@
-"""A bounded fuzzing run with a fixed seed: no crash, no hang, no wrong verdict (the long run: benchmarks/fuzz_traces.py)."""
+"""A bounded fuzzing run with a fixed seed: no crash, no hang, no wrong verdict (the long run:
+benchmarks/fuzz_traces.py)."""
 
 from __future__ import annotations
 

@@ -65,9 +65,11 @@ def _json(tmp_path, edit):
 
 # (crash site in the old readers, mutant, what the one line now says)
 SAFETENSORS_CASES = [
-    ("safetensors_file.py:59 RecursionError", dict(header_text=lambda t: t[:-1] + ', "x": ' + "[" * 1000 + "]" * 1000 + "}"),
+    ("safetensors_file.py:59 RecursionError",
+     dict(header_text=lambda t: t[:-1] + ', "x": ' + "[" * 1000 + "]" * 1000 + "}"),
      "nested 1001 levels deep"),
-    ("safetensors_file.py:59 ValueError (5000-digit integer)", dict(header_text=lambda t: t[:-1] + ', "x": ' + "1" * 5000 + "}"),
+    ("safetensors_file.py:59 ValueError (5000-digit integer)",
+     dict(header_text=lambda t: t[:-1] + ', "x": ' + "1" * 5000 + "}"),
      "an integer of 5000 digits"),
     ("safetensors_file.py:77 OverflowError (shape [1e400])",
      dict(header_text=lambda t: t.replace('"shape": []', '"shape": [1e400]', 1)), "number 1e400 is out of range"),
@@ -76,7 +78,8 @@ SAFETENSORS_CASES = [
     ("safetensors_file.py:81 TypeError (dtype a list)",
      dict(header_text=lambda t: t.replace('"dtype": "F32"', '"dtype": ["F32"]', 1)), "not a dtype name"),
     ("names.py:62 ValueError (step index of 5000 digits)",
-     dict(header_text=lambda t: t.replace('"step0.loss"', '"step' + "1" * 5000 + '.loss"', 1)), "beyond the 100000 steps"),
+     dict(header_text=lambda t: t.replace('"step0.loss"', '"step' + "1" * 5000 + '.loss"', 1)),
+     "beyond the 100000 steps"),
     ("trace.py:79 OverflowError (steps 1e400)", dict(raw={"steps": "1e400"}), "metadata 'steps' is not valid JSON"),
     ("trace.py:79 ValueError (steps a string)", dict(raw={"steps": '"sgd"'}), "'steps' must be an integer"),
     ("trace.py:79 TypeError (steps a list)", dict(raw={"steps": "[1]"}), "'steps' must be an integer"),
@@ -85,10 +88,13 @@ SAFETENSORS_CASES = [
     ("trace.py:50 TypeError (params [[1]])", dict(metadata={"params": [[1]]}), "must be a string"),
     ("trace.py:50 TypeError (params [{}])", dict(metadata={"params": [{}]}), "must be a string"),
     ("trace.py:50 TypeError (params 1.5)", dict(metadata={"params": 1.5}), "must be a list of names"),
-    ("evidence.py:31 TypeError (grads_len [{}])", dict(metadata={"grads_len": [{"a": 1}]}), "'grads_len' must be a list"),
-    ("evidence.py:31 ValueError (grads_len strings)", dict(metadata={"grads_len": ["BF16"]}), "'grads_len' must be a list"),
+    ("evidence.py:31 TypeError (grads_len [{}])", dict(metadata={"grads_len": [{"a": 1}]}),
+     "'grads_len' must be a list"),
+    ("evidence.py:31 ValueError (grads_len strings)", dict(metadata={"grads_len": ["BF16"]}),
+     "'grads_len' must be a list"),
     ("evidence.py:31 OverflowError (grads_len 1e400)", dict(raw={"grads_len": "[1e400]"}), "out of range"),
-    ("json_file.py:88 ValueError (convert of lr -1e400)", dict(raw={"optimizer": json.dumps(ADAM).replace("0.01", "-1e400")}),
+    ("json_file.py:88 ValueError (convert of lr -1e400)",
+     dict(raw={"optimizer": json.dumps(ADAM).replace("0.01", "-1e400")}),
      "out of range"),
     ("d004_adam_epsilon.py:39 TypeError (eps an object)", dict(metadata={"optimizer": ADAM | {"eps": {"a": 1}}}),
      "optimizer.eps must be a finite number"),
@@ -114,8 +120,10 @@ JSON_CASES = [
     ("json_file.py:28 RecursionError", lambda d: json.dumps(d)[:-1] + ', "x": ' + "[" * 1000 + "]" * 1000 + "}",
      "nested 1001 levels deep"),
     ("json_file.py:53 TypeError (dtype an object)", lambda d: _set_loss(d, dtype={}), "not a dtype name"),
-    ("json_file.py:71 OverflowError (I64 2^64)", lambda d: _set_loss(d, dtype="I64", data=[2**64]), "out of range for I64"),
-    ("json_file.py:76 OverflowError (F32 of 309 digits)", lambda d: _set_loss(d, data=[2 * 10**308]), "out of range for F32"),
+    ("json_file.py:71 OverflowError (I64 2^64)", lambda d: _set_loss(d, dtype="I64", data=[2**64]),
+     "out of range for I64"),
+    ("json_file.py:76 OverflowError (F32 of 309 digits)", lambda d: _set_loss(d, data=[2 * 10**308]),
+     "out of range for F32"),
     ("d005_optimizer_config.py:60 OverflowError (a beta of 309 digits)",
      lambda d: d["metadata"].__setitem__("optimizer", ADAM | {"betas": [0.9, 2 * 10**308]}), "finite number"),
 ]
@@ -128,7 +136,8 @@ def test_json_crash_sites(tmp_path, site, edit, message):
 
 
 TOLERANCE_CASES = [
-    ("tolerance.py:66 RecursionError (TOML nested)", "t.toml", "x = " + "[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ("tolerance.py:66 RecursionError (TOML nested)", "t.toml", "x = " + "[" * 100_000 + "]" * 100_000,
+     "nested too deeply"),
     ("tolerance.py:62 UnicodeDecodeError", "t.toml", b"[default]\x96\n", "is not UTF-8"),
     ("tolerance.py:87 OverflowError (ulps = inf)", "t.toml", "[default]\nulps = inf\n", "ulps must be a whole number"),
     ("tolerance.py:66 ValueError (5000 digits)", "t.json", '{"default": {"atol": ' + "1" * 5000 + "}}", "5000 digits"),

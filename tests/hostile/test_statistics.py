@@ -86,7 +86,8 @@ BAD = [
     ({"statistics": json.dumps({NAME: _entry(dtype="I64")})}, "an I64 tensor is never statistics"),
     ({"statistics": json.dumps({NAME: _entry(dtype="BOOL")})}, "an BOOL tensor is never statistics"),
     ({"statistics": json.dumps({NAME: _entry(shape=[])})}, "a 0-d scalar is never statistics"),
-    ({"statistics": json.dumps({NAME: _entry(), "": _entry()})}, "corrupt trace (a statistics entry has an empty name)"),
+    ({"statistics": json.dumps({NAME: _entry(), "": _entry()})},
+     "corrupt trace (a statistics entry has an empty name)"),
     ({"statistics": json.dumps({NAME: _entry(), "step0.\x1b[31m": _entry()})},
      "a statistics name contains the control character U+001B"),
 ]

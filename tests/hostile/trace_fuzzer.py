@@ -148,7 +148,8 @@ def _seed_traces(rng: np.random.Generator) -> list[tuple[dict[str, np.ndarray], 
             t[f"step{k}.params_before.fc.bias"] = b
             t[f"step{k}.logits"] = rng.standard_normal((2, 3)).astype(np.float32)
             t[f"step{k}.loss"] = np.array(1.25, dtype=np.float32)
-            gw, gb = (rng.standard_normal((3, 4)) * 0.1).astype(np.float32), (rng.standard_normal(3) * 0.1).astype(np.float32)
+            gw, gb = ((rng.standard_normal((3, 4)) * 0.1).astype(np.float32),
+                      (rng.standard_normal(3) * 0.1).astype(np.float32))
             t[f"step{k}.grads.fc.weight"], t[f"step{k}.grads.fc.bias"] = gw, gb
             w, b = (w - 0.1 * gw).astype(np.float32), (b - 0.1 * gb).astype(np.float32)
             t[f"step{k}.params_after.fc.weight"], t[f"step{k}.params_after.fc.bias"] = w, b
@@ -346,7 +347,8 @@ def _text_mutation(rng: random.Random, text: str) -> tuple[str, str]:
         m = rng.choice(numbers)
         spelled = rng.choice(("1e400", "-1e400", "1" + "0" * 400, "1" * 5000, "18446744073709551616", "-0", "1.0e-400",
                               "0x10", "01", "1.", ".5", "NaN", "-Infinity", "Infinity", "4.9e-324", "3.5e38"))
-        return text[:m.start()] + spelled + text[m.end():], f"text.{kind if kind in ('number', 'constant') else 'number'}"
+        return (text[:m.start()] + spelled + text[m.end():],
+                f"text.{kind if kind in ('number', 'constant') else 'number'}")
     return text + " ", "text.none"
 
 
@@ -396,7 +398,8 @@ def _safetensors_mutation(rng: random.Random, data: bytes) -> tuple[bytes, str]:
         if len(names) >= 2:
             a, b = rng.sample(names, 2)
             if rng.random() < 0.5:
-                header[a]["data_offsets"], header[b]["data_offsets"] = header[b]["data_offsets"], header[a]["data_offsets"]
+                header[a]["data_offsets"], header[b]["data_offsets"] = (header[b]["data_offsets"],
+                                                                         header[a]["data_offsets"])
             else:
                 begin, end = header[a]["data_offsets"]
                 shift = rng.choice((-1, 1, -4, 4, 0.5))
@@ -432,7 +435,8 @@ def _toml_mutation(rng: random.Random, data: bytes) -> tuple[bytes, str]:
         return "\n".join(lines).encode(), "toml.line"
     if kind == "deep":
         return (text + "\nx = " + _deep(rng.choice((65, 1000, 100_000))) + "\n").encode(), "toml.deep"
-    return text.replace("[default]", rng.choice(("[default.default]", "[[default]]", "[default]\n[default]"))).encode(), \
+    return text.replace("[default]",
+                        rng.choice(("[default.default]", "[[default]]", "[default]\n[default]"))).encode(), \
         "toml.table"
 
 

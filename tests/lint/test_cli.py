@@ -137,7 +137,8 @@ def test_sarif_output_with_root(tmp_path):
     results = sarif["runs"][0]["results"]
     levels = {r["level"] for r in results}
     assert levels == {"error", "warning", "note"}
-    noassign = [r for r in results if r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith("noassign.rs")]
+    noassign = [r for r in results
+                if r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith("noassign.rs")]
     assert len(noassign) == 1
     location = noassign[0]["locations"][0]["physicalLocation"]
     assert location["artifactLocation"]["uri"] == f"rust/{NOASSIGN}"
@@ -149,7 +150,8 @@ def test_sarif_output_with_root(tmp_path):
 def test_sarif_uri_relative_to_cwd():
     result = invoke("lint", ".", "--format", "sarif", "--select", "BS002")
     uris = {
-        r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in json.loads(result.stdout)["runs"][0]["results"]
+        r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+        for r in json.loads(result.stdout)["runs"][0]["results"]
     }
     assert "bs002_bad.rs" in uris and "bs002_good.rs" not in uris
 
@@ -204,7 +206,8 @@ def test_explain_knows_the_diagnosis_rules_too():
     assert "D004" in result.stdout and "with_epsilon(1e-8)" in result.stdout
 
 
-@pytest.mark.parametrize("rule_id", ["BS001", "BS002", "BS003", "BS004", "BS005", "BS006", "BS007", "BS008", "BS009", "BS010"])
+@pytest.mark.parametrize("rule_id", ["BS001", "BS002", "BS003", "BS004", "BS005", "BS006", "BS007", "BS008", "BS009",
+                                     "BS010"])
 def test_every_rule_docstring_has_four_sections(rule_id):
     from burnside.lint.rules import RULES
 
@@ -227,7 +230,8 @@ def test_lint_command_starts_without_the_comparison_machinery(tmp_path):
         f"    app(['lint', {str(tmp_path)!r}], prog_name='burnside')\n"
         "except SystemExit as exit:\n"
         "    assert exit.code == 0, exit.code\n"
-        "heavy = sorted(m for m in ('numpy', 'burnside.compare', 'burnside.report', 'burnside.burn') if m in sys.modules)\n"
+        "heavy = sorted(m for m in ('numpy', 'burnside.compare', 'burnside.report', 'burnside.burn') "
+        "if m in sys.modules)\n"
         "print(heavy, file=sys.stderr)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src")}

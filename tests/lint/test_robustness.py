@@ -12,7 +12,8 @@ from burnside.lint.engine import MAX_NESTING, nesting_bound
 from burnside.lint.syntax import GUARDED_SPLIT_BYTES, SPLIT_BYTES
 
 _SMALL_FN = "fn f{i}(model: Mlp, grads: GradientsParams) {{\n    optim.step(0.1, model.clone(), grads);\n}}\n"
-_PLAIN_FN = "pub fn plain_{i}(values: &mut [f32]) {{\n    for v in values.iter_mut() {{\n        *v *= 2.0;\n    }}\n}}\n"
+_PLAIN_FN = ("pub fn plain_{i}(values: &mut [f32]) {{\n    for v in values.iter_mut() {{\n"
+             "        *v *= 2.0;\n    }}\n}}\n")
 
 
 def _timed(source: bytes) -> tuple[float, list]:

@@ -244,8 +244,10 @@ def test_bs007_good():
     assert findings_of("bs007_good.rs") == []
     # The same file ported from PyTorch: its one `Norm` call (not the match pattern) is reported.
     source = (FIXTURES / "bs007_good.rs").read_bytes()
-    for mark in (b"// as torch.nn.utils.clip_grad_norm_ does\n", b"// ported from PyTorch\n", b"use burnside_trace::Tap;\n"):
-        assert [(f.rule, f.line) for f in lint_source("x.rs", mark + source, ["BS007"])] == [("BS007", 8), ("BS007", 17)]
+    for mark in (b"// as torch.nn.utils.clip_grad_norm_ does\n", b"// ported from PyTorch\n",
+                 b"use burnside_trace::Tap;\n"):
+        assert ([(f.rule, f.line) for f in lint_source("x.rs", mark + source, ["BS007"])]
+                == [("BS007", 8), ("BS007", 17)])
 
 
 def test_regression_corpus_is_clean():
@@ -278,7 +280,8 @@ def test_comments_strings_and_macro_bodies_are_not_code():
 
 def test_select_and_ignore():
     assert {r for r, _, _ in findings_of(BUGS, select=["BS004"], root=RUST)} == {"BS004"}
-    assert select_rules(ignore=["bs004", "BS005", "bs006", "bs007", "bs008", "BS009", "bs010"]) == ["BS001", "BS002", "BS003"]
+    assert (select_rules(ignore=["bs004", "BS005", "bs006", "bs007", "bs008", "BS009", "bs010"])
+            == ["BS001", "BS002", "BS003"])
 
 
 MOMENTUM_08 = "`RmsPropConfig` momentum left at burn's default 0.9 (PyTorch's RMSprop uses 0)"
@@ -354,7 +357,8 @@ def test_bs010_bad():
         ("BS010", 22, 21),  # a saved state loaded into it (`from_bytes(..).unwrap()`), then stepped
     ]
     report = lint_paths([FIXTURES / "bs010_bad.rs"], ["BS010"], root=FIXTURES, jobs=1)
-    assert report.findings[0].message == "`MuonConfig` weight decay left at burn's default none (PyTorch's Muon uses 0.1)"
+    assert report.findings[0].message == ("`MuonConfig` weight decay left at burn's default none "
+                                          "(PyTorch's Muon uses 0.1)")
     assert report.findings[0].help == (
         "set it explicitly to match PyTorch: `.with_weight_decay(Some(WeightDecayConfig::new(0.1)))`"
     )

@@ -4,7 +4,8 @@ batch per step (the prompt, then each chosen token at its position), on a tiny t
 The comparison places a decode-loop slip at the step and layer where it shows: side B is the same model run by a
 decode step with a slip built in (a cache-carrying port's), marked burn. Positions restarted at 0 under the cache
 part at step 1's rotary table, not in the prompt; a cache not carried between steps (each token attending to itself
-alone) at step 1's first attention's output projection. The faithful loop recorded twice is bit-identical and OK, and the float64 reference is
+alone) at step 1's first attention's output projection. The faithful loop recorded twice is bit-identical and OK,
+and the float64 reference is
 recorded beside it with its own cache.
 """
 

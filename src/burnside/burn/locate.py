@@ -41,7 +41,8 @@ def target_dir() -> Path:
 
 
 def rust_workspace() -> Path:
-    """burnside's Cargo workspace: `BURNSIDE_RUST_DIR`, else the installed package's copy, else `rust/` of the checkout."""
+    """burnside's Cargo workspace: `BURNSIDE_RUST_DIR`, else the installed package's copy, else `rust/` of the
+    checkout."""
     configured = os.environ.get("BURNSIDE_RUST_DIR")
     if configured:
         workspace = Path(configured)

@@ -58,7 +58,8 @@ def init_from_trace(trace: Trace, path: Path) -> Path:
         inputs = _under(trace, "step0.micro_inputs.0.")
         present = set(trace.names)
         batches = [{n: np.array(trace.array(f"step{k}.micro_inputs.{j}.{n}")) for n in inputs
-                    if f"step{k}.micro_inputs.{j}.{n}" in present} for k in range(trace.steps) for j in range(accumulate)]
+                    if f"step{k}.micro_inputs.{j}.{n}" in present}
+                   for k in range(trace.steps) for j in range(accumulate)]
         if not params or not inputs:
             raise BurnsideError(f"{trace.path}: has no step0.params_before.* or step0.micro_inputs.0.*, so there is no "
                                 "starting point to hand to the burn port")

@@ -39,7 +39,8 @@ _OPTIMS = sorted({optim for target in TARGETS.values() for optim in target.optim
               "attention: adamw).")
 @click.option("--bug", default=None, help="Build a porting bug into the burn side, to see burnside name it "
               f"(a1: {', '.join(A1_BUGS)}; cnn: bn-eps, bn-momentum; transformer: gelu-tanh, ln-eps; "
-              "rnn: batch-first, no-clip, per-tensor-clip; attention: dropout, no-warmup; classifier: bn-train, stride, "
+              "rnn: batch-first, no-clip, per-tensor-clip; attention: dropout, no-warmup; "
+              "classifier: bn-train, stride, "
               "padding, no-running-stats, dropout-on; encoder: ln-eps, gelu-tanh, gates, transposed, time-axis).")
 @click.option("--no-reference", is_flag=True,
               help="Do not record the float64 reference run (on by default: it is cheap for these models).")

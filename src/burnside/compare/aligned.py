@@ -345,7 +345,8 @@ def _distance(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.linalg.norm(a - b)) / scale
 
 
-def captured_layers(a: Trace, b: Trace, step: int, graph: dict, renames: Renames) -> tuple[dict[str, str], dict[str, str]]:
+def captured_layers(a: Trace, b: Trace, step: int, graph: dict,
+                    renames: Renames) -> tuple[dict[str, str], dict[str, str]]:
     """Which of B's `step{k}.captured.{n}` is the output (and input) of each of A's modules at batch ``step``.
 
     Returns {A's `activations.` name: B's captured name} and {A's `layer_inputs.` name: B's name}.

@@ -62,7 +62,8 @@ def group_config(config: dict, index: int) -> tuple[dict, list[str]]:
     group = groups[index] if isinstance(groups, list) and 0 <= index < len(groups) else {}
     group = group if isinstance(group, dict) else {}
     params = [p for p in group.get("params") or [] if isinstance(p, str)]
-    return {**{k: v for k, v in config.items() if k != "groups"}, **{k: v for k, v in group.items() if k != "params"}}, \
+    return {**{k: v for k, v in config.items() if k != "groups"},
+            **{k: v for k, v in group.items() if k != "params"}}, \
         params
 
 

@@ -156,7 +156,8 @@ def _loading_only(a: Trace, b: Trace, only_a: list[str], only_b: list[str]):
     # one tensor on each side of a shape no other unmatched tensor has, with other values: most often the port's field
     # named otherwise and so not loaded (burn-store matched nothing to it and kept its initialisation)
     rest_a, rest_b = [n for n in only_a if n in left_a], [n for n in only_b if n in left_b]
-    shape_a, shape_b = ({n: (t.info(n).shape, t.info(n).dtype) for n in names} for t, names in ((a, rest_a), (b, rest_b)))
+    shape_a, shape_b = ({n: (t.info(n).shape, t.info(n).dtype) for n in names}
+                        for t, names in ((a, rest_a), (b, rest_b)))
     alike = {}
     for na, key in shape_a.items():
         bs = [nb for nb, other in shape_b.items() if other == key]

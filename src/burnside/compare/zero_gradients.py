@@ -63,7 +63,8 @@ class ZeroGradients:
         return mask if mask is not None and mask.size == size else None
 
     def note(self, param: str, step: int, r: np.ndarray, scale: float, a: np.ndarray, b: np.ndarray) -> None:
-        """Note step ``step``'s gradient of ``param``: reference ``r`` (of largest magnitude ``scale``), sides ``a``, ``b``."""
+        """Note step ``step``'s gradient of ``param``: reference ``r`` (of largest magnitude ``scale``), sides
+        ``a``, ``b``."""
         # a gradient that is zero in exact arithmetic has no scale of its own (the float64 run's
         # is ~1e-17): its rounding is judged at the scale of the step's other gradients
         self._scale[step] = max(self._scale.get(step, 0.0), scale)

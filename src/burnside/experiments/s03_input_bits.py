@@ -43,7 +43,8 @@ def run(ctx: Context) -> ExperimentResult:
             ("fc1.bias[5] differs by 1 ulp, and nothing else in the parameters",
              list(np.flatnonzero(bias_ulps)) == [5] and int(bias_ulps[5]) == 1 and other_params_equal),
             ("the comparison flags inputs.x and params_before.fc1.bias as not bit-identical",
-             any(n.endswith("inputs.x") for n in flagged) and any(n.endswith("params_before.fc1.bias") for n in flagged)),
+             any(n.endswith("inputs.x") for n in flagged)
+             and any(n.endswith("params_before.fc1.bias") for n in flagged)),
             ("a diagnosis names the starting point (D006)", any(d.rule == "D006" for d in diagnoses)),
         ],
     )

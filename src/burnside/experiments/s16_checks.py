@@ -37,9 +37,11 @@ def run(ctx: Context) -> ExperimentResult:
     # 1. debug_assert_eq!(grads.len(), 4): in the training programs, and live in their builds.
     sources = [rust / "pitb-opt/src/lib.rs", rust / "train-step/src/main.rs", rust / "pitb-opt/src/bin/othergrads.rs"]
     # the count is 4, or the parameters the run trains (train-step's Muon freezes the biases): rustfmt may wrap it
-    asserting = [p for p in sources if re.search(r"debug_assert_eq!\(\s*grads\.len\(\),\s*(4|trained)\b", p.read_text())]
+    asserting = [p for p in sources
+                 if re.search(r"debug_assert_eq!\(\s*grads\.len\(\),\s*(4|trained)\b", p.read_text())]
     good_len = run_program("moves", console=console).json["grads_len"]
-    out(f"1. debug_assert_eq!(grads.len(), {A1_PARAMS}) in {', '.join(p.relative_to(rust).as_posix() for p in asserting)}")
+    out(f"1. debug_assert_eq!(grads.len(), {A1_PARAMS}) in "
+        f"{', '.join(p.relative_to(rust).as_posix() for p in asserting)}")
     out(f"   a correct step: grads.len() = {good_len}; othergrads --checked (gradients paired with another model):")
     panic = expect_panic(built_programs(console).executables["othergrads"], ["--checked"])
     out(panic, markup=False)

@@ -47,7 +47,8 @@ def replay_adafactor(trace: Trace, config: dict, k: int, p: str, lr: float) -> t
     name = f"step{k}.grads.{p}"
     if name not in trace or math.prod(trace.info(name).shape) > WHOLE:
         return None
-    before, after, grad = (_whole(trace, f"step{k}.{stage}.{p}") for stage in ("params_before", "params_after", "grads"))
+    before, after, grad = (_whole(trace, f"step{k}.{stage}.{p}")
+                           for stage in ("params_before", "params_after", "grads"))
     if before is None or after is None or grad is None or before.shape != grad.shape:
         return None
     decay, d, wd = number(config, "beta2_decay", -0.8), number(config, "d", 1.0), number(config, "weight_decay", 0.0)

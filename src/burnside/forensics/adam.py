@@ -251,5 +251,6 @@ def _amsgrad_evidence(fits: AdamFits, start: np.ndarray, after: np.ndarray, plai
         return
     scale = float(np.max(np.abs(after - start))) or 1.0
     fits.amsgrad_gap = max(fits.amsgrad_gap, float(np.max(np.abs(plain[apart] - with_max[apart]))) / scale)
-    fits.amsgrad_err = max(fits.amsgrad_err, float(np.max(np.abs(after[apart] - (start[apart] - with_max[apart])))) / scale)
+    fits.amsgrad_err = max(fits.amsgrad_err,
+                           float(np.max(np.abs(after[apart] - (start[apart] - with_max[apart])))) / scale)
     fits.plain_err = max(fits.plain_err, float(np.max(np.abs(after[apart] - (start[apart] - plain[apart])))) / scale)

@@ -41,7 +41,8 @@ class Forensics:
 
     def finish(self, a: Trace, b: Trace, comparison: Comparison) -> None:
         """After the last tensor: a repeated batch, the layer at the first divergence (one layer at one step) and
-        the ids it looked up if it is an embedding, a dropout on for one side there, and each side's loss when the loss is the first to differ."""
+        the ids it looked up if it is an embedding, a dropout on for one side there, and each side's loss when the
+        loss is the first to differ."""
         self.evidence.repeated_batch = find_repeated_batch(a, b, [r.name for r in comparison.start_mismatch])
         _measure_noise(a, b, comparison)
         first = first_layer_divergence(a, comparison)

@@ -49,7 +49,8 @@ class LayerForensics:
     #: "each sample" or "running statistics"), `slopes` (PReLU: "one" or "per channel (C)"), `slope`
     measured: dict[str, dict[str, float | str]] = field(default_factory=dict)
     #: side -> what -> relative residual of the formula: `epsilon`/`momentum` with the side's measured
-    #: value, `erf`/`tanh` for each GELU form, `seq-first`/`batch-first` for each reading; on B also `epsilon_at_a`/`momentum_at_a`, B's own
+    #: value, `erf`/`tanh` for each GELU form, `seq-first`/`batch-first` for each reading; on B also
+    #: `epsilon_at_a`/`momentum_at_a`, B's own
     #: tensors with A's measured value
     residuals: dict[str, dict[str, float]] = field(default_factory=dict)
     #: B's layer was measured from A's recorded input (B's trace records none)
@@ -127,7 +128,8 @@ def measure_layer(a: Trace, b: Trace, first: str) -> LayerForensics | None:
     """Measure the layer at the first divergence ``first`` on both sides, or None.
 
     None when that row is not a BatchNorm's, LayerNorm's, GroupNorm's, RMSNorm's, InstanceNorm's, GELU's,
-    PReLU's, LSTM's, GRU's, Conv1d's or Conv2d's output (or a BatchNorm's running statistic), when its input is not recorded on A, or when
+    PReLU's, LSTM's, GRU's, Conv1d's or Conv2d's output (or a BatchNorm's running statistic), when its input is
+    not recorded on A, or when
     A's own output is not reproduced from that input by the layer's formula with any setting.
     """
     parsed = parse_name(first)

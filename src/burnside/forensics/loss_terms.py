@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 
 #: Round factors named for the rest of the loss or a term's weight, and what each says.
 _FACTORS = {-1.0: "flipped in sign", 2.0: "twice PyTorch's (a factor 0.5 left out)",
-            0.5: "half PyTorch's (a factor 0.5 added)", -2.0: "-2 times PyTorch's (its sign flipped and a 0.5 left out)",
+            0.5: "half PyTorch's (a factor 0.5 added)",
+            -2.0: "-2 times PyTorch's (its sign flipped and a 0.5 left out)",
             -0.5: "-0.5 times PyTorch's (its sign flipped and a 0.5 added)", 0.0: "left out"}
 
 
@@ -130,7 +131,8 @@ def measure_terms(comparison: Comparison) -> TermsFit | None:
         ratio = (theirs - rest - others) / (weight * value)
         factor = _factor(ratio, blur / abs(weight * value))
         if factor is not None and factor != 1.0:
-            return TermsFit(k, f"{who}'s loss weighs the term {_call(term)} {_FACTORS[factor] if factor else 'at 0: it is left out'} "
+            return TermsFit(k, f"{who}'s loss weighs the term {_call(term)} "
+                               f"{_FACTORS[factor] if factor else 'at 0: it is left out'} "
                                f"({ratio:.4g}x the weight {weight:g} PyTorch's loss gives it)",
                             f"weigh {_call(term)} in the loss as PyTorch does ({weight:g} of it; a division by the "
                             "batch or a coefficient)")

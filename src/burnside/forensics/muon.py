@@ -14,7 +14,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from burnside.forensics.replay import REPLAY_TOLERANCE, Rows, beyond_rounding, explains, finite, half_ulp, number, sampled
+from burnside.forensics.replay import (
+    REPLAY_TOLERANCE,
+    Rows,
+    beyond_rounding,
+    explains,
+    finite,
+    half_ulp,
+    number,
+    sampled,
+)
 from burnside.trace import Trace
 
 

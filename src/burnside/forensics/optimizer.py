@@ -165,7 +165,8 @@ def _as_built(trace: Trace, declared: dict, measured: dict) -> tuple[dict[str, f
 def _measure(trace: Trace) -> OptimizerForensics:
     """The replay and the fits, step by step.
 
-    Reads the first SAMPLE elements of one parameter's tensors of one step at a time. Traces without params, gradients or
+    Reads the first SAMPLE elements of one parameter's tensors of one step at a time. Traces without params,
+    gradients or
     a known optimizer (sgd, adam, adamw) give an empty result.
     """
     config = trace.optimizer if isinstance(trace.optimizer, dict) else {}

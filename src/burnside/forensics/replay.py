@@ -14,7 +14,8 @@ from burnside.trace import Trace
 #: every element, and this keeps forensics memory-bounded and fast on multi-GB traces.
 SAMPLE = 1 << 16
 #: A replayed update (or state) further than this beyond float32 rounding (`beyond_rounding`), relative
-#: to the tensor's update (state), is not the declared optimizer. Correct A1 ports stay below 2e-4 (burn's f32 Adam constants: 1.3e-5 in
+#: to the tensor's update (state), is not the declared optimizer. Correct A1 ports stay below 2e-4 (burn's f32
+#: Adam constants: 1.3e-5 in
 #: exp_avg_sq; an SGD update's f32 rounding 6e-5); the smallest bug measured is 3e-2.
 REPLAY_TOLERANCE = 1e-3
 #: A least-squares fit whose residual exceeds this (relative to the data) explains nothing: its

@@ -50,7 +50,8 @@ class Masking:
         """`a causal mask and the padding mask of inputs.src (id 0 masked)`."""
         pad = f"the padding mask of {self.ids} (id {PAD} masked)"
         inverted = f"the padding mask of {self.ids} inverted (every id but {PAD} masked)"
-        return {"none": "no mask", "causal": "a causal mask", "padding": pad, "padding+causal": f"{pad} and a causal mask",
+        return {"none": "no mask", "causal": "a causal mask", "padding": pad,
+                "padding+causal": f"{pad} and a causal mask",
                 "inverted": inverted, "inverted+causal": f"{inverted} and a causal mask"}[self.mask]
 
 

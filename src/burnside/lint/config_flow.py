@@ -550,7 +550,8 @@ class Crate:
                 for match in reads.get(escape.name, []):
                     read = match["e"][0]
                     parent = parent_of(read)
-                    if parent is not None and parent.type == "assignment_expression" and parent.child_by_field_name("left") == read:
+                    if (parent is not None and parent.type == "assignment_expression"
+                            and parent.child_by_field_name("left") == read):
                         continue
                     _follow(unit, read, escape.setters, sub, hops + 1)
         elif escape.kind == "call":

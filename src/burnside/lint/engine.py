@@ -317,7 +317,8 @@ def _resolve_pending(
             if missing:
                 first = min(missing, key=lambda i: (i.path != item.finding.path, i.path, i.line))
                 where = f"line {first.line}" if first.path == item.finding.path else f"{first.path}:{first.line}"
-                found.append(replace(item.finding, message=f"{item.finding.message}; turned into an optimizer at {where}"))
+                found.append(replace(item.finding,
+                                     message=f"{item.finding.message}; turned into an optimizer at {where}"))
     finally:
         forget_trees()
     return found

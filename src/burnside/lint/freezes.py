@@ -121,7 +121,8 @@ def _field_freezes(unit: SourceUnit, field: str) -> list[_Freeze]:
                 value = holder.child_by_field_name("value")
         elif holder is not None and holder.type == "field_expression" and holder.child_by_field_name("field") == name:
             assignment = parent_of(holder)
-            if assignment is not None and assignment.type == "assignment_expression" and assignment.child_by_field_name("left") == holder:
+            if (assignment is not None and assignment.type == "assignment_expression"
+                    and assignment.child_by_field_name("left") == holder):
                 value, place = assignment.child_by_field_name("right"), compact(holder)
         if value is None:
             continue
@@ -137,7 +138,8 @@ def _field_freezes(unit: SourceUnit, field: str) -> list[_Freeze]:
 
 
 def frozen_at(unit: SourceUnit, module: Node, aliases: list[str], bindings: FunctionBindings) -> tuple[int, str] | None:
-    """(line, call) where `module` (spelled `aliases` in its function) was made to take no gradients, if this file shows it.
+    """(line, call) where `module` (spelled `aliases` in its function) was made to take no gradients, if this file
+    shows it.
 
     A `let` of the module's name, an assignment to its place in the same function or (for a
     `self.` place) in any method, or the field's value in a struct literal. An assignment to a

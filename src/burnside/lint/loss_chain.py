@@ -165,7 +165,8 @@ def from_grads_sources(grads: Node, bindings: FunctionBindings) -> list[Node]:
             continue
         if node.type == "identifier":
             binding = bindings.latest(text(node), node.start_byte)
-            if binding is not None and binding.value is not None and binding.start_byte not in seen and depth < MAX_DEPTH:
+            if (binding is not None and binding.value is not None and binding.start_byte not in seen
+                    and depth < MAX_DEPTH):
                 seen.add(binding.start_byte)
                 stack.append((binding.value, depth + 1))
             continue

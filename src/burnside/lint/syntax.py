@@ -51,9 +51,11 @@ def find_candidates(root: Node, source: bytes) -> dict[str, list[Node]]:
             if call is not None and call.type == "call_expression" and callee(call) == parent:
                 found["step_call"].append(call)
         elif token == b"MomentumConfig":
-            if name.type == "type_identifier" and parent.type == "struct_expression" and parent.child_by_field_name("name") == name:
+            if (name.type == "type_identifier" and parent.type == "struct_expression"
+                    and parent.child_by_field_name("name") == name):
                 found["momentum_struct"].append(parent)
-        elif name.type == "identifier" and parent.type == "scoped_identifier" and parent.child_by_field_name("name") == name:
+        elif (name.type == "identifier" and parent.type == "scoped_identifier"
+                and parent.child_by_field_name("name") == name):
             call = parent.parent
             if call is None or call.type != "call_expression" or call.child_by_field_name("function") != parent:
                 continue

@@ -60,7 +60,8 @@ _STYLE_CLASS = {"bold yellow": "warn", "yellow": "warn", "red": "bad", "bold red
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:0 auto;max-width:1200px;padding:0 20px 40px;
 color:#1d2330;background:#fff}
-h1{font-size:22px;margin:22px 0 2px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #dde2ea;padding-bottom:4px}
+h1{font-size:22px;margin:22px 0 2px}\
+h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #dde2ea;padding-bottom:4px}
 .sides{color:#555;font-size:13px;margin:0 0 12px}.mono,td.name,code{font-family:ui-monospace,Menlo,Consolas,monospace}
 #verdict{border-radius:8px;padding:14px 18px;display:flex;gap:22px;align-items:center;flex-wrap:wrap}
 #verdict.ok{background:#e7f6ec;border:1px solid #9fd6b0}#verdict.fail{background:#fdecec;border:1px solid #f0a8a8}
@@ -163,7 +164,8 @@ def make_plots(comparison: Comparison) -> list[Plot]:
         plots.append(Plot("activations", "Layer outputs", None, "no layer outputs were recorded on both sides; name "
                           "a burn layer's output with tap.activation(\"layer\", &x) to see where a step diverges"))
     else:
-        plots.append(Plot("activations", f"Every layer's output at {comparison.unit} {step} in execution order: the first red bar "
+        plots.append(Plot("activations", f"Every layer's output at {comparison.unit} {step} in execution order: "
+                          "the first red bar "
                           "is the first layer that computes something else.", activations))
     return plots
 

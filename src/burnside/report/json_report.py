@@ -28,8 +28,10 @@ def comparison_json(comparison: Comparison, diagnoses: list[Diagnosis]) -> str:
         "first_divergence_by_step": {str(k): v for k, v in comparison.first_divergence_by_step().items()},
         "loading": [f.to_dict() for f in comparison.loading],
         "first_divergence_layer": comparison.layer_of(first)[0] if first else None,
-        "first_divergence_layer_settings": layer.to_dict() if (layer := evidence_of(comparison).layer) is not None else None,
-        "first_divergence_layer_reads": reads.to_dict() if (reads := evidence_of(comparison).reads) is not None else None,
+        "first_divergence_layer_settings": (layer.to_dict() if (layer := evidence_of(comparison).layer) is not None
+                                            else None),
+        "first_divergence_layer_reads": (reads.to_dict() if (reads := evidence_of(comparison).reads) is not None
+                                         else None),
         "first_divergence_lookup": (lookup.to_dict() if (lookup := evidence_of(comparison).lookup) is not None
                                     else None),
         "first_divergence_side": first.ref.verdict if first is not None and first.ref is not None else None,

@@ -35,11 +35,14 @@ def comparison_junit(comparison: Comparison, diagnoses: list[Diagnosis]) -> str:
         elif row.name in start:
             failures += 1
             ET.SubElement(case, "failure", message=f"not bit-identical {before}", type="start").text = (
-                f"{s.differing} of {s.n} elements differ, up to {shown_ulps(row)} ulps (max|diff|={shown_max_abs(row, 3)})")
+                f"{s.differing} of {s.n} elements differ, up to {shown_ulps(row)} ulps "
+                f"(max|diff|={shown_max_abs(row, 3)})")
         elif not row.passed:
             failures += 1
-            ET.SubElement(case, "failure", message=f"{s.out_of_tol} of {s.n} out of tolerance", type="tolerance").text = (
-                f"max|diff|={shown_max_abs(row, 3)} ulps={shown_ulps(row)} at {list(row.worst_index or ())} ({row.tol.describe()})")
+            ET.SubElement(case, "failure", message=f"{s.out_of_tol} of {s.n} out of tolerance",
+                          type="tolerance").text = (
+                f"max|diff|={shown_max_abs(row, 3)} ulps={shown_ulps(row)} at {list(row.worst_index or ())} "
+                f"({row.tol.describe()})")
     for held in comparison.statistics:
         case = ET.SubElement(suite, "testcase", classname=_stage(held.name), name=held.name)
         if held.verdict == OUT_OF_TOLERANCE:

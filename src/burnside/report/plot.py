@@ -137,7 +137,8 @@ def histogram_axis(axis, histogram: Histogram, tolerance: float) -> None:
     if counts.size:
         axis.bar(edges[:-1], counts, width=np.diff(edges), align="edge", color="tab:blue", edgecolor="white")
     if tolerance > 0:
-        axis.axvline(np.log10(tolerance), color="black", linestyle="--", linewidth=0.8, label=f"tolerance {tolerance:g}")
+        axis.axvline(np.log10(tolerance), color="black", linestyle="--", linewidth=0.8,
+                     label=f"tolerance {tolerance:g}")
         axis.legend(fontsize=8)
     extra = []
     if histogram.zeros:

@@ -359,7 +359,8 @@ def structure_lines(comparison: Comparison) -> list[Line]:
         if row.name in loaded:
             continue
         lines.append((f"not bit-identical {before}: {comparison.display_name(row.name)}: {row.stats.differing} "
-                      f"of {row.stats.n} elements differ, up to {shown_ulps(row)} ulps (max|diff|={shown_max_abs(row)}); "
+                      f"of {row.stats.n} elements differ, up to {shown_ulps(row)} ulps "
+                      f"(max|diff|={shown_max_abs(row)}); "
                       "every output below measures this input difference too", "bold yellow"))
     pairs, only_a, only_b = pair_renamed(comparison.only_in_a, comparison.only_in_b)
     lines += buffer_lines(comparison, only_a, only_b)
@@ -499,13 +500,15 @@ def finding_lines(comparison: Comparison) -> list[Line]:
     summed = [r for r in comparison.rows if r.within_sum_rounding]
     if summed and first is None:
         worst = max(summed, key=lambda r: r.stats.max_abs)
-        lines.append((f"{len(summed)} tensor(s) beyond the tolerance are float32 sums of many terms within the rounding "
+        lines.append((f"{len(summed)} tensor(s) beyond the tolerance are float32 sums of many terms "
+                      "within the rounding "
                       f"such a sum carries on two sides ({SUM_FACTOR:g} sqrt(n) half-ulps of its scale each; "
                       f"{worst.name}: a sum of {worst.terms} terms, {worst.stats.max_abs:.2e} "
                       f"apart, up to {worst.sum_band:.2e}): passed without a float64 reference, which would judge "
                       "them (--reference)", "yellow"))
     if comparison.optimizer_differences and not comparison.failed_rows:
-        lines.append((f"the optimizers are declared otherwise ({', '.join(comparison.optimizer_differences)}; D005 below): "
+        lines.append((f"the optimizers are declared otherwise ({', '.join(comparison.optimizer_differences)}; "
+                      "D005 below): "
                       f"a port configured so trains another optimizer, even where the {comparison.steps} recorded "
                       f"{comparison.unit}(s) do not show it yet", "yellow"))
     if not comparison.forward:
@@ -520,7 +523,8 @@ def finding_lines(comparison: Comparison) -> list[Line]:
     # A layer tapped under another name than PyTorch's module path is not compared at all: say so.
     tapped, _, _ = pair_renamed(comparison.unrecorded_in_b, comparison.unrecorded_in_a)
     for a_name, b_name, count in rename_rules([p for p in tapped if ".activations." in p.a]):
-        lines.append((f"tapped under another name? A records the layer {a_name}, B {b_name} ({count} {comparison.unit}(s)), so "
+        lines.append((f"tapped under another name? A records the layer {a_name}, B {b_name} "
+                      f"({count} {comparison.unit}(s)), so "
                       f"it is not compared: name the tap by the PyTorch module's path, "
                       f"tap.activation(\"{a_name}\", &x)", "yellow"))
     lines += constant_lines(comparison)
@@ -545,7 +549,8 @@ def untapped_line(comparison: Comparison) -> str | None:
         return None
     modules = list(dict.fromkeys(p.rest for n in a_layers if (p := parse_name(n)) is not None))
     module = modules[0] if modules else "layer"
-    why = (f"its forward pass was not captured ({comparison.capture_off}) and it taps no layer" if comparison.capture_off
+    why = (f"its forward pass was not captured ({comparison.capture_off}) and it taps no layer"
+           if comparison.capture_off
            else "it taps no layer")
     return (f"B records no layer ({why}; A records the outputs of {len(modules)}): only the outputs are judged, so a "
             "fault whose effect on them stays within rounding's noise band passes unseen and no cause can be measured; "

@@ -16,7 +16,8 @@ from burnside.errors import BurnsideError
 
 
 def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether two tensors are one tensor bit for bit: -0.0 is not +0.0 and NaN payloads count, as in the comparison of inputs."""
+    """Whether two tensors are one tensor bit for bit: -0.0 is not +0.0 and NaN payloads count, as in the comparison
+    of inputs."""
     a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
     return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 

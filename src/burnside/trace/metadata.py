@@ -91,7 +91,8 @@ def check(path: Path, kind: str, metadata: Mapping, names: Iterable[str]) -> Non
     """Raise TraceError naming the key when ``metadata`` (native form) breaks docs/trace-format.md."""
     if kind == "trace" and "kind" in metadata:
         if metadata["kind"] not in TRACE_KINDS:
-            raise TraceError(f"{path}: metadata 'kind' must be \"training\" or \"forward\", not {short(metadata['kind'])}")
+            raise TraceError(f"{path}: metadata 'kind' must be \"training\" or \"forward\", "
+                             f"not {short(metadata['kind'])}")
     required = REQUIRED["forward" if kind == "trace" and metadata.get("kind") == "forward" else kind]
     missing = [key for key in required if key not in metadata]
     if missing:
@@ -219,7 +220,8 @@ def check_statistics(path: Path, kind: str, version: int, value: object, names: 
             raise corrupt(f"statistics of {short(name)}: norm and max_abs are magnitudes, never negative")
         if stats.nonfinite == 0 and not math.isfinite(stats.max_abs):
             raise corrupt(f"statistics of {short(name)}: max_abs {stats.max_abs} with no non-finite value")
-        if stats.nonfinite and (math.isfinite(stats.max_abs) or not (math.isnan(stats.mean) and math.isnan(stats.norm))):
+        if stats.nonfinite and (math.isfinite(stats.max_abs)
+                                or not (math.isnan(stats.mean) and math.isnan(stats.norm))):
             raise corrupt(f"statistics of {short(name)}: {stats.nonfinite} non-finite values, but mean and norm "
                           "are not \"nan\" or max_abs is finite")
         out[name] = stats
@@ -306,7 +308,8 @@ def _check_accumulate(path: Path, value: object) -> None:
     that does not accumulate has no `accumulate`)."""
     if type(value) is not int or not 2 <= value <= MAX_ACCUMULATE:
         raise TraceError(f"{path}: metadata 'accumulate' must be an integer from 2 to {MAX_ACCUMULATE} (the "
-                         f"micro-batches of one optimizer step; a loop without accumulation has none), not {short(value)}")
+                         "micro-batches of one optimizer step; a loop without accumulation has none), "
+                         f"not {short(value)}")
 
 
 def _check_micro_names(path: Path, accumulate: object, names: Iterable[str]) -> None:
@@ -459,5 +462,6 @@ def _check_number(path: Path, where: str, value: object) -> None:
 
 
 __all__ = ["ALIAS_VERSION", "ALIASES_KEY", "STATISTICS_KEY", "STATISTICS_VERSION", "WRITER_KEYS", "check_statistics",
-           "statistics_refusal", "FORMAT_KEY", "FORMAT_VERSION", "VERSIONS", "check_aliases", "JSON_KEYS", "REQUIRED", "TRACE_KINDS", "VERSION_KEY", "check", "decode",
+           "statistics_refusal", "FORMAT_KEY", "FORMAT_VERSION", "VERSIONS", "check_aliases", "JSON_KEYS", "REQUIRED",
+           "TRACE_KINDS", "VERSION_KEY", "check", "decode",
            "encode", "trace_kind"]

@@ -162,7 +162,8 @@ class MappedFile:
 
 def write(path: Path, tensors: dict[str, np.ndarray], metadata: dict[str, str]) -> None:
     """Write tensors (numpy, already in storage dtype, names checked) and string metadata atomically."""
-    payload = safetensors_save({k: np.ascontiguousarray(v).reshape(np.shape(v)) for k, v in tensors.items()}, metadata=metadata)
+    payload = safetensors_save({k: np.ascontiguousarray(v).reshape(np.shape(v)) for k, v in tensors.items()},
+                               metadata=metadata)
     write_atomic(path, payload)
 
 

@@ -91,7 +91,8 @@ class TraceWriter:
         self.path = Path(path)
         self.kind = kind
         if self.path.suffix != ".safetensors":
-            raise TraceError(f"{self.path}: a streamed trace is a .safetensors file, not {self.path.suffix or 'a file without suffix'}")
+            raise TraceError(f"{self.path}: a streamed trace is a .safetensors file, "
+                             f"not {self.path.suffix or 'a file without suffix'}")
         self._entries: dict[str, tuple[str, tuple[int, ...], int, int]] = {}
         self._aliases: dict[str, str] = {}
         self._statistics: dict[str, Statistics] = {}

@@ -280,7 +280,8 @@ def convert_trace(src: str | Path, dst: str | Path) -> Path:
     with any stays version 3."""
     trace = open_trace(src)
     if any(trace.info(n).dtype == "BF16" for n in trace.names) and Path(dst).suffix != ".json":
-        raise TraceError(f"{src}: writing BF16 tensors to safetensors from JSON is not supported yet; keep the JSON form")
+        raise TraceError(f"{src}: writing BF16 tensors to safetensors from JSON is not supported yet; "
+                         "keep the JSON form")
     tensors = {name: np.array(trace.array(name)) for name in trace.names}
     if Path(dst).suffix == ".json":
         typed = {name: (trace.info(name).dtype, a) for name, a in tensors.items()}

@@ -13,7 +13,8 @@ CASES = [
     Case("linear/no-bias", "nn.Linear(6, 5, bias=False), 3-D input", lambda: nn.Linear(6, 5, bias=False), (2, 3, 6)),
     Case("layer_norm/default", "nn.LayerNorm(16), defaults", lambda: nn.LayerNorm(16), (2, 3, 16), ci=True),
     Case("rms_norm/default", "nn.RMSNorm(16), defaults", lambda: nn.RMSNorm(16), (2, 3, 16), ci=True,
-         hypotheses=(Hypothesis("default", "burn's RmsNormConfig epsilon defaults to 1e-5; PyTorch's nn.RMSNorm eps=None "
+         hypotheses=(Hypothesis("default", "burn's RmsNormConfig epsilon defaults to 1e-5; "
+                                "PyTorch's nn.RMSNorm eps=None "
                                 "uses torch.finfo(float32).eps (1.19e-7)",
                                 lambda layer: _with_eps(layer, 1e-5),
                                 "RmsNormConfig::new(d).with_epsilon(f32::EPSILON as f64)"),)),

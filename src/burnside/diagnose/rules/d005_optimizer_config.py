@@ -116,7 +116,8 @@ def check(comparison: Comparison) -> list[Diagnosis]:
         fixes = [offset_fix if f == _FIXES["lr_per_step"] else f for f in fixes]
         if offset_fix not in fixes:
             fixes.append(offset_fix)
-    grouped = group_differences(a, b, comparison.a.metadata.get("params") or [], comparison.b.metadata.get("params") or [])
+    grouped = group_differences(a, b, comparison.a.metadata.get("params") or [],
+                                comparison.b.metadata.get("params") or [])
     if grouped:
         parts += [f"{key} of {len(params)} parameter(s) by their group ({listed(params, 4)}): "
                   f"{comparison.a.framework} {x!r}, {comparison.b.framework} {y!r}"
@@ -144,11 +145,13 @@ _OPTIMIZER_FIXES = {
                                "default is none)"),
     ("adjust_lr_fn", "muon"): ("give Muon PyTorch's lr adjustment: `OptimizerSpec::muon(lr).with_muon(..)` or "
                                "`MuonConfig::with_adjust_lr_fn(AdjustLrFn::MatchRmsAdamW)` for \"match_rms_adamw\" "
-                               "(burn's \"original\" reads burn's [d_in, d_out] Linear weight, the transpose of PyTorch's)"),
+                               "(burn's \"original\" reads burn's [d_in, d_out] Linear weight, "
+                               "the transpose of PyTorch's)"),
     ("max_iter", "lbfgs"): ("give L-BFGS the PyTorch loop's iterations per step: "
                             "`OptimizerSpec::lbfgs(lr).with_lbfgs(max_iter, None, history_size, false)`; by hand, "
                             "`LBFGSConfig::new().with_max_iter(..)` (burn's and PyTorch's default is 20)"),
-    ("relative_step", "adafactor"): ("build Adafactor as torch.optim.Adafactor computes it: `OptimizerSpec::adafactor(lr)`; "
+    ("relative_step", "adafactor"): ("build Adafactor as torch.optim.Adafactor computes it: "
+                                     "`OptimizerSpec::adafactor(lr)`; "
                                      "by hand, `AdafactorConfig::new()` keeps `relative_step` and `scale_parameter` on "
                                      "(PyTorch has no absolute step)"),
     ("eps", "adagrad"): ("give Adagrad PyTorch's epsilon: `OptimizerSpec::adagrad(lr)` has it (1e-10); by hand, "

@@ -20,7 +20,8 @@ set nothing; the other value of a flag, such as RMSprop's `centered`, whose stat
 lacks; a value a one-setting fit measured) whose replay reproduces every update. Those are named, all of
 them (`RmsPropConfig::new()` against PyTorch's RMSprop: momentum 0.9 and eps 1e-5; `AdamWConfig::new()`
 against GPT's AdamW: beta_2, eps and weight decay), with the burn config that builds the declared
-optimizer by hand (`burnside.burn_defaults.burn_config`). AdamW's per-step rate is fitted with its decoupled decay, which the rate scales too.
+optimizer by hand (`burnside.burn_defaults.burn_config`). AdamW's per-step rate is fitted with its decoupled
+decay, which the rate scales too.
 
 Each element is judged beyond its float32 rounding (half an ulp of the parameter before and after, and
 of the update's own arithmetic), so an update as small as that rounding (weight decay alone moving a
@@ -193,7 +194,8 @@ def _said(key: str, declared) -> str:
 def _fix(key: str, declared, optimizer: str) -> str | None:
     """The fix of one contradicted setting, where it is more than "build the optimizer from the spec"."""
     if key == "nesterov":
-        return (f"build the momentum as declared: `OptimizerSpec::sgd(lr).with_momentum(m).with_nesterov({str(declared).lower()})` "
+        return ("build the momentum as declared: "
+                f"`OptimizerSpec::sgd(lr).with_momentum(m).with_nesterov({str(declared).lower()})` "
                 f"and `spec.init()`; a burn optimizer built by hand needs "
                 f"`MomentumConfig::new().with_momentum(m).with_dampening(0.0).with_nesterov({str(declared).lower()})`")
     if key == "amsgrad":
@@ -203,7 +205,8 @@ def _fix(key: str, declared, optimizer: str) -> str | None:
     if key == "weight_decay" and isinstance(declared, tuple):
         value, kind = declared
         if kind == "decoupled":
-            return (f"decay as `torch.optim.AdamW` does, decoupled: `OptimizerSpec::adamw(lr).with_weight_decay({value:g})` "
+            return ("decay as `torch.optim.AdamW` does, decoupled: "
+                    f"`OptimizerSpec::adamw(lr).with_weight_decay({value:g})` "
                     f"and `spec.init()` (by hand, `AdamWConfig::new().with_weight_decay({value:g})`: burn's default is "
                     "1e-4, PyTorch's 0.01)")
         return (f"decay as `torch.optim.Adam(weight_decay=)` does, L2 on the gradient: `OptimizerSpec::adam(lr)"
@@ -301,15 +304,19 @@ def check(comparison: Comparison) -> list[Diagnosis]:
                 fix = "; ".join(own)
             if group_wrong:
                 fix += ("; each parameter group's burn optimizer is built from the spec declared for it: "
-                        "`Training::with_group(spec, &names)`, or call by call `TraceRecorder::with_group(spec.clone(), "
+                        "`Training::with_group(spec, &names)`, or call by call "
+                        "`TraceRecorder::with_group(spec.clone(), "
                         "&names)` with `spec.init()` stepping that group's part of the gradients")
         elif rates:
             evidence += "; its updates show " + ", ".join(
-                f"learning rate {shown:.4g} at step {at} where the trace declares {said:.4g}" for at, shown, said in rates)
+                f"learning rate {shown:.4g} at step {at} where the trace declares {said:.4g}"
+                for at, shown, said in rates)
             fix = ("give `optim.step` the learning rate the PyTorch loop uses at each step, and declare the one each "
-                   "step uses: a schedule through `Training::with_lr_schedule(..)` (call by call `recorder.lr(k, lr)`), "
+                   "step uses: a schedule through `Training::with_lr_schedule(..)` "
+                   "(call by call `recorder.lr(k, lr)`), "
                    "so both traces carry it and D005 compares them")
-            if isinstance(forensics.declared.get("lr_per_step"), list) and not _schedules_declared_otherwise(comparison):
+            if (isinstance(forensics.declared.get("lr_per_step"), list)
+                    and not _schedules_declared_otherwise(comparison)):
                 # the port declares PyTorch's schedule (D005 finds nothing there) and steps with other rates
                 fix = ("give `optim.step(lr, ...)` the very rate the port declares for that step, the one "
                        "`recorder.lr(k, lr)` records (with `Training`, the schedule's), not a constant or the spec's "

@@ -21,13 +21,15 @@ re-run in numpy from A's recorded tensors, each attention's masks found from its
 padding mask of the batch's ids or the ids an embedding was fed, inverted, each with or without the causal mask; a
 cross-attention's memory among the tensors recorded before it): the one mask left out, inverted or added, or the
 other memory, that gives B's output is named with burn's `TransformerEncoderInput`/`TransformerDecoderInput`/
-`MhaInput` call that undoes it (`forensics.transformer_layer`). An attention is re-run from its recorded query, key and value (a packed
+`MhaInput` call that undoes it (`forensics.transformer_layer`). An attention is re-run from its recorded query,
+key and value (a packed
 projection, or three named ones) at its output projection, or at a Hugging Face self-attention module
 (`BertSelfAttention`) whose own output is the heads' context: another scale, number of heads, q/k/v order or
 softmax axis, the padding mask (the batch's `attention_mask`, 1 at a token) left out or inverted, a causal mask
 left out or added (`forensics.attention`). An embedding's ids are read back from its output rows, each a row of its
 weight bit for bit, beside what A fed it: position ids offset (counted from 1), another input's ids in their place
-(the token types as positions), ids clipped at a bound (`forensics.lookups`). Without a float64 reference, a divergence no more than
+(the token types as positions), ids clipped at a bound (`forensics.lookups`). Without a float64 reference, a
+divergence no more than
 32x the largest difference of the layer outputs before it at that step is within rounding's
 reach and named by no rule (the verdict says to judge it with a reference); the first
 forward tensor of the step beyond that reach is diagnosed instead, if any. A port that did
@@ -308,7 +310,8 @@ def _read_fix(reads, b_name: str) -> str:
         scale = ours.function.removeprefix("reparam:")
         return (f"compute what {module} reads as the PyTorch forward does, `{ours.shown()}`: the exponent of "
                 f"{log_var} scaled by {scale} (a log-variance's standard deviation is exp(0.5 * logvar)), not "
-                f"`{theirs.shown()}`; in burn, `{var(mean)} + {var(noise)} * {var(log_var)}.mul_scalar({scale if '.' in scale else scale + '.0'}).exp()`")
+                f"`{theirs.shown()}`; in burn, `{var(mean)} + {var(noise)} * {var(log_var)}"
+                f".mul_scalar({scale if '.' in scale else scale + '.0'}).exp()`")
     if ours is not None and len(theirs.operands) == 1 and len(ours.operands) == 1 and theirs.operands == ours.operands:
         operand = theirs.operands[0].shown
         if theirs.function is None:
@@ -515,7 +518,8 @@ def _mask_fix(ours, theirs, b_name: str) -> str:
     said = []
     if pad_a and not pad_b:
         value = masked[pad_a]
-        convention = ("is 1 at a token, 0 at padding; Hugging Face adds a large negative to the scores of keys where it "
+        convention = ("is 1 at a token, 0 at padding; Hugging Face adds a large negative to the scores of keys "
+                      "where it "
                       "is 0" if value == 0 else "is 1 (true) at padding")
         said.append(f"mask the padding keys before the softmax, as the PyTorch forward does: {b_name} leaves the "
                     f"padding mask out, so each token attends to the padding too ({name} {convention}). In burn: "
@@ -569,7 +573,8 @@ _BURN_OP = {
     "ReLU": "burn::tensor::activation::relu(x)", "GELU": "burn::tensor::activation::gelu(x)",
     "SiLU": "burn::tensor::activation::silu(x)", "Sigmoid": "burn::tensor::activation::sigmoid(x)",
     "Tanh": "burn::tensor::activation::tanh(x)", "LeakyReLU": "burn::tensor::activation::leaky_relu(x, slope)",
-    "Softmax": "burn::tensor::activation::softmax(x, dim)", "MaxPool2d": "`MaxPool2dConfig::new(kernel).init().forward(x)`",
+    "Softmax": "burn::tensor::activation::softmax(x, dim)",
+    "MaxPool2d": "`MaxPool2dConfig::new(kernel).init().forward(x)`",
     "AvgPool2d": "`AvgPool2dConfig::new(kernel).init().forward(x)`",
 }
 
@@ -586,7 +591,8 @@ def _operation_missing(comparison: Comparison, first, kind: str | None, module: 
     return Diagnosis(
         ID, TITLE,
         f"{first.name} differs (max|diff|={first.stats.max_abs:.3g}); in {comparison.side_name('b')}'s captured graph "
-        f"the tensor at {module} ({kind}) comes from {_article(b_kind)} {b_kind}, and no {'/'.join(expected)} is applied to it: the "
+        f"the tensor at {module} ({kind}) comes from {_article(b_kind)} {b_kind}, "
+        f"and no {'/'.join(expected)} is applied to it: the "
         f"port leaves the {kind} out there",
         f"apply the {kind} where the PyTorch model does ({_BURN_OP.get(kind, kind)} on the {b_kind}'s result, e.g. "
         "`relu(x + identity)` for a residual block's tail)" if kind == "ReLU" else

@@ -2,7 +2,8 @@
 
 ## What it does
 When the first divergence is a BatchNorm's, LayerNorm's, GroupNorm's, RMSNorm's, InstanceNorm's,
-GELU's, PReLU's, LSTM's, GRU's, Conv1d's, Conv2d's, MaxPool's or AvgPool's output (or a BatchNorm's running statistics), or a convolution's output
+GELU's, PReLU's, LSTM's, GRU's, Conv1d's, Conv2d's, MaxPool's or AvgPool's output (or a BatchNorm's running
+statistics), or a convolution's output
 shape differs, measures that layer's settings on each side from the recorded tensors at that step:
 its input, its output, its weight and bias, its running statistics. The input is what the PyTorch
 side recorded feeding the layer (`layer_inputs`, a forward trace from
@@ -16,7 +17,8 @@ running ones of `track_running_stats=True`), whether the side has a weight and b
 whether the exact erf form or the tanh approximation reproduces it (or a SiLU, ReLU, quick GELU, sigmoid,
 tanh or Mish in its place), and the same for every elementwise activation module: torch's SiLU, ReLU, Sigmoid,
 Tanh and Mish, and Hugging Face's `ACT2FN` classes (`GELUActivation` is the erf form, `NewGELUActivation`,
-`GELUTanh`, `FastGELUActivation` the tanh one, `QuickGELUActivation`, `SiLUActivation`, `MishActivation`); PReLU: its slope, one shared
+`GELUTanh`, `FastGELUActivation` the tanh one, `QuickGELUActivation`, `SiLUActivation`, `MishActivation`); PReLU:
+its slope, one shared
 or one per channel; LSTM and GRU (one layer, one or both directions): which
 axis the layer reads as time, from re-running it with its own weights both ways; Conv1d and
 Conv2d: the stride, padding and dilation that give the output's shape, confirmed by re-running the
@@ -221,7 +223,8 @@ def _activation_fix(kind: str, wanted: str, theirs: str) -> str:
 def _affine_fix(kind: str, wanted: str) -> str:
     """burn's way to give a norm side A's weight and bias (or none)."""
     if kind in INSTANCENORM or kind == "GroupNorm":
-        config = "InstanceNormConfig::new(channels)" if kind in INSTANCENORM else "GroupNormConfig::new(groups, channels)"
+        config = ("InstanceNormConfig::new(channels)" if kind in INSTANCENORM
+                  else "GroupNormConfig::new(groups, channels)")
         if wanted == "none":
             default = (" (burn's InstanceNorm defaults to affine true, PyTorch's InstanceNorm to affine=False)"
                        if kind in INSTANCENORM else "")

@@ -80,7 +80,8 @@ def check(comparison: Comparison) -> list[Diagnosis]:
                      "(a reshape or transpose of the logits or targets before the loss)")
     wanted = fit.a if model == "a" else fit.b
     if wanted is not None:
-        fix = f"compute {comparison.side_name(port)}'s loss as {comparison.side_name(model)}'s ({wanted.name}): {wanted.burn}"
+        fix = (f"compute {comparison.side_name(port)}'s loss as {comparison.side_name(model)}'s ({wanted.name}): "
+               f"{wanted.burn}")
     else:
         fix = (f"compute {comparison.side_name(port)}'s loss as {comparison.side_name(model)}'s: pair each row of "
                "logits with its own target (flatten logits [batch, seq, classes] and targets [batch, seq] in the same "

@@ -68,7 +68,8 @@ def check(comparison: Comparison) -> list[Diagnosis]:
     where = f"{layers} layer output{'s' if layers != 1 else ''}, " if layers else ""
     stats = first.stats
     nan = f", {stats.nan_one_side} NaN on one side only" if stats.nan_one_side else ""
-    evidence = (f"step {k}: the forward pass agrees ({where}the logits and the loss within tolerance), but the gradient "
+    evidence = (f"step {k}: the forward pass agrees ({where}the logits and the loss within tolerance), "
+                "but the gradient "
                 f"of `{parsed.rest}` differs (max abs err {stats.max_abs:.3g}{nan}); {len(off)} of {len(grads)} "
                 f"gradients differ ({listed(off, 4)})")
     fix = ("the backward pass differs where the values agree: look for a function whose derivative is a convention at "

@@ -131,11 +131,13 @@ def _fix(comparison: Comparison, k: int, stage: str) -> str:
     options = []
     if any(k not in s for s in steps):
         options.append(f"full_steps={sorted({k, *(i for s in steps for i in s if type(i) is int)})}")
-    if stage in ("activations", "layer_inputs") and any(side.metadata.get("layer_statistics") is True for side in sides):
+    if stage in ("activations", "layer_inputs") and any(side.metadata.get("layer_statistics") is True
+                                                        for side in sides):
         options.append("layer_statistics=False")
     unit = comparison.unit
     what = f"the layers' inputs and outputs of {unit} {k}" if options == ["layer_statistics=False"] else f"{unit} {k}"
-    how = f"`{', '.join(options)}` in the PyTorch side's `record(...)`" if options else "in the PyTorch side's `record(...)`"
+    how = (f"`{', '.join(options)}` in the PyTorch side's `record(...)`" if options
+           else "in the PyTorch side's `record(...)`")
     return (f"record {what} in full, {how} (the burn port records what its "
             f"init file says: `burnside check` hands it the new one), and compare again: the rules name a cause "
             f"only from full tensors, and {unit} {k} is where to look")

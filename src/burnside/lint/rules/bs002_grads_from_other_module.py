@@ -49,7 +49,8 @@ other way (a `&mut` re-borrow through a helper, a module moved into a struct
 and read back) look like different modules only if they also fail every
 alias check, and are then not reported; gradients built in one function and
 stepped in another are not paired, nor are gradients that pass through a
-`GradientsAccumulator`; loss chains deeper than six `let`s are cut off. A freeze is looked for in the same file only; a field frozen in a
+`GradientsAccumulator`; loss chains deeper than six `let`s are cut off. A freeze is looked for in the same file
+only; a field frozen in a
 struct literal counts for every place ending in that field name, whatever
 variable holds the struct; a file that also sets that field back with
 `set_require_grad(true)` anywhere shows no freeze for it at all.
@@ -247,7 +248,8 @@ def _stepped_other_module(unit: SourceUnit):
                 f"gradients are taken against `{compact(keyed)}`{why}, but `{compact(stepped)}` is stepped "
                 f"with them at line {line}"
             ),
-            help=f"key the gradients to the module being stepped: `GradientsParams::from_grads(.., &{compact(stepped)})`",
+            help="key the gradients to the module being stepped: "
+                 f"`GradientsParams::from_grads(.., &{compact(stepped)})`",
         )
 
 

@@ -95,15 +95,18 @@ def check(unit: SourceUnit):
                     hits.append(Hit(
                         node=site.call,
                         message=f"{TITLE}: `{site.receiver}` advanced its state at line {line} without the module",
-                        help=f"assign the result of the step at line {line}, so optimizer state and module stay in step",
+                        help=f"assign the result of the step at line {line}, "
+                             "so optimizer state and module stay in step",
                     ))
                     break
             else:
                 if site.discarded and site.in_loop:
                     hits.append(Hit(
                         node=site.call,
-                        message=f"`{site.receiver}` is stepped again on every loop iteration while its result is discarded",
-                        help="the optimizer state advances each iteration but the module never changes; assign the step result",
+                        message=f"`{site.receiver}` is stepped again on every loop iteration "
+                                "while its result is discarded",
+                        help="the optimizer state advances each iteration but the module never changes; "
+                             "assign the step result",
                     ))
             if site.discarded:
                 discarded.append((site, path))

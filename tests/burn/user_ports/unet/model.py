@@ -1,4 +1,5 @@
-"""A small UNet-style denoiser: conv, GroupNorm, PReLU, a strided down conv, InstanceNorm, ConvTranspose up, skip concat."""
+"""A small UNet-style denoiser: conv, GroupNorm, PReLU, a strided down conv, InstanceNorm, ConvTranspose up,
+skip concat."""
 
 from __future__ import annotations
 
