@@ -144,7 +144,9 @@ def measure_layer(a: Trace, b: Trace, first: str) -> LayerForensics | None:
     else:
         return None
     kind = modules.get(module)
-    if kind not in _KINDS:
+    # a model's own RMSNorm class (Hugging Face's LlamaRMSNorm, Qwen2RMSNorm, ...) is measured as torch's
+    measured_as = norms.RMSNORM if isinstance(kind, str) and kind.endswith("RMSNorm") else kind
+    if measured_as not in _KINDS:
         return None
     source = _input_name(a, k, module)
     if source is None:
@@ -167,7 +169,7 @@ def measure_layer(a: Trace, b: Trace, first: str) -> LayerForensics | None:
             elif kind in pool.KINDS:
                 pool.measure_pool(trace, kind, module, k, source, fit, inputs)
             else:
-                norms.measure_norm_or_activation(trace, kind, module, k, source, fit, inputs)
+                norms.measure_norm_or_activation(trace, measured_as, module, k, source, fit, inputs)
         if side == "a" and not measured:
             return None  # A's own layer is not reproduced from this input: not a sequential layer
         result.measured[side], result.residuals[side] = measured, residuals

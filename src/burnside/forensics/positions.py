@@ -27,7 +27,7 @@ class Positions:
     module: str
     step: int
     a: list[int]
-    b: list[int | None]  # None: a row of no position A recorded
+    b: list[int]
 
     def to_dict(self) -> dict:
         """For `--json`."""
@@ -65,11 +65,15 @@ def measure_positions(a: Trace, b: Trace, first: str) -> Positions | None:
     scale = max(float(np.max(np.abs(r))) for r in table.values()) or 1.0
     known = sorted(table)
     stacked = np.stack([table[p] for p in known])
-    found: list[int | None] = []
+    found: list[int] = []
     for row in ours.reshape(-1, ours.shape[-1]):
         if row.shape[0] != stacked.shape[1]:
             return None
         gaps = np.max(np.abs(stacked - row), axis=1)
         best = int(np.argmin(gaps))
-        found.append(known[best] if gaps[best] <= _CLOSE * scale else None)
+        if gaps[best] > _CLOSE * scale:
+            # a row of no position A recorded: the table is of another form or frequency (RoPE's pairs interleaved,
+            # another theta), not of other positions
+            return None
+        found.append(known[best])
     return Positions(module, parsed.step, [int(p) for p in np.asarray(a.values(own)).reshape(-1)], found)

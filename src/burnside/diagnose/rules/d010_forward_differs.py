@@ -362,10 +362,10 @@ def _attention_fix(module: str, ours, theirs, d_model: int, b_name: str, sources
 def _positioned_otherwise(comparison: Comparison, first, positions, after: str, kind: str | None) -> Diagnosis:
     """A rotary embedding whose table is of other positions (`forensics.positions`): B's read back from its rows."""
     b_name = comparison.side_name("b")
-    theirs = ", ".join("?" if p is None else str(p) for p in positions.b)
+    theirs = ", ".join(map(str, positions.b))
     ours = ", ".join(map(str, positions.a))
     restarted = positions.b and positions.b[0] == 0 and positions.a and positions.a[0] > 0
-    offset = (positions.b[0] - positions.a[0]) if positions.b and positions.b[0] is not None and positions.a else None
+    offset = (positions.b[0] - positions.a[0]) if positions.b and positions.a else None
     evidence = (f"{first.name} differs (max|diff|={first.stats.max_abs:.3g}) while {after}: {b_name}'s "
                 f"{positions.module} ({kind or 'rotary embedding'}) computes the table of positions [{theirs}] where "
                 f"PyTorch's is of positions [{ours}] (the batch's position_ids); each row of {b_name}'s output is A's "
@@ -375,7 +375,7 @@ def _positioned_otherwise(comparison: Comparison, first, positions, after: str, 
                f"step {positions.step}, positions {ours}, the batch's `position_ids` (`batch.int_input::<2>"
                "(\"position_ids\")`), not from 0; a decode step's rotary angles are those of its place in the whole "
                "sequence")
-    elif offset is not None:
+    elif offset:
         fix = (f"give {positions.module} the positions the PyTorch loop does (the batch's `position_ids`, "
                f"[{ours}]): {b_name}'s are {offset:+d} off")
     else:

@@ -174,7 +174,7 @@ def _fix(kind: str, setting: str, wanted: float | str, against: float | str = ""
                 "(0.99) is the weight of the old running value: convert it as 1 - that")
     config = ("BatchNormConfig::new(channels)" if kind.startswith("BatchNorm") else
               "GroupNormConfig::new(groups, channels)" if kind == "GroupNorm" else
-              "RmsNormConfig::new(d_model)" if kind == RMSNORM else
+              "RmsNormConfig::new(d_model)" if kind.endswith(RMSNORM) else
               "InstanceNormConfig::new(channels)" if kind in INSTANCENORM else "LayerNormConfig::new(d_model)")
     note = ""
     if kind == RMSNORM and value == "1.1920929e-7":
