@@ -6,9 +6,10 @@ PyTorch's tokens and positions, and taps every layer under PyTorch's module path
 
 Graph capture cannot follow the cache past batch 0, so the run is recorded again with the taps (the faithful port
 FAILed on that before). The faithful port is OK, its loop's line saying B chooses A's token at every step; each
-slip FAILs at its step and layer: positions restarted under the cache named as such (D010), RMSNorm's epsilon
-measured on HF's LlamaRMSNorm (D011), the others at the layer where they show, with D010's generic text (RoPE's
-form and theta, grouped-query order and a mask at decode steps are causes burnside does not name yet).
+slip FAILs at its step and layer: positions restarted under the cache, RoPE's interleaved form and another theta
+named from the rotary table (D010), RMSNorm's epsilon measured on HF's LlamaRMSNorm (D011), the others at the
+layer where they show, with D010's generic text (grouped-query order, a cache not appended and a mask at decode
+steps are causes burnside does not name yet).
 """
 
 from __future__ import annotations
@@ -43,8 +44,11 @@ LLAMA_SLIPS = [
                              "PyTorch's is of positions [8]", "count the positions of a step after the cache"]),
     ("rms-eps", "D011", ["model.layers.0.input_layernorm (LlamaRMSNorm)", "epsilon measured 1e-6 on A (pytorch), "
                          "1e-5 on B (burn)", "RmsNormConfig::new(d_model).with_epsilon(1e-6)"]),
-    ("rope-interleaved", "D010", ["step0.activations.model.rotary_emb"]),
-    ("rope-theta", "D010", ["step0.activations.model.rotary_emb"]),
+    # the rotary table fitted on the step's positions: its layout and theta on each side
+    ("rope-interleaved", "D010", ["computes RoPE's table as interleaved with theta 500000 where PyTorch's is "
+                                  "rotate_half with theta 500000", "write rotate_half by hand"]),
+    ("rope-theta", "D010", ["computes RoPE's table as rotate_half with theta 10000 where PyTorch's is rotate_half "
+                            "with theta 500000", "with_theta(500000.0)"]),
     ("gqa-order", "D010", ["step0.activations.model.layers.0.self_attn.o_proj",
                            "B would choose another token from step 0 on"]),
     ("no-cache-append", "D010", ["step2.activations.model.layers.0.self_attn.o_proj"]),

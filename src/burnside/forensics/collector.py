@@ -18,7 +18,7 @@ from burnside.forensics.layers import measure_layer
 from burnside.forensics.lookups import measure_lookup
 from burnside.forensics.loss_fit import measure_loss
 from burnside.forensics.optimizer import measure_optimizer
-from burnside.forensics.positions import measure_positions
+from burnside.forensics.positions import measure_positions, measure_rope_form
 from burnside.forensics.reads import measure_reads
 from burnside.forensics.transformer_layer import KINDS as MASKED_KINDS, LayerMasks, measure_masks
 from burnside.forensics.repeated_batch import find_repeated_batch
@@ -53,6 +53,8 @@ class Forensics:
                 self.evidence.masks = _masks(a, b, first)
             self.evidence.lookup = measure_lookup(a, b, first)
             self.evidence.positions = measure_positions(a, b, first)
+            if self.evidence.positions is None:
+                self.evidence.rope = measure_rope_form(a, b, first)
             self.evidence.dropout = measure_dropout(a, b, first)
             self.evidence.dropout_input = dropout_input(a, first)
         self.evidence.loss = measure_loss(a, b, comparison)

@@ -11,7 +11,7 @@ from burnside.forensics.layers import LayerForensics
 from burnside.forensics.lookups import Lookup
 from burnside.forensics.loss_fit import LossFit
 from burnside.forensics.optimizer import OptimizerForensics
-from burnside.forensics.positions import Positions
+from burnside.forensics.positions import Positions, RopeForm
 from burnside.forensics.reads import LayerReads
 from burnside.forensics.repeated_batch import RepeatedBatch
 from burnside.forensics.transformer_layer import LayerMasks
@@ -40,6 +40,8 @@ class Evidence:
     masks: LayerMasks | None = None
     #: the positions each side's rotary embedding at the first divergence computed its table for
     positions: Positions | None = None
+    #: each side's RoPE layout and theta there, where its rows are of no position A recorded
+    rope: RopeForm | None = None
     #: the ids each side's embedding at the first divergence looked up, read back from its output rows
     lookup: Lookup | None = None
     #: one side fed step 0's batch again where the other fed another (D006 says which steps)

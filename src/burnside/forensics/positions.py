@@ -20,6 +20,74 @@ from burnside.trace import Trace, parse_name
 _CLOSE = 1e-6
 
 
+#: RoPE's theta tried (besides A's own, from its `inv_freq` buffer): the usual ones.
+THETAS = (10000.0, 500000.0, 1000000.0, 100000.0, 50000.0, 250000.0)
+#: How a cos table lays out a head's frequencies: Hugging Face's rotate_half repeats them in two halves
+#: (f0 .. f(d/2-1), f0 .. f(d/2-1)); interleaved pairs (burn's `RotaryEncoding`) repeat each (f0, f0, f1, f1, ...).
+LAYOUTS = ("rotate_half", "interleaved")
+
+
+@dataclass(frozen=True)
+class RopeForm:
+    """A rotary table's form on each side: its layout (`LAYOUTS`) and theta."""
+
+    module: str
+    step: int
+    a: tuple[str, float]
+    b: tuple[str, float]
+
+    def to_dict(self) -> dict:
+        """For `--json`."""
+        return {"module": self.module, "step": self.step, "a": list(self.a), "b": list(self.b)}
+
+
+def _table(positions: np.ndarray, width: int, layout: str, theta: float) -> np.ndarray:
+    """The cos table of ``positions`` ([tokens, width]) for RoPE of this layout and theta."""
+    freqs = theta ** (-np.arange(0, width, 2, dtype=np.float64) / width)
+    expanded = np.concatenate([freqs, freqs]) if layout == "rotate_half" else np.repeat(freqs, 2)
+    return np.cos(positions.astype(np.float64)[:, None] * expanded[None, :])
+
+
+def _form(rows: np.ndarray, positions: np.ndarray, thetas: list[float]) -> tuple[str, float] | None:
+    """The one (layout, theta) whose table of ``positions`` is ``rows`` within float32 rounding, or None."""
+    found = [(layout, theta) for layout in LAYOUTS for theta in thetas
+             if rows.shape[-1] % 2 == 0 and np.max(np.abs(_table(positions, rows.shape[-1], layout, theta) - rows))
+             <= 1e-5 * max(1.0, float(np.max(positions)))]
+    return found[0] if len(found) == 1 else None
+
+
+def measure_rope_form(a: Trace, b: Trace, first: str) -> RopeForm | None:
+    """Each side's RoPE layout and theta at the rotary embedding whose output ``first`` (a cos table) is the first
+    divergence, fitted on the step's positions; None where either is not one form of `LAYOUTS` and the thetas
+    tried, or the two agree."""
+    parsed = parse_name(first)
+    modules = a.metadata.get("modules")
+    if parsed is None or parsed.stage != "activations" or not isinstance(modules, dict) or first not in b:
+        return None
+    module = parsed.rest
+    if "rotary" not in str(modules.get(module.split("#", 1)[0], "")).lower():
+        return None
+    ids = f"step{parsed.step}.inputs.position_ids"
+    ours, theirs = read(a, first), read(b, first)
+    if ids not in a or ours is None or theirs is None or ours.shape != theirs.shape or ours.ndim < 2:
+        return None
+    positions = np.asarray(a.values(ids)).reshape(-1)
+    ours, theirs = ours.reshape(-1, ours.shape[-1]), theirs.reshape(-1, theirs.shape[-1])
+    if ours.shape[0] != positions.size:
+        return None
+    thetas = list(THETAS)
+    inv_freq = read(a, f"step0.buffers.{module}.inv_freq")
+    if inv_freq is not None and inv_freq.size > 1 and 0 < inv_freq.reshape(-1)[1] < 1:
+        # inv_freq[i] = theta^(-2i/d): A's own theta, first
+        own = float(inv_freq.reshape(-1)[1]) ** (-ours.shape[-1] / 2)
+        thetas.insert(0, float(f"{own:.4g}"))
+    thetas = list(dict.fromkeys(thetas))
+    mine, other = _form(ours, positions, thetas), _form(theirs, positions, thetas)
+    if mine is None or other is None or mine == other:
+        return None
+    return RopeForm(module, parsed.step, mine, other)
+
+
 @dataclass(frozen=True)
 class Positions:
     """A rotary embedding's positions on each side at the first divergence."""

@@ -231,6 +231,9 @@ def _layer(comparison: Comparison, first, side: str) -> list[Diagnosis]:
     positions = evidence_of(comparison).positions if own and side == "b" else None
     if positions is not None and positions.b != positions.a:
         return [_positioned_otherwise(comparison, first, positions, after, kind)]
+    rope = evidence_of(comparison).rope if own and side == "b" else None
+    if rope is not None:
+        return [_rope_otherwise(comparison, first, rope, after, kind)]
     lookup = evidence_of(comparison).lookup if own and side == "b" else None
     if lookup is not None:
         return [_looked_up_otherwise(comparison, first, lookup, after, kind)]
@@ -381,6 +384,30 @@ def _positioned_otherwise(comparison: Comparison, first, positions, after: str, 
     else:
         fix = f"give {positions.module} the positions the PyTorch loop does (the batch's `position_ids`, [{ours}])"
     return Diagnosis(ID, TITLE, evidence, fix)
+
+
+def _rope_otherwise(comparison: Comparison, first, rope, after: str, kind: str | None) -> Diagnosis:
+    """A rotary table of another layout or theta (`forensics.positions.measure_rope_form`), fitted on each side."""
+    b_name = comparison.side_name("b")
+    said = lambda form: f"{form[0]} with theta {form[1]:g}"  # noqa: E731
+    evidence = (f"{first.name} differs (max|diff|={first.stats.max_abs:.3g}) while {after}: {b_name}'s {rope.module} "
+                f"({kind or 'rotary embedding'}) computes RoPE's table as {said(rope.b)} where PyTorch's is "
+                f"{said(rope.a)} (each fitted on the step's positions: the cos of position x frequency, the "
+                "frequencies theta^(-2i/d) laid out in two halves for rotate_half, in pairs for interleaved)")
+    fixes = []
+    if rope.a[0] != rope.b[0]:
+        fixes.append("rotate as PyTorch's model does, rotate_half (x[i] with x[i + d/2], the frequencies in two "
+                     "halves), not interleaved pairs (x[2i] with x[2i+1]) as burn's `RotaryEncoding` does: write "
+                     "rotate_half by hand (`cat([-x2, x1])` of the two halves) or permute q's and k's features to "
+                     "interleaved order before `RotaryEncoding` and back after"
+                     if rope.a[0] == "rotate_half" else
+                     "rotate interleaved pairs (x[2i] with x[2i+1]) as PyTorch's model does (burn's `RotaryEncoding`), "
+                     "not rotate_half")
+    if rope.a[1] != rope.b[1]:
+        fixes.append(f"use RoPE's theta {rope.a[1]:g} as PyTorch's config does (`rope_theta`), not {rope.b[1]:g}: "
+                     f"`RotaryEncodingConfig::new(max_len, head_dim).with_theta({rope.a[1]:g}.0)`, or the inverse "
+                     f"frequencies 1 / {rope.a[1]:g}^(2i/d) by hand")
+    return Diagnosis(ID, TITLE, evidence, "; ".join(fixes))
 
 
 def _recorded(name: str) -> str:
