@@ -7,9 +7,9 @@ PyTorch's tokens and positions, and taps every layer under PyTorch's module path
 Graph capture cannot follow the cache past batch 0, so the run is recorded again with the taps (the faithful port
 FAILed on that before). The faithful port is OK, its loop's line saying B chooses A's token at every step; each
 slip FAILs at its step and layer: positions restarted under the cache, RoPE's interleaved form and another theta
-named from the rotary table (D010), RMSNorm's epsilon measured on HF's LlamaRMSNorm (D011), the others at the
-layer where they show, with D010's generic text (grouped-query order, a cache not appended and a mask at decode
-steps are causes burnside does not name yet).
+named from the rotary table (D010), RMSNorm's epsilon measured on HF's LlamaRMSNorm (D011), grouped-query heads
+tiled, a cache never appended and the prompt's mask at decode steps named by re-running the attention from the
+recorded projections (D010).
 """
 
 from __future__ import annotations
@@ -49,10 +49,16 @@ LLAMA_SLIPS = [
                                   "rotate_half with theta 500000", "write rotate_half by hand"]),
     ("rope-theta", "D010", ["computes RoPE's table as rotate_half with theta 10000 where PyTorch's is rotate_half "
                             "with theta 500000", "with_theta(500000.0)"]),
+    # the attention re-run from each side's recorded q/k/v projections with one change at a time
     ("gqa-order", "D010", ["step0.activations.model.layers.0.self_attn.o_proj",
-                           "B would choose another token from step 0 on"]),
-    ("no-cache-append", "D010", ["step2.activations.model.layers.0.self_attn.o_proj"]),
-    ("mask-reuse", "D010", ["step1.activations.model.layers.0.self_attn.o_proj"]),
+                           "B would choose another token from step 0 on", "the key/value heads tiled",
+                           "4 query heads, 2 key/value heads of 8", "expand([b, kv, n_rep, s, d])"]),
+    ("no-cache-append", "D010", ["step2.activations.model.layers.0.self_attn.o_proj",
+                                 "a cache that holds the prompt's keys and values only",
+                                 "DynamicCache.update"]),
+    ("mask-reuse", "D010", ["step1.activations.model.layers.0.self_attn.o_proj",
+                            "the prompt's causal mask at a decode step",
+                            "offset the causal mask by the cache's length"]),
 ]
 
 

@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from burnside.forensics.accumulation import measure_accumulation
+from burnside.forensics.decode_attention import measure_decode_attention
 from burnside.forensics.dropout import dropout_input, measure_dropout
 from burnside.forensics.evidence import Evidence
 from burnside.forensics.layers import measure_layer
@@ -55,6 +56,8 @@ class Forensics:
             self.evidence.positions = measure_positions(a, b, first)
             if self.evidence.positions is None:
                 self.evidence.rope = measure_rope_form(a, b, first)
+            if self.evidence.positions is None and self.evidence.rope is None:
+                self.evidence.decode = measure_decode_attention(a, b, first)
             self.evidence.dropout = measure_dropout(a, b, first)
             self.evidence.dropout_input = dropout_input(a, first)
         self.evidence.loss = measure_loss(a, b, comparison)

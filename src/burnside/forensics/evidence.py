@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from burnside.forensics.accumulation import AccumulationFit
+from burnside.forensics.decode_attention import DecodeAttention
 from burnside.forensics.dropout import DropoutForensics, DropoutInput
 from burnside.forensics.layers import LayerForensics
 from burnside.forensics.lookups import Lookup
@@ -42,6 +43,9 @@ class Evidence:
     positions: Positions | None = None
     #: each side's RoPE layout and theta there, where its rows are of no position A recorded
     rope: RopeForm | None = None
+    #: the one change (grouped-query heads' order, the mask or the cache at a decode step) that reproduces B's output
+    #: of a decoder attention there, re-run from each side's recorded projections
+    decode: DecodeAttention | None = None
     #: the ids each side's embedding at the first divergence looked up, read back from its output rows
     lookup: Lookup | None = None
     #: one side fed step 0's batch again where the other fed another (D006 says which steps)
