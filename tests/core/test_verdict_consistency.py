@@ -161,6 +161,35 @@ def test_an_untied_head_is_named_as_untied_with_burns_tying_never_as_frozen(tmp_
     assert comparison.passed and not found
 
 
+def test_a_forward_port_holding_a_tied_head_as_its_own_copy_passes_and_one_left_unloaded_is_named(tmp_path):
+    """Inference: a port that holds the tied head as a parameter of its own, set from the embedding's weight after
+    loading (the checkpoint holds the tensor once), holds a copy bit for bit: OK, no diagnosis (a Llama-3.2 port
+    had FAILed on "only in B: lm_head.weight"); one whose head burn-store left at its initialisation is named as
+    the tied tensor not loaded, with the tying as the fix."""
+    from burnside.torch import record_forward
+
+    torch.manual_seed(3)
+    batch = {"idx": torch.randint(0, 11, (4, 5))}
+    tied = record_forward(_Gpt(True), batch, tmp_path / "tied.safetensors")
+    copied = record_forward(_Gpt(False), batch, tmp_path / "copied.safetensors")
+    fresh_model = _Gpt(False)
+    with torch.no_grad():
+        fresh_model.lm_head.weight.copy_(torch.randn(11, 6))
+    fresh = record_forward(fresh_model, batch, tmp_path / "fresh.safetensors")
+    assert open_trace(tied).metadata["tied"] == {"lm_head.weight": "wte.weight"}
+    comparison, found, text = _judge(tied, _as_port(tmp_path, copied, name="copied-port.safetensors"))
+    assert comparison.passed and not found, text
+    assert comparison.tied_copies == ["lm_head.weight = wte.weight"]
+    assert "tied in A, a copy in B (its own parameter, bit for bit the one A ties it to): lm_head.weight = " \
+        "wte.weight" in text
+    comparison, found, text = _judge(tied, _as_port(tmp_path, fresh, name="fresh-port.safetensors"))
+    assert not comparison.passed and "D012" not in found, sorted(found)
+    assert "D014" in found, sorted(found)
+    assert "PyTorch ties lm_head.weight to wte.weight" in found["D014"].evidence
+    assert "model.lm_head.weight = Param::from_tensor(model.wte.weight.val().transpose())" in found["D014"].fix
+    assert "only in B" not in text
+
+
 def _sgd_run(path, lr, weight_decay=0.01, steps=4):
     from burnside.a1_torch import a1_data, a1_model
 

@@ -149,6 +149,9 @@ class Comparison:
     captured_kinds: dict = field(default_factory=dict)
     constants_only_in_a: list[str] = field(default_factory=list)
     constants_only_in_b: list[str] = field(default_factory=list)
+    #: a forward trace's parameters PyTorch ties to another (metadata `tied`) that B holds as a copy of their own,
+    #: bit for bit (`lm_head.weight = model.embed_tokens.weight`): no failure
+    tied_copies: list[str] = field(default_factory=list)
     #: of those, the persistent buffers (in the state_dict) the run never changes, by buffer name
     persistent_constants: list[str] = field(default_factory=list)
     #: the float64 reference's metadata `pinned` (dtype-dependent constants it computed with float32's values,

@@ -322,6 +322,33 @@ def _relation(a: np.ndarray, b: np.ndarray) -> tuple[float, float | None, float 
     return relative, correlation, first if constant and n > 1 else None
 
 
+def tied_fault(name: str, first: str, a: np.ndarray | None, b: np.ndarray | None) -> LoadingFault:
+    """B holds ``name`` as a parameter of its own where PyTorch ties it to ``first`` (one tensor under two names,
+    metadata `tied`), and its values are not ``first``'s: the checkpoint holds the tensor once, under ``first``, so
+    burn-store found nothing for ``name`` and kept its initialisation. ``a``/``b``: A's ``first`` and B's ``name``
+    when both are held in full."""
+    parsed = parse_name(name)
+    tensor = parsed.rest if parsed is not None else name
+    module, weight = first.rsplit(".", 1) if "." in first else ("", first)
+    head = tensor.rsplit(".", 1)[0]
+    evidence = (f"PyTorch ties {tensor} to {first} (one tensor under two names, metadata 'tied'; a checkpoint holds "
+                f"it once, under {first}), and B's {tensor} is not that tensor")
+    kind = "altered"
+    if a is not None and b is not None and a.shape == b.shape:
+        relative, correlation, _ = _relation(a.reshape(-1), b.reshape(-1))
+        corr = "undefined" if correlation is None else f"{correlation:.2f}"
+        evidence += f" (relative difference {relative:.3g}, correlation {corr})"
+        if relative > UNRELATED_RELATIVE and (correlation is None or abs(correlation) < UNRELATED_CORRELATION):
+            kind = "not_loaded"
+            evidence += ": burn-store found no " + tensor + " in the checkpoint and kept its initialisation"
+    fix = (f"tie it as PyTorch does (`tie_word_embeddings`): after loading, give {head} the embedding's weight, "
+           f"`model.{head}.weight = Param::from_tensor(model.{module}.{weight}.val().transpose())` (burn's Linear "
+           "weight is [d_model, vocab], its Embedding's [vocab, d_model]), or compute the head from the embedding "
+           f"itself, `x.matmul(self.{module}.{weight}.val().transpose().unsqueeze())`; load the rest without "
+           "allow_partial(true), so a tensor burn-store cannot match is an error")
+    return LoadingFault(name, kind, evidence, fix)
+
+
 def only_fault(name: str, side: str, renamed: str | None = None, shaped_like: str | None = None) -> LoadingFault:
     """A start tensor only one side's model holds; ``renamed``: the other side's tensor of the same values under
     another name; ``shaped_like``: the other side's only unmatched tensor of the same shape (other values)."""

@@ -17,7 +17,9 @@ from burnside.compare.aligned import Holders, align
 from burnside.compare.collector import Collector
 from burnside.compare.config import optimizer_differences
 from burnside.compare.comparison import Comparison, StructureProblem, TensorRow, is_optional
-from burnside.compare.loading import dtype_fault, gate_fault, is_loaded_start, only_fault, shape_fault, value_fault
+from burnside.compare.loading import (
+    dtype_fault, gate_fault, is_loaded_start, only_fault, shape_fault, tied_fault, value_fault,
+)
 from burnside.compare.output_metrics import output_metrics
 from burnside.compare.pairing import pair_renamed
 from burnside.compare.reference_file import Reference
@@ -168,6 +170,35 @@ def _loading_only(a: Trace, b: Trace, only_a: list[str], only_b: list[str]):
     return faults
 
 
+def _tied_copies(a: Trace, b: Trace, only_b: list[str], comparison: Comparison) -> list[str]:
+    """B's start tensors that PyTorch ties to another (metadata `tied`: `lm_head.weight` is `wte.weight`), which a
+    forward trace records once, under the first name: a port that holds the head as a parameter of its own, set
+    from the embedding's weight, holds a copy, bit for bit (`Comparison.tied_copies`, no failure); one with other
+    values is a loading fault (`loading.tied_fault`). Returns the rest of ``only_b``."""
+    tied = a.metadata.get("tied")
+    if not isinstance(tied, dict):
+        return only_b
+    rest = []
+    for name in only_b:
+        parsed = parse_name(name)
+        first = tied.get(parsed.rest) if parsed is not None and parsed.stage == "params_before" else None
+        held = f"step{parsed.step}.params_before.{first}" if isinstance(first, str) else None
+        if held is None or (held not in a and held not in a.statistics):
+            rest.append(name)
+            continue
+        ours, theirs = a.statistics_of(held), b.statistics_of(name)
+        if ours.same_bits(theirs):
+            comparison.tied_copies.append(f"{parsed.rest} = {first}")
+            continue
+        full = held in a and name in b and ours.shape == theirs.shape
+        comparison.loading.append(tied_fault(name, first, a.array(held) if full else None,
+                                             b.array(name) if full else None))
+        if full:
+            a.release(held)
+            b.release(name)
+    return rest
+
+
 def _rest(name: str | None) -> str | None:
     return parse_name(name).rest if name is not None and parse_name(name) is not None else name
 
@@ -306,7 +337,7 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None,
     if forward:  # the model as loaded: a start tensor one side lacks is a loading fault
         start_a = [n for n in comparison.only_in_a if is_loaded_start(n) and n not in stats_a]
         start_b = [n for n in comparison.only_in_b if is_loaded_start(n) and n not in stats_b]
-        comparison.loading += _loading_only(a, b, start_a, start_b)
+        comparison.loading += _loading_only(a, b, start_a, _tied_copies(a, b, start_b, comparison))
         comparison.only_in_a = [n for n in comparison.only_in_a if n not in start_a]
         comparison.only_in_b = [n for n in comparison.only_in_b if n not in start_b]
     modules = a.metadata.get("modules")

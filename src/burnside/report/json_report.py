@@ -45,6 +45,7 @@ def comparison_json(comparison: Comparison, diagnoses: list[Diagnosis]) -> str:
         "captured_layers": comparison.captured,
         "constants_only_in_a": comparison.constants_only_in_a,
         "constants_only_in_b": comparison.constants_only_in_b,
+        "tied_copies": comparison.tied_copies,
         "framework_differences": [d.to_dict() for d in comparison.framework_differences],
         "zero_gradients": [z.to_dict() for z in comparison.zero_gradients],
         "start_mismatch": [r.name for r in comparison.start_mismatch],

@@ -432,6 +432,9 @@ def constant_lines(comparison: Comparison) -> list[Line]:
                           f"{comparison.unit} recorded; {other} computes them inline), not compared: "
                           f"{listed(persistent, 4)}; a layer that reads a value of its own parts where it reads it",
                           "dim"))
+    if comparison.tied_copies:
+        lines.append((f"tied in A, a copy in B (its own parameter, bit for bit the one A ties it to): "
+                      f"{listed(comparison.tied_copies, 4)}", "dim"))
     return lines
 
 
