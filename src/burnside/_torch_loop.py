@@ -434,7 +434,8 @@ class ModuleHooks:
 #: measurement says A was configured with, where floats cannot tell (an epsilon below float32's resolution).
 _SETTINGS = ("eps", "variance_epsilon", "momentum", "stride", "padding", "dilation", "kernel_size", "groups",
              "output_padding", "approximate", "negative_slope", "ceil_mode", "count_include_pad", "num_heads",
-             "padding_idx", "dim", "head_dim", "num_key_value_groups", "scaling")
+             "padding_idx", "dim", "head_dim", "num_key_value_groups", "scaling",
+             "rope_type")
 
 
 def module_settings(module: nn.Module) -> dict:

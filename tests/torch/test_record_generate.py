@@ -112,3 +112,37 @@ def test_a_prompt_that_is_not_token_ids_is_refused_in_one_line(tmp_path):
         record_generate(tiny_llama(), torch.randn(1, 8), tmp_path / "a.safetensors")
     with pytest.raises(BurnsideError, match="steps must be a positive integer"):
         record_generate(tiny_llama(), PROMPT, tmp_path / "a.safetensors", steps=0)
+
+
+def test_rope_scaling_left_out_is_named_from_the_rotary_table(tmp_path):
+    """A llama3-scaled RoPE (its lowest frequencies divided by the factor) against a port computing theta^(-2i/d)
+    alone: the rotary table fitted on the prompt's positions names the scaling, with its factor, as the cause."""
+    import numpy as np
+
+    from burnside.trace import write_trace
+
+    def llama(scaling: dict | None):
+        config = transformers.LlamaConfig(
+            vocab_size=64, hidden_size=64, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=2048, rope_theta=500000.0, rope_scaling=scaling)
+        torch.manual_seed(0)
+        return transformers.LlamaForCausalLM(config).eval()
+
+    scaled = llama({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                    "original_max_position_embeddings": 256})
+    plain = llama(None)
+    plain.load_state_dict(scaled.state_dict())
+    a = record_generate(scaled, PROMPT, tmp_path / "a.safetensors", steps=2)
+    b = record_generate(plain, PROMPT, tmp_path / "b.safetensors", steps=2)
+    trace = open_trace(b)
+    # the port as burn records it: its tensors (no rotary buffers: it computes the table inline)
+    port = write_trace(tmp_path / "port.safetensors",
+                       {n: np.array(trace.array(n)) for n in trace.names if not n.endswith("inv_freq")},
+                       {k: v for k, v in trace.metadata.items() if k not in ("buffers", "buffers_nonpersistent")}
+                       | {"framework": "burn", "framework_version": "0.22.1"})
+    comparison = compare_with_evidence(a, port)
+    assert not comparison.passed and comparison.first_divergence.name == "step0.activations.model.rotary_emb"
+    found = {d.rule: d for d in diagnose(comparison)}
+    assert "D010" in found, sorted(found)
+    assert "PyTorch's is rotate_half with theta 500000 and its frequencies scaled (llama3)" in found["D010"].evidence
+    assert "its lowest frequencies divided by 8" in found["D010"].fix, found["D010"].fix

@@ -29,37 +29,47 @@ LAYOUTS = ("rotate_half", "interleaved")
 
 @dataclass(frozen=True)
 class RopeForm:
-    """A rotary table's form on each side: its layout (`LAYOUTS`) and theta."""
+    """A rotary table's form on each side: its layout (`LAYOUTS`), theta and frequency scaling (A's `rope_type`,
+    `llama3` say, where its `inv_freq` is not theta^(-2i/d); "" for none)."""
 
     module: str
     step: int
-    a: tuple[str, float]
-    b: tuple[str, float]
+    a: tuple[str, float, str]
+    b: tuple[str, float, str]
+    #: how many times A's lowest frequency is below theta^(-2i/d)'s (the scaling's factor), 1 without scaling
+    factor: float = 1.0
 
     def to_dict(self) -> dict:
         """For `--json`."""
-        return {"module": self.module, "step": self.step, "a": list(self.a), "b": list(self.b)}
+        return {"module": self.module, "step": self.step, "a": list(self.a), "b": list(self.b),
+                "factor": self.factor}
 
 
-def _table(positions: np.ndarray, width: int, layout: str, theta: float) -> np.ndarray:
-    """The cos table of ``positions`` ([tokens, width]) for RoPE of this layout and theta."""
-    freqs = theta ** (-np.arange(0, width, 2, dtype=np.float64) / width)
+def _geometric(width: int, theta: float) -> np.ndarray:
+    """RoPE's inverse frequencies theta^(-2i/d) of a head of ``width``."""
+    return theta ** (-np.arange(0, width, 2, dtype=np.float64) / width)
+
+
+def _table(positions: np.ndarray, layout: str, freqs: np.ndarray) -> np.ndarray:
+    """The cos table of ``positions`` ([tokens, 2 x frequencies]) for RoPE of this layout and inverse frequencies."""
     expanded = np.concatenate([freqs, freqs]) if layout == "rotate_half" else np.repeat(freqs, 2)
     return np.cos(positions.astype(np.float64)[:, None] * expanded[None, :])
 
 
-def _form(rows: np.ndarray, positions: np.ndarray, thetas: list[float]) -> tuple[str, float] | None:
-    """The one (layout, theta) whose table of ``positions`` is ``rows`` within float32 rounding, or None."""
-    found = [(layout, theta) for layout in LAYOUTS for theta in thetas
-             if rows.shape[-1] % 2 == 0 and np.max(np.abs(_table(positions, rows.shape[-1], layout, theta) - rows))
+def _form(rows: np.ndarray, positions: np.ndarray, candidates: list[tuple[float, str, np.ndarray]]
+          ) -> tuple[str, float, str] | None:
+    """The one (layout, theta, scaling) of the ``candidates`` (theta, scaling, inverse frequencies) whose table of
+    ``positions`` is ``rows`` within float32 rounding, or None."""
+    found = [(layout, theta, scaling) for layout in LAYOUTS for theta, scaling, freqs in candidates
+             if rows.shape[-1] == 2 * freqs.size and np.max(np.abs(_table(positions, layout, freqs) - rows))
              <= 1e-5 * max(1.0, float(np.max(positions)))]
     return found[0] if len(found) == 1 else None
 
 
 def measure_rope_form(a: Trace, b: Trace, first: str) -> RopeForm | None:
-    """Each side's RoPE layout and theta at the rotary embedding whose output ``first`` (a cos table) is the first
-    divergence, fitted on the step's positions; None where either is not one form of `LAYOUTS` and the thetas
-    tried, or the two agree."""
+    """Each side's RoPE layout, theta and frequency scaling at the rotary embedding whose output ``first`` (a cos
+    table) is the first divergence, fitted on the step's positions; None where either is not one form of `LAYOUTS`,
+    the thetas tried and A's own scaled frequencies, or the two agree."""
     parsed = parse_name(first)
     modules = a.metadata.get("modules")
     if parsed is None or parsed.stage != "activations" or not isinstance(modules, dict) or first not in b:
@@ -73,19 +83,32 @@ def measure_rope_form(a: Trace, b: Trace, first: str) -> RopeForm | None:
         return None
     positions = np.asarray(a.values(ids)).reshape(-1)
     ours, theirs = ours.reshape(-1, ours.shape[-1]), theirs.reshape(-1, theirs.shape[-1])
-    if ours.shape[0] != positions.size:
+    if ours.shape[0] != positions.size or ours.shape[-1] % 2:
         return None
+    width = ours.shape[-1]
     thetas = list(THETAS)
     inv_freq = read(a, f"step0.buffers.{module}.inv_freq")
-    if inv_freq is not None and inv_freq.size > 1 and 0 < inv_freq.reshape(-1)[1] < 1:
-        # inv_freq[i] = theta^(-2i/d): A's own theta, first
-        own = float(inv_freq.reshape(-1)[1]) ** (-ours.shape[-1] / 2)
-        thetas.insert(0, float(f"{own:.4g}"))
-    thetas = list(dict.fromkeys(thetas))
-    mine, other = _form(ours, positions, thetas), _form(theirs, positions, thetas)
+    scaled: tuple[float, str, np.ndarray] | None = None
+    factor = 1.0
+    if inv_freq is not None and inv_freq.size * 2 == width and inv_freq.size > 1 and 0 < inv_freq.reshape(-1)[1] < 1:
+        # inv_freq[i] = theta^(-2i/d): A's own theta, first (a scaling such as llama3's leaves the highest
+        # frequencies as they are)
+        own = float(f"{float(inv_freq.reshape(-1)[1]) ** (-width / 2):.4g}")
+        thetas.insert(0, own)
+        plain = _geometric(width, own)
+        freqs = inv_freq.reshape(-1)
+        if np.max(np.abs(freqs - plain) / plain) > 1e-4:
+            settings = (a.metadata.get("module_settings") or {}).get(module.split("#", 1)[0]) or {}
+            kind = settings.get("rope_type") if isinstance(settings.get("rope_type"), str) else "scaled"
+            scaled = (own, kind, freqs)
+            factor = float(plain[-1] / freqs[-1])
+    candidates = [(theta, "", _geometric(width, theta)) for theta in dict.fromkeys(thetas)]
+    if scaled is not None:
+        candidates.insert(0, scaled)
+    mine, other = _form(ours, positions, candidates), _form(theirs, positions, candidates)
     if mine is None or other is None or mine == other:
         return None
-    return RopeForm(module, parsed.step, mine, other)
+    return RopeForm(module, parsed.step, mine, other, factor)
 
 
 @dataclass(frozen=True)

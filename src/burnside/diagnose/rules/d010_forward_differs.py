@@ -392,7 +392,8 @@ def _positioned_otherwise(comparison: Comparison, first, positions, after: str, 
 def _rope_otherwise(comparison: Comparison, first, rope, after: str, kind: str | None) -> Diagnosis:
     """A rotary table of another layout or theta (`forensics.positions.measure_rope_form`), fitted on each side."""
     b_name = comparison.side_name("b")
-    said = lambda form: f"{form[0]} with theta {form[1]:g}"  # noqa: E731
+    said = lambda form: f"{form[0]} with theta {form[1]:g}" + (  # noqa: E731
+        f" and its frequencies scaled ({form[2]})" if form[2] else "")
     evidence = (f"{first.name} differs (max|diff|={first.stats.max_abs:.3g}) while {after}: {b_name}'s {rope.module} "
                 f"({kind or 'rotary embedding'}) computes RoPE's table as {said(rope.b)} where PyTorch's is "
                 f"{said(rope.a)} (each fitted on the step's positions: the cos of position x frequency, the "
@@ -410,6 +411,16 @@ def _rope_otherwise(comparison: Comparison, first, rope, after: str, kind: str |
         fixes.append(f"use RoPE's theta {rope.a[1]:g} as PyTorch's config does (`rope_theta`), not {rope.b[1]:g}: "
                      f"`RotaryEncodingConfig::new(max_len, head_dim).with_theta({rope.a[1]:g}.0)`, or the inverse "
                      f"frequencies 1 / {rope.a[1]:g}^(2i/d) by hand")
+    if rope.a[2] and not rope.b[2]:
+        fixes.append(f"scale RoPE's inverse frequencies as PyTorch's config does (`rope_scaling`, {rope.a[2]}: its "
+                     f"lowest frequencies divided by {rope.factor:.4g}, the highest left as theta^(-2i/d), those "
+                     "between blended), not theta^(-2i/d) alone: compute them as transformers' rope initialisation "
+                     f"for {rope.a[2]} does (for llama3: factor, low_freq_factor, high_freq_factor and "
+                     "original_max_position_embeddings of the config), or read them from the checkpoint's config "
+                     "and build the table from those frequencies")
+    elif rope.b[2] and not rope.a[2]:
+        fixes.append("leave RoPE's inverse frequencies unscaled, theta^(-2i/d), as PyTorch's config does (no "
+                     "`rope_scaling`)")
     return Diagnosis(ID, TITLE, evidence, "; ".join(fixes))
 
 
