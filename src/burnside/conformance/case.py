@@ -70,8 +70,6 @@ class Case:
     #: for a setting burn's side cannot even be built or loaded with (a default burn sets otherwise that gives
     #: its layer parameters PyTorch's has not): confirmed when burn's side fails with an error containing this
     failure: str = ""
-    #: for a loss: the loss as burn computes it (e.g. pad tokens counted in the mean), instead of the case's
-    loss: Callable[[torch.Tensor, Batch], torch.Tensor] | None = None  # default SGD(lr=0.1)
     steps: int = 1
     x_scale: float = 1.0
     hypotheses: tuple[Hypothesis, ...] = ()

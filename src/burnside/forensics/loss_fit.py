@@ -1,4 +1,4 @@
-"""Which loss each side computed, measured from its own recorded outputs and targets (D016).
+"""Which loss each side computed, measured from its own recorded outputs and targets (D017).
 
 When a step's loss is the first tensor to differ and its logits agree, the loss function differs. Each side's
 loss at every step is recomputed here from what its loss function was given: the input and target the PyTorch

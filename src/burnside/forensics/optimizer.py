@@ -166,8 +166,8 @@ def _measure(trace: Trace) -> OptimizerForensics:
     """The replay and the fits, step by step.
 
     Reads the first SAMPLE elements of one parameter's tensors of one step at a time. Traces without params,
-    gradients or
-    a known optimizer (sgd, adam, adamw) give an empty result.
+    gradients or an optimizer it replays (sgd, adam, adamw, rmsprop, adagrad, adafactor, muon) give an empty
+    result.
     """
     config = trace.optimizer if isinstance(trace.optimizer, dict) else {}
     result = OptimizerForensics(declared=config)

@@ -1,4 +1,5 @@
-"""What the SGD and Adam replays share: the sampled read of a tensor, the residual of a replay, and
+"""What the optimizer replays share (SGD, Adam, RMSprop, Adagrad, Adafactor, Muon): the sampled read of a
+tensor, the residual of a replay, and
 the rows of a least-squares fit gathered over parameters and steps."""
 
 from __future__ import annotations
