@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from burnside.compare import Comparison
 from burnside.diagnose.diagnosis import Diagnosis, listed
-from burnside.diagnose.rules.d008_parameter_unused import forward_differs, missing_grads
+from burnside.diagnose.gradients import forward_differs, missing_grads
 from burnside.rule import Severity
 
 ID = "D002"

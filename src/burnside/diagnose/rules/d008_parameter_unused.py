@@ -32,6 +32,7 @@ from __future__ import annotations
 from burnside.compare import Comparison
 from burnside.forensics import evidence_of
 from burnside.diagnose.diagnosis import Diagnosis, listed
+from burnside.diagnose.gradients import forward_differs, missing_grads, short_steps
 from burnside.rule import Severity
 from burnside.trace import parse_name
 
@@ -41,32 +42,6 @@ TITLE = "parameter unused by the forward"
 SEVERITY = Severity.ERROR
 #: A layer the port's captured forward pass never runs names the divergence D010 calls generic.
 SUPERSEDES = ("D010",)
-
-
-def forward_differs(comparison: Comparison, step: int) -> str | None:
-    """The first logits/loss tensor of ``step`` out of tolerance (the forward differs), or None."""
-    for row in comparison.rows:
-        parsed = parse_name(row.name)
-        if parsed is not None and parsed.step == step and parsed.stage in ("logits", "loss") and not row.passed:
-            return row.name
-    return None
-
-
-def missing_grads(comparison: Comparison, side: str, step: int) -> list[str]:
-    """The parameters the other side has a gradient for at ``step`` and ``side`` has not."""
-    only = comparison.only_in_b if side == "a" else comparison.only_in_a
-    return sorted({p.rest for p in map(parse_name, only) if p is not None and p.stage == "grads" and p.step == step})
-
-
-def short_steps(comparison: Comparison) -> list[tuple[str, int, int, int]]:
-    """(side, step, its gradient count, the other's) for each step where a side got fewer gradients."""
-    found = []
-    for side, mine, theirs in (("a", comparison.a, comparison.b), ("b", comparison.b, comparison.a)):
-        for k in sorted(mine.grads_len):
-            other = theirs.grads_len.get(k)
-            if other is not None and mine.grads_len[k] < other:
-                found.append((side, k, mine.grads_len[k], other))
-    return found
 
 
 def check(comparison: Comparison) -> list[Diagnosis]:
@@ -86,18 +61,18 @@ def check(comparison: Comparison) -> list[Diagnosis]:
         masks = evidence_of(comparison).masks if side == "b" else None
         if masks is not None and masks.b is not None and masks.b.memory != masks.own[masks.changed].memory:
             # the parameters are unused because a cross-attention reads another tensor than what they compute
-            from burnside.diagnose.rules.d010_forward_differs import masked_otherwise
+            from burnside.diagnose.forward_causes.masks import masked_otherwise
 
             first = comparison.first_divergence
             kind, before = comparison.layer_of(first)
             after = (f"the layer before it, {parse_name(before.name).rest}, agrees" if before is not None
                      else "the step's inputs and parameters agree")
-            told = masked_otherwise(comparison, first, masks, after, kind)
+            told, fix = masked_otherwise(comparison, first, masks, after, kind)
             found.append(Diagnosis(
                 ID, TITLE,
                 f"{summary.name}: only {n} of {other} parameters got a gradient in step {k}"
-                + (f" (none for {listed(missing, 4)})" if missing else "") + f"; {told.evidence}",
-                told.fix))
+                + (f" (none for {listed(missing, 4)})" if missing else "") + f"; {told}",
+                fix))
             continue
         found.append(Diagnosis(
             ID, TITLE,

@@ -66,7 +66,13 @@ from __future__ import annotations
 from burnside.compare import Comparison
 from burnside.forensics import evidence_of
 from burnside.diagnose.diagnosis import Diagnosis
-from burnside.diagnose.rules.d013_dropout_mask import is_dropout_divergence
+from burnside.diagnose.dropout import is_dropout_divergence
+from burnside.diagnose.forward_causes.decode import decoded_otherwise
+from burnside.diagnose.forward_causes.lookups import looked_up_otherwise
+from burnside.diagnose.forward_causes.masks import masked_otherwise
+from burnside.diagnose.forward_causes.operations import operation_missing
+from burnside.diagnose.forward_causes.reads import read_otherwise
+from burnside.diagnose.forward_causes.rotary import positioned_otherwise, rope_otherwise
 from burnside.rule import Severity
 from burnside.trace import parse_name
 
@@ -215,31 +221,31 @@ def _layer(comparison: Comparison, first, side: str) -> list[Diagnosis]:
         return []  # D011 measured the layer's own settings: the more precise cause
     module = parse_name(first.name).rest
     where = f"{module}{f' ({kind})' if kind else ''}"
-    missing = _operation_missing(comparison, first, kind, module)
+    missing = operation_missing(comparison, first, kind, module)
     if missing is not None:
-        return [missing]
+        return [Diagnosis(ID, TITLE, *missing)]
     after = f"the layer before it, {parse_name(before.name).rest}, agrees" if before is not None else \
         "it is the first layer recorded, and the step's inputs and parameters agree"
     between = (f"between {parse_name(before.name).rest} and {module}" if before is not None
                else f"from the inputs up to {module}")
     reads = evidence_of(comparison).reads if own and side == "b" else None
     if reads is not None and reads.b is not None:
-        return [_read_otherwise(comparison, first, reads, after, kind)]
+        return [Diagnosis(ID, TITLE, *read_otherwise(comparison, first, reads, after, kind))]
     masks = evidence_of(comparison).masks if own and side == "b" else None
     if masks is not None and masks.b is not None:
-        return [masked_otherwise(comparison, first, masks, after, kind)]
+        return [Diagnosis(ID, TITLE, *masked_otherwise(comparison, first, masks, after, kind))]
     positions = evidence_of(comparison).positions if own and side == "b" else None
     if positions is not None and positions.b != positions.a:
-        return [_positioned_otherwise(comparison, first, positions, after, kind)]
+        return [Diagnosis(ID, TITLE, *positioned_otherwise(comparison, first, positions, after, kind))]
     rope = evidence_of(comparison).rope if own and side == "b" else None
     if rope is not None:
-        return [_rope_otherwise(comparison, first, rope, after, kind)]
+        return [Diagnosis(ID, TITLE, *rope_otherwise(comparison, first, rope, after, kind))]
     decode = evidence_of(comparison).decode if own and side == "b" else None
     if decode is not None:
-        return [_decoded_otherwise(comparison, first, decode, after)]
+        return [Diagnosis(ID, TITLE, *decoded_otherwise(comparison, first, decode, after))]
     lookup = evidence_of(comparison).lookup if own and side == "b" else None
     if lookup is not None:
-        return [_looked_up_otherwise(comparison, first, lookup, after, kind)]
+        return [Diagnosis(ID, TITLE, *looked_up_otherwise(comparison, first, lookup, after, kind))]
     if layer is not None and layer.input_is_before is False and before is not None:
         # the layer reads what A recorded feeding it, computed after the tap before it (a sum, a residual)
         previous = parse_name(before.name).rest
@@ -275,356 +281,6 @@ def _layer(comparison: Comparison, first, side: str) -> list[Diagnosis]:
     )]
 
 
-def _read_otherwise(comparison: Comparison, first, reads, after: str, kind: str | None) -> Diagnosis:
-    """The layer computes as PyTorch's does, on another input: the one `forensics.reads` found B's output to be
-    the layer of, and what A's recorded input is, in the same terms."""
-    module, b_name = reads.module, comparison.side_name("b")
-    theirs = f"`{reads.b.shown()}`"
-    ours = f"`{reads.a.shown()}`" if reads.a is not None else f"its recorded input ({reads.input})"
-    if reads.direct:
-        # the module's own output is the attention of its recorded children, compared as it is
-        apart = "; ".join(f"{t} where A's has {o}" for o, t in reads.a.attention.apart(reads.b.attention,
-                                                                                    reads.a.d_model)) \
-            if reads.a is not None and reads.a.attention is not None and reads.b.attention is not None else ""
-        evidence = (f"{first.name} differs (max|diff|={first.stats.max_abs:.3g}) while {after}: {b_name}'s {module} "
-                    f"({kind or 'attention'}) attends to the same {', '.join(o.shown for o in reads.b.operands)} "
-                    f"otherwise{f', with {apart}' if apart else ''}. Re-run on A's recorded tensors, {b_name}'s "
-                    f"output is {theirs} (within {reads.b_residual:.2g}), where A's is {ours} (within "
-                    f"{reads.a_residual:.2g})")
-        return Diagnosis(ID, TITLE, evidence, _read_fix(reads, b_name))
-    evidence = (f"{first.name} differs (max|diff|={first.stats.max_abs:.3g}) while {after}: {b_name}'s {module} "
-                f"({kind or 'layer'}) computes as PyTorch's does on another input. Re-run on A's recorded tensors, "
-                f"{b_name}'s output is {module} of {theirs} (within {reads.b_residual:.2g}), where A's {module} reads "
-                f"{ours}")
-    return Diagnosis(ID, TITLE, evidence, _read_fix(reads, b_name))
-
-
-def _read_fix(reads, b_name: str) -> str:
-    """What to change before the layer, from what each side read (`forensics.reads.FUNCTIONS` name the
-    activations)."""
-    from burnside.forensics.reads import FUNCTIONS
-
-    module, theirs, ours = reads.module, reads.b, reads.a
-    said = lambda f: FUNCTIONS[f][0]
-    if theirs.attention is not None and ours is not None and ours.attention is not None:
-        return _attention_fix(module, ours.attention, theirs.attention, ours.d_model, b_name,
-                              [o.shown for o in ours.operands])
-    if ours is not None and theirs.operands == ours.operands and (theirs.function or "").startswith("reparam:") \
-            and (ours.function or "").startswith("reparam:"):
-        mean, noise, log_var = (o.shown for o in ours.operands)
-        var = lambda shown: shown.removeprefix("input ").rsplit(".", 1)[-1].split("'")[0]  # noqa: E731
-        scale = ours.function.removeprefix("reparam:")
-        return (f"compute what {module} reads as the PyTorch forward does, `{ours.shown()}`: the exponent of "
-                f"{log_var} scaled by {scale} (a log-variance's standard deviation is exp(0.5 * logvar)), not "
-                f"`{theirs.shown()}`; in burn, `{var(mean)} + {var(noise)} * {var(log_var)}"
-                f".mul_scalar({scale if '.' in scale else scale + '.0'}).exp()`")
-    if ours is not None and len(theirs.operands) == 1 and len(ours.operands) == 1 and theirs.operands == ours.operands:
-        operand = theirs.operands[0].shown
-        if theirs.function is None:
-            return (f"apply {said(ours.function)} to {operand} before {module}, as the PyTorch forward does: "
-                    f"{b_name} feeds it {operand} as it is (the activation is missing; `burn::tensor::activation`)")
-        if ours.function is None:
-            return (f"feed {module} {operand} as it is, as the PyTorch forward does: {b_name} applies "
-                    f"{said(theirs.function)} to it that PyTorch's forward does not")
-        return (f"use {said(ours.function)} between {operand} and {module}, as the PyTorch forward does, not "
-                f"{said(theirs.function)}")
-    if ours is not None and ours.function is None and theirs.function is None:
-        missing = [o.shown for o in ours.operands if o not in theirs.operands]
-        extra = [o.shown for o in theirs.operands if o not in ours.operands]
-        if missing and not extra:
-            return (f"add {' and '.join(missing)} to what {module} reads (a residual connection left out): the "
-                    f"PyTorch forward feeds it `{ours.shown()}`, {b_name} `{theirs.shown()}`")
-        if extra and not missing:
-            return (f"feed {module} `{ours.shown()}` as the PyTorch forward does: {b_name} adds {' and '.join(extra)} "
-                    "(a residual the PyTorch forward does not have, or one added twice)")
-    return (f"feed {module} what the PyTorch forward feeds it (`{ours.shown()}`" if ours is not None else
-            f"feed {module} what the PyTorch forward feeds it ({reads.input}") + \
-        f"), not `{theirs.shown()}`: compare the code between them with the PyTorch model's forward"
-
-
-def _attention_fix(module: str, ours, theirs, d_model: int, b_name: str, sources: list[str]) -> str:
-    """What to change in the attention before ``module``: the one setting of A's attention B's differs in."""
-    head_dim = d_model // ours.heads
-    if ours.scale != theirs.scale:
-        wanted = {"1/sqrt(head_dim)": f"1/sqrt(head_dim) = 1/sqrt({head_dim})", "1/sqrt(d_model)":
-                  f"1/sqrt(d_model) = 1/sqrt({d_model})", "1/head_dim": f"1/head_dim = 1/{head_dim}",
-                  "none": "none (the scores as they are)"}
-        return (f"scale the attention scores by {wanted[ours.scale]} as the PyTorch forward does, not "
-                f"{wanted[theirs.scale].split(' = ')[0]}: the scale is per head")
-    if ours.mask != theirs.mask:
-        return _mask_fix(ours, theirs, b_name)
-    if ours.order != theirs.order:
-        named = ", ".join(f"{role} from the {('first', 'second', 'third')[theirs.order.index(role)]} part"
-                          for role in "qkv")
-        where = f"the packed {sources[0]}" if len(sources) == 1 else ", ".join(sources)
-        return (f"take q, k and v from {where} in PyTorch's order ({' '.join(ours.order)}): {b_name} takes {named}")
-    if ours.softmax != theirs.softmax:
-        return ("take the softmax of the scores over the keys (the last axis, `softmax(scores, 3)` of "
-                "[batch, heads, queries, keys]), as the PyTorch forward does, not over the queries")
-    return (f"split the attention into {ours.heads} heads of {head_dim}, as the PyTorch forward does, not "
-            f"{theirs.heads} heads of {d_model // theirs.heads}")
-
-
-def _positioned_otherwise(comparison: Comparison, first, positions, after: str, kind: str | None) -> Diagnosis:
-    """A rotary embedding whose table is of other positions (`forensics.positions`): B's read back from its rows."""
-    b_name = comparison.side_name("b")
-    theirs = ", ".join(map(str, positions.b))
-    ours = ", ".join(map(str, positions.a))
-    restarted = positions.b and positions.b[0] == 0 and positions.a and positions.a[0] > 0
-    offset = (positions.b[0] - positions.a[0]) if positions.b and positions.a else None
-    evidence = (f"{first.name} differs (max|diff|={first.stats.max_abs:.3g}) while {after}: {b_name}'s "
-                f"{positions.module} ({kind or 'rotary embedding'}) computes the table of positions [{theirs}] where "
-                f"PyTorch's is of positions [{ours}] (the batch's position_ids); each row of {b_name}'s output is A's "
-                "row of that position")
-    if restarted:
-        fix = (f"count the positions of a step after the cache from the cache's length, as the PyTorch loop does: at "
-               f"step {positions.step}, positions {ours}, the batch's `position_ids` (`batch.int_input::<2>"
-               "(\"position_ids\")`), not from 0; a decode step's rotary angles are those of its place in the whole "
-               "sequence")
-    elif offset:
-        fix = (f"give {positions.module} the positions the PyTorch loop does (the batch's `position_ids`, "
-               f"[{ours}]): {b_name}'s are {offset:+d} off")
-    else:
-        fix = f"give {positions.module} the positions the PyTorch loop does (the batch's `position_ids`, [{ours}])"
-    return Diagnosis(ID, TITLE, evidence, fix)
-
-
-def _rope_otherwise(comparison: Comparison, first, rope, after: str, kind: str | None) -> Diagnosis:
-    """A rotary table of another layout or theta (`forensics.positions.measure_rope_form`), fitted on each side."""
-    b_name = comparison.side_name("b")
-    said = lambda form: f"{form[0]} with theta {form[1]:g}" + (  # noqa: E731
-        f" and its frequencies scaled ({form[2]})" if form[2] else "")
-    evidence = (f"{first.name} differs (max|diff|={first.stats.max_abs:.3g}) while {after}: {b_name}'s {rope.module} "
-                f"({kind or 'rotary embedding'}) computes RoPE's table as {said(rope.b)} where PyTorch's is "
-                f"{said(rope.a)} (each fitted on the step's positions: the cos of position x frequency, the "
-                "frequencies theta^(-2i/d) laid out in two halves for rotate_half, in pairs for interleaved)")
-    fixes = []
-    if rope.a[0] != rope.b[0]:
-        fixes.append("rotate as PyTorch's model does, rotate_half (x[i] with x[i + d/2], the frequencies in two "
-                     "halves), not interleaved pairs (x[2i] with x[2i+1]) as burn's `RotaryEncoding` does: write "
-                     "rotate_half by hand (`cat([-x2, x1])` of the two halves) or permute q's and k's features to "
-                     "interleaved order before `RotaryEncoding` and back after"
-                     if rope.a[0] == "rotate_half" else
-                     "rotate interleaved pairs (x[2i] with x[2i+1]) as PyTorch's model does (burn's `RotaryEncoding`), "
-                     "not rotate_half")
-    if rope.a[1] != rope.b[1]:
-        fixes.append(f"use RoPE's theta {rope.a[1]:g} as PyTorch's config does (`rope_theta`), not {rope.b[1]:g}: "
-                     f"`RotaryEncodingConfig::new(max_len, head_dim).with_theta({rope.a[1]:g}.0)`, or the inverse "
-                     f"frequencies 1 / {rope.a[1]:g}^(2i/d) by hand")
-    if rope.a[2] and not rope.b[2]:
-        fixes.append(f"scale RoPE's inverse frequencies as PyTorch's config does (`rope_scaling`, {rope.a[2]}: its "
-                     f"lowest frequencies divided by {rope.factor:.4g}, the highest left as theta^(-2i/d), those "
-                     "between blended), not theta^(-2i/d) alone: compute them as transformers' rope initialisation "
-                     f"for {rope.a[2]} does (for llama3: factor, low_freq_factor, high_freq_factor and "
-                     "original_max_position_embeddings of the config), or read them from the checkpoint's config "
-                     "and build the table from those frequencies")
-    elif rope.b[2] and not rope.a[2]:
-        fixes.append("leave RoPE's inverse frequencies unscaled, theta^(-2i/d), as PyTorch's config does (no "
-                     "`rope_scaling`)")
-    return Diagnosis(ID, TITLE, evidence, "; ".join(fixes))
-
-
-#: What to do for each change of `forensics.decode_attention.VARIANTS` B's attention made.
-_DECODE_FIXES = {
-    "kv_tiled": "repeat each key/value head in place for grouped-query attention, as PyTorch's `repeat_kv` does "
-                "(query head h reads key/value head h / n_rep: kv0, kv0, kv1, kv1, ...): "
-                "`x.unsqueeze_dim::<5>(2).expand([b, kv, n_rep, s, d]).reshape([b, kv * n_rep, s, d])`, not "
-                "`x.repeat_dim(1, n_rep)`, which tiles them (kv0, kv1, kv0, kv1, ...)",
-    "mask_unshifted": "offset the causal mask by the cache's length at a decode step: query t, at position past + t, "
-                      "sees keys 0..=past + t (`Tensor::tril_mask([s, past + s], past as i64, &device)`), or build "
-                      "no mask for a one-token step, which sees the whole cache; the prompt's mask (offset 0) hides "
-                      "the cache from it",
-    "no_mask": "mask the keys after each query (a causal mask: `Tensor::tril_mask([s, past + s], past as i64, "
-               "&device)` then `mask_fill(mask, f32::NEG_INFINITY)` on the scores), as PyTorch's decoder does",
-    "cache_not_appended": "store each step's keys and values back into the cache (`cache = cat([cache, new], "
-                          "seq_dim)` after every step, the prompt's and each decode step's), as PyTorch's "
-                          "`DynamicCache.update` does: B's cache stopped growing after the prompt",
-    "cache_doubled": "append each step's keys and values to the cache once: B appends them twice (the cache is "
-                     "updated both where the step's keys are made and again before the scores)",
-    "unscaled": "scale the scores by 1/sqrt(head_dim) before the softmax, as PyTorch's attention does (`scaling`)",
-    "scaled_by_dim": "scale the scores by 1/sqrt(head_dim), as PyTorch's attention does, not 1/head_dim",
-}
-
-
-def _decoded_otherwise(comparison: Comparison, first, decode, after: str) -> Diagnosis:
-    """A decoder attention re-run from the recorded projections (`forensics.decode_attention`): B's output is A's
-    attention with one change (heads' order, the mask or the cache at a decode step, the score scale)."""
-    from burnside.forensics.decode_attention import VARIANTS
-
-    b_name = comparison.side_name("b")
-    stage = "the prompt" if decode.step == 0 else f"decode step {decode.step}"
-    evidence = (f"{first.name} differs (max|diff|={first.stats.max_abs:.3g}) while {after}: re-run in float64 from "
-                f"each side's recorded q/k/v projections of every step up to this one ({stage}; {decode.heads} "
-                f"query heads, {decode.kv_heads} key/value heads of {decode.head_dim}), {b_name}'s "
-                f"{decode.module} is {VARIANTS[decode.changed]} (within {decode.residuals[decode.changed]:.2g}; "
-                f"as PyTorch computes it, {decode.residuals['as_pytorch']:.2g}; A's own reproduced within "
-                f"{decode.a_residual:.2g})")
-    return Diagnosis(ID, TITLE, evidence, _DECODE_FIXES[decode.changed])
-
-
-def _recorded(name: str) -> str:
-    """`activations.encoder` as a person reads it: `encoder's output`, `encoder's input`, `the batch's src`."""
-    stage, _, rest = name.partition(".")
-    return {"activations": f"{rest}'s output", "layer_inputs": f"{rest}'s input",
-            "inputs": f"the batch's `{rest}`"}.get(stage, name)
-
-
-def _masking(masking) -> str:
-    """A masking with its ids said as a person reads them."""
-    text = masking.shown()
-    if masking.ids:
-        stage, _, rest = masking.ids.partition(".")
-        said = f"the batch's `{rest}`" if stage == "inputs" else f"the ids {rest} is fed"
-        text = text.replace(f"of {masking.ids}", f"of {said}")
-    return text
-
-
-def masked_otherwise(comparison: Comparison, first, masks, after: str, kind: str | None) -> Diagnosis:
-    """PyTorch's attention layer re-run on A's recorded tensors with one attention's mask or memory changed gives B's
-    output (`forensics.transformer_layer`): that change, with the burn code that undoes it."""
-    b_name, attn = comparison.side_name("b"), masks.changed
-    ours, theirs = masks.own[attn], masks.b
-    role = ("cross-attention" if attn.endswith("multihead_attn") else "self-attention")
-    if ours.memory != theirs.memory:
-        what = (f"its {role} {attn} reads {_recorded(theirs.memory)} as its keys and values where PyTorch's reads "
-                f"{_recorded(ours.memory)} (the memory)")
-        fix = (f"give {attn} {_recorded(ours.memory)} as its memory, as the PyTorch forward does, not "
-               f"{_recorded(theirs.memory)}: burn's `TransformerDecoderInput::new(target, memory)` with `memory` "
-               "the encoder's output (by hand, `MhaInput::new(x, memory.clone(), memory)`)")
-    else:
-        what = f"its {role} {attn} runs with {_masking(theirs)} where PyTorch's has {_masking(ours)}"
-        fix = _mask_code(masks.kind, attn, ours, theirs)
-    evidence = (f"{first.name} differs (max|diff|={first.stats.max_abs:.3g}) while {after}: {b_name}'s {masks.module} "
-                f"({kind or masks.kind}) computes as PyTorch's does but {what}. Re-run on A's recorded tensors (each "
-                f"attention's masks found from its own recorded output), {b_name}'s output is the layer so within "
-                f"{masks.b_residual:.2g}, A's with its own masks within {masks.a_residual:.2g}")
-    return Diagnosis(ID, TITLE, evidence, fix)
-
-
-def _mask_code(kind: str, attn: str, ours, theirs) -> str:
-    """The burn code that gives ``attn`` A's masks (``ours``) where the port has ``theirs``."""
-    causal_a, causal_b = ours.mask.endswith("causal"), theirs.mask.endswith("causal")
-    pad_a = ours.mask.split("+")[0] if ours.mask.split("+")[0] in ("padding", "inverted") else ""
-    pad_b = theirs.mask.split("+")[0] if theirs.mask.split("+")[0] in ("padding", "inverted") else ""
-    ids = ours.ids or theirs.ids
-    stage, _, name = ids.partition(".")
-    ids_code = f"{name.split('#')[0].replace('.', '_')}_ids" if stage != "inputs" else name
-    setter = ("mask_pad" if kind != "TransformerDecoderLayer" else
-              "memory_mask_pad" if attn.endswith("multihead_attn") else "target_mask_pad")
-    holder = {"TransformerEncoderLayer": "TransformerEncoderInput::new(x)",
-              "TransformerDecoderLayer": "TransformerDecoderInput::new(target, memory)",
-              "MultiheadAttention": "MhaInput::new(query, key, value)"}[kind]
-    pad_code = f"`{holder}.{setter}({ids_code}.clone().equal_elem({0}))`"
-    parts = []
-    if causal_a and not causal_b:
-        attn_setter = "target_mask_attn" if kind == "TransformerDecoderLayer" else "mask_attn"
-        parts.append(f"mask {attn} causally as the PyTorch forward does (its `tgt_mask`, "
-                     "`generate_square_subsequent_mask`): "
-                     f"`{holder}.{attn_setter}(generate_autoregressive_mask(batch, seq, &device))` "
-                     "(`burn::nn::attention::generate_autoregressive_mask`)")
-    elif causal_b and not causal_a:
-        parts.append(f"leave the causal mask out of {attn}, as the PyTorch forward does (no `mask_attn`)")
-    if pad_a == "padding" and not pad_b:
-        parts.append(f"mask {attn}'s padded keys as the PyTorch forward does (its key padding mask): {pad_code}, "
-                     "burn's padding mask true at the padding")
-    elif pad_a == "padding" and pad_b == "inverted":
-        parts.append(f"invert {attn}'s padding mask: burn's `{setter}` is true where a key is padding (as PyTorch's "
-                     f"key_padding_mask), {pad_code}, not true at the tokens (`not_equal_elem`, or a mask of 1 at "
-                     "tokens as Hugging Face's attention_mask)")
-    elif pad_b and not pad_a:
-        parts.append(f"leave the padding mask out of {attn}, as the PyTorch forward does (no `{setter}`)")
-    return "; ".join(parts) or f"give {attn} the masks the PyTorch forward gives it ({_masking(ours)})"
-
-
-def _ids_of(name: str) -> str:
-    """A recorded id tensor as a person reads it: `the batch's token_type_ids`, `the ids x.wte is fed`."""
-    parsed = parse_name(name)
-    if parsed is not None and parsed.stage == "inputs":
-        return f"the batch's `{parsed.rest}`"
-    return f"the ids {parsed.rest if parsed is not None else name} is fed"
-
-
-def _looked_up_otherwise(comparison: Comparison, first, lookup, after: str, kind: str | None) -> Diagnosis:
-    """An embedding that looks up other rows of the same weight (`forensics.lookups`): B's ids read back from its
-    output, beside A's."""
-    from burnside.forensics.lookups import shown
-
-    module, b_name = lookup.module, comparison.side_name("b")
-    positions = "position" in module.rsplit(".", 1)[-1].lower()
-    what = "positions" if positions else "ids"
-    ours, theirs = shown(lookup.a_ids), shown(lookup.b_ids)
-    source = ("what A recorded feeding it" if lookup.a_source != "output" else "read back from A's output the same way")
-    relation = {"offset": f"offset {lookup.offset:+d}", "input": f"{b_name}'s are {_ids_of(lookup.other)}",
-                "clipped": f"A's clipped at {lookup.bound}", "other": ""}[lookup.how]
-    evidence = (f"{first.name} differs (max|diff|={first.stats.max_abs:.3g}) while {after}: {b_name}'s {module} "
-                f"({kind or 'Embedding'}) looks up other rows of the same weight: {b_name} looks up {what} {theirs} "
-                f"where A's looks up {ours}{f' ({relation})' if relation else ''}. Each row of {b_name}'s output is a "
-                f"row of the weight bit for bit, which gives the ids it looked up; A's are {source}")
-    run = ".." in ours
-    start = int(lookup.a_ids.reshape(-1)[0])
-    arange = (f"`Tensor::<1, Int>::arange({start}..seq as i64{f' + {start}' if start else ''}, &device)` "
-              "(reshaped to [1, seq] and expanded over the batch)")
-    if lookup.how == "offset" and positions and run:
-        fix = (f"count the positions from {start} as the PyTorch forward does, not from {start + lookup.offset}: "
-               f"{module}'s ids are {arange}; with the offset every token gets the embedding of the position "
-               f"{'after' if lookup.offset > 0 else 'before'} its own (an offset such as RoBERTa's padding_idx + 1 "
-               "belongs to that model's position ids, not to this one's)")
-    elif lookup.how == "offset":
-        fix = (f"feed {module} the ids the PyTorch forward does: {b_name} adds {lookup.offset:+d} to them "
-               f"({theirs} where PyTorch's are {ours})")
-    elif lookup.how == "input":
-        wanted = f"the position ids {ours}, {arange}" if positions and run else f"the ids {ours} ({lookup.a_source})"
-        fix = (f"feed {module} {wanted}, as the PyTorch forward does, not {_ids_of(lookup.other)}: another "
-               "input's ids passed in its place")
-    elif lookup.how == "clipped":
-        fix = (f"feed {module} the ids unclipped, as the PyTorch forward does: {b_name} clamps them at "
-               f"{lookup.bound} (a `clamp`, or ids cut to a smaller vocabulary); the weight has {lookup.rows} rows")
-    else:
-        fix = (f"feed {module} the ids the PyTorch forward does ({ours}), not {theirs}: compare the code that makes "
-               "them (the ids of another input, an offset or a slice)")
-    return Diagnosis(ID, TITLE, evidence, fix)
-
-
-def _mask_fix(ours, theirs, b_name: str) -> str:
-    """What to change in the masks of the attention's scores: the padding mask (kept, left out or inverted) and the
-    causal one, each where B's differs from A's (`forensics.attention.MASKS`)."""
-    def parts(mask: str) -> tuple[str, bool]:
-        return mask.split("+")[0] if mask.startswith(("padding", "inverted")) else "", mask.endswith("causal")
-
-    (pad_a, causal_a), (pad_b, causal_b) = parts(ours.mask), parts(theirs.mask)
-    name = ours.padding or "attention_mask"
-    masked = {"padding": 0, "inverted": 1}
-    said = []
-    if pad_a and not pad_b:
-        value = masked[pad_a]
-        convention = ("is 1 at a token, 0 at padding; Hugging Face adds a large negative to the scores of keys "
-                      "where it "
-                      "is 0" if value == 0 else "is 1 (true) at padding")
-        said.append(f"mask the padding keys before the softmax, as the PyTorch forward does: {b_name} leaves the "
-                    f"padding mask out, so each token attends to the padding too ({name} {convention}). In burn: "
-                    f"`let padding = {name}.equal_elem({value});` ([batch, seq] Bool, true at padding"
-                    f"{'' if value == 0 else '; the mask itself where the port holds it as Bool'}) and "
-                    "`let scores = scores.mask_fill(padding.reshape([batch, 1, 1, seq]).expand([batch, heads, seq, "
-                    "seq]), f32::MIN);` before `softmax(scores, 3)`, or burn's MultiHeadAttention with "
-                    "`MhaInput::self_attn(x).mask_pad(padding)`")
-    elif pad_a and pad_b and pad_a != pad_b:
-        value, other = masked[pad_a], masked[pad_b]
-        said.append(f"mask the keys where {name} is {value} (the padding), as the PyTorch forward does: {b_name} "
-                    f"masks where it is {other} (the tokens) and attends to the padding; in burn the mask to fill "
-                    f"is `{name}.equal_elem({value})`, not `{name}.equal_elem({other})`")
-    elif pad_b and not pad_a:
-        said.append(f"attend to every key, as the PyTorch forward does: {b_name} masks the scores by {name} where "
-                    "PyTorch's does not")
-    if causal_a and not causal_b:
-        said.append("mask the attention scores causally before the softmax, as the PyTorch forward does (each token "
-                    "attends to itself and the tokens before it: `mask_fill` of the upper triangle with -inf, or "
-                    "`burn::nn::attention::generate_autoregressive_mask`)")
-    elif causal_b and not causal_a:
-        said.append("attend to every token, as the PyTorch forward does: B masks the scores causally where PyTorch "
-                    "does not")
-    return "; and ".join(said)
-
-
 def _layer_input(comparison: Comparison, first, side: str) -> list[Diagnosis]:
     """What one side fed a layer (both record `layer_inputs`) differs first: the code before the layer."""
     module = parse_name(first.name).rest
@@ -647,36 +303,3 @@ _KNOWN_DEFAULTS = {
 }
 
 
-#: The burn code that applies a parameterless PyTorch module, by class.
-_BURN_OP = {
-    "ReLU": "burn::tensor::activation::relu(x)", "GELU": "burn::tensor::activation::gelu(x)",
-    "SiLU": "burn::tensor::activation::silu(x)", "Sigmoid": "burn::tensor::activation::sigmoid(x)",
-    "Tanh": "burn::tensor::activation::tanh(x)", "LeakyReLU": "burn::tensor::activation::leaky_relu(x, slope)",
-    "Softmax": "burn::tensor::activation::softmax(x, dim)",
-    "MaxPool2d": "`MaxPool2dConfig::new(kernel).init().forward(x)`",
-    "AvgPool2d": "`AvgPool2dConfig::new(kernel).init().forward(x)`",
-}
-
-
-def _operation_missing(comparison: Comparison, first, kind: str | None, module: str) -> Diagnosis | None:
-    """A port recorded by graph capture: the first diverging module is a parameterless one (an activation, a pooling)
-    and the operation of B's that stands for its output is of another kind (an Add where A applies a ReLU): B does
-    not apply it there."""
-    from burnside.compare.aligned import _OP_KINDS
-    b_kind = comparison.captured_kinds.get(first.name)
-    expected = _OP_KINDS.get(kind or "")
-    if not b_kind or not expected or b_kind in expected:
-        return None
-    return Diagnosis(
-        ID, TITLE,
-        f"{first.name} differs (max|diff|={first.stats.max_abs:.3g}); in {comparison.side_name('b')}'s captured graph "
-        f"the tensor at {module} ({kind}) comes from {_article(b_kind)} {b_kind}, "
-        f"and no {'/'.join(expected)} is applied to it: the "
-        f"port leaves the {kind} out there",
-        f"apply the {kind} where the PyTorch model does ({_BURN_OP.get(kind, kind)} on the {b_kind}'s result, e.g. "
-        "`relu(x + identity)` for a residual block's tail)" if kind == "ReLU" else
-        f"apply the {kind} where the PyTorch model does ({_BURN_OP.get(kind, kind)} on the {b_kind}'s result)")
-
-
-def _article(word: str) -> str:
-    return "an" if word[:1].upper() in "AEIOU" else "a"

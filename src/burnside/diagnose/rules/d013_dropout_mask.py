@@ -45,8 +45,8 @@ from __future__ import annotations
 
 from burnside.compare import Comparison
 from burnside.diagnose.diagnosis import Diagnosis
+from burnside.diagnose.dropout import is_dropout_divergence, is_forward, recorded_with_dropout
 from burnside.forensics import evidence_of
-from burnside.forensics.dropout import DROPOUT
 from burnside.rule import Severity
 from burnside.trace import parse_name
 
@@ -56,59 +56,13 @@ TITLE = "dropout masks differ"
 SEVERITY = Severity.ERROR
 
 
-def recorded_with_dropout(comparison: Comparison) -> list[tuple[str, str]]:
-    """(side, its dropouts) for each side whose trace says it was recorded with dropout on."""
-    found = []
-    for side, summary in (("a", comparison.a), ("b", comparison.b)):
-        said = summary.metadata.get("dropout")
-        if isinstance(said, str) and said.startswith("on"):
-            found.append((side, said.removeprefix("on").lstrip(": ")))
-    return found
-
-
-def is_dropout_divergence(comparison: Comparison) -> bool:
-    """Whether the first divergence is a dropout: one side's values measured as the other's with a dropout
-    applied, a forward row of a comparison where a side was recorded with dropout on, or, in a training trace,
-    a dropout layer's output whose input agrees.
-
-    The input is what A recorded feeding the dropout (`layer_inputs`) when it is not the activation before it
-    (a functional ReLU or GELU between them): agreeing only when B recorded it too and it agrees. In a forward
-    trace a dropout is off on the side recorded for inference, so a dropout's output that differs is a dropout
-    only when one side's values are measured as the other's zeroed and scaled by 1/(1 - p)."""
-    first = comparison.first_divergence
-    parsed = parse_name(first.name) if first is not None else None
-    if parsed is None or parsed.stage not in ("activations", "logits", "outputs", "loss"):
-        return False
-    if evidence_of(comparison).dropout is not None:
-        return True
-    if recorded_with_dropout(comparison):
-        return True
-    if parsed.stage != "activations" or _forward(comparison):
-        return False
-    kind, before = comparison.layer_of(first)
-    return kind in DROPOUT and _input_agrees(comparison, before)
-
-
-def _forward(comparison: Comparison) -> bool:
-    return any(side.metadata.get("kind") == "forward" for side in (comparison.a, comparison.b))
-
-
-def _input_agrees(comparison: Comparison, before) -> bool:
-    """Whether the dropout at the first divergence is fed the same on both sides, as far as recorded."""
-    fed = evidence_of(comparison).dropout_input
-    if fed is not None and fed.input_is_before is not True:
-        row = next((r for r in comparison.rows if r.name == fed.input), None)
-        return row is not None and row.passed
-    return before is None or before.passed
-
-
 def check(comparison: Comparison) -> list[Diagnosis]:
     """A diagnosis when the first divergence is a dropout layer's output, or a side ran with dropout on."""
     if not is_dropout_divergence(comparison):
         return []
     first = comparison.first_divergence
     measured = evidence_of(comparison).dropout
-    if measured is not None and _forward(comparison):
+    if measured is not None and is_forward(comparison):
         return [_measured(comparison, measured)]
     shown = f"; measured: {_shown(comparison, measured)}" if measured is not None else ""
     on = recorded_with_dropout(comparison)
