@@ -2,13 +2,14 @@
 //! with the rules of [`InitFile::load_module`](crate::InitFile::load_module), the files read by
 //! burn-store's own readers.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use burn::module::Module;
-use burn::store::{ModuleStore, PytorchStore, SafetensorsStore, bridge};
+use burn::store::{ModuleStore, PytorchStore, SafetensorsStore, bridge, map_indices_contiguous};
 
 use crate::init_file::{Source, load_tensors};
+use crate::param_paths::param_paths_with;
 use crate::{HostTensor, TorchNames, TraceError};
 
 /// Load the PyTorch checkpoint at `path` into `module`: the `state_dict` PyTorch saved
@@ -50,14 +51,28 @@ pub fn load_pytorch_checkpoint_with<M: Module>(
     names: &TorchNames,
 ) -> Result<M, TraceError> {
     let path = path.as_ref();
-    let tensors = read_checkpoint(path)?;
+    let (tensors, contiguous) = read_checkpoint(path)?;
     let source = Source {
         what: "checkpoint",
         with_names: "`load_pytorch_checkpoint_with(module, path, &names)`",
     };
+    // The file's names as PyTorch saved them (as the trace and the init file have them), each read
+    // under its contiguous name instead where the port holds that one and not PyTorch's: a port that
+    // mirrors an `nn.Sequential` with gaps (Linear at 0 and 3, a ReLU and a Dropout between) as a
+    // `Vec<Linear>` holds `fc.0` and `fc.1` for PyTorch's `fc.0` and `fc.3`.
+    let expected: BTreeSet<String> = param_paths_with(&module, names)
+        .into_iter()
+        .map(|e| e.torch)
+        .collect();
     load_tensors(
         module,
-        tensors.iter().map(|(name, value)| (name.as_str(), value)),
+        tensors.iter().map(|(name, value)| {
+            let name = match contiguous.get(name) {
+                Some(other) if !expected.contains(name) && expected.contains(other) => other,
+                _ => name,
+            };
+            (name.as_str(), value)
+        }),
         names,
         &source,
     )
@@ -67,8 +82,14 @@ pub fn load_pytorch_checkpoint_with<M: Module>(
     })
 }
 
-/// The tensors of the checkpoint at `path` by their `state_dict` names, read by burn-store.
-fn read_checkpoint(path: &Path) -> Result<BTreeMap<String, HostTensor>, TraceError> {
+/// A checkpoint's tensors by name.
+type Tensors = BTreeMap<String, HostTensor>;
+/// Names burn-store's contiguous mapping renumbers, each with the name it gives it.
+type Renumbered = BTreeMap<String, String>;
+
+/// The tensors of the checkpoint at `path` by their `state_dict` names, read by burn-store, and
+/// each name whose list indices burn-store's contiguous mapping renumbers, with its renumbered name.
+fn read_checkpoint(path: &Path) -> Result<(Tensors, Renumbered), TraceError> {
     let format = |message: String| TraceError::Format {
         path: path.to_path_buf(),
         message,
@@ -91,20 +112,22 @@ fn read_checkpoint(path: &Path) -> Result<BTreeMap<String, HostTensor>, TraceErr
         .extension()
         .map(|e| e.to_string_lossy().to_lowercase())
         .unwrap_or_default();
-    let tensors = match extension.as_str() {
+    // burn-store renumbers a `.pt` file's list indices to be contiguous unless told not to (and a
+    // `.safetensors` file's only when told): read as saved, the renumbering kept apart
+    let (tensors, contiguous) = match extension.as_str() {
         "safetensors" => {
-            let mut store = SafetensorsStore::from_file(path);
+            let mut store = SafetensorsStore::from_file(path).map_indices_contiguous(false);
             let tensors = store
                 .get_all_tensors()
                 .map_err(|e| format(format!("not a readable safetensors checkpoint: {e}")))?;
-            host_tensors(tensors)?
+            (host_tensors(tensors)?, renumbered(tensors))
         }
         "pt" | "pth" | "bin" => {
-            let mut store = PytorchStore::from_file(path);
+            let mut store = PytorchStore::from_file(path).map_indices_contiguous(false);
             let tensors = store
                 .get_all_tensors()
                 .map_err(|e| format(format!("not a readable PyTorch checkpoint: {e}")))?;
-            host_tensors(tensors)?
+            (host_tensors(tensors)?, renumbered(tensors))
         }
         _ => {
             return Err(format(
@@ -116,7 +139,18 @@ fn read_checkpoint(path: &Path) -> Result<BTreeMap<String, HostTensor>, TraceErr
     if tensors.is_empty() {
         return Err(format("the checkpoint holds no tensor".to_string()));
     }
-    Ok(tensors)
+    Ok((tensors, contiguous))
+}
+
+/// Each name burn-store's `map_indices_contiguous` renumbers (`fc.3.weight`), with the name it
+/// gives it (`fc.1.weight`).
+fn renumbered(tensors: &BTreeMap<String, burn::store::burn_pack::Tensor>) -> Renumbered {
+    let (_, transformations) = map_indices_contiguous(tensors.values().cloned().collect());
+    transformations
+        .into_iter()
+        .filter(|(new, original)| new != original)
+        .map(|(new, original)| (original, new))
+        .collect()
 }
 
 fn host_tensors(

@@ -10,7 +10,9 @@ use common::fixture;
 use burn::module::Module;
 use burn::nn::{BatchNorm, BatchNormConfig, Gru, GruConfig, Linear, LinearConfig};
 use burn::tensor::{Device, Tensor};
-use burnside_trace::{HostTensor, Inference, InitFile, PortArgs, SafetensorsFile, Tap, TraceError};
+use burnside_trace::{
+    HostTensor, Inference, InitFile, PortArgs, SafetensorsFile, Tap, TorchNames, TraceError,
+};
 
 /// The fixtures' model: `fc` (Linear 4 -> 6), `bn` (BatchNorm over the 6 features), `gru`
 /// (GRU 6 -> 5), on inputs `[batch, time, 4]`.
@@ -477,5 +479,63 @@ fn a_closure_that_keeps_state_across_batches_is_recorded_again_with_its_taps() {
     );
     for (name, tensor) in &eager.tensors {
         assert_eq!(restarted.tensors[name].bytes, tensor.bytes, "{name}");
+    }
+}
+
+/// A Linear module shaped as `nn.Sequential(Linear(3, 4), ReLU(), Dropout(), Linear(4, 2))`'s two
+/// Linears, either as a `Vec` (burn has no parameterless layers in it: indices 0 and 1) or as two
+/// named fields.
+#[derive(Module, Debug)]
+struct MlpVec {
+    mlp: Vec<Linear>,
+}
+
+#[derive(Module, Debug)]
+struct MlpFields {
+    fc1: Linear,
+    fc2: Linear,
+}
+
+/// A checkpoint whose `nn.Sequential` has gaps (`mlp.0`, `mlp.3`, as torchvision builds its MLP
+/// blocks) loads from `.pt` and `.safetensors` alike into a port holding PyTorch's names (two fields
+/// renamed to `mlp.0` and `mlp.3`) and into one holding the Linears as a `Vec` (`mlp.0`, `mlp.1`:
+/// burn-store's contiguous names): burn-store renumbers a `.pt` file's indices by default, which
+/// made the first fail on `.pt` ("mlp.1.weight" unused) and the second on `.safetensors`.
+#[test]
+fn a_sequential_with_gaps_loads_under_pytorchs_names_and_as_a_vec() {
+    let device = Device::default();
+    let names = TorchNames::new()
+        .rename(r"^fc1\.", "mlp.0.")
+        .unwrap()
+        .rename(r"^fc2\.", "mlp.3.")
+        .unwrap();
+    for file in ["sequential_gaps.pt", "sequential_gaps.safetensors"] {
+        let path = fixture(file);
+        let fields = MlpFields {
+            fc1: LinearConfig::new(3, 4).init(&device),
+            fc2: LinearConfig::new(4, 2).init(&device),
+        };
+        let fields = burnside_trace::load_pytorch_checkpoint_with(fields, &path, &names)
+            .unwrap_or_else(|e| panic!("{file}: {e}"));
+        let list = MlpVec {
+            mlp: vec![
+                LinearConfig::new(3, 4).init(&device),
+                LinearConfig::new(4, 2).init(&device),
+            ],
+        };
+        let list = burnside_trace::load_pytorch_checkpoint(list, &path)
+            .unwrap_or_else(|e| panic!("{file}: {e}"));
+        // the same checkpoint tensors on both: PyTorch's mlp.3 is fc2 and mlp[1]
+        for (a, b) in [
+            (&fields.fc1.weight, &list.mlp[0].weight),
+            (&fields.fc2.weight, &list.mlp[1].weight),
+        ] {
+            assert_eq!(a.val().into_data(), b.val().into_data(), "{file}");
+        }
+        assert_eq!(
+            fields.fc2.weight.val().dims(),
+            [4, 2],
+            "{file}: burn's [in, out]"
+        );
     }
 }
