@@ -94,3 +94,43 @@ def test_a_port_that_taps_no_layer_is_told_what_the_verdict_rests_on(tmp_path):
     full = compare_with_evidence(a, open_trace(burn_side(Tiny().eval(), batches, tmp_path / "c.safetensors",
                                                          float64=True, eval=True)))
     assert not [t for t, _ in finding_lines(full) if t.startswith("B records no layer")]
+
+
+class _Chain(nn.Module):
+    """fc0 -> fc1 (a large bias: its outputs round at 4.0's ulp) -> LayerNorm, which divides that rounding by the
+    outputs' small spread -> head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc0 = nn.Linear(16, 16)
+        self.fc1 = nn.Linear(16, 16)
+        self.norm = nn.LayerNorm(16)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.norm(self.fc1(self.fc0(x))))
+
+
+def test_rounding_grown_through_a_layer_already_out_of_tolerance_gets_no_cause(tmp_path):
+    """A correct diffusion port had been told D010 at a GroupNorm: the conv before it was out of tolerance by rounding
+    (within 32x the passing layers' rounding), and the norm grew that past 32x the passing layers' alone. The reach
+    now follows the chain: each layer out of tolerance within reach of the rounding before it adds to it."""
+    torch.manual_seed(0)
+    model = _Chain().eval()
+    with torch.no_grad():
+        model.fc1.bias.fill_(4.0)
+    batches = [{"x": torch.randn(2, 5, 16) * 0.1}]
+    a = open_trace(torch_side(model, batches, tmp_path / "a.safetensors"))
+    port = _Chain()
+    port.load_state_dict(model.state_dict())
+    b = open_trace(burn_side(port, batches, tmp_path / "b.safetensors", float64=True, eval=True))
+    d = {r.name: r.stats.max_abs for r in compare_with_evidence(a, b).rows}
+    fc0, fc1, norm = (d[f"step0.activations.{m}"] for m in ("fc0", "fc1", "norm"))
+    # measured: rounding at fc0, 16x at fc1 (out of the tolerance below, within 32x of fc0's), the norm grows it
+    # past 32x fc0's but within 32x fc1's
+    assert 0 < fc0 < fc1 <= 32 * fc0 < norm <= 32 * fc1, (fc0, fc1, norm)
+    comparison = compare_with_evidence(a, b, Tolerances(default=Tolerance(atol=(fc0 + fc1) / 2, rtol=0.0)))
+    assert comparison.first_divergence.name == "step0.activations.fc1"
+    norm_row = next(r for r in comparison.rows if r.name == "step0.activations.norm")
+    assert not norm_row.passed and comparison.within_rounding_reach(norm_row)
+    assert not [d for d in diagnose(comparison) if d.rule == "D010"], diagnose(comparison)
