@@ -103,6 +103,28 @@ _NARROWED = {torch.float64: torch.float32, torch.complex128: torch.complex64}
 #: Calls whose default tolerance is read from the dtype inside PyTorch's C++ code, out of reach of a pin:
 #: a float64 re-run that makes one with its default tolerance computes with float64's (named as unpinned).
 _DTYPE_TOLERANCES = {"linalg_pinv": "rtol", "linalg_matrix_rank": "rtol", "linalg_lstsq": "rcond"}
+#: The float32 dtypes a model's own code may ask for, each with what the float64 re-run makes in its place.
+_WIDENED = {torch.float32: torch.float64, torch.complex64: torch.complex128}
+#: torch's factories that take a `dtype=`: a tensor the forward makes in float32 (`torch.arange(half,
+#: dtype=torch.float32)` in a timestep embedding) is made in float64 by the re-run.
+_FACTORIES = frozenset(getattr(torch, name) for name in (
+    "arange", "zeros", "ones", "full", "empty", "linspace", "logspace", "tensor", "as_tensor", "eye", "zeros_like",
+    "ones_like", "full_like", "empty_like") if hasattr(torch, name))
+
+
+#: Where torch's and burnside's own sources are.
+_TORCH, _BURNSIDE = str(Path(torch.__file__).resolve().parent), str(Path(__file__).resolve().parent)
+
+
+def _caller() -> str | None:
+    """`file.py:line` of the code that made the torch call (the first frame outside torch): the model's or the
+    loss's own; None when it is burnside's (the recorder's own tensors are left as they are)."""
+    frame = sys._getframe(2)
+    while frame is not None and str(Path(frame.f_code.co_filename).resolve()).startswith(_TORCH):
+        frame = frame.f_back
+    if frame is None or str(Path(frame.f_code.co_filename).resolve()).startswith(_BURNSIDE):
+        return None
+    return f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}"
 
 
 class Float32Constants(TorchFunctionMode):
@@ -123,6 +145,11 @@ class Float32Constants(TorchFunctionMode):
       recorded sites say where to look. A name bound before the run (`from torch import finfo`) is not
       replaced.
 
+    The other way round, a float32 tensor the model's own code makes (`torch.arange(half, dtype=torch.float32)`,
+    `t.float()` of integer timesteps, `x.to(torch.float32)` as Hugging Face's RMSNorm upcasts) is made in float64
+    (`widened`, each call site once): the float32 loop's arithmetic in float64, where it would otherwise mix
+    dtypes (an error) or round the re-run to float32 there.
+
     Out of reach, and named as *unpinned* instead: the default tolerances of `torch.linalg.pinv`,
     `matrix_rank` and `lstsq`, read from the dtype in C++.
     `metadata()` gives the reference's metadata: ``pinned`` and ``unpinned``, each a ``; ``-separated list
@@ -134,6 +161,7 @@ class Float32Constants(TorchFunctionMode):
         super().__init__()
         self.pinned: list[str] = []
         self.unpinned: list[str] = []
+        self.widened: list[str] = []
         for i, model in enumerate(m for m in models if isinstance(m, nn.Module)):
             prefix = "" if i == 0 else "loss_fn."
             for name, module in model.named_modules():
@@ -174,6 +202,21 @@ class Float32Constants(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if func in _FACTORIES and kwargs.get("dtype") in _WIDENED and (where := _caller()) is not None:
+            self._note(self.widened, f"torch.{func.__name__}(dtype={str(kwargs['dtype']).removeprefix('torch.')}) "
+                                     f"at {where}")
+            kwargs = {**kwargs, "dtype": _WIDENED[kwargs["dtype"]]}
+        elif func is torch.Tensor.float and (where := _caller()) is not None:
+            self._note(self.widened, f".float() at {where}")
+            func = torch.Tensor.double
+        elif func in (torch.Tensor.to, torch.Tensor.type) and (
+                kwargs.get("dtype") in _WIDENED or any(a in _WIDENED for a in args[1:] if isinstance(a, torch.dtype))) \
+                and (where := _caller()) is not None:
+            asked = next(a for a in (*args[1:], kwargs.get("dtype")) if isinstance(a, torch.dtype) and a in _WIDENED)
+            self._note(self.widened, f".{func.__name__}({str(asked).removeprefix('torch.')}) at {where}")
+            args = tuple(_WIDENED.get(a, a) if isinstance(a, torch.dtype) else a for a in args)
+            if "dtype" in kwargs:
+                kwargs = {**kwargs, "dtype": _WIDENED.get(kwargs["dtype"], kwargs["dtype"])}
         if func is torch.nn.functional.rms_norm or func is torch.rms_norm:
             eps = args[3] if len(args) > 3 else kwargs.get("eps")
             x = args[0] if args else kwargs.get("input")
@@ -192,8 +235,9 @@ class Float32Constants(TorchFunctionMode):
         return func(*args, **kwargs)
 
     def metadata(self) -> dict[str, str]:
-        """``pinned`` and ``unpinned`` for the reference's metadata, each present when not empty."""
-        return {k: "; ".join(v) for k, v in (("pinned", self.pinned), ("unpinned", self.unpinned)) if v}
+        """``pinned``, ``unpinned`` and ``widened`` for the reference's metadata, each present when not empty."""
+        return {k: "; ".join(v) for k, v in (("pinned", self.pinned), ("unpinned", self.unpinned),
+                                              ("widened", self.widened)) if v}
 
 
 class _WithPins(Mapping):
@@ -232,9 +276,10 @@ def _float64_loss_errors() -> Iterator[None]:
         if ("Double" in text and "Float" in text) or ("double" in text and "float" in text):
             raise BurnsideError(
                 f"the float64 reference met a float32 tensor ({text.splitlines()[0]}): a loss or forward that holds "
-                "modules or tensors of its own (a frozen target network, class weights) must give them to the "
-                "reference: make the loss an nn.Module holding them (loss_fn=TDLoss(target_net)), which the "
-                "reference copies to float64 as it does the model") from None
+                "modules or tensors of its own (a frozen target network, class weights, a noise schedule made at "
+                "import) must give them to the reference: register a tensor the forward reads as a buffer of the "
+                "model (`self.register_buffer(\"alphas\", alphas)`), make the loss an nn.Module holding them "
+                "(loss_fn=TDLoss(target_net)); the reference copies both to float64 as it does the model") from None
         raise
 
 

@@ -178,3 +178,42 @@ def test_torch_finfo_is_put_back_when_the_run_fails(tmp_path) -> None:
         record_forward(model, {"x": torch.randn(2, 8)}, tmp_path / "a.safetensors",
                        reference=tmp_path / "ref.safetensors")
     assert torch.finfo(torch.float64).eps == np.finfo(np.float64).eps
+
+
+class _Denoiser(nn.Module):
+    """A diffusion denoiser's timestep embedding as such code is written: the frequencies made in float32 by name and
+    the integer timesteps cast with `.float()`, then an upcast `.to(torch.float32)` before a norm (as Hugging Face's
+    RMSNorm does)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.time = nn.Linear(8, 8)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, t: torch.Tensor) -> torch.Tensor:
+        freqs = torch.exp(-9.21 * torch.arange(4, dtype=torch.float32) / 4)
+        args = t[:, None].float() * freqs[None]
+        emb = torch.cat([torch.sin(args), torch.cos(args)], dim=-1)
+        h = self.time(emb).to(torch.float32)
+        return self.head(h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6))
+
+
+def test_float32_tensors_the_forward_makes_are_made_in_float64_by_the_reference(tmp_path) -> None:
+    """The reference had refused such a model ("met a float32 tensor ... mat1 and mat2 must have the same dtype"), or
+    would have rounded its re-run to float32 at an upcast: each call site is made in float64 and named (`widened`),
+    and the reference is the loop's arithmetic in float64, within float32 rounding of it."""
+    torch.manual_seed(0)
+    model = _Denoiser()
+    batch = {"t": torch.randint(0, 1000, (6,))}
+    a = record_forward(model, batch, tmp_path / "a.safetensors", reference=tmp_path / "ref.safetensors")
+    meta = open_trace(tmp_path / "ref.safetensors").metadata
+    for site in ("torch.arange(dtype=float32) at test_reference_fidelity.py", ".float() at test_reference_fidelity.py",
+                 ".to(float32) at test_reference_fidelity.py"):
+        assert site in meta["widened"], meta["widened"]
+    ref = open_trace(tmp_path / "ref.safetensors")
+    assert ref.info("step0.outputs.output").dtype == "F64"
+    loop = open_trace(a)
+    assert _relative(np.asarray(loop.array("step0.outputs.output")),
+                     np.asarray(ref.array("step0.outputs.output"))) < 1e-5
+    # the recorder's own float32 tensors are left as they are, and the model as given
+    assert all(p.dtype == torch.float32 for p in model.parameters())
