@@ -449,3 +449,49 @@ def test_every_layer_of_a_correct_port_measures_the_same_on_both_sides(tmp_path,
     assert measured["bn"]["statistics"] == "running" and measured["bn"]["epsilon"] == pytest.approx(1e-5, rel=0.05)
     assert measured["gn"]["groups"] == "2" and measured["act"] == {"gelu": "erf"}
     assert measured["gru"] == {"layout": "batch-first"}
+
+
+class _Encoder(nn.Module):
+    """torchvision's ViT encoder in small: a position embedding the module holds itself, beside its layers, added to
+    its input in its own forward (``add_pos`` False: a port that leaves the addition out)."""
+
+    def __init__(self, add_pos: bool = True) -> None:
+        super().__init__()
+        self.pos_embedding = nn.Parameter(torch.randn(1, 5, 8) * 0.2)
+        self.ln = nn.LayerNorm(8)
+        self.fc = nn.Linear(8, 3)
+        self.add_pos = add_pos
+
+    def forward(self, x):
+        return self.fc(self.ln(x + self.pos_embedding if self.add_pos else x))
+
+
+class _Vit(nn.Module):
+    def __init__(self, add_pos: bool = True) -> None:
+        super().__init__()
+        self.encoder = _Encoder(add_pos)
+
+    def forward(self, x):
+        return self.encoder(x)
+
+
+def test_a_parameter_a_module_holds_itself_and_the_port_never_reads_is_told_its_use_not_a_layer(tmp_path):
+    """A ViT port that never adds `encoder.pos_embedding` (graph capture finds it unread: `Comparison.unread`, which
+    `compare.aligned` measures from the captured graph) had been told "the port leaves encoder (Encoder) out of its
+    forward: apply encoder"; the parameter is the module's own, beside its layers, and the fix says its use."""
+    torch.manual_seed(0)
+    model, port = _Vit(), _Vit(add_pos=False)
+    port.load_state_dict(model.state_dict())
+    batches = _batches(2, 5, 8)
+    a = torch_side(model, batches, tmp_path / "a.safetensors")
+    b = burn_side(port, batches, tmp_path / "b.safetensors")
+    comparison = compare_with_evidence(open_trace(a), open_trace(b))
+    comparison.unread = ["encoder.pos_embedding"]  # what the capture of such a port finds
+    found = {d.rule: d for d in diagnose(comparison)}
+    assert "held by encoder (_Encoder) itself, beside its layers" in found["D008"].evidence, found["D008"].evidence
+    assert "a position embedding: added to the tokens, `x + pos_embedding.val()`" in found["D008"].fix
+    assert "apply encoder" not in found["D008"].fix
+    # a layer's own parameter left unread is still told to apply the layer
+    comparison.unread = ["encoder.fc.weight", "encoder.fc.bias"]
+    found = {d.rule: d for d in diagnose(comparison)}
+    assert "apply encoder.fc (Linear)" in found["D008"].fix, found["D008"].fix

@@ -314,3 +314,59 @@ def test_a_padding_mask_true_at_padding_left_out_is_named_at_the_output_projecti
     assert "where A's c_proj reads `attention of query, key, value (4 heads, scale 1/sqrt(8), padding mask " \
            "(key_padding_mask 1 masked)" in evidence, evidence
     assert "`let padding = key_padding_mask.equal_elem(1);`" in found["D010"].fix, found["D010"].fix
+
+
+# 3. a concatenation in the other order
+
+
+class TimeEmbedding(nn.Module):
+    """A diffusion model's sinusoidal timestep embedding, cat([sin, cos]) (``swapped``: cat([cos, sin]), a port's
+    slip), then a Linear: nothing records the embedding but the Linear's input."""
+
+    def __init__(self, swapped: bool = False) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 6)
+        self.swapped = swapped
+
+    def forward(self, x):
+        args = x[..., :1] * torch.exp(-torch.arange(4) * 2.3)
+        parts = [torch.cos(args), torch.sin(args)] if self.swapped else [torch.sin(args), torch.cos(args)]
+        return self.fc(torch.cat(parts, dim=-1))
+
+
+class SkipConcat(nn.Module):
+    """A UNet's skip connection: conv2 reads cat([up, skip]) over the channels (``swapped``: cat([skip, up]))."""
+
+    def __init__(self, swapped: bool = False) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 4, 3, padding=1)
+        self.up = nn.Conv2d(4, 4, 3, padding=1)
+        self.conv2 = nn.Conv2d(8, 5, 3, padding=1)
+        self.swapped = swapped
+
+    def forward(self, x):
+        skip = torch.relu(self.conv1(x))
+        up = self.up(skip)
+        return self.conv2(torch.cat([skip, up] if self.swapped else [up, skip], dim=1))
+
+
+@pytest.mark.parametrize(("model", "shape", "module", "what"),
+                         [(TimeEmbedding, (5, 3), "fc", "features"), (SkipConcat, (2, 3, 6, 6), "conv2", "channels")],
+                         ids=["sin-cos", "skip-order"])
+def test_a_concatenation_in_the_other_order_is_named(tmp_path, model, shape, module, what):
+    """Each had the generic D010 ("computes something else from the inputs up to fc"); B's layer reads A's recorded
+    input with its two halves swapped, which names the order to restore."""
+    torch.manual_seed(0)
+    ours = model()
+    theirs = model(swapped=True)
+    theirs.load_state_dict(ours.state_dict())
+    comparison, found = _found(tmp_path, ours, theirs, *shape)
+    assert comparison.first_divergence.name == f"step0.activations.{module}"
+    assert f"{module}'s input with its two halves in the other order" in found["D010"].evidence, found["D010"].evidence
+    assert f"the two halves of its {what} swapped" in found["D010"].fix, found["D010"].fix
+    assert "`Tensor::cat(vec![...], dim)` in PyTorch's order" in found["D010"].fix
+    # the faithful port reads nothing of the kind
+    faithful = model()
+    faithful.load_state_dict(ours.state_dict())
+    comparison, found = _found(tmp_path, ours, faithful, *shape)
+    assert comparison.passed and not found

@@ -82,6 +82,8 @@ class Candidate:
         """`gelu(fc1)`, `fc1`, `blocks.0's input + blocks.0.attn`, `attention of c_attn (4 heads, ...)`."""
         if self.attention is not None:
             return f"attention of {', '.join(o.shown for o in self.operands)} ({self.attention.shown(self.d_model)})"
+        if self.function is not None and self.function.startswith("halves:"):
+            return f"{self.operands[0].shown} with its two halves in the other order"
         if self.function is not None and self.function.startswith("reparam:"):
             mean, noise, log_var = (o.shown for o in self.operands)
             scale = self.function.removeprefix("reparam:")
@@ -152,7 +154,9 @@ def measure_reads(a: Trace, b: Trace, first: str) -> LayerReads | None:
         pool = _pool(a, k, module, order, source, layer.part)
         # those of the layer's own input last: of two of one value, `relu(fc1)` is kept (it says what A read), not
         # the input itself or `relu(fc2's input)`
-        candidates = sorted(_candidates(pool), key=lambda c: any(o.name == source for o in c.operands))
+        # a concatenation in the other order swaps the halves of the feature axis (a Linear's last, a conv's channels)
+        axis = 1 if kind in conv.KINDS else -1
+        candidates = sorted(_candidates(pool, axis), key=lambda c: any(o.name == source for o in c.operands))
         if not candidates:
             return None
         values: dict[Candidate, np.ndarray] = {}
@@ -303,11 +307,14 @@ def _pool(a: Trace, k: int, module: str, order: list, source: str,
     return pool
 
 
-def _candidates(pool: list[tuple[Operand, np.ndarray]]) -> list[Candidate]:
-    """Each pooled tensor as it is and under each activation, and each two summed."""
+def _candidates(pool: list[tuple[Operand, np.ndarray]], axis: int = -1) -> list[Candidate]:
+    """Each pooled tensor as it is, under each activation and with the two halves of its feature ``axis`` swapped
+    (a concatenation in the other order: `cat([cos, sin])` for `cat([sin, cos])`, a skip connection's), and each
+    two summed."""
     operands = [o for o, _ in pool]
     found = [Candidate((o,)) for o in operands]
     found += [Candidate((o,), f) for o in operands for f in FUNCTIONS]
+    found += [Candidate((o,), f"halves:{axis}") for o, v in pool if v.ndim and v.shape[axis] % 2 == 0]
     found += [Candidate(pair) for pair in itertools.combinations(operands, 2)]
     # a VAE's reparameterisation, mean + noise * exp(scale * log-variance): the noise a batch input, the mean and the
     # log-variance module outputs; the scale 0.5 (the standard deviation of a log-variance) or 1 (its variance)
@@ -361,6 +368,10 @@ def _attention_output(a: Trace, b: Trace, first: str, module: str, kind: str, k:
 
 def _value(candidate: Candidate, values: dict[str, np.ndarray]) -> np.ndarray:
     """The candidate's value from the pooled tensors, by name."""
+    if candidate.function is not None and candidate.function.startswith("halves:"):
+        value = values[candidate.operands[0].name]
+        axis = int(candidate.function.removeprefix("halves:"))
+        return np.roll(value, value.shape[axis] // 2, axis=axis)
     if candidate.function is not None and candidate.function.startswith("reparam:"):
         mean, noise, log_var = (values[o.name] for o in candidate.operands)
         return mean + noise * np.exp(float(candidate.function.removeprefix("reparam:")) * log_var)

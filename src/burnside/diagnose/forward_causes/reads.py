@@ -49,6 +49,13 @@ def _read_fix(reads, b_name: str) -> str:
                 f"{log_var} scaled by {scale} (a log-variance's standard deviation is exp(0.5 * logvar)), not "
                 f"`{theirs.shown()}`; in burn, `{var(mean)} + {var(noise)} * {var(log_var)}"
                 f".mul_scalar({scale if '.' in scale else scale + '.0'}).exp()`")
+    if (theirs.function or "").startswith("halves:"):
+        operand = theirs.operands[0].shown
+        what = "channels" if theirs.function == "halves:1" else "features"
+        return (f"concatenate what {module} reads in the PyTorch forward's order: {b_name} feeds it {operand} with the "
+                f"two halves of its {what} swapped, `cat([b, a])` where PyTorch's forward has `cat([a, b])` (a "
+                "sinusoidal embedding's sin and cos, a skip connection and the upsampled tensor): put the parts in "
+                "`Tensor::cat(vec![...], dim)` in PyTorch's order")
     if ours is not None and len(theirs.operands) == 1 and len(ours.operands) == 1 and theirs.operands == ours.operands:
         operand = theirs.operands[0].shown
         if theirs.function is None:

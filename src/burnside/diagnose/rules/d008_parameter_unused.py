@@ -87,11 +87,27 @@ def check(comparison: Comparison) -> list[Diagnosis]:
 
 def _unread(comparison: Comparison) -> list[Diagnosis]:
     """A port recorded by graph capture whose forward pass never reads some parameters it holds, where the forward
-    differs: the layers they belong to are left out of the port's forward."""
+    differs: the layers they belong to are left out of the port's forward, or, for a parameter a module holds itself
+    beside its layers (torchvision's `encoder.pos_embedding`, a class token), the use the module's own forward makes
+    of it."""
     if not comparison.unread or comparison.first_divergence is None:
         return []
-    modules = list(dict.fromkeys(p.rsplit(".", 1)[0] for p in comparison.unread))
     kinds = comparison.a.metadata.get("modules") or {}
+    # a parameter of a module that has layers of its own is used by that module's own forward (added, prepended,
+    # scaled by), not a layer to apply
+    bare = [p for p in comparison.unread if "." in p and any(m.startswith(p.rsplit(".", 1)[0] + ".") for m in kinds)]
+    if bare and len(bare) == len(comparison.unread):
+        shown = ", ".join(f"{p} (held by {p.rsplit('.', 1)[0]} ({kinds.get(p.rsplit('.', 1)[0], 'a module')}) "
+                          "itself, beside its layers)" for p in bare[:4])
+        more = f" and {len(bare) - 4} more" if len(bare) > 4 else ""
+        return [Diagnosis(
+            ID, TITLE,
+            f"{comparison.side_name('b')}'s forward pass, as its captured graph records it, never reads {shown}{more}, "
+            f"which it holds as loaded; {comparison.first_divergence.name} differs: the port leaves out what the "
+            "module's own forward does with it",
+            "use " + " and ".join(_bare_use(p) for p in bare[:4]) + " in the port's forward where the PyTorch module's "
+            "own forward does")]
+    modules = list(dict.fromkeys(p.rsplit(".", 1)[0] for p in comparison.unread))
     named = ", ".join(f"{m} ({kinds[m]})" if m in kinds else m for m in modules[:4])
     more = f" and {len(modules) - 4} more" if len(modules) > 4 else ""
     params = ", ".join(comparison.unread[:4]) + (f" and {len(comparison.unread) - 4} more"
@@ -103,3 +119,14 @@ def _unread(comparison: Comparison) -> list[Diagnosis]:
         "forward",
         f"apply {named}{more} in the port's forward where the PyTorch model does (its module's `forward` on the "
         "input PyTorch gives it, added or chained as in the PyTorch forward)")]
+
+
+def _bare_use(param: str) -> str:
+    """How a module's own forward most often uses a parameter it holds itself, by its name."""
+    leaf = param.rsplit(".", 1)[-1].lower()
+    if "pos" in leaf:
+        return f"{param} (a position embedding: added to the tokens, `x + {leaf}.val()`)"
+    if "token" in leaf or "cls" in leaf:
+        return (f"{param} (a class token: expanded over the batch and put before the tokens, "
+                f"`Tensor::cat(vec![{leaf}.val().expand([batch, 1, d]), x], 1)`)")
+    return f"{param}"
