@@ -370,3 +370,32 @@ def test_a_concatenation_in_the_other_order_is_named(tmp_path, model, shape, mod
     faithful.load_state_dict(ours.state_dict())
     comparison, found = _found(tmp_path, ours, faithful, *shape)
     assert comparison.passed and not found
+
+
+class Classifier(nn.Module):
+    """A sequence classifier's head on the class token (``read``: the port's reduction of the tokens instead)."""
+
+    def __init__(self, read: str = "first") -> None:
+        super().__init__()
+        self.encoder = nn.Linear(8, 8)
+        self.head = nn.Linear(8, 3)
+        self.read = read
+
+    def forward(self, x):
+        h = self.encoder(x)
+        return self.head({"first": h[:, 0], "mean": h.mean(dim=1), "last": h[:, -1]}[self.read])
+
+
+@pytest.mark.parametrize("theirs", ["mean", "last"])
+def test_a_head_reading_the_tokens_otherwise_is_named(tmp_path, theirs):
+    """A ViT port reading the mean of the tokens where torchvision reads the class token had D010's generic "between
+    encoder and heads.head"; the head's input is found as a reduction of the encoder's recorded tokens on each side."""
+    torch.manual_seed(0)
+    ours = Classifier()
+    port = Classifier(read=theirs)
+    port.load_state_dict(ours.state_dict())
+    comparison, found = _found(tmp_path, ours, port, 4, 5, 8)
+    assert comparison.first_divergence.name == "step0.activations.head"
+    said = {"mean": "encoder's mean over the tokens", "last": "encoder's last token"}[theirs]
+    assert f"head of `{said}`" in found["D010"].evidence, found["D010"].evidence
+    assert "feed head encoder's first token as the PyTorch forward does" in found["D010"].fix, found["D010"].fix

@@ -152,6 +152,8 @@ def measure_reads(a: Trace, b: Trace, first: str) -> LayerReads | None:
         if y_b is None or relative(y_b, layer.run_b(x_a)) <= 10 * VALID:
             return None  # B's layer computes A's output from A's input: rounding, nothing fed otherwise
         pool = _pool(a, k, module, order, source, layer.part)
+        if kind == "Linear" and len(a.info(source).shape) == 2:
+            pool += _token_reductions(a, k, module, order, a.info(source).shape, layer.part)
         # those of the layer's own input last: of two of one value, `relu(fc1)` is kept (it says what A read), not
         # the input itself or `relu(fc2's input)`
         # a concatenation in the other order swaps the halves of the feature axis (a Linear's last, a conv's channels)
@@ -307,6 +309,35 @@ def _pool(a: Trace, k: int, module: str, order: list, source: str,
     return pool
 
 
+#: How a head reads a sequence of token vectors: one token, or all of them reduced (`_token_reductions`).
+TOKEN_READS = {"first": ("its first token", lambda x: x[:, 0]), "last": ("its last token", lambda x: x[:, -1]),
+               "mean": ("its mean over the tokens", lambda x: x.mean(axis=1)),
+               "max": ("its max over the tokens", lambda x: x.max(axis=1))}
+
+
+def _token_reductions(a: Trace, k: int, module: str, order: list, shape: tuple[int, ...],
+                      part: Callable[[np.ndarray], np.ndarray]) -> list[tuple[Operand, np.ndarray]]:
+    """A Linear fed one vector per sample ([batch, width]) after layers that make one per token: the nearest two
+    module outputs of [batch, tokens, width] recorded before it, each read as a classifier head reads a sequence
+    (`TOKEN_READS`: the class token first, the last token, the mean or max over the tokens)."""
+    found: list[tuple[Operand, np.ndarray]] = []
+    for m in reversed(order[:order.index(module)]):
+        if len(found) >= 2 * len(TOKEN_READS):
+            break
+        name = f"step{k}.activations.{m}"
+        if name not in a or a.info(name).dtype not in FLOATS:
+            continue
+        got = a.info(name).shape
+        if len(got) != 3 or got[0] != shape[0] or got[2] != shape[1] or got[1] < 2:
+            continue
+        value = read(a, name)
+        if value is None:
+            continue
+        for how, (shown, reduce) in TOKEN_READS.items():
+            found.append((Operand(f"{name}|{how}", f"{m}'s {shown.removeprefix('its ')}"), part(reduce(value))))
+    return found
+
+
 def _candidates(pool: list[tuple[Operand, np.ndarray]], axis: int = -1) -> list[Candidate]:
     """Each pooled tensor as it is, under each activation and with the two halves of its feature ``axis`` swapped
     (a concatenation in the other order: `cat([cos, sin])` for `cat([sin, cos])`, a skip connection's), and each
@@ -319,7 +350,7 @@ def _candidates(pool: list[tuple[Operand, np.ndarray]], axis: int = -1) -> list[
     # a VAE's reparameterisation, mean + noise * exp(scale * log-variance): the noise a batch input, the mean and the
     # log-variance module outputs; the scale 0.5 (the standard deviation of a log-variance) or 1 (its variance)
     noises = [o for o in operands if o.shown.startswith("input ")]
-    outputs = [o for o in operands if ".activations." in o.name]
+    outputs = [o for o in operands if ".activations." in o.name and "|" not in o.name]
     found += [Candidate((mean, noise, log_var), f"reparam:{scale}") for noise in noises
               for mean, log_var in itertools.permutations(outputs, 2) for scale in REPARAM_SCALES]
     return found

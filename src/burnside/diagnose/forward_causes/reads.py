@@ -49,6 +49,16 @@ def _read_fix(reads, b_name: str) -> str:
                 f"{log_var} scaled by {scale} (a log-variance's standard deviation is exp(0.5 * logvar)), not "
                 f"`{theirs.shown()}`; in burn, `{var(mean)} + {var(noise)} * {var(log_var)}"
                 f".mul_scalar({scale if '.' in scale else scale + '.0'}).exp()`")
+    tokens = {"first": "`x.slice([0..batch, 0..1]).squeeze_dim::<2>(1)`",
+              "last": "`x.slice([0..batch, seq - 1..seq]).squeeze_dim::<2>(1)`",
+              "mean": "`x.mean_dim(1).squeeze_dim::<2>(1)`", "max": "`x.max_dim(1).squeeze_dim::<2>(1)`"}
+    if ours is not None and theirs.function is None and ours.function is None and len(theirs.operands) == 1 \
+            and len(ours.operands) == 1 and all("|" in o.name for o in (*theirs.operands, *ours.operands)) \
+            and theirs.operands[0].name.split("|")[0] == ours.operands[0].name.split("|")[0]:
+        how = ours.operands[0].name.split("|")[1]
+        return (f"feed {module} {ours.operands[0].shown} as the PyTorch forward does ({tokens[how]} of the "
+                f"[batch, tokens, width] output), not {theirs.operands[0].shown}: a class token read where PyTorch "
+                "reads it (torchvision's ViT and BERT's pooler read the first token), not pooled otherwise")
     if (theirs.function or "").startswith("halves:"):
         operand = theirs.operands[0].shown
         what = "channels" if theirs.function == "halves:1" else "features"
