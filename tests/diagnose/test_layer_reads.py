@@ -399,3 +399,38 @@ def test_a_head_reading_the_tokens_otherwise_is_named(tmp_path, theirs):
     said = {"mean": "encoder's mean over the tokens", "last": "encoder's last token"}[theirs]
     assert f"head of `{said}`" in found["D010"].evidence, found["D010"].evidence
     assert "feed head encoder's first token as the PyTorch forward does" in found["D010"].fix, found["D010"].fix
+
+
+# 4. an attention of PyTorch's own with another number of heads
+
+
+class Encoded(nn.Module):
+    """A ViT-style block in small: nn.MultiheadAttention (batch-first) or a whole nn.TransformerEncoderLayer."""
+
+    def __init__(self, layer: bool, heads: int = 2) -> None:
+        super().__init__()
+        self.embed = nn.Linear(6, 8)
+        self.block = nn.TransformerEncoderLayer(8, heads, 16, dropout=0.0, batch_first=True) if layer else \
+            nn.MultiheadAttention(8, heads, batch_first=True)
+        self.layer = layer
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x):
+        h = self.embed(x)
+        h = self.block(h) if self.layer else self.block(h, h, h, need_weights=False)[0]
+        return self.head(h)
+
+
+@pytest.mark.parametrize("layer", [False, True], ids=["MultiheadAttention", "TransformerEncoderLayer"])
+def test_an_attention_with_another_number_of_heads_is_named(tmp_path, layer):
+    """A ViT port built with 8 heads where torchvision's has 4 (the same weights load: nothing fails) had D010's
+    generic text with notes of burn's defaults; re-run with A's masks, B's output is the attention of 4 heads."""
+    torch.manual_seed(0)
+    ours = Encoded(layer)
+    port = Encoded(layer, heads=4)
+    port.load_state_dict(ours.state_dict())
+    comparison, found = _found(tmp_path, ours, port, 3, 5, 6)
+    assert comparison.first_divergence.name.startswith("step0.activations.block"), comparison.first_divergence.name
+    assert "splits the width into 4 heads where PyTorch's has 2 (`num_heads`)" in found["D010"].evidence, \
+        found["D010"].evidence
+    assert "`MultiHeadAttentionConfig::new(d_model, 2)`" in found["D010"].fix

@@ -20,7 +20,7 @@ further off, is what B ran. Batch-first layers only, the first `SAMPLES` samples
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -70,6 +70,10 @@ class LayerMasks:
     b: Masking | None
     b_residual: float
     tried: int
+    #: each attention's number of heads on A (`num_heads`), and B's for the one changed (its own when the change is
+    #: a mask or the memory)
+    heads: dict[str, int] = field(default_factory=dict)
+    b_heads: int = 0
 
     def to_dict(self) -> dict:
         """For `--json`."""
@@ -77,7 +81,7 @@ class LayerMasks:
                 "own": {m: {"mask": x.mask, "ids": x.ids, "memory": x.memory} for m, x in self.own.items()},
                 "a_residual": self.a_residual, "changed": self.changed,
                 "b": {"mask": self.b.mask, "ids": self.b.ids, "memory": self.b.memory} if self.b else None,
-                "b_residual": self.b_residual, "tried": self.tried}
+                "b_residual": self.b_residual, "tried": self.tried, "heads": self.heads, "b_heads": self.b_heads}
 
 
 def _param(t: Trace, k: int, name: str) -> np.ndarray | None:
@@ -292,6 +296,7 @@ def measure_masks(a: Trace, b: Trace, first: str, module: str, kind: str, k: int
                     if residual <= VALID:
                         layer_b = _layer(b, a, k, module, kind, heads, norm_first, activation) or layer_a
                         a_residual = residual
+                        form = (norm_first, activation)
                         break
                 if layer_b is not None:
                     break
@@ -307,19 +312,39 @@ def measure_masks(a: Trace, b: Trace, first: str, module: str, kind: str, k: int
                         return None
                 memory = memories[masks[attentions[1]].memory] if len(attentions) > 1 else None
                 return layer_b(x, memory, allowed)
-        fits: dict[tuple[str, Masking], float] = {}
+        fits: dict[tuple[str, Masking, int], float] = {}
         for m in attentions:
             for masking in options(m):
                 if masking == own[m]:
                     continue
                 out = whole({**own, m: masking})
                 if out is not None:
-                    fits[(m, masking)] = _fit(y_b, out)
+                    fits[(m, masking, heads[m])] = _fit(y_b, out)
+        # with A's masks, another number of heads (burn's `MultiHeadAttentionConfig::new(d_model, n_heads)`)
+        for m in attentions:
+            for count in (h for h in range(1, min(shape[2], 64) + 1) if shape[2] % h == 0 and h != heads[m]):
+                changed = {**heads, m: count}
+                if kind == "MultiheadAttention":
+                    run_h = _mha(b, k, module, count) or _mha(a, k, module, count)
+                    allowed = _allowed(own[m], n, x.shape[1], x.shape[1], ids)
+                    out = None if run_h is None or own[m].memory or allowed is None else run_h(x, x, allowed)
+                else:
+                    layer_h = _layer(b, a, k, module, kind, changed, *form) or _layer(a, a, k, module, kind,
+                                                                                      changed, *form)
+                    out = None
+                    if layer_h is not None:
+                        masks = {o.rsplit(".", 1)[1]: _allowed(own[o], n, x.shape[1], (memories[own[o].memory]
+                                 if own[o].memory else x).shape[1], ids) for o in attentions}
+                        memory = memories[own[attentions[1]].memory] if len(attentions) > 1 else None
+                        out = layer_h(x, memory, masks) if all(v is not None for v in masks.values()) else None
+                if out is not None:
+                    fits[(m, own[m], count)] = _fit(y_b, out)
     ranked = sorted(fits, key=fits.__getitem__)
     best = ranked[0] if ranked and fits[ranked[0]] <= VALID and (
         len(ranked) == 1 or fits[ranked[1]] > 10 * fits[ranked[0]]) else None
     return LayerMasks(module, kind, k, own, a_residual, best[0] if best else None, best[1] if best else None,
-                      fits[best] if best else (min(fits.values()) if fits else math.inf), len(fits))
+                      fits[best] if best else (min(fits.values()) if fits else math.inf), len(fits),
+                      heads=heads, b_heads=best[2] if best else 0)
 
 
 __all__ = ["KINDS", "LayerMasks", "Masking", "measure_masks"]

@@ -29,6 +29,17 @@ def masked_otherwise(comparison: Comparison, first, masks, after: str, kind: str
     b_name, attn = comparison.side_name("b"), masks.changed
     ours, theirs = masks.own[attn], masks.b
     role = ("cross-attention" if attn.endswith("multihead_attn") else "self-attention")
+    if masks.b_heads and masks.b_heads != masks.heads.get(attn):
+        count = masks.heads.get(attn)
+        evidence = (f"{first.name} differs (max|diff|={first.stats.max_abs:.3g}) while {after}: {b_name}'s "
+                    f"{masks.module} ({kind or masks.kind}) computes as PyTorch's does but its {role} {attn} splits "
+                    f"the width into {masks.b_heads} heads where PyTorch's has {count} (`num_heads`). Re-run on A's "
+                    f"recorded tensors with A's masks, {b_name}'s output is the layer so within "
+                    f"{masks.b_residual:.2g}, A's within {masks.a_residual:.2g}")
+        fix = (f"build {attn} with PyTorch's {count} heads: `MultiHeadAttentionConfig::new(d_model, {count})` (in a "
+               f"`TransformerEncoderConfig`/`TransformerDecoderConfig`, its `n_heads` {count}); the projections' "
+               "weights are the same for any head count, so a wrong one loads without an error")
+        return evidence, fix
     if ours.memory != theirs.memory:
         what = (f"its {role} {attn} reads {_recorded(theirs.memory)} as its keys and values where PyTorch's reads "
                 f"{_recorded(ours.memory)} (the memory)")
