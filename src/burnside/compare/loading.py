@@ -28,6 +28,7 @@ import numpy as np
 
 from burnside.compare.rounding import CHUNK
 from burnside.trace import parse_name
+from burnside.trace.statistics import Statistics, lower_bound
 
 #: Fault kinds, in the order the report explains them.
 KINDS = ("only_in_a", "only_in_b", "shape", "transposed", "gate_order", "other_tensor", "fresh_stats",
@@ -209,6 +210,52 @@ def value_fault(name: str, a: np.ndarray, b: np.ndarray, dtype: str, modules: ob
     return LoadingFault(
         name, "altered", f"{differing} of {a.size} elements differ (relative difference {relative:.3g}"
         + (f", correlation {correlation:.4f}" if correlation is not None else "") + ")",
+        "load the tensor as the checkpoint stores it and leave it as loaded: a conversion through another dtype, a "
+        "recomputed or fused weight, or an in-place update before the forward changes it")
+
+
+#: What a fault found from statistics cannot say, and how to see it.
+_STATISTICS_ONLY = ("recorded as statistics (record_forward(..., statistics=False) records the parameters in full, and "
+                    "the comparison then names which elements differ and how)")
+
+
+def statistics_fault(name: str, a: Statistics, b: Statistics, holder: str | None = None) -> LoadingFault:
+    """A start tensor held as statistics on a side whose bytes are not A's (another hash): what its statistics
+    show. ``holder``: A's other start tensor whose bytes (dtype, shape, hash) B's are. The lower bound on
+    max|A - B| (`lower_bound`) says how far apart; equal mean, norm and largest magnitude with another hash are
+    A's values in another order (transposed, gates or heads reordered), which statistics cannot tell apart."""
+    parsed = parse_name(name)
+    tensor = parsed.rest if parsed is not None else name
+    if holder is not None:
+        return LoadingFault(
+            name, "other_tensor",
+            f"B's {tensor} holds the checkpoint's {holder}, bit for bit (by the hash of its bytes)",
+            f"load the checkpoint's {tensor} into this tensor, not {holder}: the loader's name mapping (a burn-store "
+            f"KeyRemapper pattern, a with_key_remapping rule, a hand-written table) sends {holder} here; correct the "
+            "pattern that maps it")
+    same_values = (a.mean, a.norm, a.max_abs, a.nonfinite) == (b.mean, b.norm, b.max_abs, b.nonfinite)
+    if same_values and a.shape != b.shape:
+        return LoadingFault(
+            name, "transposed", f"B holds shape {_shape(b.shape)} with A's mean, norm and largest magnitude (A "
+            f"{_shape(a.shape)}): A's values with the axes swapped, by their statistics ({_STATISTICS_ONLY})",
+            "load through burn-store's PytorchStore (its PyTorchToBurnAdapter transposes a Linear weight from "
+            "PyTorch's [out, in] to burn's [in, out]) instead of copying the array as stored, and record the weight in "
+            "PyTorch's layout (the burnside-trace recorder does)")
+    if same_values:
+        return LoadingFault(
+            name, "altered", f"B holds A's values in another order: the same mean ({a.mean:.6g}), norm ({a.norm:.6g}) "
+            f"and largest magnitude ({a.max_abs:.6g}), other bytes ({_STATISTICS_ONLY})",
+            "load the tensor in the checkpoint's layout: a transpose of a square weight, gates, heads or q/k/v in "
+            "another order keep its values and move them")
+    bound = lower_bound(a, b)
+    figures = (f"A: mean {a.mean:.6g}, norm {a.norm:.6g}, largest magnitude {a.max_abs:.6g}; B: mean {b.mean:.6g}, "
+               f"norm {b.norm:.6g}, largest magnitude {b.max_abs:.6g}")
+    if b.n and b.nonfinite == 0 and b.max_abs == abs(b.mean) and not (a.nonfinite == 0 and a.max_abs == abs(a.mean)):
+        return LoadingFault(name, "not_loaded", f"B holds {b.mean:g} everywhere (an initialiser's value), by its "
+                            f"statistics; {figures}", _not_loaded_fix(name))
+    return LoadingFault(
+        name, "altered", f"B's bytes are not A's: max|A - B| is at least {bound:.3g} by their statistics ({figures}; "
+        f"{_STATISTICS_ONLY})",
         "load the tensor as the checkpoint stores it and leave it as loaded: a conversion through another dtype, a "
         "recomputed or fused weight, or an in-place update before the forward changes it")
 
