@@ -233,18 +233,18 @@ def statistics_fault(name: str, a: Statistics, b: Statistics, holder: str | None
             f"load the checkpoint's {tensor} into this tensor, not {holder}: the loader's name mapping (a burn-store "
             f"KeyRemapper pattern, a with_key_remapping rule, a hand-written table) sends {holder} here; correct the "
             "pattern that maps it")
-    same_values = (a.mean, a.norm, a.max_abs, a.nonfinite) == (b.mean, b.norm, b.max_abs, b.nonfinite)
+    same_values = same_value_statistics(a, b)
     if same_values and a.shape != b.shape:
         return LoadingFault(
             name, "transposed", f"B holds shape {_shape(b.shape)} with A's mean, norm and largest magnitude (A "
-            f"{_shape(a.shape)}): A's values with the axes swapped, by their statistics ({_STATISTICS_ONLY})",
+            f"{_shape(a.shape)}): most likely A's values with the axes swapped ({_STATISTICS_ONLY})",
             "load through burn-store's PytorchStore (its PyTorchToBurnAdapter transposes a Linear weight from "
             "PyTorch's [out, in] to burn's [in, out]) instead of copying the array as stored, and record the weight in "
             "PyTorch's layout (the burnside-trace recorder does)")
     if same_values:
         return LoadingFault(
-            name, "altered", f"B holds A's values in another order: the same mean ({a.mean:.6g}), norm ({a.norm:.6g}) "
-            f"and largest magnitude ({a.max_abs:.6g}), other bytes ({_STATISTICS_ONLY})",
+            name, "altered", f"B holds the same mean ({a.mean:.6g}), norm ({a.norm:.6g}) and largest magnitude "
+            f"({a.max_abs:.6g}) as A in other bytes: most likely A's values in another order ({_STATISTICS_ONLY})",
             "load the tensor in the checkpoint's layout: a transpose of a square weight, gates, heads or q/k/v in "
             "another order keep its values and move them")
     bound = lower_bound(a, b)
@@ -258,6 +258,21 @@ def statistics_fault(name: str, a: Statistics, b: Statistics, holder: str | None
         f"{_STATISTICS_ONLY})",
         "load the tensor as the checkpoint stores it and leave it as loaded: a conversion through another dtype, a "
         "recomputed or fused weight, or an in-place update before the forward changes it")
+
+
+#: Two sums in float64 of the same float32 values in another order agree to far better than this, relative to the
+#: tensor's root mean square; one element moved by one float32 ulp moves the mean by more (1/n of an ulp of it).
+_SAME_SUMS = 1e-12
+
+
+def same_value_statistics(a: Statistics, b: Statistics) -> bool:
+    """Whether two tensors' statistics are those of the same values, perhaps in another order: the same count,
+    largest magnitude and non-finite count, and mean and norm equal but for the rounding of float64 sums taken in
+    another order (`_SAME_SUMS`)."""
+    if a.n != b.n or a.max_abs != b.max_abs or a.nonfinite != b.nonfinite or a.nonfinite:
+        return False
+    rms = a.norm / math.sqrt(max(a.n, 1))
+    return abs(a.norm - b.norm) <= _SAME_SUMS * a.norm and abs(a.mean - b.mean) <= _SAME_SUMS * rms
 
 
 def gate_fault(name: str, a: np.ndarray, b: np.ndarray, modules: object) -> LoadingFault | None:

@@ -18,7 +18,7 @@ from burnside.compare.collector import Collector
 from burnside.compare.config import optimizer_differences
 from burnside.compare.comparison import Comparison, StructureProblem, TensorRow, is_optional
 from burnside.compare.loading import (LoadingFault, dtype_fault, gate_fault, is_loaded_start, only_fault, shape_fault,
-                                      statistics_fault, value_fault)
+                                      same_value_statistics, statistics_fault, value_fault)
 from burnside.compare.output_metrics import output_metrics
 from burnside.compare.pairing import pair_renamed
 from burnside.compare.reference_file import Reference
@@ -407,7 +407,7 @@ def _loading_statistics(a: Trace, b: Trace, name: str, holders: Holders) -> Load
         return None
     if sa.shape != sb.shape:
         if len(sa.shape) >= 2 and sorted(sa.shape) == sorted(sb.shape) and sa.dtype == sb.dtype \
-                and (sa.mean, sa.norm, sa.max_abs) == (sb.mean, sb.norm, sb.max_abs):
+                and same_value_statistics(sa, sb):
             return statistics_fault(name, sa, sb, None)  # A's values, axes swapped (by the statistics)
         return LoadingFault(name, "shape", f"B holds shape {list(sb.shape)}, A {list(sa.shape)}",
                             "build the port's layer with the checkpoint's sizes (features, channels, kernel, hidden "

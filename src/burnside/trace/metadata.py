@@ -230,6 +230,8 @@ def check_statistics(path: Path, kind: str, version: int, value: object, names: 
     return out
 
 
+#: A captured operation's output in a port's forward trace (`step{k}.captured.{n}`, burnside-trace's graph capture).
+_CAPTURED_NAME = re.compile(r"^step\d+\.captured\.\d+$")
 #: The stages a forward trace may hold as statistics: its parameters (a port loads its own from the checkpoint, and
 #: the load check compares hashes) and its layers (a port's taps and its captured operations).
 FORWARD_STATISTICS_STAGES = ("params_before", "layer_inputs", "activations", "captured")
@@ -252,7 +254,8 @@ def statistics_refusal(name: str, dtype: str, shape: tuple[int, ...], forward: b
         return "an input is never statistics (both sides start from its bytes)"
     if forward is False and parsed is not None and parsed.stage == "params_before" and parsed.step == 0:
         return "step0.params_before is never statistics in a training trace (the start: init files need its bytes)"
-    if forward and (parsed is None or parsed.stage not in FORWARD_STATISTICS_STAGES):
+    if forward and (parsed is None or parsed.stage not in FORWARD_STATISTICS_STAGES) \
+            and not _CAPTURED_NAME.match(name):
         stage = parsed.stage if parsed is not None else short(name)
         return (f"a forward trace holds its {stage} in full (only its parameters, layer inputs and activations may "
                 "be statistics)")
