@@ -29,7 +29,6 @@ import numpy as np
 import xxhash
 
 from burnside.trace import Trace, TensorInfo, parse_name
-from burnside.trace.dtypes import dtype_of
 from burnside.trace.statistics import Statistics, lower_bound
 
 #: PyTorch's packed tensors a burn recorder writes stacked (an attention's q/k/v, a recurrent layer's gates),
@@ -70,9 +69,10 @@ class Renames:
         return bool(self.by_b)
 
 
-def _hash(array: np.ndarray) -> tuple:
+def _hash(array: np.ndarray, dtype: str) -> tuple:
+    """An array's identity by its bytes, as `_start_key` gives a tensor's: (its safetensors ``dtype``, shape, xxh3)."""
     array = np.ascontiguousarray(array)
-    return (dtype_of(array), array.shape, xxhash.xxh3_128_hexdigest(array.tobytes()))
+    return (dtype, array.shape, xxhash.xxh3_128_hexdigest(array.tobytes()))
 
 
 def _held(trace: Trace, name: str) -> bool:
@@ -120,9 +120,10 @@ class Holders:
         self._a = a
         self._by_hash: dict[tuple, list[str]] | None = None
 
-    def of(self, name: str, b_value: np.ndarray | Statistics) -> str | None:
-        """A's other start tensor (its path) whose bytes B's ``name`` holds (its array, or its statistics when B
-        holds it as statistics only), if exactly one does and it is no constant; None otherwise."""
+    def of(self, name: str, b_value: np.ndarray | Statistics, dtype: str = "") -> str | None:
+        """A's other start tensor (its path) whose bytes B's ``name`` holds (its array of safetensors ``dtype``, or
+        its statistics when B holds it as statistics only), if exactly one does and it is no constant; None
+        otherwise."""
         if self._by_hash is None:
             self._by_hash = {}
             for path, full in _start_names(self._a).items():
@@ -130,7 +131,8 @@ class Holders:
                 if not constant:
                     self._by_hash.setdefault(key, []).append(path)
         parsed = parse_name(name)
-        key = (b_value.dtype, b_value.shape, b_value.xxh3) if isinstance(b_value, Statistics) else _hash(b_value)
+        key = (b_value.dtype, b_value.shape, b_value.xxh3) if isinstance(b_value, Statistics) \
+            else _hash(b_value, dtype)
         found = [p for p in self._by_hash.get(key, []) if parsed is None or p != parsed.rest]
         return found[0] if len(found) == 1 else None
 
@@ -198,7 +200,7 @@ def param_renames(a: Trace, b: Trace) -> Renames:
             for count in (3, 4):
                 if array.shape[0] % count == 0:
                     parts = np.split(array, count, axis=0)
-                    keys = [_hash(p) for p in parts]
+                    keys = [_hash(p, key[0]) for p in parts]
                     if all(k in by_hash for k in keys):
                         pieces += [(path, (i, count), k) for i, k in enumerate(keys)]
                         break

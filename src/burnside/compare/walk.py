@@ -366,7 +366,7 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None,
         stats = diff_arrays(a.array(name), b.array(name), ia.dtype, tol)
         if loaded and not stats.identical:
             comparison.loading.append(value_fault(name, a.array(name), b.array(name), ia.dtype, modules,
-                                                  holders.of(name, b.array(name))))
+                                                  holders.of(name, b.array(name), ia.dtype)))
         elif not stats.identical and is_loaded_start(name) \
                 and (gates := gate_fault(name, a.array(name), b.array(name), modules)) is not None:
             # a training port that loaded the init file's gates in another order: D014 names the order (D006 would
