@@ -14,15 +14,20 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 from torch import nn
 
 from burnside import __version__
-from burnside._torch_loop import (Batch, ModuleHooks, _dropout_off, active_dropouts, check_model,
+from burnside._torch_loop import (_STATISTICS_RESERVE, LAYER_STATISTICS_ABOVE, Batch, ModuleHooks, _dropout_off,
+                                  active_dropouts, check_full_steps, check_model, layer_statistics_for,
                                   nonpersistent_buffers, output_tensors, tied_names)
 from burnside._torch_optim import host_array
 from burnside.errors import BurnsideError
-from burnside.trace import tensor_name
+from burnside.trace import parse_name, tensor_name
+from burnside.trace.dtypes import dtype_of
+from burnside.trace.metadata import statistics_refusal
+from burnside.trace.statistics import statistics_of
 from burnside.trace.stream import open_writer
 
 if TYPE_CHECKING:
@@ -72,6 +77,68 @@ def check_forward_model(model: nn.Module) -> None:
     check_model(model, trainable=False)
 
 
+def forward_statistics(model: nn.Module, statistics: bool | None, full_steps: Sequence[int] | None,
+                       batches: int) -> list[int] | None:
+    """The batches whose layers a forward trace records in full, or None when it records no statistics.
+
+    ``statistics`` None is on for a model of at least `LAYER_STATISTICS_ABOVE` parameters (`record`'s rule), or
+    when ``full_steps`` is given; ``full_steps`` defaults to ``[0, -1]`` (the first and the last batch) and counts
+    negative indices from the end. Refused in one line: ``full_steps`` with ``statistics=False``, a batch the
+    run does not have."""
+    if statistics is not None and not isinstance(statistics, bool):
+        raise BurnsideError(f"statistics must be True, False or None (None: True for a model of at least "
+                            f"{LAYER_STATISTICS_ABOVE} parameters), not {statistics!r}")
+    if statistics is False:
+        if full_steps is not None:
+            raise BurnsideError(f"full_steps={full_steps!r} with statistics=False: full_steps names the batches "
+                                "whose layers are recorded in full when the others are statistics; drop it, or "
+                                "pass statistics=True")
+        return None
+    on = statistics or full_steps is not None or layer_statistics_for(model, None)
+    if not on:
+        return None
+    return check_full_steps([0, -1] if full_steps is None else full_steps, batches)
+
+
+class ForwardStatisticsWriter:
+    """A forward trace's writer that records the parameters (`step0.params_before.*`) and, at every batch not in
+    ``full``, the layer inputs and activations as statistics (docs/trace-format.md, "Version 3: statistics"); the
+    inputs, outputs and buffers always in full, and every tensor that may not be statistics (an integer layer
+    input: token ids). Statistics are computed as each tensor is recorded, in chunks: nothing is held."""
+
+    def __init__(self, writer, full: list[int]) -> None:
+        self._writer = writer
+        self._full = frozenset(full)
+        self._count = 0
+        self.path = writer.path
+
+    def __enter__(self) -> ForwardStatisticsWriter:
+        self._writer.__enter__()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._writer.__exit__(*exc_info)
+
+    def add(self, name: str, array: np.ndarray) -> None:
+        array = np.asarray(array)
+        parsed = parse_name(name)
+        wanted = parsed is not None and (
+            (parsed.stage == "params_before" and parsed.step == 0)
+            or (parsed.stage in ("layer_inputs", "activations") and parsed.step not in self._full))
+        if wanted:
+            try:
+                dtype = dtype_of(array)
+            except ValueError:
+                dtype = None  # the writer refuses it with its own message
+            if dtype is not None and statistics_refusal(name, dtype, tuple(array.shape), True) is None:
+                self._writer.add_statistics(name, statistics_of(array, dtype))
+                return
+        self._writer.add(name, array)
+
+    def finish(self, metadata: Mapping) -> Path:
+        return self._writer.finish(metadata)
+
+
 def default_forward(model: nn.Module, batch: Batch) -> object:
     """``model(t)`` for a batch of one tensor, ``model(**batch)`` for several."""
     if len(batch) == 1:
@@ -90,6 +157,8 @@ def record_forward_trace(
     layer_inputs: bool = True,
     metadata: Mapping[str, object] | None = None,
     progress: StepProgress | None = None,
+    statistics: bool | None = False,
+    full_steps: Sequence[int] | None = None,
 ) -> Path:
     """Run ``model`` forward on each batch and write the forward trace to ``path``.
 
@@ -102,11 +171,15 @@ def record_forward_trace(
     named = list(model.named_parameters())
     run = forward if forward is not None else default_forward
     n = len(per_batch)
+    full = forward_statistics(model, statistics, full_steps, n)
     modules = [name for name, _ in model.named_modules() if name]
     expected = len(named) + len(list(model.named_buffers())) + n * (len(per_batch[0]) + 2 * len(modules) + 4)
     names_text = sum(len(name) + 4 for name, _ in named) + sum(len(name) + 24 for name in modules)
+    reserve = 0 if full is None else _STATISTICS_RESERVE * (len(named) + (n - len(full)) * 2 * len(modules))
     writer = open_writer(path, expected_tensors=expected,
-                         metadata_estimate=4 * names_text + len(str(dict(metadata or {}))))
+                         metadata_estimate=4 * names_text + len(str(dict(metadata or {}))) + reserve, forward=True)
+    if full is not None:
+        writer = ForwardStatisticsWriter(writer, full)
     with writer:
         for name, p in named:
             writer.add(tensor_name(0, "params_before", name), host_array(p))
@@ -181,8 +254,11 @@ def record_forward_trace(
             meta["tied"] = tied
         if hooks is not None:
             hooks.describe(meta)
+        if full is not None:
+            meta |= {"full_steps": full, "layer_statistics": False, "params_statistics": True}
         meta.update(metadata or {})
         return writer.finish(meta)
 
 
-__all__ = ["batch_list", "check_forward_model", "default_forward", "output_tensors", "record_forward_trace"]
+__all__ = ["ForwardStatisticsWriter", "batch_list", "check_forward_model", "default_forward", "forward_statistics",
+           "output_tensors", "record_forward_trace"]

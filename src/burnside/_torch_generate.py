@@ -100,11 +100,12 @@ def generation_batches(model: nn.Module, prompt_ids: torch.Tensor, steps: int, s
 def record_generate_trace(model: nn.Module, prompt_ids: torch.Tensor, path: str | Path, *, steps: int,
                           step: DecodeStep | None, reference: str | Path | None, activations: bool,
                           layer_inputs: bool, metadata: dict | None, progress: StepProgress | None,
-                          record_forward: Callable) -> Path:
+                          record_forward: Callable, statistics: bool | None = None,
+                          full_steps: list[int] | None = None) -> Path:
     """`burnside.torch.record_generate`'s work, given `record_forward` to record the steps with."""
     step = step or hf_step
     batches, chosen = generation_batches(model, prompt_ids, steps, step)
     generation = {"prompt": int(prompt_ids.shape[1]), "steps": steps, "tokens": chosen, "greedy": True}
     return record_forward(model, batches, path, forward=_Decoding(step), activations=activations,
                           layer_inputs=layer_inputs, metadata={**(metadata or {}), "generation": generation},
-                          progress=progress, reference=reference)
+                          progress=progress, reference=reference, statistics=statistics, full_steps=full_steps)

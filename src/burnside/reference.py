@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from burnside._torch_forward import Forward, batch_list, check_forward_model, record_forward_trace
+from burnside._torch_forward import Forward, batch_list, check_forward_model, forward_statistics, record_forward_trace
 from burnside.errors import BurnsideError
 from burnside._torch_loop import (
     active_dropouts,
@@ -725,6 +725,8 @@ def record_forward_reference(
     layer_inputs: bool = True,
     metadata: Mapping[str, object] | None = None,
     progress: StepProgress | None = None,
+    statistics: bool | None = None,
+    full_steps: Sequence[int] | None = None,
 ) -> Path:
     """Record the float64 reference of `burnside.torch.record_forward`'s forward passes at ``path`` (or pass
     ``reference=path`` to `record_forward`, which calls this first, with its arguments).
@@ -737,15 +739,22 @@ def record_forward_reference(
     training reference is, so `burnside compare A B --reference` takes it as the referee and refuses it as
     a side. No variant is recorded: a forward pass meets none of burn's known arithmetic differences
     (Adam's constants are an optimizer's, BatchNorm's biased variance a running statistic no output reads).
+    With ``statistics`` (decided on the float32 model, as `record_forward` decides it), the reference records the
+    same names as statistics as the trace: its float64 parameters (compare checks the reference starts where the
+    trace does from their mean, norm and largest magnitude, which a float32 tensor widened to float64 keeps
+    exactly) and the layers of the batches not in ``full_steps``; at the full batches it holds every layer in full,
+    so the referee judges there as without statistics.
     """
     per_batch = batch_list(batches)
     check_forward_model(model)
+    statistics = forward_statistics(model, statistics, full_steps, len(per_batch)) is not None
+    full_steps = forward_statistics(model, statistics, full_steps, len(per_batch)) if statistics else None
     double = copy.deepcopy(model).double()
     with _float64_loss_errors(), Float32Constants(double) as pins:
         return record_forward_trace(double, _double_batches(per_batch), path, forward=forward, eval=eval,
                                     activations=activations, layer_inputs=layer_inputs,
                                     metadata=_WithPins({**(metadata or {}), "reference": "float64"}, pins),
-                                    progress=progress)
+                                    progress=progress, statistics=statistics, full_steps=full_steps)
 
 
 __all__ = ["BURN_ADAM", "BURN_BATCHNORM", "BURN_MUON", "BURN_RMSPROP", "has_burn_muon_variant",

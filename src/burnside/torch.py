@@ -38,7 +38,7 @@ import torch
 from torch import nn
 
 from burnside import __version__
-from burnside._torch_forward import Forward, batch_list, record_forward_trace
+from burnside._torch_forward import Forward, batch_list, forward_statistics, record_forward_trace
 from burnside._torch_loop import (
     LAYER_STATISTICS_ABOVE,
     Batch,
@@ -250,6 +250,8 @@ def record_forward(
     metadata: Mapping[str, object] | None = None,
     progress: StepProgress | None = None,
     reference: str | Path | None = None,
+    statistics: bool | None = None,
+    full_steps: Sequence[int] | None = None,
 ) -> Path:
     """Run ``model`` forward on each batch, under ``torch.no_grad()``, and write a forward trace at ``path``.
 
@@ -275,6 +277,18 @@ def record_forward(
     random numbers no port draws alike (metadata ``dropout: off``).
     ``progress`` is told the batches done (`burnside.progress.Progress.steps` draws it).
 
+    ``statistics=True`` records a large model's trace small (docs/trace-format.md, "Version 3: statistics"): the
+    parameters as their statistics only (mean, norm, largest magnitude, non-finite count and an xxh3 hash of their
+    bytes: the port's load is checked by hash, bit-identical or not, with a lower bound on how far apart), and the
+    layer inputs and activations as statistics at every batch but those in ``full_steps`` (default ``[0, -1]``,
+    the first and the last; negative indices count from the end; ``[]``: none), where they stay in full so a
+    slip is placed at its layer. Inputs, outputs and buffers are always in full. ``None`` (the default) is on for a
+    model of at least ``LAYER_STATISTICS_ABOVE`` (50,000,000) parameters, or when ``full_steps`` is given;
+    ``False`` records everything in full. The metadata says ``params_statistics``, ``full_steps`` and
+    ``layer_statistics`` (false), and the init file `burnside check` makes carries them to the burn recorder,
+    which records the same names as statistics. A port that loads its weights from the init file
+    (`InitFile::load_module`) needs them in full: record it with ``statistics=False``.
+
     With ``reference`` (a path), the float64 reference of the same forward passes is recorded first, exactly as
     `burnside.reference.record_forward_reference` with these arguments would: a float64 deep copy of the model
     on the batches with their float tensors as float64 (integer ones as given), a forward trace of dtype
@@ -283,7 +297,7 @@ def record_forward(
     nothing; if the trace then fails, the reference this call wrote is deleted.
     """
     run = {"forward": forward, "eval": eval, "activations": activations, "layer_inputs": layer_inputs,
-           "metadata": metadata}
+           "metadata": metadata, "statistics": statistics, "full_steps": full_steps}
     if reference is None:
         return record_forward_trace(model, batches, path, progress=progress, **run)
     if _same_file(reference, path):
@@ -291,6 +305,7 @@ def record_forward(
         raise BurnsideError(f"path and reference= are the same file ({path}): give the trace and the float64 "
                             f"reference a file each, e.g. reference={stem}.reference.safetensors")
     per_batch = batch_list(batches)  # one pass of an iterator for the reference's run and the trace's
+    forward_statistics(model, statistics, full_steps, len(per_batch))  # refused before the reference runs
     before = _stamp(Path(reference))
     try:
         record_forward_reference(model, per_batch, reference, progress=_reference_progress(progress), **run)
@@ -314,6 +329,8 @@ def record_generate(
     metadata: Mapping[str, object] | None = None,
     progress: StepProgress | None = None,
     reference: str | Path | None = None,
+    statistics: bool | None = None,
+    full_steps: Sequence[int] | None = None,
 ) -> Path:
     """Record a language model's greedy generation as a forward trace, one batch per step of the decode loop.
 
@@ -327,13 +344,16 @@ def record_generate(
     ``step(model, input_ids, position_ids, cache) -> (logits, cache)`` is one step of the loop with the cache the
     previous step returned (None at the prefill); the default runs a Hugging Face `*ForCausalLM` with its own
     `DynamicCache`. With ``reference``, the float64 reference of the same steps is recorded first (the cache of
-    its run its own), as `record_forward` does.
+    its run its own), as `record_forward` does. ``statistics`` and ``full_steps`` are `record_forward`'s: for a
+    large model (on by default from ``LAYER_STATISTICS_ABOVE`` parameters) the parameters and the layers of every
+    step but the prefill and the last (``full_steps=[0, -1]``) are recorded as statistics, the logits in full.
     """
     from burnside._torch_generate import record_generate_trace
 
     return record_generate_trace(model, prompt_ids, path, steps=steps, step=step, reference=reference,
                                  activations=activations, layer_inputs=layer_inputs,
-                                 metadata=dict(metadata or {}), progress=progress, record_forward=record_forward)
+                                 metadata=dict(metadata or {}), progress=progress, record_forward=record_forward,
+                                 statistics=statistics, full_steps=full_steps)
 
 
 def _same_file(a: str | Path, b: str | Path) -> bool:

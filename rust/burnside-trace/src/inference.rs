@@ -167,6 +167,13 @@ impl Inference {
             "inference"
         };
         let mut recorder = TraceRecorder::forward(mode).with_names(self.names.clone());
+        if init.full_steps().is_some() || init.layer_statistics() || init.params_statistics() {
+            // what the PyTorch side recorded as statistics (`record_forward(..., statistics=..)`),
+            // carried by the init file: the parameters, and the layers outside the full steps
+            recorder = recorder
+                .with_statistics(init.full_steps(), init.layer_statistics())
+                .with_params_statistics(init.params_statistics());
+        }
         for (key, value) in &self.metadata {
             recorder = recorder.with_metadata(key, value);
         }

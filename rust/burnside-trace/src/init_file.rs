@@ -23,6 +23,9 @@ pub struct InitFile {
     full_steps: Option<Vec<usize>>,
     /// Metadata `layer_statistics`: layer inputs and activations recorded as statistics.
     layer_statistics: bool,
+    /// Metadata `params_statistics`: a forward trace's parameters recorded as statistics (the
+    /// file then holds no `params.*`: the port loads the checkpoint).
+    params_statistics: bool,
     /// Metadata `constant_buffers`: the buffers the PyTorch run never changed (a positional table, a causal
     /// mask): a port may compute them inline, so loading leaves those it has no place for unused.
     constant_buffers: BTreeSet<String>,
@@ -75,6 +78,11 @@ impl InitFile {
             Some("true") => true,
             Some(text) => return Err(bad("layer_statistics", text, "`true` or `false`")),
         };
+        let params_statistics = match file.metadata.get("params_statistics").map(String::as_str) {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(text) => return Err(bad("params_statistics", text, "`true` or `false`")),
+        };
         let constant_buffers = match file.metadata.get("constant_buffers") {
             None => BTreeSet::new(),
             Some(text) => serde_json::from_str::<Vec<String>>(text)
@@ -87,8 +95,16 @@ impl InitFile {
             names: TorchNames::new(),
             full_steps,
             layer_statistics,
+            params_statistics,
             constant_buffers,
         })
+    }
+
+    /// Whether the PyTorch side recorded a forward trace's parameters as statistics (metadata
+    /// `params_statistics`; false when absent): [`Inference`](crate::Inference) records them so
+    /// too (the load check compares their hashes), and the file holds no `params.*` to load.
+    pub fn params_statistics(&self) -> bool {
+        self.params_statistics
     }
 
     /// The steps the PyTorch side recorded in full (metadata `full_steps`, ascending), the others
@@ -386,6 +402,16 @@ impl InitFile {
     /// PyTorch run never changed, such as a positional table) the module has no place for: the
     /// port computes it inline or reads it with [`buffer`](Self::buffer).
     pub fn load_module<M: Module>(&self, module: M) -> Result<M, TraceError> {
+        if self.params_statistics {
+            return Err(TraceError::Format {
+                path: self.file.path.clone(),
+                message: "holds no parameters: the PyTorch trace recorded them as statistics \
+                          (`record_forward(..., statistics=True)`, the default from 50,000,000 \
+                          parameters); load the model from its checkpoint (burn-store's \
+                          PytorchStore), or record the trace with `statistics=False`"
+                    .to_string(),
+            });
+        }
         let held: BTreeSet<String> = param_paths_with(&module, &self.names)
             .into_iter()
             .map(|entry| entry.torch)
@@ -854,11 +880,23 @@ mod batch_tests {
         );
         assert_eq!(asked.full_steps(), Some(vec![0, 4]));
         assert!(asked.layer_statistics());
+        assert!(!asked.params_statistics());
+        // a forward trace's parameters recorded as statistics: no `params.*` to load
+        let forward = init_with_metadata("forward", &[x()], &[("params_statistics", "true")]);
+        assert!(forward.params_statistics());
+        let layer = burn::nn::LinearConfig::new(1, 1).init(&Device::default());
+        let line = forward.load_module(layer).unwrap_err().to_string();
+        assert!(
+            line.contains("holds no parameters") && line.contains("statistics=False"),
+            "{line}"
+        );
+        assert!(!line.contains('\n'), "{line}");
         for (key, value, says) in [
             ("full_steps", "[-1]", "a JSON list of step indices"),
             ("full_steps", "0,4", "a JSON list of step indices"),
             ("full_steps", "[4, 0]", "ascending"),
             ("layer_statistics", "True", "`true` or `false`"),
+            ("params_statistics", "1", "`true` or `false`"),
         ] {
             let error = try_init_with("bad", &[x()], &[(key, value)]).unwrap_err();
             let line = error.to_string();

@@ -76,6 +76,9 @@ pub struct TraceRecorder {
     /// What [`with_statistics`](Self::with_statistics) asked for, if it was called: the steps
     /// recorded in full (`None`: every step) and whether layers are statistics everywhere.
     statistics_rule: Option<(Option<BTreeSet<usize>>, bool)>,
+    /// A forward trace's parameters (`step0.params_before.*`) recorded as statistics
+    /// ([`with_params_statistics`](Self::with_params_statistics)).
+    params_statistics: bool,
     /// In memory: the tensors recorded as statistics, by full name.
     statistics: BTreeMap<String, Statistics>,
 }
@@ -214,8 +217,17 @@ impl TraceRecorder {
             accumulate: None,
             micro_losses: BTreeMap::new(),
             statistics_rule: None,
+            params_statistics: false,
             statistics: BTreeMap::new(),
         }
+    }
+
+    /// A forward trace's rule (`Inference`, from the init file: [`InitFile::params_statistics`]):
+    /// its parameters recorded as statistics, the load check then by their hashes. A training
+    /// trace's step 0 parameters are never statistics.
+    pub(crate) fn with_params_statistics(mut self, on: bool) -> Self {
+        self.params_statistics = on;
+        self
     }
 
     /// Record the steps not in `full_steps` as statistics (each tensor that may be one), and
@@ -244,6 +256,27 @@ impl TraceRecorder {
     /// Whether tensor `rest` of step `step` is recorded as statistics (see
     /// [`with_statistics`](Self::with_statistics)).
     fn as_statistics(&self, step: usize, rest: &str, tensor: &HostTensor) -> bool {
+        if tensor.shape.is_empty() || tensor.dtype == HostDType::I64 {
+            return false;
+        }
+        if let Kind::Forward { .. } = self.kind {
+            // a forward trace: its parameters, and its layers (taps and captured operations) outside
+            // the full steps; its inputs, outputs and buffers always in full
+            if step == 0 && rest.starts_with("params_before.") {
+                return self.params_statistics;
+            }
+            let layer = rest.starts_with("activations.")
+                || rest.starts_with("layer_inputs.")
+                || rest.starts_with("captured.");
+            let Some((full_steps, layers)) = &self.statistics_rule else {
+                return false;
+            };
+            return layer
+                && (*layers
+                    || full_steps
+                        .as_ref()
+                        .is_some_and(|full| !full.contains(&step)));
+        }
         let Some((full_steps, layers)) = &self.statistics_rule else {
             return false;
         };
@@ -921,6 +954,9 @@ impl TraceRecorder {
             }
             set("layer_statistics", json!(layers).to_string());
         }
+        if self.params_statistics {
+            set("params_statistics", "true".to_string());
+        }
         metadata
     }
 
@@ -1498,6 +1534,60 @@ mod tests {
         );
         assert_eq!(full_steps.metadata().unwrap()["burnside.version"], "1");
         assert_eq!(full.tensors()["step0.logits"].shape, vec![1, 2]);
+    }
+
+    #[test]
+    fn a_forward_trace_records_its_parameters_and_layers_outside_full_steps_as_statistics() {
+        let device = Device::default();
+        let layer = LinearConfig::new(3, 2).init(&device);
+        let mut recorder = TraceRecorder::forward("inference")
+            .with_statistics(Some(vec![0]), false)
+            .with_params_statistics(true);
+        recorder.params_and_buffers(0, &layer).unwrap();
+        for k in 0..2 {
+            let x = Tensor::<2>::ones([1, 3], &device);
+            recorder.input(k, "x", x.to_data()).unwrap();
+            let y = layer.forward(x);
+            recorder.activation(k, "fc", &y).unwrap();
+            recorder
+                .put_captured(k, "captured.0", HostTensor::of(&y).unwrap())
+                .unwrap();
+            recorder.output(k, "output", &y).unwrap();
+        }
+        let names: Vec<&str> = recorder.statistics().keys().map(String::as_str).collect();
+        assert_eq!(
+            names,
+            vec![
+                "step0.params_before.bias",
+                "step0.params_before.weight",
+                "step1.activations.fc",
+                "step1.captured.0",
+            ]
+        );
+        for full in [
+            "step0.inputs.x",
+            "step0.activations.fc",
+            "step0.captured.0",
+            "step0.outputs.output",
+            "step1.inputs.x",
+            "step1.outputs.output",
+        ] {
+            assert!(recorder.tensors().contains_key(full), "{full}");
+        }
+        // hashed in PyTorch's layout: burn's [in, out] weight transposed to [out, in], as the
+        // full tensor would be stored
+        let weight = &recorder.statistics()["step0.params_before.weight"];
+        assert_eq!(weight.shape, vec![2, 3]);
+        let full = {
+            let mut plain = TraceRecorder::forward("inference");
+            plain.params_and_buffers(0, &layer).unwrap();
+            plain.tensors()["step0.params_before.weight"].clone()
+        };
+        assert_eq!(weight, &Statistics::of(&full));
+        let metadata = recorder.metadata().unwrap();
+        assert_eq!(metadata["params_statistics"], "true");
+        assert_eq!(metadata["full_steps"], "[0]");
+        assert_eq!(metadata["burnside.version"], "3");
     }
 
     #[test]

@@ -48,11 +48,16 @@ def init_from_trace(trace: Trace, path: Path) -> Path:
     batch's recorded module inputs (`step{k}.layer_inputs.{module}`, `Batch::layer_input`); a training trace's,
     its constant buffers (persistent, never changed by the run: `buffers.{name}`, listed as `constant_buffers`).
     The trace's metadata `full_steps` and `layer_statistics` (what it recorded as statistics only) are carried
-    into the init file's, so the burn recorder records the same steps and layers as statistics.
+    into the init file's, so the burn recorder records the same steps and layers as statistics. A forward trace
+    whose parameters are statistics (`params_statistics`) gives an init file without `params.*` (the port loads
+    the checkpoint), and says `params_statistics` too.
     """
     _refuse_statistics_start(trace)
     carried = {key: trace.metadata[key] for key in _CARRIED if key in trace.metadata}
     params = _under(trace, "step0.params_before.")
+    held = [n.removeprefix("step0.params_before.") for n in trace.statistics if n.startswith("step0.params_before.")]
+    if trace.kind == "forward" and held:
+        params = [p for p in trace.params if p in held or p in params] or [*params, *held]
     accumulate = trace.metadata.get("accumulate")
     if type(accumulate) is int:  # one batch per micro-batch: step k's micro-batch j is batch k * M + j
         inputs = _under(trace, "step0.micro_inputs.0.")
@@ -71,7 +76,8 @@ def init_from_trace(trace: Trace, path: Path) -> Path:
     if not params or not inputs:
         raise BurnsideError(f"{trace.path}: has no step0.params_before.* or step0.inputs.*, so there is no "
                             "starting point to hand to the burn port")
-    tensors = {f"params.{p}": np.array(trace.array(f"step0.params_before.{p}")) for p in params}
+    tensors = {f"params.{p}": np.array(trace.array(f"step0.params_before.{p}")) for p in params
+               if f"step0.params_before.{p}" in trace}
     present = set(trace.names)
     batches = [{n: np.array(trace.array(f"step{k}.inputs.{n}")) for n in inputs if f"step{k}.inputs.{n}" in present}
                for k in range(trace.steps)]
@@ -101,7 +107,7 @@ def init_from_trace(trace: Trace, path: Path) -> Path:
 
 
 #: The trace metadata an init file carries to the burn recorder: how the trace recorded statistics.
-_CARRIED = ("full_steps", "layer_statistics")
+_CARRIED = ("full_steps", "layer_statistics", "params_statistics")
 
 
 def _refuse_statistics_start(trace: Trace) -> None:
@@ -110,7 +116,8 @@ def _refuse_statistics_start(trace: Trace) -> None:
     for name in trace.statistics:
         parsed = parse_name(name)
         if parsed is not None and (parsed.stage in ("inputs", "micro_inputs")
-                                   or (parsed.stage == "params_before" and parsed.step == 0)):
+                                   or (parsed.stage == "params_before" and parsed.step == 0
+                                       and trace.kind != "forward")):
             raise BurnsideError(f"{trace.path}: holds only the statistics of {name}, so there is no starting point "
                                 "to hand to the burn port; re-record it (inputs and step0.params_before are always "
                                 "recorded in full)")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -28,6 +29,7 @@ import numpy as np
 import xxhash
 
 from burnside.trace import Trace, TensorInfo, parse_name
+from burnside.trace.statistics import Statistics, lower_bound
 
 #: PyTorch's packed tensors a burn recorder writes stacked (an attention's q/k/v, a recurrent layer's gates),
 #: with the numbers of slices they may hold.
@@ -67,9 +69,47 @@ class Renames:
         return bool(self.by_b)
 
 
-def _hash(array: np.ndarray) -> tuple:
+def _hash(array: np.ndarray, dtype: str) -> tuple:
+    """An array's identity by its bytes, as `_start_key` gives a tensor's: (its safetensors ``dtype``, shape, xxh3)."""
     array = np.ascontiguousarray(array)
-    return (array.dtype.str, array.shape, xxhash.xxh3_128_hexdigest(array.tobytes()))
+    return (dtype, array.shape, xxhash.xxh3_128_hexdigest(array.tobytes()))
+
+
+def _held(trace: Trace, name: str) -> bool:
+    """Whether ``trace`` holds ``name`` in full or as statistics only."""
+    return name in trace or name in trace.statistics
+
+
+def _shape(trace: Trace, name: str) -> tuple[int, ...]:
+    """The shape of a tensor held in full or as statistics."""
+    stats = trace.statistics.get(name)
+    return stats.shape if stats is not None else trace.info(name).shape
+
+
+def _dtype(trace: Trace, name: str) -> str:
+    stats = trace.statistics.get(name)
+    return stats.dtype if stats is not None else trace.info(name).dtype
+
+
+def _start_key(trace: Trace, name: str) -> tuple[tuple, bool]:
+    """A start tensor's identity by its bytes (dtype, shape, xxh3-128: the key `_hash` gives its array, so that a
+    tensor held in full and one held as statistics compare) and whether it is a constant (every element equal:
+    read off the statistics as a largest magnitude equal to the mean's)."""
+    stats = trace.statistics_of(name)
+    constant = stats.n > 0 and stats.nonfinite == 0 and stats.max_abs == abs(stats.mean)
+    return (stats.dtype, stats.shape, stats.xxh3), constant
+
+
+def _values_distance(a: Trace, a_name: str, b: Trace, b_name: str) -> float:
+    """How far B's tensor is from A's, relative to A's size: from the values when both are held in full, else a
+    lower bound from their statistics (0 for bit-identical bytes) over A's largest magnitude."""
+    if a_name in a and b_name in b:
+        return _distance(a.values(a_name), b.values(b_name))
+    sa, sb = a.statistics_of(a_name), b.statistics_of(b_name)
+    sb = Statistics(sa.dtype, sa.shape, sb.mean, sb.norm, sb.max_abs, sb.nonfinite, sb.xxh3 if sb.dtype == sa.dtype
+                    else "")
+    bound = lower_bound(sa, sb)
+    return bound / (sa.max_abs or 1.0) if not math.isnan(bound) else math.inf
 
 
 class Holders:
@@ -80,25 +120,27 @@ class Holders:
         self._a = a
         self._by_hash: dict[tuple, list[str]] | None = None
 
-    def of(self, name: str, b_value: np.ndarray) -> str | None:
-        """A's other start tensor (its path) whose bytes B's ``name`` holds, if exactly one does and it is no
-        constant; None otherwise."""
+    def of(self, name: str, b_value: np.ndarray | Statistics, dtype: str = "") -> str | None:
+        """A's other start tensor (its path) whose bytes B's ``name`` holds (its array of safetensors ``dtype``, or
+        its statistics when B holds it as statistics only), if exactly one does and it is no constant; None
+        otherwise."""
         if self._by_hash is None:
             self._by_hash = {}
             for path, full in _start_names(self._a).items():
-                array = self._a.array(full)
-                if not _constant(array):
-                    self._by_hash.setdefault(_hash(array), []).append(path)
-                self._a.release(full)
+                key, constant = _start_key(self._a, full)
+                if not constant:
+                    self._by_hash.setdefault(key, []).append(path)
         parsed = parse_name(name)
-        found = [p for p in self._by_hash.get(_hash(b_value), []) if parsed is None or p != parsed.rest]
+        key = (b_value.dtype, b_value.shape, b_value.xxh3) if isinstance(b_value, Statistics) \
+            else _hash(b_value, dtype)
+        found = [p for p in self._by_hash.get(key, []) if parsed is None or p != parsed.rest]
         return found[0] if len(found) == 1 else None
 
 
 def _start_names(trace: Trace) -> dict[str, str]:
     """path -> full name of step 0's parameters and buffers."""
     out = {}
-    for name in trace.names:
+    for name in trace.held_names:
         parsed = parse_name(name)
         if parsed is not None and parsed.step == 0 and parsed.stage in ("params_before", "buffers") and parsed.rest:
             out.setdefault(parsed.rest, name)
@@ -145,20 +187,20 @@ def param_renames(a: Trace, b: Trace) -> Renames:
     by_hash: dict[tuple, list[str]] = {}
     constant_a: set[str] = set()
     for path in only_a:
-        array = a.array(a_start[path])
-        by_hash.setdefault(_hash(array), []).append(path)
-        if _constant(array):
+        key, constant = _start_key(a, a_start[path])
+        by_hash.setdefault(key, []).append(path)
+        if constant:
             constant_a.add(path)
-    # B's tensors, a packed one as its slices
+    # B's tensors, a packed one as its slices (held in full: statistics have no slices)
     pieces: list[tuple[str, tuple[int, int] | None, tuple]] = []
     for path in only_b:
-        array = b.array(b_start[path])
-        key = _hash(array)
-        if _PACKED.search(path) and array.ndim >= 1 and key not in by_hash:
+        key, _ = _start_key(b, b_start[path])
+        if _PACKED.search(path) and b_start[path] in b and len(key[1]) >= 1 and key not in by_hash:
+            array = b.array(b_start[path])
             for count in (3, 4):
                 if array.shape[0] % count == 0:
                     parts = np.split(array, count, axis=0)
-                    keys = [_hash(p) for p in parts]
+                    keys = [_hash(p, key[0]) for p in parts]
                     if all(k in by_hash for k in keys):
                         pieces += [(path, (i, count), k) for i, k in enumerate(keys)]
                         break
@@ -400,7 +442,7 @@ def captured_layers(a: Trace, b: Trace, step: int, graph: dict,
     unread_modules = {_module(p) for p in unread_params(a, graph, renames)}
     for i, module in enumerate(order):
         a_name = f"step{step}.activations.{module}"
-        if a_name not in a:
+        if not _held(a, a_name):
             continue
         if positions[i] is not None:
             out[a_name] = name_of(positions[i])
@@ -410,7 +452,7 @@ def captured_layers(a: Trace, b: Trace, step: int, graph: dict,
             continue  # a layer the port never runs: nothing of B's stands for it
         upper = next((p for p in positions[i + 1:] if p is not None), len(ops))
         low, high = (previous, upper) if upper > previous else (previous, len(ops))
-        shape = a.info(a_name).shape
+        shape = _shape(a, a_name)
         n_elements = int(np.prod(shape)) if shape else 1
         window = [op for op in ops if low <= op.n < high]
         kinds = _OP_KINDS.get(str(classes.get(module.split("#")[0], "")), ())
@@ -423,8 +465,10 @@ def captured_layers(a: Trace, b: Trace, step: int, graph: dict,
             continue
         if not candidates:
             continue
-        a_values = a.values(a_name)
-        best = min(candidates, key=lambda op: (_distance(a_values, b.values(name_of(op.n))), -op.n))
+        candidates = [op for op in candidates if _held(b, name_of(op.n))]
+        if not candidates:
+            continue
+        best = min(candidates, key=lambda op: (_values_distance(a, a_name, b, name_of(op.n)), -op.n))
         out[a_name] = name_of(best.n)
         previous = best.n
     # what each anchored layer read: the tensor its first operation reads beside its parameters, for a layer whose
@@ -433,12 +477,12 @@ def captured_layers(a: Trace, b: Trace, step: int, graph: dict,
     for module in anchors:
         a_name = f"step{step}.layer_inputs.{module}"
         base = module.split("#")[0]
-        if a_name not in a or not _READS_INPUT_FIRST.match(str(classes.get(base, ""))):
+        if not _held(a, a_name) or not _READS_INPUT_FIRST.match(str(classes.get(base, ""))):
             continue
         first = first_reading.get(base)
         if first is None:
             continue
-        n_elements = int(np.prod(a.info(a_name).shape or (1,)))
+        n_elements = int(np.prod(_shape(a, a_name) or (1,)))
         for read in by_n[first].reads:
             if read in by_id and int(np.prod(by_id[read].shape or (1,))) == n_elements:
                 inputs[a_name] = name_of(by_id[read].n)
@@ -493,6 +537,7 @@ def align(a: Trace, b: Trace) -> Trace:
             source[prefix + a_rest] = (name, part, None)
             infos[prefix + a_rest] = TensorInfo(info.dtype, shape)
     captured_names: list[str] = []
+    captured_statistics: dict[str, Statistics] = {}  # A's name -> B's statistics of the captured operation
     kinds: dict[str, str] = {}  # each captured activation's operation kind in B's graph
     differs = _batches(b.metadata.get("captured_differs"))
     autodiff = _autodiff_measure(a, b, graphs, differs) if differs and isinstance(graphs, list) else ""
@@ -503,10 +548,22 @@ def align(a: Trace, b: Trace) -> Trace:
             layers, layer_inputs = captured_layers(a, b, step, graph, renames)
             op_kinds = {f"step{step}.captured.{op.n}": op.kind for op in _ops(graph)}
             for a_name, b_name in [*layers.items(), *layer_inputs.items()]:
-                if a_name in source or b_name not in b:
+                if a_name in source or a_name in b.statistics or not _held(b, b_name):
                     continue  # a tap wins
-                shape = a.info(a_name).shape
-                b_shape = b.info(b_name).shape
+                shape = _shape(a, a_name)
+                b_shape = _shape(b, b_name)
+                if b_name in b.statistics:
+                    # its bytes are a reshape's: the statistics stand for A's shape where the sizes agree
+                    held = b.statistics[b_name]
+                    if held.n != int(np.prod(shape or (1,))):
+                        if _broadcast_of(shape, b_shape):
+                            continue  # a broadcast row: statistics have no rows
+                        shape = b_shape
+                    captured_statistics[a_name] = Statistics(held.dtype, tuple(shape), held.mean, held.norm,
+                                                             held.max_abs, held.nonfinite, held.xxh3)
+                    captured_names.append(a_name)
+                    kinds[a_name] = op_kinds.get(b_name, "")
+                    continue
                 if int(np.prod(shape or (1,))) != b.info(b_name).n:
                     if _broadcast_of(shape, b_shape):
                         # PyTorch computes it once and broadcasts it (HF's position embeddings, [1, T, d]); the
@@ -558,8 +615,10 @@ def align(a: Trace, b: Trace) -> Trace:
         metadata["captured_kinds"] = kinds
     if captured_names:
         metadata["captured_layers"] = sorted({n.split(".", 2)[2] for n in captured_names})
-    statistics = {}
+    statistics = dict(captured_statistics)
     for name, stats in b.statistics.items():
+        if _CAPTURED.match(name):
+            continue  # an operation's output: named as A's module above, or none of A's
         parsed = parse_name(name)
         new = _rename_rest(parsed.rest, renames) if parsed is not None and parsed.rest else []
         if len(new) == 1 and new[0][1] is None:
@@ -593,7 +652,7 @@ def _autodiff_measure(a: Trace, b: Trace, graphs: list, differs: set[int]) -> st
         if op is None or len(outputs) != 1 or outputs[0] not in b:
             continue
         captured = f"step{step}.captured.{op.n}"
-        if b.info(captured).n != a.info(outputs[0]).n:
+        if captured not in b or outputs[0] not in a or b.info(captured).n != a.info(outputs[0]).n:
             continue
         expected = a.values(outputs[0])
         without, on_device = _distance(expected, b.values(captured)), _distance(expected, b.values(outputs[0]))

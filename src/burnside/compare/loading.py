@@ -28,6 +28,7 @@ import numpy as np
 
 from burnside.compare.rounding import CHUNK
 from burnside.trace import parse_name
+from burnside.trace.statistics import Statistics, lower_bound
 
 #: Fault kinds, in the order the report explains them.
 KINDS = ("only_in_a", "only_in_b", "shape", "transposed", "gate_order", "other_tensor", "fresh_stats",
@@ -211,6 +212,67 @@ def value_fault(name: str, a: np.ndarray, b: np.ndarray, dtype: str, modules: ob
         + (f", correlation {correlation:.4f}" if correlation is not None else "") + ")",
         "load the tensor as the checkpoint stores it and leave it as loaded: a conversion through another dtype, a "
         "recomputed or fused weight, or an in-place update before the forward changes it")
+
+
+#: What a fault found from statistics cannot say, and how to see it.
+_STATISTICS_ONLY = ("recorded as statistics (record_forward(..., statistics=False) records the parameters in full, and "
+                    "the comparison then names which elements differ and how)")
+
+
+def statistics_fault(name: str, a: Statistics, b: Statistics, holder: str | None = None) -> LoadingFault:
+    """A start tensor held as statistics on a side whose bytes are not A's (another hash): what its statistics
+    show. ``holder``: A's other start tensor whose bytes (dtype, shape, hash) B's are. The lower bound on
+    max|A - B| (`lower_bound`) says how far apart; equal mean, norm and largest magnitude with another hash are
+    A's values in another order (transposed, gates or heads reordered), which statistics cannot tell apart."""
+    parsed = parse_name(name)
+    tensor = parsed.rest if parsed is not None else name
+    if holder is not None:
+        return LoadingFault(
+            name, "other_tensor",
+            f"B's {tensor} holds the checkpoint's {holder}, bit for bit (by the hash of its bytes)",
+            f"load the checkpoint's {tensor} into this tensor, not {holder}: the loader's name mapping (a burn-store "
+            f"KeyRemapper pattern, a with_key_remapping rule, a hand-written table) sends {holder} here; correct the "
+            "pattern that maps it")
+    same_values = same_value_statistics(a, b)
+    if same_values and a.shape != b.shape:
+        return LoadingFault(
+            name, "transposed", f"B holds shape {_shape(b.shape)} with A's mean, norm and largest magnitude (A "
+            f"{_shape(a.shape)}): most likely A's values with the axes swapped ({_STATISTICS_ONLY})",
+            "load through burn-store's PytorchStore (its PyTorchToBurnAdapter transposes a Linear weight from "
+            "PyTorch's [out, in] to burn's [in, out]) instead of copying the array as stored, and record the weight in "
+            "PyTorch's layout (the burnside-trace recorder does)")
+    if same_values:
+        return LoadingFault(
+            name, "altered", f"B holds the same mean ({a.mean:.6g}), norm ({a.norm:.6g}) and largest magnitude "
+            f"({a.max_abs:.6g}) as A in other bytes: most likely A's values in another order ({_STATISTICS_ONLY})",
+            "load the tensor in the checkpoint's layout: a transpose of a square weight, gates, heads or q/k/v in "
+            "another order keep its values and move them")
+    bound = lower_bound(a, b)
+    figures = (f"A: mean {a.mean:.6g}, norm {a.norm:.6g}, largest magnitude {a.max_abs:.6g}; B: mean {b.mean:.6g}, "
+               f"norm {b.norm:.6g}, largest magnitude {b.max_abs:.6g}")
+    if b.n and b.nonfinite == 0 and b.max_abs == abs(b.mean) and not (a.nonfinite == 0 and a.max_abs == abs(a.mean)):
+        return LoadingFault(name, "not_loaded", f"B holds {b.mean:g} everywhere (an initialiser's value), by its "
+                            f"statistics; {figures}", _not_loaded_fix(name))
+    return LoadingFault(
+        name, "altered", f"B's bytes are not A's: max|A - B| is at least {bound:.3g} by their statistics ({figures}; "
+        f"{_STATISTICS_ONLY})",
+        "load the tensor as the checkpoint stores it and leave it as loaded: a conversion through another dtype, a "
+        "recomputed or fused weight, or an in-place update before the forward changes it")
+
+
+#: Two sums in float64 of the same float32 values in another order agree to far better than this, relative to the
+#: tensor's root mean square; one element moved by one float32 ulp moves the mean by more (1/n of an ulp of it).
+_SAME_SUMS = 1e-12
+
+
+def same_value_statistics(a: Statistics, b: Statistics) -> bool:
+    """Whether two tensors' statistics are those of the same values, perhaps in another order: the same count,
+    largest magnitude and non-finite count, and mean and norm equal but for the rounding of float64 sums taken in
+    another order (`_SAME_SUMS`)."""
+    if a.n != b.n or a.max_abs != b.max_abs or a.nonfinite != b.nonfinite or a.nonfinite:
+        return False
+    rms = a.norm / math.sqrt(max(a.n, 1))
+    return abs(a.norm - b.norm) <= _SAME_SUMS * a.norm and abs(a.mean - b.mean) <= _SAME_SUMS * rms
 
 
 def gate_fault(name: str, a: np.ndarray, b: np.ndarray, modules: object) -> LoadingFault | None:

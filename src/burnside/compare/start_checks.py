@@ -86,6 +86,20 @@ def check_start(trace: Trace, reference: Reference) -> None:
                 f"{x.size} elements (up to {worst:.3g}); record the reference from the same model, weights and "
                 "batches as the trace, before training (burnside.reference.record_reference), or leave out "
                 "--reference")
+    for name in trace.statistics:  # a forward trace's parameters recorded as statistics
+        parsed = parse_name(name)
+        if parsed is None or not parsed.is_shared_start or not (name in ref or name in ref.statistics):
+            continue
+        mine, theirs = trace.statistics[name], ref.statistics_of(name)
+        # a float32 tensor widened to float64 keeps its values, so its sums in float64 (summed in the same order)
+        # and its largest magnitude are the reference's exactly
+        if mine.shape != theirs.shape or (mine.mean, mine.norm, mine.max_abs, mine.nonfinite) != (
+                theirs.mean, theirs.norm, theirs.max_abs, theirs.nonfinite):
+            raise TraceError(
+                f"{reference.path} does not start where {trace.path} does: {name} (recorded as statistics) has "
+                f"mean {theirs.mean:.9g}, norm {theirs.norm:.9g}, shape {list(theirs.shape)} there, mean "
+                f"{mine.mean:.9g}, norm {mine.norm:.9g}, shape {list(mine.shape)} in the trace; record the reference "
+                "from the same model and batches (record_forward(..., reference=PATH)), or leave out --reference")
     if trace.metadata.get("framework") == "pytorch":
         _check_same_loss(trace, reference)
 

@@ -17,9 +17,8 @@ from burnside.compare.aligned import Holders, align
 from burnside.compare.collector import Collector
 from burnside.compare.config import optimizer_differences
 from burnside.compare.comparison import Comparison, StructureProblem, TensorRow, is_optional
-from burnside.compare.loading import (
-    dtype_fault, gate_fault, is_loaded_start, only_fault, shape_fault, tied_fault, value_fault,
-)
+from burnside.compare.loading import (LoadingFault, dtype_fault, gate_fault, is_loaded_start, only_fault, shape_fault,
+                                      same_value_statistics, statistics_fault, tied_fault, value_fault)
 from burnside.compare.output_metrics import output_metrics
 from burnside.compare.pairing import pair_renamed
 from burnside.compare.reference_file import Reference
@@ -145,11 +144,15 @@ def _loading_only(a: Trace, b: Trace, only_a: list[str], only_b: list[str]):
     pairs, left_a, left_b = pair_renamed(only_a, only_b)
     faults = []
     for pair in pairs:
-        ia, ib = a.info(pair.a), b.info(pair.b)
-        same = ia.shape == ib.shape and ia.dtype == ib.dtype and np.array_equal(
-            np.ascontiguousarray(a.array(pair.a)).view(np.uint8), np.ascontiguousarray(b.array(pair.b)).view(np.uint8))
-        a.release(pair.a)
-        b.release(pair.b)
+        if pair.a in a.statistics or pair.b in b.statistics:  # by the hash of the bytes
+            same = a.statistics_of(pair.a).same_bits(b.statistics_of(pair.b))
+        else:
+            ia, ib = a.info(pair.a), b.info(pair.b)
+            same = ia.shape == ib.shape and ia.dtype == ib.dtype and np.array_equal(
+                np.ascontiguousarray(a.array(pair.a)).view(np.uint8),
+                np.ascontiguousarray(b.array(pair.b)).view(np.uint8))
+            a.release(pair.a)
+            b.release(pair.b)
         if same:
             faults.append(only_fault(pair.a, "a", renamed=parse_name(pair.b).rest))
         else:
@@ -158,7 +161,7 @@ def _loading_only(a: Trace, b: Trace, only_a: list[str], only_b: list[str]):
     # one tensor on each side of a shape no other unmatched tensor has, with other values: most often the port's field
     # named otherwise and so not loaded (burn-store matched nothing to it and kept its initialisation)
     rest_a, rest_b = [n for n in only_a if n in left_a], [n for n in only_b if n in left_b]
-    shape_a, shape_b = ({n: (t.info(n).shape, t.info(n).dtype) for n in names}
+    shape_a, shape_b = ({n: (_info(t, n, t.statistics).shape, _info(t, n, t.statistics).dtype) for n in names}
                         for t, names in ((a, rest_a), (b, rest_b)))
     alike = {}
     for na, key in shape_a.items():
@@ -335,8 +338,8 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None,
         comparison.only_in_a = [n for n in comparison.only_in_a if not batch_tensor(n)]
         comparison.only_in_b = [n for n in comparison.only_in_b if not batch_tensor(n)]
     if forward:  # the model as loaded: a start tensor one side lacks is a loading fault
-        start_a = [n for n in comparison.only_in_a if is_loaded_start(n) and n not in stats_a]
-        start_b = [n for n in comparison.only_in_b if is_loaded_start(n) and n not in stats_b]
+        start_a = [n for n in comparison.only_in_a if is_loaded_start(n)]
+        start_b = [n for n in comparison.only_in_b if is_loaded_start(n)]
         comparison.loading += _loading_only(a, b, start_a, _tied_copies(a, b, start_b, comparison))
         comparison.only_in_a = [n for n in comparison.only_in_a if n not in start_a]
         comparison.only_in_b = [n for n in comparison.only_in_b if n not in start_b]
@@ -363,6 +366,11 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None,
             progress(i, len(common), done, total)
             done += sizes[i]
         if name in stats_a or name in stats_b:
+            if forward and is_loaded_start(name):
+                fault = _loading_statistics(a, b, name, holders)
+                if fault is not None:  # named with its fault (D014), as a full start tensor is
+                    comparison.loading.append(fault)
+                    continue
             _compare_statistics(comparison, a, b, name, stats_a, stats_b, tolerances, reference)
             continue
         ia, ib = a.info(name), b.info(name)
@@ -387,7 +395,7 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None,
         stats = diff_arrays(a.array(name), b.array(name), ia.dtype, tol)
         if loaded and not stats.identical:
             comparison.loading.append(value_fault(name, a.array(name), b.array(name), ia.dtype, modules,
-                                                  holders.of(name, b.array(name))))
+                                                  holders.of(name, b.array(name), ia.dtype)))
         elif not stats.identical and is_loaded_start(name) \
                 and (gates := gate_fault(name, a.array(name), b.array(name), modules)) is not None:
             # a training port that loaded the init file's gates in another order: D014 names the order (D006 would
@@ -418,6 +426,24 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None,
     if collector is not None:
         collector.finish(a, b, comparison)  # while the traces are still open
     return comparison
+
+
+def _loading_statistics(a: Trace, b: Trace, name: str, holders: Holders) -> LoadingFault | None:
+    """The loading fault of a start tensor either side holds as statistics only, None when it is bit-identical
+    (same dtype, shape and hash of the bytes): the load check of a forward trace recorded with statistics."""
+    sa, sb = a.statistics_of(name), b.statistics_of(name)
+    if sa.same_bits(sb):
+        return None
+    if sa.shape != sb.shape:
+        if len(sa.shape) >= 2 and sorted(sa.shape) == sorted(sb.shape) and sa.dtype == sb.dtype \
+                and same_value_statistics(sa, sb):
+            return statistics_fault(name, sa, sb, None)  # A's values, axes swapped (by the statistics)
+        return LoadingFault(name, "shape", f"B holds shape {list(sb.shape)}, A {list(sa.shape)}",
+                            "build the port's layer with the checkpoint's sizes (features, channels, kernel, hidden "
+                            "size): a tensor of another shape cannot be the checkpoint's")
+    if sa.dtype != sb.dtype:
+        return dtype_fault(name, sa.dtype, sb.dtype)
+    return statistics_fault(name, sa, sb, holders.of(name, sb))
 
 
 def _compare_statistics(comparison: Comparison, a: Trace, b: Trace, name: str, stats_a: dict[str, Statistics],

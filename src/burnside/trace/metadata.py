@@ -41,7 +41,7 @@ JSON_KEYS = frozenset({"steps", "optimizer", "params", "grads_len", "inputs", "b
                        "activations", "modules", "module_settings",
                        "tied", "layer_inputs", "outputs", "loss_call", "loss_terms", "accumulate", "full_steps",
                        "constant_buffers", "generation",
-                       "layer_statistics"})
+                       "layer_statistics", "params_statistics"})
 #: Keys a file of each kind must carry (besides the format and version). A forward trace (a trace
 #: whose metadata says `kind: forward`) has no optimizer and no gradients.
 REQUIRED = {
@@ -135,9 +135,9 @@ def check(path: Path, kind: str, metadata: Mapping, names: Iterable[str]) -> Non
             _check_accumulate(path, value)
         elif key == "full_steps":
             _check_full_steps(path, value, metadata.get("steps"))
-        elif key == "layer_statistics":
+        elif key in ("layer_statistics", "params_statistics"):
             if type(value) is not bool:
-                raise TraceError(f"{path}: metadata 'layer_statistics' must be true or false, not {short(value)}")
+                raise TraceError(f"{path}: metadata {key!r} must be true or false, not {short(value)}")
         else:
             check_text(path, f"metadata {key!r}", value)
     if kind == "trace":
@@ -183,9 +183,11 @@ def check_aliases(path: Path, kind: str, version: int, value: str | None, names:
     return aliases
 
 
-def check_statistics(path: Path, kind: str, version: int, value: object, names: Iterable[str]) -> dict[str, Statistics]:
+def check_statistics(path: Path, kind: str, version: int, value: object, names: Iterable[str],
+                     forward: bool = False) -> dict[str, Statistics]:
     """The statistics-only tensors of a file (its metadata `statistics` in native form, None if absent), checked
-    against the names of its real tensors and aliases: name -> `Statistics`. Anything off is a corrupt file."""
+    against the names of its real tensors and aliases: name -> `Statistics`. Anything off is a corrupt file.
+    ``forward``: the file is a forward trace (metadata `kind = forward`), whose rules differ (`statistics_refusal`)."""
     if value is None:
         return {}
 
@@ -211,7 +213,7 @@ def check_statistics(path: Path, kind: str, version: int, value: object, names: 
         if name in real:
             raise corrupt(f"statistics of {short(name)}, which the file also holds as a tensor or an alias")
         stats = Statistics.from_json(short(name), entry, str(path))
-        why = statistics_refusal(name, stats.dtype, stats.shape)
+        why = statistics_refusal(name, stats.dtype, stats.shape, forward)
         if why is not None:
             raise corrupt(f"statistics of {short(name)}: {why}")
         if math.prod(max(d, 1) for d in stats.shape) > MAX_ELEMENTS:
@@ -228,10 +230,19 @@ def check_statistics(path: Path, kind: str, version: int, value: object, names: 
     return out
 
 
-def statistics_refusal(name: str, dtype: str, shape: tuple[int, ...]) -> str | None:
-    """Why the tensor ``name`` may not be recorded as statistics only (None: it may): an input, the start's
-    parameters (`step0.params_before.*`: init files and the start check need their bytes), a 0-d scalar, an
-    integer or bool tensor."""
+#: A captured operation's output in a port's forward trace (`step{k}.captured.{n}`, burnside-trace's graph capture).
+_CAPTURED_NAME = re.compile(r"^step\d+\.captured\.\d+$")
+#: The stages a forward trace may hold as statistics: its parameters (a port loads its own from the checkpoint, and
+#: the load check compares hashes) and its layers (a port's taps and its captured operations).
+FORWARD_STATISTICS_STAGES = ("params_before", "layer_inputs", "activations", "captured")
+
+
+def statistics_refusal(name: str, dtype: str, shape: tuple[int, ...], forward: bool | None = False) -> str | None:
+    """Why the tensor ``name`` may not be recorded as statistics only (None: it may): an input, a 0-d scalar, an
+    integer or bool tensor; in a training trace (``forward`` False) the start's parameters (`step0.params_before.*`:
+    init files and the start check need their bytes); in a forward trace (``forward`` True) anything but its
+    parameters and layers (`FORWARD_STATISTICS_STAGES`: its outputs and buffers stay full). ``forward`` None (a
+    writer that does not know the trace's kind yet) refuses only what neither kind allows."""
     if dtype not in STORAGE:
         return f"dtype {short(dtype)} is no dtype a trace holds"
     if dtype not in FLOATS:
@@ -241,8 +252,13 @@ def statistics_refusal(name: str, dtype: str, shape: tuple[int, ...]) -> str | N
     parsed = parse_name(name)
     if parsed is not None and parsed.stage in ("inputs", "micro_inputs"):
         return "an input is never statistics (both sides start from its bytes)"
-    if parsed is not None and parsed.stage == "params_before" and parsed.step == 0:
-        return "step0.params_before is never statistics (the start: init files need its bytes)"
+    if forward is False and parsed is not None and parsed.stage == "params_before" and parsed.step == 0:
+        return "step0.params_before is never statistics in a training trace (the start: init files need its bytes)"
+    if forward and (parsed is None or parsed.stage not in FORWARD_STATISTICS_STAGES) \
+            and not _CAPTURED_NAME.match(name):
+        stage = parsed.stage if parsed is not None else short(name)
+        return (f"a forward trace holds its {stage} in full (only its parameters, layer inputs and activations may "
+                "be statistics)")
     return None
 
 
@@ -462,6 +478,7 @@ def _check_number(path: Path, where: str, value: object) -> None:
 
 
 __all__ = ["ALIAS_VERSION", "ALIASES_KEY", "STATISTICS_KEY", "STATISTICS_VERSION", "WRITER_KEYS", "check_statistics",
-           "statistics_refusal", "FORMAT_KEY", "FORMAT_VERSION", "VERSIONS", "check_aliases", "JSON_KEYS", "REQUIRED",
+           "statistics_refusal", "FORWARD_STATISTICS_STAGES", "FORMAT_KEY", "FORMAT_VERSION", "VERSIONS",
+           "check_aliases", "JSON_KEYS", "REQUIRED",
            "TRACE_KINDS", "VERSION_KEY", "check", "decode",
            "encode", "trace_kind"]

@@ -87,9 +87,10 @@ class TraceWriter:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, kind: str = "trace", expected_tensors: int = 0,
-                 metadata_estimate: int = 0) -> None:
+                 metadata_estimate: int = 0, forward: bool = False) -> None:
         self.path = Path(path)
         self.kind = kind
+        self.forward = forward  # a forward trace's statistics rules (`statistics_refusal`), checked again at finish
         if self.path.suffix != ".safetensors":
             raise TraceError(f"{self.path}: a streamed trace is a .safetensors file, "
                              f"not {self.path.suffix or 'a file without suffix'}")
@@ -184,7 +185,7 @@ class TraceWriter:
         input, ``step0.params_before.*``, a 0-d scalar, an integer or bool tensor."""
         self._check_open()
         name = check_name(self.path, name)
-        _check_statistics_entry(self.path, self.kind, name, stats,
+        _check_statistics_entry(self.path, self.kind, self.forward, name, stats,
                                 name in self._entries or name in self._aliases or name in self._statistics)
         self._statistics[name] = stats
 
@@ -195,6 +196,11 @@ class TraceWriter:
         try:
             names = [*self._entries, *self._aliases, *self._statistics]
             check_metadata(self.path, self.kind, metadata, names)
+            forward = metadata.get("kind") == "forward"
+            for name, stats in self._statistics.items():  # the rules of the trace's kind, known now
+                why = statistics_refusal(name, stats.dtype, stats.shape, forward)
+                if why is not None:
+                    raise TraceError(f"{self.path}: tensor {name!r} cannot be recorded as statistics: {why}")
             self._needed = 8 + self._reserve + self._offset + self._held_bytes
             encoded = encode_metadata(metadata, self.kind)
             if self._aliases:
@@ -375,8 +381,8 @@ class MemoryWriter:
     """`TraceWriter`'s interface for a `.json` trace: the tensors are kept (copied) and written by
     `write_trace` at `finish`, aliases expanded (the JSON form has none). For small traces."""
 
-    def __init__(self, path: str | os.PathLike[str], *, kind: str = "trace") -> None:
-        self.path, self.kind = Path(path), kind
+    def __init__(self, path: str | os.PathLike[str], *, kind: str = "trace", forward: bool = False) -> None:
+        self.path, self.kind, self.forward = Path(path), kind, forward
         self._tensors: dict[str, np.ndarray] = {}
         self._aliases: dict[str, str] = {}
         self._statistics: dict[str, Statistics] = {}
@@ -395,7 +401,7 @@ class MemoryWriter:
     def add_statistics(self, name: str, stats: Statistics) -> None:
         """As `TraceWriter.add_statistics`: the JSON trace becomes version 3, with metadata ``statistics``."""
         name = check_name(self.path, name)
-        _check_statistics_entry(self.path, self.kind, name, stats,
+        _check_statistics_entry(self.path, self.kind, self.forward, name, stats,
                                 name in self._tensors or name in self._aliases or name in self._statistics)
         self._statistics[name] = stats
 
@@ -413,30 +419,32 @@ class MemoryWriter:
         return write_trace(self.path, tensors, metadata, kind=self.kind, statistics=self._statistics)
 
 
-def _check_statistics_entry(path: Path, kind: str, name: str, stats: object, recorded: bool) -> None:
+def _check_statistics_entry(path: Path, kind: str, forward: bool, name: str, stats: object, recorded: bool) -> None:
     if recorded:
         raise TraceError(f"{path}: tensor {name!r} is recorded twice; each name is written once")
     if kind != "trace":
         raise TraceError(f"{path}: an {kind} file holds every tensor in full, never statistics")
     if not isinstance(stats, Statistics):
         raise TraceError(f"{path}: statistics of {name!r} must be a Statistics, not {type(stats).__name__}")
-    why = statistics_refusal(name, stats.dtype, stats.shape)
+    why = statistics_refusal(name, stats.dtype, stats.shape, forward)
     if why is not None:
         raise TraceError(f"{path}: tensor {name!r} cannot be recorded as statistics: {why}")
 
 
 def open_writer(path: str | os.PathLike[str], *, kind: str = "trace", expected_tensors: int = 0,
-                metadata_estimate: int = 0) -> TraceWriter | MemoryWriter:
+                metadata_estimate: int = 0, forward: bool = False) -> TraceWriter | MemoryWriter:
     """The writer for ``path`` by its suffix: `TraceWriter` for `.safetensors` (streamed), `MemoryWriter`
-    for `.json`; another suffix is refused before anything is recorded."""
+    for `.json`; another suffix is refused before anything is recorded. ``forward``: a forward trace's (its
+    parameters may be statistics)."""
     path = Path(path)
     if path.suffix == ".safetensors":
-        return TraceWriter(path, kind=kind, expected_tensors=expected_tensors, metadata_estimate=metadata_estimate)
+        return TraceWriter(path, kind=kind, expected_tensors=expected_tensors, metadata_estimate=metadata_estimate,
+                           forward=forward)
     if path.suffix == ".json":
         if kind != "trace":
             raise TraceError(f"{path}: {kind} files are safetensors only; use a .safetensors suffix")
         prepare_target(path)
-        return MemoryWriter(path, kind=kind)
+        return MemoryWriter(path, kind=kind, forward=forward)
     raise TraceError(f"{path}: unknown trace suffix {path.suffix!r}; use .safetensors or .json")
 
 __all__ = ["BASE_RESERVE", "ENTRY_RESERVE", "HELD_BOUND", "SMALL", "MemoryWriter", "TraceWriter", "header_reserve",

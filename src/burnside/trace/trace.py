@@ -180,7 +180,7 @@ def _open_safetensors(path: Path, kind: str, handle: BinaryIO, size: int) -> Tra
     version = _check_header(path, kind, raw.get(FORMAT_KEY), raw.get(VERSION_KEY))
     aliases = check_aliases(path, kind, version, raw.pop(ALIASES_KEY, None), entries)
     statistics = check_statistics(path, kind, version, _statistics_value(path, raw.pop(STATISTICS_KEY, None)),
-                                  [*entries, *aliases])
+                                  [*entries, *aliases], forward=raw.get("kind") == "forward")
     metadata = decode_metadata(path, raw)
     check_metadata(path, kind, metadata, [*entries, *aliases, *statistics])
     mapped = safetensors_file.MappedFile(handle, size)
@@ -207,7 +207,8 @@ def _open_json(path: Path, kind: str, text: str) -> Trace:
         raise TraceError(f"{path}: {kind} files are safetensors only")
     metadata, tensors, version = json_file.read(path, text)
     metadata = dict(metadata)
-    statistics = check_statistics(path, kind, version, metadata.pop(STATISTICS_KEY, None), tensors)
+    statistics = check_statistics(path, kind, version, metadata.pop(STATISTICS_KEY, None), tensors,
+                                  forward=metadata.get("kind") == "forward")
     check_metadata(path, kind, metadata, [*tensors, *statistics])
     infos = {name: TensorInfo(dtype, tuple(a.shape)) for name, (dtype, a) in tensors.items()}
     arrays = {name: a for name, (_, a) in tensors.items()}
@@ -254,7 +255,7 @@ def write_trace(path: str | Path, tensors: Mapping[str, np.ndarray], metadata: M
         if array.dtype == np.bool_ and array.size and np.ascontiguousarray(array).view(np.uint8).max() > 1:
             raise TraceError(f"{path}: tensor {name!r} is a bool array holding bytes other than 0 and 1")
     statistics = dict(statistics or {})
-    check_statistics_entries(path, kind, statistics, arrays)
+    check_statistics_entries(path, kind, statistics, arrays, forward=metadata.get("kind") == "forward")
     check_metadata(path, kind, metadata, [*arrays, *statistics])
     if path.suffix == ".json":
         if kind != "trace":
@@ -290,9 +291,11 @@ def convert_trace(src: str | Path, dst: str | Path) -> Path:
     return write_trace(dst, tensors, trace.metadata, statistics=trace.statistics)
 
 
-def check_statistics_entries(path: Path, kind: str, statistics: Mapping[str, Statistics], real: Iterable[str]) -> None:
+def check_statistics_entries(path: Path, kind: str, statistics: Mapping[str, Statistics], real: Iterable[str],
+                             forward: bool | None = False) -> None:
     """A writer's check of the statistics-only tensors it is given: each a `Statistics` under a valid name no
-    real tensor (or alias) has, and one that may be statistics (`statistics_refusal`); TraceError otherwise."""
+    real tensor (or alias) has, and one that may be statistics in a trace of its kind (``forward``:
+    `statistics_refusal`); TraceError otherwise."""
     if statistics and kind != "trace":
         raise TraceError(f"{path}: an {kind} file holds every tensor in full, never statistics")
     real = set(real)
@@ -303,7 +306,7 @@ def check_statistics_entries(path: Path, kind: str, statistics: Mapping[str, Sta
         if name in real:
             raise TraceError(f"{path}: tensor {name!r} is recorded twice (in full and as statistics); each name "
                              "is written once")
-        why = statistics_refusal(name, stats.dtype, stats.shape)
+        why = statistics_refusal(name, stats.dtype, stats.shape, forward)
         if why is not None:
             raise TraceError(f"{path}: tensor {name!r} cannot be recorded as statistics: {why}")
 
