@@ -123,6 +123,13 @@ class Float32Constants(TorchFunctionMode):
       recorded sites say where to look. A name bound before the run (`from torch import finfo`) is not
       replaced.
 
+    And it keeps the run float64 where the model's code names float32: a cast to float32 (`x.float()`,
+    `x.to(torch.float32)`, `x.type(torch.float32)`) or a `dtype=torch.float32` argument (`softmax(..., dtype=
+    torch.float32)`, a factory) is float64. In the float32 run float32 is the run's own dtype; kept, it would
+    compute that part of the reference in float32 (Hugging Face's LlamaRMSNorm casts its input to float32, its
+    rotary embedding its frequencies and positions), and the reference would be the float32 run's rounding there,
+    not the float64 value a side's distance is measured from.
+
     Out of reach, and named as *unpinned* instead: the default tolerances of `torch.linalg.pinv`,
     `matrix_rank` and `lstsq`, read from the dtype in C++.
     `metadata()` gives the reference's metadata: ``pinned`` and ``unpinned``, each a ``; ``-separated list
@@ -174,6 +181,12 @@ class Float32Constants(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if func is torch.Tensor.float:
+            func = torch.Tensor.double
+        elif func is torch.Tensor.to or func is torch.Tensor.type:
+            args = tuple(torch.float64 if a is torch.float32 else a for a in args)
+        if kwargs.get("dtype") is torch.float32:
+            kwargs = {**kwargs, "dtype": torch.float64}
         if func is torch.nn.functional.rms_norm or func is torch.rms_norm:
             eps = args[3] if len(args) > 3 else kwargs.get("eps")
             x = args[0] if args else kwargs.get("input")

@@ -13,7 +13,9 @@ use std::path::Path;
 
 use burn::module::Module;
 use burn::nn::{Embedding, EmbeddingConfig, Linear, LinearConfig, RmsNorm, RmsNormConfig};
-use burn::store::{FloatCastAdapter, ModuleAdapter, ModuleSnapshot, PyTorchToBurnAdapter, SafetensorsStore};
+use burn::store::{
+    FloatCastAdapter, ModuleAdapter, ModuleSnapshot, PyTorchToBurnAdapter, SafetensorsStore,
+};
 use burn::tensor::activation::{silu, softmax};
 use burn::tensor::{Bool, DType, Device, Int, Tensor, TensorData};
 use burnside_trace::{Inference, InitFile, PortArgs, Tap, TraceError, UsageError};
@@ -46,9 +48,14 @@ struct Config {
 
 impl Config {
     fn read(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("{}: {e} (the checkpoint's folder needs Hugging Face's config.json)", path.display()))?;
-        let json: Value = serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            format!(
+                "{}: {e} (the checkpoint's folder needs Hugging Face's config.json)",
+                path.display()
+            )
+        })?;
+        let json: Value = serde_json::from_str(&text)
+            .map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
         let bad = |key: &str| format!("{}: `{key}` is not a number", path.display());
         let size = |key: &str, default: usize| -> Result<usize, String> {
             match json.get(key) {
@@ -76,16 +83,29 @@ impl Config {
             Some(_) => float(&rope, "rope_theta", 10000.0)?,
             None => float(&json, "rope_theta", 10000.0)?,
         };
-        let kind = rope.get("rope_type").or_else(|| rope.get("type")).and_then(Value::as_str).unwrap_or("default");
+        let kind = rope
+            .get("rope_type")
+            .or_else(|| rope.get("type"))
+            .and_then(Value::as_str)
+            .unwrap_or("default");
         let llama3 = match kind {
             "default" => None,
             "llama3" => Some(Llama3Scaling {
                 factor: float(&rope, "factor", 8.0)? as f32,
                 low_freq_factor: float(&rope, "low_freq_factor", 1.0)? as f32,
                 high_freq_factor: float(&rope, "high_freq_factor", 4.0)? as f32,
-                original_max_position_embeddings: float(&rope, "original_max_position_embeddings", 8192.0)? as f32,
+                original_max_position_embeddings: float(
+                    &rope,
+                    "original_max_position_embeddings",
+                    8192.0,
+                )? as f32,
             }),
-            other => return Err(format!("{}: rope type `{other}` is not ported (default and llama3 are)", path.display())),
+            other => {
+                return Err(format!(
+                    "{}: rope type `{other}` is not ported (default and llama3 are)",
+                    path.display()
+                ));
+            }
         };
         Ok(Self {
             vocab: size("vocab_size", 32000)?,
@@ -98,7 +118,10 @@ impl Config {
             rms_eps: float(&json, "rms_norm_eps", 1e-6)?,
             rope_theta: rope_theta as f32,
             llama3,
-            tie_word_embeddings: json.get("tie_word_embeddings").and_then(Value::as_bool).unwrap_or(false),
+            tie_word_embeddings: json
+                .get("tie_word_embeddings")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
         })
     }
 }
@@ -179,8 +202,16 @@ impl Llama {
     /// The model with burn's lazy parameters (nothing is drawn before the checkpoint replaces it).
     fn new(cfg: &Config, device: &Device, bug: Bug) -> Self {
         // the slip: RmsNormConfig's default epsilon (1e-5) kept
-        let eps = if bug == Bug::RmsEps { 1e-5 } else { cfg.rms_eps };
-        let rms = || RmsNormConfig::new(cfg.hidden).with_epsilon(eps).init(device);
+        let eps = if bug == Bug::RmsEps {
+            1e-5
+        } else {
+            cfg.rms_eps
+        };
+        let rms = || {
+            RmsNormConfig::new(cfg.hidden)
+                .with_epsilon(eps)
+                .init(device)
+        };
         let (q_dim, kv_dim) = (cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim);
         let layers = (0..cfg.layers)
             .map(|_| DecoderLayer {
@@ -213,10 +244,16 @@ impl Llama {
 /// RoPE's inverse frequencies in f32, as transformers computes them (`_compute_default_rope_parameters`, then
 /// `_compute_llama3_parameters` for llama3's scaling), op by op in the same order.
 fn inv_freq(cfg: &Config, bug: Bug) -> Vec<f32> {
-    let theta = if bug == Bug::RopeTheta { 10000.0f32 } else { cfg.rope_theta };
+    let theta = if bug == Bug::RopeTheta {
+        10000.0f32
+    } else {
+        cfg.rope_theta
+    };
     let d = cfg.head_dim;
     // 1.0 / base ** (arange(0, d, 2) / d): torch's `1.0 / t` is reciprocal(t) * 1.0
-    let base: Vec<f32> = (0..d / 2).map(|i| 1.0 / theta.powf((2 * i) as f32 / d as f32)).collect();
+    let base: Vec<f32> = (0..d / 2)
+        .map(|i| 1.0 / theta.powf((2 * i) as f32 / d as f32))
+        .collect();
     let Some(s) = cfg.llama3.filter(|_| bug != Bug::NoRopeScaling) else {
         return base;
     };
@@ -227,7 +264,11 @@ fn inv_freq(cfg: &Config, bug: Bug) -> Vec<f32> {
             // `2 * math.pi / inv_freq` and `old_context_len / wavelen` are torch's rdiv: reciprocal, then the
             // product with the scalar taken in f32
             let wavelen = (1.0 / f) * (2.0 * std::f64::consts::PI) as f32;
-            let scaled = if wavelen > low_freq_wavelen { f / s.factor } else { f };
+            let scaled = if wavelen > low_freq_wavelen {
+                f / s.factor
+            } else {
+                f
+            };
             let smooth = ((1.0 / wavelen) * s.original_max_position_embeddings - s.low_freq_factor)
                 / (s.high_freq_factor - s.low_freq_factor);
             let smoothed = (1.0 - smooth) * scaled / s.factor + smooth * scaled;
@@ -285,8 +326,9 @@ fn forward(
     let (heads, kv_heads, head_dim) = (cfg.heads, cfg.kv_heads, cfg.head_dim);
 
     // RoPE tables, as LlamaRotaryEmbedding: freqs = pos * inv_freq.
-    let inv_freq = Tensor::<1>::from_data(TensorData::new(inv_freq(cfg, bug), [head_dim / 2]), &device)
-        .reshape([1, 1, head_dim / 2]);
+    let inv_freq =
+        Tensor::<1>::from_data(TensorData::new(inv_freq(cfg, bug), [head_dim / 2]), &device)
+            .reshape([1, 1, head_dim / 2]);
     let positions = if bug == Bug::PosRestart {
         Tensor::<1, Int>::arange(0..s as i64, &device).reshape([1, s])
     } else {
@@ -295,7 +337,10 @@ fn forward(
     let freqs = positions.float().reshape([b, s, 1]) * inv_freq; // [b, s, d/2]
     let emb = if bug == Bug::RopeInterleaved {
         // GPT-J / burn RotaryEncoding layout: each frequency twice in a row (f0, f0, f1, f1, ...)
-        freqs.unsqueeze_dim::<4>(3).repeat_dim(3, 2).reshape([b, s, head_dim])
+        freqs
+            .unsqueeze_dim::<4>(3)
+            .repeat_dim(3, 2)
+            .reshape([b, s, head_dim])
     } else {
         Tensor::cat(vec![freqs.clone(), freqs], 2) // [b, s, d]: (f0, f1, .., f0, f1, ..)
     };
@@ -354,7 +399,11 @@ fn forward(
         let mut scores = q.matmul(k_rep.swap_dims(2, 3)).mul_scalar(scaling); // [b, h, s, kv_len]
         // causal: query t (at position past + t) sees keys 0..=past + t
         // burn's tril_mask(shape, offset) is true (filled) where key j > query i + offset
-        let offset = if bug == Bug::MaskReuse { 0 } else { past as i64 };
+        let offset = if bug == Bug::MaskReuse {
+            0
+        } else {
+            past as i64
+        };
         if s > 1 || bug == Bug::MaskReuse {
             let mask = Tensor::<2, Bool>::tril_mask([s, kv_len], offset, &device)
                 .reshape([1, 1, s, kv_len])
@@ -362,7 +411,10 @@ fn forward(
             scores = scores.mask_fill(mask, f32::NEG_INFINITY);
         }
         let weights = softmax(scores, 3);
-        let ctx = weights.matmul(v_rep).swap_dims(1, 2).reshape([b, s, heads * head_dim]);
+        let ctx = weights
+            .matmul(v_rep)
+            .swap_dims(1, 2)
+            .reshape([b, s, heads * head_dim]);
         let o = attn.o_proj.forward(ctx);
         tap.activation(&format!("{p}.self_attn.o_proj"), &o)?;
         tap.activation(&format!("{p}.self_attn"), &o)?;
@@ -389,7 +441,15 @@ fn forward(
     let logits = match &model.lm_head {
         Some(lm_head) => lm_head.forward(h),
         // tied: F.linear(h, embed_tokens.weight), the [vocab, hidden] table read transposed
-        None => h.matmul(model.model.embed_tokens.weight.val().transpose().unsqueeze_dim::<3>(0)),
+        None => h.matmul(
+            model
+                .model
+                .embed_tokens
+                .weight
+                .val()
+                .transpose()
+                .unsqueeze_dim::<3>(0),
+        ),
     };
     tap.activation("lm_head", &logits)?;
     Ok(logits)
@@ -397,9 +457,9 @@ fn forward(
 
 fn main() {
     burnside_trace::run_port("user_llama", |mut args: PortArgs| {
-        let checkpoint = args
-            .value("--checkpoint")?
-            .ok_or_else(|| UsageError("missing --checkpoint PATH (the model.safetensors)".into()))?;
+        let checkpoint = args.value("--checkpoint")?.ok_or_else(|| {
+            UsageError("missing --checkpoint PATH (the model.safetensors)".into())
+        })?;
         let bug = Bug::parse(args.value("--bug")?)?;
         let taps_only = args.flag("--taps-only");
         let no_taps = args.flag("--no-taps");
@@ -421,7 +481,11 @@ fn main() {
             .map_err(|e| format!("{checkpoint}: {e}"))?;
         let cache: RefCell<Cache> = RefCell::new(vec![None; layers]);
         let host: RefCell<Vec<Option<(TensorData, TensorData)>>> = RefCell::new(vec![None; layers]);
-        let inference = if taps_only { Inference::new().with_taps_only() } else { Inference::new() };
+        let inference = if taps_only {
+            Inference::new().with_taps_only()
+        } else {
+            Inference::new()
+        };
         inference.run(&args, &init, &device, &model, |model, batch| {
             let input_ids = batch.int_input::<2>("input_ids")?;
             let position_ids = batch.int_input::<2>("position_ids")?;
@@ -441,18 +505,40 @@ fn main() {
                     .iter()
                     .map(|e| {
                         e.as_ref().map(|(k, v)| {
-                            (Tensor::<4>::from_data(k.clone(), &dev), Tensor::<4>::from_data(v.clone(), &dev))
+                            (
+                                Tensor::<4>::from_data(k.clone(), &dev),
+                                Tensor::<4>::from_data(v.clone(), &dev),
+                            )
                         })
                     })
                     .collect();
-                let logits = forward(model, &cfg, input_ids, position_ids, &mut cache, bug, &mut tap)?;
+                let logits = forward(
+                    model,
+                    &cfg,
+                    input_ids,
+                    position_ids,
+                    &mut cache,
+                    bug,
+                    &mut tap,
+                )?;
                 *host = cache
                     .iter()
-                    .map(|e| e.as_ref().map(|(k, v)| (k.clone().into_data(), v.clone().into_data())))
+                    .map(|e| {
+                        e.as_ref()
+                            .map(|(k, v)| (k.clone().into_data(), v.clone().into_data()))
+                    })
                     .collect();
                 return Ok(logits);
             }
-            Ok(forward(model, &cfg, input_ids, position_ids, &mut cache, bug, &mut tap)?)
+            Ok(forward(
+                model,
+                &cfg,
+                input_ids,
+                position_ids,
+                &mut cache,
+                bug,
+                &mut tap,
+            )?)
         })?;
         Ok(())
     });
