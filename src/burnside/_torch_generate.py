@@ -16,7 +16,7 @@ float64 reference's run and the float32 one each start their own.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -103,9 +103,17 @@ def record_generate_trace(model: nn.Module, prompt_ids: torch.Tensor, path: str 
                           record_forward: Callable, statistics: bool | None = None,
                           full_steps: list[int] | None = None) -> Path:
     """`burnside.torch.record_generate`'s work, given `record_forward` to record the steps with."""
+    batches, forward, meta = generation_inputs(model, prompt_ids, steps, step, metadata)
+    return record_forward(model, batches, path, forward=forward, activations=activations,
+                          layer_inputs=layer_inputs, metadata=meta, progress=progress, reference=reference,
+                          statistics=statistics, full_steps=full_steps)
+
+
+def generation_inputs(model: nn.Module, prompt_ids: torch.Tensor, steps: int, step: DecodeStep | None,
+                      metadata: Mapping[str, object] | None) -> tuple[list[dict[str, torch.Tensor]], _Decoding, dict]:
+    """What a generation trace (or its reference alone) records: the loop's batches from a greedy run of
+    ``model``, the forward function that replays them with a cache, and the metadata with `generation`."""
     step = step or hf_step
     batches, chosen = generation_batches(model, prompt_ids, steps, step)
     generation = {"prompt": int(prompt_ids.shape[1]), "steps": steps, "tokens": chosen, "greedy": True}
-    return record_forward(model, batches, path, forward=_Decoding(step), activations=activations,
-                          layer_inputs=layer_inputs, metadata={**(metadata or {}), "generation": generation},
-                          progress=progress, reference=reference, statistics=statistics, full_steps=full_steps)
+    return batches, _Decoding(step), {**(metadata or {}), "generation": generation}

@@ -105,11 +105,6 @@ _NARROWED = {torch.float64: torch.float32, torch.complex128: torch.complex64}
 _DTYPE_TOLERANCES = {"linalg_pinv": "rtol", "linalg_matrix_rank": "rtol", "linalg_lstsq": "rcond"}
 #: The float32 dtypes a model's own code may ask for, each with what the float64 re-run makes in its place.
 _WIDENED = {torch.float32: torch.float64, torch.complex64: torch.complex128}
-#: torch's factories that take a `dtype=`: a tensor the forward makes in float32 (`torch.arange(half,
-#: dtype=torch.float32)` in a timestep embedding) is made in float64 by the re-run.
-_FACTORIES = frozenset(getattr(torch, name) for name in (
-    "arange", "zeros", "ones", "full", "empty", "linspace", "logspace", "tensor", "as_tensor", "eye", "zeros_like",
-    "ones_like", "full_like", "empty_like") if hasattr(torch, name))
 
 
 #: Where torch's and burnside's own sources are.
@@ -146,9 +141,10 @@ class Float32Constants(TorchFunctionMode):
       replaced.
 
     The other way round, a float32 tensor the model's own code makes (`torch.arange(half, dtype=torch.float32)`,
-    `t.float()` of integer timesteps, `x.to(torch.float32)` as Hugging Face's RMSNorm upcasts) is made in float64
-    (`widened`, each call site once): the float32 loop's arithmetic in float64, where it would otherwise mix
-    dtypes (an error) or round the re-run to float32 there.
+    `softmax(..., dtype=torch.float32)`, `t.float()` of integer timesteps, `x.to(torch.float32)` as Hugging Face's
+    RMSNorm upcasts) is made in float64 (`widened`, each call site once): the float32 loop's arithmetic in float64,
+    where it would otherwise mix dtypes (an error) or round the re-run to float32 there (Hugging Face's LlamaRMSNorm
+    output was then the reference itself at the Llama-3.2-1B shape).
 
     Out of reach, and named as *unpinned* instead: the default tolerances of `torch.linalg.pinv`,
     `matrix_rank` and `lstsq`, read from the dtype in C++.
@@ -202,9 +198,12 @@ class Float32Constants(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func in _FACTORIES and kwargs.get("dtype") in _WIDENED and (where := _caller()) is not None:
-            self._note(self.widened, f"torch.{func.__name__}(dtype={str(kwargs['dtype']).removeprefix('torch.')}) "
-                                     f"at {where}")
+        if kwargs.get("dtype") in _WIDENED and func not in (torch.Tensor.to, torch.Tensor.type) \
+                and (where := _caller()) is not None:
+            # a factory's or a reduction's dtype= (`softmax(..., dtype=torch.float32)` in HF's eager attention)
+            name = getattr(func, "__name__", "a call")
+            name = f"torch.{name}" if getattr(torch, name, None) is func else name
+            self._note(self.widened, f"{name}(dtype={str(kwargs['dtype']).removeprefix('torch.')}) at {where}")
             kwargs = {**kwargs, "dtype": _WIDENED[kwargs["dtype"]]}
         elif func is torch.Tensor.float and (where := _caller()) is not None:
             self._note(self.widened, f".float() at {where}")
@@ -731,9 +730,11 @@ def record_forward_reference(
     """Record the float64 reference of `burnside.torch.record_forward`'s forward passes at ``path`` (or pass
     ``reference=path`` to `record_forward`, which calls this first, with its arguments).
 
-    ``model`` is deep-copied to float64 (the original is untouched), the batches' float tensors converted
+    ``model`` runs in float64 (its floating-point parameters and buffers widened in place for the run and put back
+    bit for bit after it: a model of N float32 bytes takes 2N while the reference runs, where the model beside a
+    float64 deep copy took 3N), the batches' float tensors converted
     (integer ones, token ids and labels, kept as they are); the arguments mean what they mean for
-    `record_forward`. The copy keeps the float32 model's dtype-dependent constants, as `record_reference`'s
+    `record_forward`. The float64 run keeps the float32 model's dtype-dependent constants, as `record_reference`'s
     does (`Float32Constants`; metadata ``pinned``, ``unpinned``). The file is a forward trace of dtype float64,
     marked ``reference: float64`` as a
     training reference is, so `burnside compare A B --reference` takes it as the referee and refuses it as
@@ -749,15 +750,64 @@ def record_forward_reference(
     check_forward_model(model)
     statistics = forward_statistics(model, statistics, full_steps, len(per_batch)) is not None
     full_steps = forward_statistics(model, statistics, full_steps, len(per_batch)) if statistics else None
-    double = copy.deepcopy(model).double()
-    with _float64_loss_errors(), Float32Constants(double) as pins:
+    with _float64_in_place(model) as double, _float64_loss_errors(), Float32Constants(double) as pins:
         return record_forward_trace(double, _double_batches(per_batch), path, forward=forward, eval=eval,
                                     activations=activations, layer_inputs=layer_inputs,
                                     metadata=_WithPins({**(metadata or {}), "reference": "float64"}, pins),
                                     progress=progress, statistics=statistics, full_steps=full_steps)
 
 
+def record_generate_reference(
+    model: nn.Module,
+    prompt_ids: torch.Tensor,
+    path: str | Path,
+    *,
+    steps: int = 8,
+    step: Callable | None = None,
+    activations: bool = True,
+    layer_inputs: bool = True,
+    metadata: Mapping[str, object] | None = None,
+    progress: StepProgress | None = None,
+) -> Path:
+    """Record the float64 reference of `burnside.torch.record_generate`'s greedy generation at ``path`` on its
+    own (``reference=path`` records it with the trace, in one call): the loop is run as given to choose the
+    tokens, then its steps, teacher-forced with them, in float64, as `record_forward_reference` runs a forward
+    trace's batches. The same file as `record_generate(..., reference=path)` writes, so a large model's trace
+    and reference can be recorded by separate processes, each holding one copy of the weights."""
+    from burnside._torch_generate import generation_inputs
+
+    batches, forward, meta = generation_inputs(model, prompt_ids, steps, step, metadata)
+    return record_forward_reference(model, batches, path, forward=forward, activations=activations,
+                                    layer_inputs=layer_inputs, metadata=meta, progress=progress)
+
+
+@contextmanager
+def _float64_in_place(model: nn.Module) -> Iterator[nn.Module]:
+    """``model`` itself with its floating-point parameters and buffers widened to float64 for the block, each put
+    back to its own dtype after it, bit for bit (every float32, float16 and bfloat16 value is a float64 one), and
+    the constants `Float32Constants` pins on it restored.
+
+    A forward reference changes no parameter, so it needs no copy: `copy.deepcopy(model).double()` kept the float32
+    model beside its float64 copy, 12 bytes per float32 parameter (a 1.24 B-parameter Llama: 14.8 GB, over 12 GiB),
+    where this holds the float64 tensors and the one tensor being widened, 8 bytes per parameter. Shared
+    parameters (a tied lm_head) are one tensor and stay shared."""
+    widened: list[tuple[torch.Tensor, torch.dtype]] = []
+    eps = [(module, module.eps) for module in model.modules() if isinstance(module, nn.RMSNorm)]
+    try:
+        # parameters() and buffers() give a shared tensor once
+        for tensor in [*model.parameters(), *model.buffers()]:
+            if tensor.is_floating_point() and tensor.dtype != torch.float64:
+                widened.append((tensor, tensor.dtype))
+                tensor.data = tensor.data.double()  # the narrower storage is freed here, tensor by tensor
+        yield model
+    finally:
+        for tensor, dtype in widened:
+            tensor.data = tensor.data.to(dtype)
+        for module, value in eps:
+            module.eps = value
+
+
 __all__ = ["BURN_ADAM", "BURN_BATCHNORM", "BURN_MUON", "BURN_RMSPROP", "has_burn_muon_variant",
            "has_burn_rmsprop_variant", "F32_EPS", "Float32Constants", "has_batchnorm", "has_burn_adam_variant",
-           "record_forward_reference",
+           "record_forward_reference", "record_generate_reference",
            "record_reference", "reference_files", "variant_name", "variant_path"]

@@ -11,6 +11,7 @@ recorded beside it with its own cache.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -19,6 +20,7 @@ from burnside.errors import BurnsideError
 from burnside.parity import compare_with_evidence
 from burnside.report.table import generation_line
 from burnside._torch_generate import hf_step
+from burnside.reference import record_generate_reference
 from burnside.torch import record_generate
 from burnside.trace import open_trace
 from tests.diagnose.forward_traces import as_burn
@@ -72,6 +74,33 @@ def test_the_loop_is_recorded_one_batch_per_step_with_its_reference(tmp_path):
     assert comparison.passed, [r.name for r in comparison.failed_rows]
     assert all(r.stats.identical for r in comparison.rows), [r.name for r in comparison.rows if not r.stats.identical]
     assert generation_line(comparison)[0].endswith("B chooses A's token at every step")
+    # the reference on its own (a large model's trace and reference each recorded by a process of its own): the
+    # same file
+    alone = open_trace(record_generate_reference(model, PROMPT, tmp_path / "alone.safetensors", steps=STEPS))
+    reference = open_trace(tmp_path / "a.reference.safetensors")
+    assert alone.names == reference.names and alone.metadata["generation"] == generation
+    for name in alone.names:
+        assert np.array_equal(alone.values(name), reference.values(name)), name
+
+
+def test_the_reference_leaves_the_model_as_it_was(tmp_path):
+    """The float64 run widens the model in place (no copy beside it) and puts every tensor back bit for bit: the
+    tied lm_head stays tied, the dtypes and the parameters' identities are the model's, an RMSNorm's eps=None is
+    None again."""
+    config = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config).eval()
+    model.extra_norm = torch.nn.RMSNorm(32)  # eps None: pinned to float32's for the float64 run
+    before = {name: (t, t.detach().clone()) for name, t in [*model.named_parameters(), *model.named_buffers()]}
+    record_generate_reference(model, PROMPT, tmp_path / "r.safetensors", steps=2)
+    after = dict([*model.named_parameters(), *model.named_buffers()])
+    assert after.keys() == before.keys()
+    for name, (tensor, values) in before.items():
+        assert after[name] is tensor and tensor.dtype == values.dtype and torch.equal(tensor, values), name
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+    assert model.extra_norm.eps is None
+    assert open_trace(tmp_path / "r.safetensors").info("step0.params_before.model.norm.weight").dtype == "F64"
 
 
 @pytest.mark.parametrize(("slip", "module"), [(restarted_positions, "model.rotary_emb"),

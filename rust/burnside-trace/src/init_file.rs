@@ -1,11 +1,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::{Arc, OnceLock};
 
 use burn::module::Module;
 use burn::store::{ApplyError, ModuleSnapshot, PyTorchToBurnAdapter, bridge};
 use burn::tensor::{Device, Int, IntDType, Tensor};
 
 use crate::packed::cut_parts;
+use crate::safetensors_file::Deferred;
 use crate::torch_names::torch_leaf_of;
 use crate::{
     FORMAT_VERSION, HostDType, HostTensor, ParamEntry, SafetensorsFile, TorchNames, TraceError,
@@ -18,6 +20,12 @@ use crate::{
 #[derive(Debug, Clone)]
 pub struct InitFile {
     file: SafetensorsFile,
+    /// The parameters (`params.*`), left on disk until a port asks for them ([`param`](Self::param),
+    /// [`load_module`](Self::load_module)): a port that loads its own checkpoint never holds them (a
+    /// 1.24 B-parameter model's are 5 GB).
+    deferred: BTreeMap<String, Deferred>,
+    source: Arc<std::fs::File>,
+    params: OnceLock<Result<BTreeMap<String, HostTensor>, String>>,
     names: TorchNames,
     /// Metadata `full_steps`: the steps the PyTorch side recorded in full (absent: every step).
     full_steps: Option<Vec<usize>>,
@@ -34,7 +42,8 @@ pub struct InitFile {
 impl InitFile {
     /// Read an init file, refusing anything that is not `burnside.format = init`, version 1.
     pub fn read(path: impl AsRef<Path>) -> Result<Self, TraceError> {
-        let file = SafetensorsFile::read(path)?;
+        let (file, deferred, source) =
+            SafetensorsFile::read_deferring(path, &|name| name.starts_with("params."))?;
         let format = file.meta("burnside.format")?;
         if format != "init" {
             return Err(TraceError::Format {
@@ -92,6 +101,9 @@ impl InitFile {
         };
         Ok(Self {
             file,
+            deferred,
+            source,
+            params: OnceLock::new(),
             names: TorchNames::new(),
             full_steps,
             layer_statistics,
@@ -122,7 +134,26 @@ impl InitFile {
 
     /// The initial value of parameter `path` in PyTorch layout, if the file has it.
     pub fn param(&self, path: &str) -> Option<&HostTensor> {
-        self.file.tensors.get(&format!("params.{path}"))
+        let key = format!("params.{path}");
+        (self.file.tensors.get(&key)).or_else(|| self.deferred_params().ok()?.get(&key))
+    }
+
+    /// The parameters left on disk, read once, when first asked for.
+    fn deferred_params(&self) -> Result<&BTreeMap<String, HostTensor>, TraceError> {
+        let read = || -> Result<BTreeMap<String, HostTensor>, String> {
+            (self.deferred.iter())
+                .map(|(name, place)| {
+                    let tensor = place
+                        .read(&self.source)
+                        .map_err(|e| format!("reading `{name}`: {e}"))?;
+                    Ok((name.clone(), tensor))
+                })
+                .collect()
+        };
+        (self.params.get_or_init(read).as_ref()).map_err(|message| TraceError::Format {
+            path: self.file.path.clone(),
+            message: message.clone(),
+        })
     }
 
     /// The names of the inputs (`x`, `y`, ...).
@@ -416,7 +447,10 @@ impl InitFile {
             .into_iter()
             .map(|entry| entry.torch)
             .collect();
-        let tensors = self.file.tensors.iter().filter_map(|(key, value)| {
+        let deferred = self.deferred_params()?;
+        let all: BTreeMap<&String, &HostTensor> =
+            self.file.tensors.iter().chain(deferred).collect();
+        let tensors = all.into_iter().filter_map(|(key, value)| {
             let (kind, name) = key.split_once('.')?;
             let constant =
                 kind == "buffers" && self.constant_buffers.contains(name) && !held.contains(name);

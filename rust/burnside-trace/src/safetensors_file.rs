@@ -1,6 +1,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use safetensors::tensor::{Dtype, TensorView};
 
@@ -27,6 +28,16 @@ impl SafetensorsFile {
     /// arrive, so a header that claims more data than the file holds fails without allocating
     /// what it claims. Every error names the file and what is wrong.
     pub fn read(path: impl AsRef<Path>) -> Result<Self, TraceError> {
+        Ok(Self::read_deferring(path, &|_| false)?.0)
+    }
+
+    /// [`read`](Self::read), leaving the bytes of the tensors `defer` names on disk (a regular file's
+    /// only; a pipe's are read): their places, checked as every tensor's are, and the open file
+    /// they can be read from with [`Deferred::read`], even once the file is unlinked.
+    pub(crate) fn read_deferring(
+        path: impl AsRef<Path>,
+        defer: &dyn Fn(&str) -> bool,
+    ) -> Result<(Self, BTreeMap<String, Deferred>, Arc<std::fs::File>), TraceError> {
         let path = path.as_ref().to_path_buf();
         let io = |source: std::io::Error| TraceError::Io {
             path: path.clone(),
@@ -118,6 +129,7 @@ impl SafetensorsFile {
         }
 
         let mut tensors = BTreeMap::new();
+        let mut deferred = BTreeMap::new();
         for info in order {
             let (start, stop) = info.offsets;
             let Some(dtype) = info.dtype else {
@@ -130,6 +142,20 @@ impl SafetensorsFile {
                 });
             };
             let size = (stop - start) as usize; // == the tensor's byte length, which fits usize
+            if file_len.is_some() && defer(&info.name) {
+                // the file's length was checked against every offset above: the bytes are there
+                reader.seek_relative(size as i64).map_err(io)?;
+                deferred.insert(
+                    info.name.clone(),
+                    Deferred {
+                        dtype,
+                        shape: info.shape.clone(),
+                        offset: 8 + header_len as u64 + start,
+                        len: size,
+                    },
+                );
+                continue;
+            }
             // The buffer starts no larger than what is left of the file (or 64 KiB for a pipe).
             let room = file_len.map_or(1 << 16, |len| {
                 len.saturating_sub(8 + header_len as u64 + start)
@@ -156,11 +182,16 @@ impl SafetensorsFile {
                 "bytes follow the last tensor, which ends at {end} of the data"
             )));
         }
-        Ok(Self {
-            path,
-            tensors,
-            metadata,
-        })
+        drop(reader);
+        Ok((
+            Self {
+                path,
+                tensors,
+                metadata,
+            },
+            deferred,
+            Arc::new(file),
+        ))
     }
 
     /// A metadata value, or a format error naming the missing key.
@@ -172,6 +203,30 @@ impl SafetensorsFile {
                 path: self.path.clone(),
                 message: format!("metadata key `{key}` is missing"),
             })
+    }
+}
+
+/// A tensor [`SafetensorsFile::read_deferring`] left on disk: where its bytes are in the file.
+#[derive(Debug, Clone)]
+pub(crate) struct Deferred {
+    pub(crate) dtype: HostDType,
+    pub(crate) shape: Vec<usize>,
+    /// The first byte's offset in the file.
+    pub(crate) offset: u64,
+    pub(crate) len: usize,
+}
+
+impl Deferred {
+    /// The tensor, read from `file` (the file it was found in, kept open).
+    pub(crate) fn read(&self, file: &std::fs::File) -> std::io::Result<HostTensor> {
+        use std::os::unix::fs::FileExt;
+        let mut bytes = vec![0_u8; self.len];
+        file.read_exact_at(&mut bytes, self.offset)?;
+        Ok(HostTensor {
+            dtype: self.dtype,
+            shape: self.shape.clone(),
+            bytes,
+        })
     }
 }
 

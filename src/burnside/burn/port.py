@@ -32,6 +32,8 @@ from burnside.burn.binary import RunError, run_binary
 from burnside.burn.cargo import build
 from burnside.errors import BurnsideError
 from burnside.trace import Trace, open_trace, parse_name, write_trace
+from burnside.trace.dtypes import STORAGE
+from burnside.trace.stream import TraceWriter
 from burnside.trace.constant_buffers import unchanged_buffers
 from burnside.trace.init_batches import batch_tensors
 
@@ -68,16 +70,18 @@ def init_from_trace(trace: Trace, path: Path) -> Path:
         if not params or not inputs:
             raise BurnsideError(f"{trace.path}: has no step0.params_before.* or step0.micro_inputs.0.*, so there is no "
                                 "starting point to hand to the burn port")
-        tensors = {f"params.{p}": np.array(trace.array(f"step0.params_before.{p}")) for p in params}
+        tensors: dict[str, np.ndarray | str] = {f"params.{p}": f"step0.params_before.{p}" for p in params}
         tensors |= batch_tensors(batches)
-        return write_trace(path, tensors, {"params": params, "inputs": inputs, "kind": trace.kind,
-                                           "accumulate": accumulate, **carried}, kind="init")
+        return _write_init(path, trace, tensors, {"params": params, "inputs": inputs, "kind": trace.kind,
+                                                  "accumulate": accumulate, **carried})
     inputs = _under(trace, "step0.inputs.")
     if not params or not inputs:
         raise BurnsideError(f"{trace.path}: has no step0.params_before.* or step0.inputs.*, so there is no "
                             "starting point to hand to the burn port")
-    tensors = {f"params.{p}": np.array(trace.array(f"step0.params_before.{p}")) for p in params
-               if f"step0.params_before.{p}" in trace}
+    # a name is the trace tensor the streamed init file copies (`_write_init`); parameters held as statistics are
+    # no tensor of the file (the port loads its checkpoint)
+    tensors: dict[str, np.ndarray | str] = {f"params.{p}": f"step0.params_before.{p}" for p in params
+                                            if f"step0.params_before.{p}" in trace}
     present = set(trace.names)
     batches = [{n: np.array(trace.array(f"step{k}.inputs.{n}")) for n in inputs if f"step{k}.inputs.{n}" in present}
                for k in range(trace.steps)]
@@ -91,7 +95,7 @@ def init_from_trace(trace: Trace, path: Path) -> Path:
         recorded = [n for n in trace.names if n.split(".", 2)[1:2] == ["buffers"]]
         constants = sorted(unchanged_buffers(trace, recorded, nonpersistent))
         if constants:
-            tensors |= {f"buffers.{b}": np.array(trace.array(f"step0.buffers.{b}")) for b in constants}
+            tensors |= {f"buffers.{b}": f"step0.buffers.{b}" for b in constants}
             metadata |= {"buffers": constants, "constant_buffers": constants}
     if trace.kind == "forward":
         # a buffer registered with persistent=False (a causal mask kept as a constant) is outside the state_dict,
@@ -99,11 +103,36 @@ def init_from_trace(trace: Trace, path: Path) -> Path:
         # of the init file would otherwise refuse it as a tensor no burn parameter takes
         constant = set(trace.metadata.get("buffers_nonpersistent") or ())
         buffers = [b for b in _under(trace, "step0.buffers.") if b not in constant]
-        tensors |= {f"buffers.{b}": np.array(trace.array(f"step0.buffers.{b}")) for b in buffers}
+        tensors |= {f"buffers.{b}": f"step0.buffers.{b}" for b in buffers}
         layer_inputs = [n for n in trace.names if ".layer_inputs." in n]
-        tensors |= {n: np.array(trace.array(n)) for n in layer_inputs}
+        tensors |= {n: n for n in layer_inputs}
         metadata |= {"buffers": buffers, "layer_inputs": _under(trace, "step0.layer_inputs.")}
-    return write_trace(path, tensors, metadata, kind="init")
+    return _write_init(path, trace, tensors, metadata)
+
+
+#: Init files of this many bytes or more are streamed (`_write_init`).
+_STREAM_INIT = 256 * 2**20
+
+
+def _write_init(path: Path, trace: Trace, tensors: dict[str, np.ndarray | str], metadata: dict) -> Path:
+    """Write the init file: each tensor an array, or the name of ``trace``'s tensor to copy. A large one is
+    streamed, each copied tensor read from the mapped file and its pages released once written, so the memory
+    taken is the largest tensor's, not the file's (a 1.24 B-parameter model's init file, copied then encoded
+    whole, went past 12 GiB); a small one is encoded whole, its header packed tight (a streamed file reserves
+    64 KiB of header room)."""
+    size = sum(trace.info(t).n * np.dtype(STORAGE[trace.info(t).dtype]).itemsize if isinstance(t, str)
+               else np.asarray(t).nbytes for t in tensors.values())
+    if size < _STREAM_INIT:
+        arrays = {name: np.array(trace.array(t)) if isinstance(t, str) else t for name, t in tensors.items()}
+        return write_trace(path, arrays, metadata, kind="init")
+    with TraceWriter(path, kind="init", expected_tensors=len(tensors)) as writer:
+        for name, tensor in tensors.items():
+            if isinstance(tensor, str):
+                writer.add(name, trace.array(tensor))
+                trace.release(tensor)
+            else:
+                writer.add(name, tensor)
+        return writer.finish(metadata)
 
 
 #: The trace metadata an init file carries to the burn recorder: how the trace recorded statistics.

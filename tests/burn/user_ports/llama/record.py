@@ -1,4 +1,4 @@
-"""The PyTorch side: the checkpoint (safetensors, as HF ships it) and a greedy generation trace."""
+"""The PyTorch side: the checkpoint (safetensors and config.json, as HF ships them) and a greedy generation trace."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,6 +16,7 @@ if __name__ == "__main__":
     model = make_model()
     (here / "checkpoint").mkdir(exist_ok=True)
     safetensors.torch.save_file(model.state_dict(), str(here / "checkpoint" / "model.safetensors"))
+    model.config.to_json_file(here / "checkpoint" / "config.json", use_diff=False)  # the port's dimensions
     prompt = torch.tensor([[3, 17, 42, 5, 60, 11, 29, 8]], dtype=torch.long)
     (here / "traces").mkdir(exist_ok=True)
     record_generate(model, prompt, here / "traces" / "torch.safetensors", steps=STEPS,

@@ -1,27 +1,130 @@
-//! The burn port of a tiny Hugging Face Llama (`model.py`) for greedy generation with a KV cache,
-//! checked by `burnside check` against `record_generate`'s trace (one Inference batch per decode step).
+//! The burn port of a Hugging Face Llama for greedy generation with a KV cache, checked by `burnside check`
+//! against `record_generate`'s trace (one Inference batch per decode step). Its dimensions come from the
+//! checkpoint folder's `config.json`, so the same port runs the tiny model of `model.py` (the test) and the
+//! Llama-3.2-1B shape (`benchmarks/llama_1b.py`): grouped-query attention, RoPE with llama3's frequency scaling,
+//! an lm_head tied to the token embedding. A bf16 checkpoint (as Hugging Face ships Llama 3.2) is widened to
+//! f32 on load by burn-store's `FloatCastAdapter` (exact: every bf16 value is an f32 one).
 //!
 //! `--bug NAME` builds a porting slip in: pos-restart, rope-interleaved, rope-theta, rms-eps, gqa-order,
-//! no-cache-append, mask-reuse.
+//! no-cache-append, mask-reuse, no-rope-scaling.
 
 use std::cell::RefCell;
+use std::path::Path;
 
 use burn::module::Module;
 use burn::nn::{Embedding, EmbeddingConfig, Linear, LinearConfig, RmsNorm, RmsNormConfig};
-use burn::store::{ModuleSnapshot, PyTorchToBurnAdapter, SafetensorsStore};
+use burn::store::{
+    FloatCastAdapter, ModuleAdapter, ModuleSnapshot, PyTorchToBurnAdapter, SafetensorsStore,
+};
 use burn::tensor::activation::{silu, softmax};
-use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
+use burn::tensor::{Bool, DType, Device, Int, Tensor, TensorData};
 use burnside_trace::{Inference, InitFile, PortArgs, Tap, TraceError, UsageError};
+use serde_json::Value;
 
-const VOCAB: usize = 64;
-const HIDDEN: usize = 32;
-const INTERMEDIATE: usize = 64;
-const LAYERS: usize = 2;
-const HEADS: usize = 4;
-const KV_HEADS: usize = 2;
-const HEAD_DIM: usize = HIDDEN / HEADS;
-const ROPE_THETA: f32 = 500000.0;
-const RMS_EPS: f64 = 1e-6;
+/// llama3's RoPE frequency scaling (`rope_type: llama3`), as transformers' `_compute_llama3_parameters`.
+#[derive(Clone, Copy, Debug)]
+struct Llama3Scaling {
+    factor: f32,
+    low_freq_factor: f32,
+    high_freq_factor: f32,
+    original_max_position_embeddings: f32,
+}
+
+/// The model's dimensions, read from Hugging Face's `config.json` (LlamaConfig's defaults where a key is absent).
+#[derive(Clone, Debug)]
+struct Config {
+    vocab: usize,
+    hidden: usize,
+    intermediate: usize,
+    layers: usize,
+    heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+    rms_eps: f64,
+    rope_theta: f32,
+    llama3: Option<Llama3Scaling>,
+    tie_word_embeddings: bool,
+}
+
+impl Config {
+    fn read(path: &Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            format!(
+                "{}: {e} (the checkpoint's folder needs Hugging Face's config.json)",
+                path.display()
+            )
+        })?;
+        let json: Value = serde_json::from_str(&text)
+            .map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
+        let bad = |key: &str| format!("{}: `{key}` is not a number", path.display());
+        let size = |key: &str, default: usize| -> Result<usize, String> {
+            match json.get(key) {
+                None | Some(Value::Null) => Ok(default),
+                Some(v) => v.as_u64().map(|n| n as usize).ok_or_else(|| bad(key)),
+            }
+        };
+        let float = |obj: &Value, key: &str, default: f64| -> Result<f64, String> {
+            match obj.get(key) {
+                None | Some(Value::Null) => Ok(default),
+                Some(v) => v.as_f64().ok_or_else(|| bad(key)),
+            }
+        };
+        let hidden = size("hidden_size", 4096)?;
+        let heads = size("num_attention_heads", 32)?;
+        // transformers 5 writes `rope_parameters` (theta inside); the configs Hugging Face ships (transformers 4)
+        // `rope_theta` and `rope_scaling`
+        let rope = json
+            .get("rope_parameters")
+            .or_else(|| json.get("rope_scaling"))
+            .filter(|v| !v.is_null())
+            .cloned()
+            .unwrap_or(Value::Null);
+        let rope_theta = match rope.get("rope_theta") {
+            Some(_) => float(&rope, "rope_theta", 10000.0)?,
+            None => float(&json, "rope_theta", 10000.0)?,
+        };
+        let kind = rope
+            .get("rope_type")
+            .or_else(|| rope.get("type"))
+            .and_then(Value::as_str)
+            .unwrap_or("default");
+        let llama3 = match kind {
+            "default" => None,
+            "llama3" => Some(Llama3Scaling {
+                factor: float(&rope, "factor", 8.0)? as f32,
+                low_freq_factor: float(&rope, "low_freq_factor", 1.0)? as f32,
+                high_freq_factor: float(&rope, "high_freq_factor", 4.0)? as f32,
+                original_max_position_embeddings: float(
+                    &rope,
+                    "original_max_position_embeddings",
+                    8192.0,
+                )? as f32,
+            }),
+            other => {
+                return Err(format!(
+                    "{}: rope type `{other}` is not ported (default and llama3 are)",
+                    path.display()
+                ));
+            }
+        };
+        Ok(Self {
+            vocab: size("vocab_size", 32000)?,
+            hidden,
+            intermediate: size("intermediate_size", 11008)?,
+            layers: size("num_hidden_layers", 32)?,
+            heads,
+            kv_heads: size("num_key_value_heads", heads)?,
+            head_dim: size("head_dim", hidden / heads)?,
+            rms_eps: float(&json, "rms_norm_eps", 1e-6)?,
+            rope_theta: rope_theta as f32,
+            llama3,
+            tie_word_embeddings: json
+                .get("tie_word_embeddings")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        })
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Bug {
@@ -33,6 +136,7 @@ enum Bug {
     GqaOrder,
     NoCacheAppend,
     MaskReuse,
+    NoRopeScaling,
 }
 
 impl Bug {
@@ -46,6 +150,7 @@ impl Bug {
             Some("gqa-order") => Bug::GqaOrder,
             Some("no-cache-append") => Bug::NoCacheAppend,
             Some("mask-reuse") => Bug::MaskReuse,
+            Some("no-rope-scaling") => Bug::NoRopeScaling,
             Some(other) => return Err(UsageError(format!("unknown --bug {other}"))),
         })
     }
@@ -84,46 +189,93 @@ struct LlamaModel {
 #[derive(Module, Debug)]
 struct Llama {
     model: LlamaModel,
-    lm_head: Linear,
+    /// None when `tie_word_embeddings`: the logits are then read through `embed_tokens`' weight (Llama 3.2's
+    /// checkpoints hold no `lm_head.weight`).
+    lm_head: Option<Linear>,
 }
 
 fn linear(i: usize, o: usize, device: &Device) -> Linear {
     LinearConfig::new(i, o).with_bias(false).init(device)
 }
 
-fn rms(eps: f64, device: &Device) -> RmsNorm {
-    RmsNormConfig::new(HIDDEN).with_epsilon(eps).init(device)
-}
-
 impl Llama {
-    fn new(device: &Device, bug: Bug) -> Self {
-        let eps = if bug == Bug::RmsEps { 1e-5 } else { RMS_EPS };
-        let layers = (0..LAYERS)
+    /// The model with burn's lazy parameters (nothing is drawn before the checkpoint replaces it).
+    fn new(cfg: &Config, device: &Device, bug: Bug) -> Self {
+        // the slip: RmsNormConfig's default epsilon (1e-5) kept
+        let eps = if bug == Bug::RmsEps {
+            1e-5
+        } else {
+            cfg.rms_eps
+        };
+        let rms = || {
+            RmsNormConfig::new(cfg.hidden)
+                .with_epsilon(eps)
+                .init(device)
+        };
+        let (q_dim, kv_dim) = (cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim);
+        let layers = (0..cfg.layers)
             .map(|_| DecoderLayer {
-                input_layernorm: rms(eps, device),
+                input_layernorm: rms(),
                 self_attn: Attention {
-                    q_proj: linear(HIDDEN, HEADS * HEAD_DIM, device),
-                    k_proj: linear(HIDDEN, KV_HEADS * HEAD_DIM, device),
-                    v_proj: linear(HIDDEN, KV_HEADS * HEAD_DIM, device),
-                    o_proj: linear(HEADS * HEAD_DIM, HIDDEN, device),
+                    q_proj: linear(cfg.hidden, q_dim, device),
+                    k_proj: linear(cfg.hidden, kv_dim, device),
+                    v_proj: linear(cfg.hidden, kv_dim, device),
+                    o_proj: linear(q_dim, cfg.hidden, device),
                 },
-                post_attention_layernorm: rms(eps, device),
+                post_attention_layernorm: rms(),
                 mlp: Mlp {
-                    gate_proj: linear(HIDDEN, INTERMEDIATE, device),
-                    up_proj: linear(HIDDEN, INTERMEDIATE, device),
-                    down_proj: linear(INTERMEDIATE, HIDDEN, device),
+                    gate_proj: linear(cfg.hidden, cfg.intermediate, device),
+                    up_proj: linear(cfg.hidden, cfg.intermediate, device),
+                    down_proj: linear(cfg.intermediate, cfg.hidden, device),
                 },
             })
             .collect();
         Self {
             model: LlamaModel {
-                embed_tokens: EmbeddingConfig::new(VOCAB, HIDDEN).init(device),
+                embed_tokens: EmbeddingConfig::new(cfg.vocab, cfg.hidden).init(device),
                 layers,
-                norm: rms(eps, device),
+                norm: rms(),
             },
-            lm_head: linear(HIDDEN, VOCAB, device),
+            lm_head: (!cfg.tie_word_embeddings).then(|| linear(cfg.hidden, cfg.vocab, device)),
         }
     }
+}
+
+/// RoPE's inverse frequencies in f32, as transformers computes them (`_compute_default_rope_parameters`, then
+/// `_compute_llama3_parameters` for llama3's scaling), op by op in the same order.
+fn inv_freq(cfg: &Config, bug: Bug) -> Vec<f32> {
+    let theta = if bug == Bug::RopeTheta {
+        10000.0f32
+    } else {
+        cfg.rope_theta
+    };
+    let d = cfg.head_dim;
+    // 1.0 / base ** (arange(0, d, 2) / d): torch's `1.0 / t` is reciprocal(t) * 1.0
+    let base: Vec<f32> = (0..d / 2)
+        .map(|i| 1.0 / theta.powf((2 * i) as f32 / d as f32))
+        .collect();
+    let Some(s) = cfg.llama3.filter(|_| bug != Bug::NoRopeScaling) else {
+        return base;
+    };
+    let low_freq_wavelen = s.original_max_position_embeddings / s.low_freq_factor;
+    let high_freq_wavelen = s.original_max_position_embeddings / s.high_freq_factor;
+    base.into_iter()
+        .map(|f| {
+            // `2 * math.pi / inv_freq` and `old_context_len / wavelen` are torch's rdiv: reciprocal, then the
+            // product with the scalar taken in f32
+            let wavelen = (1.0 / f) * (2.0 * std::f64::consts::PI) as f32;
+            let scaled = if wavelen > low_freq_wavelen {
+                f / s.factor
+            } else {
+                f
+            };
+            let smooth = ((1.0 / wavelen) * s.original_max_position_embeddings - s.low_freq_factor)
+                / (s.high_freq_factor - s.low_freq_factor);
+            let smoothed = (1.0 - smooth) * scaled / s.factor + smooth * scaled;
+            let medium = !(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen);
+            if medium { smoothed } else { scaled }
+        })
+        .collect()
 }
 
 /// Per layer: keys (after RoPE) and values, [batch, kv_heads, past, head_dim], before repeat_kv.
@@ -131,7 +283,7 @@ type Cache = Vec<Option<(Tensor<4>, Tensor<4>)>>;
 
 /// Hugging Face's rotate_half: cat(-x2, x1) of the two halves of the last axis.
 fn rotate_half(x: Tensor<4>) -> Tensor<4> {
-    let half = HEAD_DIM / 2;
+    let half = x.dims()[3] / 2;
     let x1 = x.clone().narrow(3, 0, half);
     let x2 = x.narrow(3, half, half);
     Tensor::cat(vec![x2.neg(), x1], 3)
@@ -160,6 +312,7 @@ fn repeat_kv(x: Tensor<4>, n_rep: usize, bug: Bug) -> Tensor<4> {
 
 fn forward(
     model: &Llama,
+    cfg: &Config,
     input_ids: Tensor<2, Int>,
     position_ids: Tensor<2, Int>,
     cache: &mut Cache,
@@ -170,13 +323,12 @@ fn forward(
     let [b, s] = input_ids.dims();
     let past = cache[0].as_ref().map(|(k, _)| k.dims()[2]).unwrap_or(0);
 
-    // RoPE tables, as LlamaRotaryEmbedding: inv_freq = 1 / theta^(2i/d), freqs = pos * inv_freq.
-    let theta = if bug == Bug::RopeTheta { 10000.0f32 } else { ROPE_THETA };
-    let inv_freq: Vec<f32> = (0..HEAD_DIM / 2)
-        .map(|i| 1.0 / theta.powf((2 * i) as f32 / HEAD_DIM as f32))
-        .collect();
-    let inv_freq = Tensor::<1>::from_data(TensorData::new(inv_freq, [HEAD_DIM / 2]), &device)
-        .reshape([1, 1, HEAD_DIM / 2]);
+    let (heads, kv_heads, head_dim) = (cfg.heads, cfg.kv_heads, cfg.head_dim);
+
+    // RoPE tables, as LlamaRotaryEmbedding: freqs = pos * inv_freq.
+    let inv_freq =
+        Tensor::<1>::from_data(TensorData::new(inv_freq(cfg, bug), [head_dim / 2]), &device)
+            .reshape([1, 1, head_dim / 2]);
     let positions = if bug == Bug::PosRestart {
         Tensor::<1, Int>::arange(0..s as i64, &device).reshape([1, s])
     } else {
@@ -185,7 +337,10 @@ fn forward(
     let freqs = positions.float().reshape([b, s, 1]) * inv_freq; // [b, s, d/2]
     let emb = if bug == Bug::RopeInterleaved {
         // GPT-J / burn RotaryEncoding layout: each frequency twice in a row (f0, f0, f1, f1, ...)
-        freqs.unsqueeze_dim::<4>(3).repeat_dim(3, 2).reshape([b, s, HEAD_DIM])
+        freqs
+            .unsqueeze_dim::<4>(3)
+            .repeat_dim(3, 2)
+            .reshape([b, s, head_dim])
     } else {
         Tensor::cat(vec![freqs.clone(), freqs], 2) // [b, s, d]: (f0, f1, .., f0, f1, ..)
     };
@@ -203,7 +358,7 @@ fn forward(
 
     let mut h = model.model.embed_tokens.forward(input_ids);
     tap.activation("model.embed_tokens", &h)?;
-    let scaling = (HEAD_DIM as f64).powf(-0.5);
+    let scaling = (head_dim as f64).powf(-0.5);
     for (i, layer) in model.model.layers.iter().enumerate() {
         let p = format!("model.layers.{i}");
         let residual = h.clone();
@@ -216,9 +371,9 @@ fn forward(
         tap.activation(&format!("{p}.self_attn.k_proj"), &k)?;
         let v = attn.v_proj.forward(x);
         tap.activation(&format!("{p}.self_attn.v_proj"), &v)?;
-        let q = q.reshape([b, s, HEADS, HEAD_DIM]).swap_dims(1, 2);
-        let k = k.reshape([b, s, KV_HEADS, HEAD_DIM]).swap_dims(1, 2);
-        let v = v.reshape([b, s, KV_HEADS, HEAD_DIM]).swap_dims(1, 2);
+        let q = q.reshape([b, s, heads, head_dim]).swap_dims(1, 2);
+        let k = k.reshape([b, s, kv_heads, head_dim]).swap_dims(1, 2);
+        let v = v.reshape([b, s, kv_heads, head_dim]).swap_dims(1, 2);
         let q = rope(q);
         let k = rope(k);
         let (k_all, v_all) = match cache[i].take() {
@@ -239,20 +394,27 @@ fn forward(
             cache[i] = Some((k_all.clone(), v_all.clone()));
         }
         let kv_len = k_all.dims()[2];
-        let k_rep = repeat_kv(k_all, HEADS / KV_HEADS, bug);
-        let v_rep = repeat_kv(v_all, HEADS / KV_HEADS, bug);
+        let k_rep = repeat_kv(k_all, heads / kv_heads, bug);
+        let v_rep = repeat_kv(v_all, heads / kv_heads, bug);
         let mut scores = q.matmul(k_rep.swap_dims(2, 3)).mul_scalar(scaling); // [b, h, s, kv_len]
         // causal: query t (at position past + t) sees keys 0..=past + t
         // burn's tril_mask(shape, offset) is true (filled) where key j > query i + offset
-        let offset = if bug == Bug::MaskReuse { 0 } else { past as i64 };
+        let offset = if bug == Bug::MaskReuse {
+            0
+        } else {
+            past as i64
+        };
         if s > 1 || bug == Bug::MaskReuse {
             let mask = Tensor::<2, Bool>::tril_mask([s, kv_len], offset, &device)
                 .reshape([1, 1, s, kv_len])
-                .expand([b, HEADS, s, kv_len]);
+                .expand([b, heads, s, kv_len]);
             scores = scores.mask_fill(mask, f32::NEG_INFINITY);
         }
         let weights = softmax(scores, 3);
-        let ctx = weights.matmul(v_rep).swap_dims(1, 2).reshape([b, s, HEADS * HEAD_DIM]);
+        let ctx = weights
+            .matmul(v_rep)
+            .swap_dims(1, 2)
+            .reshape([b, s, heads * head_dim]);
         let o = attn.o_proj.forward(ctx);
         tap.activation(&format!("{p}.self_attn.o_proj"), &o)?;
         tap.activation(&format!("{p}.self_attn"), &o)?;
@@ -276,16 +438,28 @@ fn forward(
     }
     let h = model.model.norm.forward(h);
     tap.activation("model.norm", &h)?;
-    let logits = model.lm_head.forward(h);
+    let logits = match &model.lm_head {
+        Some(lm_head) => lm_head.forward(h),
+        // tied: F.linear(h, embed_tokens.weight), the [vocab, hidden] table read transposed
+        None => h.matmul(
+            model
+                .model
+                .embed_tokens
+                .weight
+                .val()
+                .transpose()
+                .unsqueeze_dim::<3>(0),
+        ),
+    };
     tap.activation("lm_head", &logits)?;
     Ok(logits)
 }
 
 fn main() {
     burnside_trace::run_port("user_llama", |mut args: PortArgs| {
-        let checkpoint = args
-            .value("--checkpoint")?
-            .ok_or_else(|| UsageError("missing --checkpoint PATH (the model.safetensors)".into()))?;
+        let checkpoint = args.value("--checkpoint")?.ok_or_else(|| {
+            UsageError("missing --checkpoint PATH (the model.safetensors)".into())
+        })?;
         let bug = Bug::parse(args.value("--bug")?)?;
         let taps_only = args.flag("--taps-only");
         let no_taps = args.flag("--no-taps");
@@ -294,45 +468,77 @@ fn main() {
         args.finish()?;
         let device = Device::default();
         let init = InitFile::read(&args.init)?;
-        let mut model = Llama::new(&device, bug);
-        let mut store = SafetensorsStore::from_file(&checkpoint).with_from_adapter(PyTorchToBurnAdapter);
+        let config = Path::new(&checkpoint).with_file_name("config.json");
+        let cfg = Config::read(&config)?;
+        let layers = cfg.layers;
+        let mut model = Llama::new(&cfg, &device, bug);
+        // PyTorch's names and [out, in] layout, every float tensor widened to the f32 model's dtype (a bf16
+        // checkpoint would otherwise load as bf16 parameters: burn-store keeps the file's dtype)
+        let adapter = PyTorchToBurnAdapter.chain(FloatCastAdapter::to(DType::F32));
+        let mut store = SafetensorsStore::from_file(&checkpoint).with_from_adapter(adapter);
         model
             .load_from(&mut store)
             .map_err(|e| format!("{checkpoint}: {e}"))?;
-        let cache: RefCell<Cache> = RefCell::new(vec![None; LAYERS]);
-        let host: RefCell<Vec<Option<(TensorData, TensorData)>>> = RefCell::new(vec![None; LAYERS]);
-        let inference = if taps_only { Inference::new().with_taps_only() } else { Inference::new() };
+        let cache: RefCell<Cache> = RefCell::new(vec![None; layers]);
+        let host: RefCell<Vec<Option<(TensorData, TensorData)>>> = RefCell::new(vec![None; layers]);
+        let inference = if taps_only {
+            Inference::new().with_taps_only()
+        } else {
+            Inference::new()
+        };
         inference.run(&args, &init, &device, &model, |model, batch| {
             let input_ids = batch.int_input::<2>("input_ids")?;
             let position_ids = batch.int_input::<2>("position_ids")?;
             let mut cache = cache.borrow_mut();
             if batch.index() == 0 {
-                *cache = vec![None; LAYERS];
+                *cache = vec![None; layers];
             }
             let first = batch.index() == 0;
             let mut tap = if no_taps { Tap::off() } else { batch.tap() };
             if host_cache {
                 let mut host = host.borrow_mut();
                 if first {
-                    *host = vec![None; LAYERS];
+                    *host = vec![None; layers];
                 }
                 let dev = input_ids.device();
                 *cache = host
                     .iter()
                     .map(|e| {
                         e.as_ref().map(|(k, v)| {
-                            (Tensor::<4>::from_data(k.clone(), &dev), Tensor::<4>::from_data(v.clone(), &dev))
+                            (
+                                Tensor::<4>::from_data(k.clone(), &dev),
+                                Tensor::<4>::from_data(v.clone(), &dev),
+                            )
                         })
                     })
                     .collect();
-                let logits = forward(model, input_ids, position_ids, &mut cache, bug, &mut tap)?;
+                let logits = forward(
+                    model,
+                    &cfg,
+                    input_ids,
+                    position_ids,
+                    &mut cache,
+                    bug,
+                    &mut tap,
+                )?;
                 *host = cache
                     .iter()
-                    .map(|e| e.as_ref().map(|(k, v)| (k.clone().into_data(), v.clone().into_data())))
+                    .map(|e| {
+                        e.as_ref()
+                            .map(|(k, v)| (k.clone().into_data(), v.clone().into_data()))
+                    })
                     .collect();
                 return Ok(logits);
             }
-            Ok(forward(model, input_ids, position_ids, &mut cache, bug, &mut tap)?)
+            Ok(forward(
+                model,
+                &cfg,
+                input_ids,
+                position_ids,
+                &mut cache,
+                bug,
+                &mut tap,
+            )?)
         })?;
         Ok(())
     });
