@@ -2,15 +2,19 @@
 //! checked by `burnside check` against `record_generate`'s trace (one Inference batch per decode step).
 //!
 //! `--bug NAME` builds a porting slip in: pos-restart, rope-interleaved, rope-theta, rms-eps, gqa-order,
-//! no-cache-append, mask-reuse.
+//! no-cache-append, mask-reuse; and two of loading a bf16 checkpoint into this f32 model: via-f16 (the
+//! weights cast through f16 on their way to f32) and no-cast (burn-store's load alone, which keeps a
+//! bf16 tensor bf16).
 
 use std::cell::RefCell;
 
 use burn::module::Module;
 use burn::nn::{Embedding, EmbeddingConfig, Linear, LinearConfig, RmsNorm, RmsNormConfig};
-use burn::store::{ModuleSnapshot, PyTorchToBurnAdapter, SafetensorsStore};
+use burn::store::{
+    FloatCastAdapter, ModuleAdapter, ModuleSnapshot, PyTorchToBurnAdapter, SafetensorsStore,
+};
 use burn::tensor::activation::{silu, softmax};
-use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
+use burn::tensor::{Bool, DType, Device, Int, Tensor, TensorData};
 use burnside_trace::{Inference, InitFile, PortArgs, Tap, TraceError, UsageError};
 
 const VOCAB: usize = 64;
@@ -33,6 +37,8 @@ enum Bug {
     GqaOrder,
     NoCacheAppend,
     MaskReuse,
+    ViaF16,
+    NoCast,
 }
 
 impl Bug {
@@ -46,6 +52,8 @@ impl Bug {
             Some("gqa-order") => Bug::GqaOrder,
             Some("no-cache-append") => Bug::NoCacheAppend,
             Some("mask-reuse") => Bug::MaskReuse,
+            Some("via-f16") => Bug::ViaF16,
+            Some("no-cast") => Bug::NoCast,
             Some(other) => return Err(UsageError(format!("unknown --bug {other}"))),
         })
     }
@@ -295,7 +303,19 @@ fn main() {
         let device = Device::default();
         let init = InitFile::read(&args.init)?;
         let mut model = Llama::new(&device, bug);
-        let mut store = SafetensorsStore::from_file(&checkpoint).with_from_adapter(PyTorchToBurnAdapter);
+        // The model is f32: a checkpoint's other float dtype (HF's bf16) is cast to f32 as it loads, exactly.
+        let store = SafetensorsStore::from_file(&checkpoint);
+        let mut store = match bug {
+            Bug::NoCast => store.with_from_adapter(PyTorchToBurnAdapter),
+            Bug::ViaF16 => store.with_from_adapter(
+                PyTorchToBurnAdapter
+                    .chain(FloatCastAdapter::to(DType::F16))
+                    .chain(FloatCastAdapter::to(DType::F32)),
+            ),
+            _ => store.with_from_adapter(
+                PyTorchToBurnAdapter.chain(FloatCastAdapter::to(DType::F32)),
+            ),
+        };
         model
             .load_from(&mut store)
             .map_err(|e| format!("{checkpoint}: {e}"))?;
