@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import xxhash
 
 from burnside.burn.cargo import run_workspace_tests
 from burnside.burn.locate import rust_workspace
@@ -72,3 +73,5 @@ def test_a_bf16_tensor_burn_records_reads_back_in_python_as_its_words(tmp_path, 
         assert np.array_equal(trace.values(name), logits.bfloat16().float().numpy())
         stats = trace.statistics_of(name)
         assert stats.dtype == "BF16" and stats.shape == tuple(logits.shape)
+        # the raw little-endian words hashed, as half.rs asserts burn's Statistics::of does
+        assert stats.xxh3 == xxhash.xxh3_128_hexdigest(np.ascontiguousarray(trace.array(name)).tobytes())
