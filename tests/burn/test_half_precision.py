@@ -55,23 +55,30 @@ def test_a_half_model_loads_into_the_f32_port_widened_exactly(dtype, tmp_path):
     assert init.info("inputs.x").dtype == HALF[dtype]
 
 
-def test_a_bf16_tensor_burn_records_reads_back_in_python_as_its_words(tmp_path, monkeypatch):
-    out = tmp_path / "bf16.burn.safetensors"
-    monkeypatch.setenv("BURNSIDE_HALF_TRACE", str(out))
-    proc = run_workspace_tests(rust_workspace(), [
-        "-p", "burnside-trace", "--test", "half", "--", "--exact",
-        "a_bf16_tensor_is_recorded_as_its_words_and_its_statistics_hash_them"])
+@pytest.fixture(scope="module")
+def burn_half_traces(tmp_path_factory) -> Path:
+    """The traces rust/burnside-trace/tests/half.rs writes: the tiny model's layer tapped as bf16, then as f16."""
+    folder = tmp_path_factory.mktemp("burn-half")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("BURNSIDE_HALF_TRACES", str(folder))
+        proc = run_workspace_tests(rust_workspace(), [
+            "-p", "burnside-trace", "--test", "half", "--", "--exact",
+            "a_half_tensor_is_recorded_as_its_words_and_its_statistics_hash_them"])
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    trace = open_trace(out)
+    return folder
+
+
+@pytest.mark.parametrize(("dtype", "name"), [(torch.bfloat16, "BF16"), (torch.float16, "F16")], ids=["bf16", "f16"])
+def test_a_half_tensor_burn_records_reads_back_in_python_as_its_words(burn_half_traces, dtype, name):
+    trace = open_trace(burn_half_traces / f"{name.lower()}.burn.safetensors")
     for k in range(3):
-        name = f"step{k}.activations.fc"
-        assert trace.info(name).dtype == "BF16"
+        tapped = f"step{k}.activations.fc"
+        assert trace.info(tapped).dtype == name
         logits = torch.from_numpy(np.array(trace.array(f"step{k}.logits")))
-        # burn's f32 -> bf16 cast rounds to nearest even, as PyTorch's does
-        assert _words(trace.array(name)) == logits.bfloat16().view(torch.int16).to(torch.int32).bitwise_and(
-            0xFFFF).reshape(-1).tolist()
-        assert np.array_equal(trace.values(name), logits.bfloat16().float().numpy())
-        stats = trace.statistics_of(name)
-        assert stats.dtype == "BF16" and stats.shape == tuple(logits.shape)
+        # burn's f32 -> half cast rounds to nearest even, as PyTorch's does
+        assert _words(trace.array(tapped)) == _words(logits.to(dtype).view(torch.int16).numpy())
+        assert np.array_equal(np.asarray(trace.values(tapped), dtype=np.float32), logits.to(dtype).float().numpy())
+        stats = trace.statistics_of(tapped)
+        assert stats.dtype == name and stats.shape == tuple(logits.shape)
         # the raw little-endian words hashed, as half.rs asserts burn's Statistics::of does
-        assert stats.xxh3 == xxhash.xxh3_128_hexdigest(np.ascontiguousarray(trace.array(name)).tobytes())
+        assert stats.xxh3 == xxhash.xxh3_128_hexdigest(np.ascontiguousarray(trace.array(tapped)).tobytes())

@@ -166,8 +166,8 @@ fn a_half_init_file_reads_word_for_word_and_loads_into_an_f32_module_widened_exa
     }
 }
 
-/// Three SGD steps of the tiny model from the bf16 init file, its layer tapped as bf16.
-fn train_tapping_bf16(init: &Path, out: &Path) {
+/// Three SGD steps of the tiny model from `init`, its layer tapped cast to `dtype`.
+fn train_tapping(init: &Path, out: &Path, dtype: DType) {
     let line = format!("--init {} -o {} --steps 3", init.display(), out.display());
     let args = PortArgs::parse(line.split_whitespace().map(String::from)).unwrap();
     let device = Device::default().autodiff();
@@ -178,8 +178,7 @@ fn train_tapping_bf16(init: &Path, out: &Path) {
         .run(&args, &init, &device, model, |model, step| {
             let x = step.float_input::<2>("x")?;
             let logits = model.fc.forward(x);
-            step.tap()
-                .activation("fc", &logits.clone().cast(DType::BF16))?;
+            step.tap().activation("fc", &logits.clone().cast(dtype))?;
             let loss = ce.forward(logits.clone(), step.int_input::<1>("y")?);
             Ok((logits, loss))
         })
@@ -187,56 +186,64 @@ fn train_tapping_bf16(init: &Path, out: &Path) {
 }
 
 #[test]
-fn a_bf16_tensor_is_recorded_as_its_words_and_its_statistics_hash_them() {
+fn a_half_tensor_is_recorded_as_its_words_and_its_statistics_hash_them() {
     let init = half_init("bf16-train-init.safetensors", HostDType::BF16, None);
-    // `BURNSIDE_HALF_TRACE` keeps the trace where a Python test reads it back
-    let out = std::env::var_os("BURNSIDE_HALF_TRACE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| common::scratch("half", "bf16-trace.safetensors"));
-    train_tapping_bf16(&init, &out);
-    let trace = SafetensorsFile::read(&out).unwrap();
-    for k in 0..3 {
-        let tapped = &trace.tensors[&format!("step{k}.activations.fc")];
-        let logits = &trace.tensors[&format!("step{k}.logits")];
-        assert_eq!(tapped.dtype, HostDType::BF16);
-        assert_eq!(logits.dtype, HostDType::F32);
-        let rounded: Vec<u16> = logits
-            .to_f32()
-            .unwrap()
-            .iter()
-            .map(|v| bf16::from_f32(*v).to_bits())
+    // `BURNSIDE_HALF_TRACES` (a folder) keeps the traces where a Python test reads them back
+    let folder = std::env::var_os("BURNSIDE_HALF_TRACES").map(PathBuf::from);
+    for (dtype, host, tag) in [
+        (DType::BF16, HostDType::BF16, "bf16"),
+        (DType::F16, HostDType::F16, "f16"),
+    ] {
+        let name = format!("{tag}.burn.safetensors");
+        let out = folder
+            .as_ref()
+            .map_or_else(|| common::scratch("half", &name), |f| f.join(&name));
+        train_tapping(&init, &out, dtype);
+        let trace = SafetensorsFile::read(&out).unwrap();
+        for k in 0..3 {
+            let tapped = &trace.tensors[&format!("step{k}.activations.fc")];
+            let logits = &trace.tensors[&format!("step{k}.logits")];
+            assert_eq!(tapped.dtype, host, "{tag}");
+            assert_eq!(logits.dtype, HostDType::F32);
+            let values = logits.to_f32().unwrap();
+            let rounded: Vec<u16> = match host {
+                HostDType::BF16 => values
+                    .iter()
+                    .map(|v| bf16::from_f32(*v).to_bits())
+                    .collect(),
+                _ => values.iter().map(|v| f16::from_f32(*v).to_bits()).collect(),
+            };
+            assert_eq!(
+                tapped.bytes,
+                words_bytes(&rounded),
+                "{tag} step {k}: the cast's words"
+            );
+            let stats = Statistics::of(tapped);
+            assert_eq!(stats.dtype, host);
+            assert_eq!(
+                stats.xxh3,
+                xxhash_rust::xxh3::xxh3_128(&tapped.bytes),
+                "the raw words hashed"
+            );
+            let widened = widened_bits(host, &rounded);
+            let max_abs = widened
+                .iter()
+                .fold(0.0_f64, |m, b| m.max(f64::from(f32::from_bits(*b)).abs()));
+            assert_eq!(stats.max_abs, max_abs);
+            assert_eq!(stats.to_json()["dtype"], tag.to_uppercase());
+        }
+        // the parameters loaded from bf16 into the f32 module: recorded f32, the exact widening
+        let loaded = InitFile::read(&init).unwrap();
+        let words = &loaded.param("fc.weight").unwrap().bytes;
+        let words: Vec<u16> = words
+            .chunks_exact(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
             .collect();
         assert_eq!(
-            tapped.bytes,
-            words_bytes(&rounded),
-            "step {k}: the cast's words as they are"
+            f32_bits(&trace.tensors["step0.params_before.fc.weight"]),
+            widened_bits(HostDType::BF16, &words)
         );
-        let stats = Statistics::of(tapped);
-        assert_eq!(stats.dtype, HostDType::BF16);
-        assert_eq!(
-            stats.xxh3,
-            xxhash_rust::xxh3::xxh3_128(&tapped.bytes),
-            "the raw words hashed"
-        );
-        let widened: Vec<f64> = rounded
-            .iter()
-            .map(|w| f64::from(bf16::from_bits(*w).to_f32()))
-            .collect();
-        let max_abs = widened.iter().fold(0.0_f64, |m, v| m.max(v.abs()));
-        assert_eq!(stats.max_abs, max_abs);
-        assert_eq!(stats.to_json()["dtype"], "BF16");
     }
-    // the parameters loaded from bf16 into the f32 module: recorded f32, the exact widening
-    let loaded = InitFile::read(&init).unwrap();
-    let words = &loaded.param("fc.weight").unwrap().bytes;
-    let words: Vec<u16> = words
-        .chunks_exact(2)
-        .map(|c| u16::from_le_bytes([c[0], c[1]]))
-        .collect();
-    assert_eq!(
-        f32_bits(&trace.tensors["step0.params_before.fc.weight"]),
-        widened_bits(HostDType::BF16, &words)
-    );
 }
 
 /// A safetensors file: the 8-byte length, `header`, then `data`.
