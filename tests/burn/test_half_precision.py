@@ -1,6 +1,6 @@
 """Half precision across the two sides, with real PyTorch and real burn programs: a bfloat16 / float16 model's
 trace and init file written by Python, read by the burn port (`accum_port/`, whose MLP is f32) that loads the half
-weights widened exactly and records its trace, read back by Python word for word; and a bf16 tensor the burn
+weights widened exactly and records its trace, read back by Python word for word; and the bf16 and f16 tensors the burn
 recorder writes (`rust/burnside-trace/tests/half.rs`) read back by Python as its raw words."""
 
 from __future__ import annotations
