@@ -67,7 +67,7 @@ def batch_list(batches: Batch | Sequence[Batch]) -> list[Batch]:
 
 def check_forward_model(model: nn.Module) -> None:
     """Refuse, in one line, a model no forward trace can record: no parameters, on the meta device or a
-    device the recorder cannot read, bfloat16 (`check_model`; its parameters need not require grad)."""
+    device the recorder cannot read (`check_model`; its parameters need not require grad)."""
     if not isinstance(model, nn.Module):
         raise BurnsideError(f"model is a {type(model).__name__}, not a torch.nn.Module")
     if not any(True for _ in model.parameters()):

@@ -175,7 +175,7 @@ def statistics_reserve(per_step: int, steps: int, full_steps: list[int] | None, 
 def check_model(model: nn.Module, *, trainable: bool = True) -> None:
     """Refuse, in one line and before anything is run or written, a model no recorder can record: no
     parameters (or, with ``trainable``, none that requires grad), a parameter or buffer on the meta device
-    or on a device whose values cannot be read, or bfloat16 (a trace cannot hold BF16 yet)."""
+    or on a device whose values cannot be read. A bfloat16 or float16 model is recorded in its own dtype."""
     named = list(model.named_parameters())
     if not named:
         raise BurnsideError(f"the model ({type(model).__name__}) has no parameters: a trace records a training "
@@ -198,11 +198,6 @@ def check_model(model: nn.Module, *, trainable: bool = True) -> None:
                 first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 raise BurnsideError(f"{what} {name!r} is on device {t.device}, which the recorder cannot read "
                                     f"({first}): record the model on the CPU, model.cpu()") from None
-    for what, name, t in tensors:
-        if t.dtype == torch.bfloat16:
-            raise BurnsideError(f"{what} {name!r} is bfloat16, which a trace cannot hold yet (burnside's safetensors "
-                                "writer has no BF16): record a float32 copy of the model, model.float(), with float32 "
-                                "batches, and port that")
 
 
 def tied_names(model: nn.Module) -> dict[str, str]:

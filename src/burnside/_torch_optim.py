@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from burnside.errors import BurnsideError
+from burnside.trace.dtypes import as_bf16
 
 # PyTorch state names are the trace's slot names already (docs/trace-format.md).
 _SLOTS = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer", "square_avg", "grad_avg", "sum", "row_var",
@@ -22,6 +23,15 @@ _SLOTS = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer", "square_
 #: (its history of flat steps and gradient changes, under the first parameter), no per-parameter slot: none is
 #: recorded.
 _UNUSED_SLOTS = {"RMSprop": ("step",), "LBFGS": _SLOTS}
+
+
+#: The float dtypes a tensor is recorded in as it is; any other is recorded as float32.
+_OWN_DTYPES = (torch.float64, torch.bfloat16, torch.float16)
+
+
+#: The torch dtypes a trace holds (docs/trace-format.md, Dtypes).
+_HELD_DTYPES = frozenset({torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32,
+                          torch.int16, torch.int8, torch.uint64, torch.uint32, torch.uint16, torch.uint8, torch.bool})
 
 
 def optimizer_kind(optimizer: torch.optim.Optimizer) -> str:
@@ -122,24 +132,30 @@ def _never_stepped(state: Mapping) -> bool:
 
 
 def to_numpy(t: torch.Tensor) -> np.ndarray:
-    """A detached CPU copy of ``t`` as a numpy array; bfloat16 is refused (numpy has no such type)."""
-    if t.dtype == torch.bfloat16:
-        raise BurnsideError("recording bfloat16 tensors is not supported yet; record in float32")
+    """A detached CPU copy of ``t`` as a numpy array; bfloat16 as its raw 16-bit words (numpy has no such type),
+    marked as BF16 (`burnside.trace.dtypes.as_bf16`) so that it is written as BF16."""
     try:
         t = t.detach().cpu()
     except (RuntimeError, NotImplementedError) as exc:
         raise BurnsideError(f"a tensor on device {t.device} cannot be read by the recorder "
                             f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}): "
                             "record the model on the CPU, model.cpu()") from None
+    if t.dtype not in _HELD_DTYPES:
+        raise BurnsideError(f"a {t.dtype} tensor cannot be recorded: a trace holds float64, float32, float16, "
+                            "bfloat16, integer and bool tensors; convert it, e.g. .float()")
+    if t.dtype == torch.bfloat16:
+        return as_bf16(t.resolve_conj().resolve_neg().contiguous().view(torch.int16).numpy().copy())
     return t.numpy().copy()
 
 
 def host_array(t: torch.Tensor) -> np.ndarray:
     """``t``'s values as a numpy array to write at once: a view of a CPU tensor's own memory (no copy; the
-    writer writes or copies it before the loop computes on), a detached CPU copy (`to_numpy`) otherwise."""
-    if t.device.type == "cpu" and t.layout == torch.strided and t.dtype != torch.bfloat16 \
-            and not t.is_conj() and not t.is_neg():
+    writer writes or copies it before the loop computes on; bfloat16 as its raw words, `to_numpy`), a detached
+    CPU copy (`to_numpy`) otherwise."""
+    if t.device.type == "cpu" and t.layout == torch.strided and not t.is_conj() and not t.is_neg():
         try:
+            if t.dtype == torch.bfloat16:
+                return as_bf16(t.detach().view(torch.int16).numpy())
             return t.detach().numpy()
         except (RuntimeError, TypeError):
             pass
@@ -163,7 +179,8 @@ def optimizer_state(optimizer: torch.optim.Optimizer, names_by_param: Mapping[in
         for slot in (s for s in _SLOTS if s not in unused):
             value = state.get(slot)
             if isinstance(value, torch.Tensor):
-                state_value = value if value.dtype == torch.float64 else value.float()
+                # a half model's state in its own dtype (torch.optim keeps it in the parameters'), as burn's is
+                state_value = value if value.dtype in _OWN_DTYPES else value.float()
                 yield f"{slot}.{pname}", host_array(state_value)  # written before the next step changes it
             elif isinstance(value, (int, float)):
                 yield f"{slot}.{pname}", np.array(value, dtype=np.float32)

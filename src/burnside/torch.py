@@ -68,10 +68,11 @@ def export_init(model: nn.Module, inputs: Batch | Sequence[Batch], path: str | P
     ``inputs`` is one batch, or one batch per step as given to `record`: step 0's batch is
     `inputs.{name}`, and when a later step's batch differs every step k >= 1 gets
     `step{k}.inputs.{name}` (burn reads it with `InitFile::float_input_at(k, ..)`).
-    Float tensors are written as f32, integer tensors (labels, `num_batches_tracked`, an integer parameter)
-    as i64. A parameter reachable under several names is written once, under the name `named_parameters()`
-    gives it; the metadata's ``tied`` maps each other name to it. A model `record` would refuse (no
-    parameters, on the meta device, bfloat16) is refused here too, before anything is written.
+    Float tensors are written as f32, a bfloat16 or float16 one in its own dtype (BF16, F16: a half model's
+    weights as they are), integer tensors (labels, `num_batches_tracked`, an integer parameter) as i64. A
+    parameter reachable under several names is written once, under the name `named_parameters()` gives it;
+    the metadata's ``tied`` maps each other name to it. A model `record` would refuse (no parameters, on the
+    meta device) is refused here too, before anything is written.
 
     ``full_steps`` and ``layer_statistics``, as given to `record`, go into the metadata (normalised: ascending
     step indices, ``layer_statistics`` by the model's size when None), so the burn recorder records the same
@@ -96,11 +97,11 @@ def export_init(model: nn.Module, inputs: Batch | Sequence[Batch], path: str | P
     tensors: dict[str, np.ndarray] = {}
     params = [name for name, _ in model.named_parameters()]
     for name, p in model.named_parameters():
-        tensors[f"params.{name}"] = to_numpy(p.float() if p.is_floating_point() else p.long())
+        tensors[f"params.{name}"] = to_numpy(_init_dtype(p))
     buffers = [name for name, _ in model.named_buffers()]
     for name, b in model.named_buffers():
-        tensors[f"buffers.{name}"] = to_numpy(b.float() if b.is_floating_point() else b.long())
-    tensors |= batch_tensors([{name: to_numpy(t.float() if t.is_floating_point() else t.long())
+        tensors[f"buffers.{name}"] = to_numpy(_init_dtype(b))
+    tensors |= batch_tensors([{name: to_numpy(_init_dtype(t))
                                for name, t in batch.items()} for batch in batches])
     metadata = {"params": params, "buffers": buffers, "inputs": list(batches[0]) if batches else [],
                 "framework": "pytorch", "framework_version": torch.__version__,
@@ -110,6 +111,14 @@ def export_init(model: nn.Module, inputs: Batch | Sequence[Batch], path: str | P
         metadata["tied"] = tied
     metadata |= statistics_meta
     return write_trace(Path(path), tensors, metadata, kind="init")
+
+
+def _init_dtype(t: torch.Tensor) -> torch.Tensor:
+    """``t`` in the dtype an init file holds it in: a half float as is, another float as float32, an integer as
+    int64."""
+    if t.dtype in (torch.bfloat16, torch.float16):
+        return t
+    return t.float() if t.is_floating_point() else t.long()
 
 
 def record(
@@ -171,7 +180,7 @@ def record(
     A parameter reachable under several names (``lm_head.weight = wte.weight``) is recorded once, under the
     name `named_parameters()` gives it, and the metadata's ``tied`` maps each other name to it. Refused in one
     line before anything runs: a model without parameters (or none that requires grad), one on the meta device
-    or a device the recorder cannot read, a bfloat16 one; at step 0, before the optimizer steps (a BatchNorm's
+    or a device the recorder cannot read; at step 0, before the optimizer steps (a BatchNorm's
     statistics put back): a forward that gives a dict or a tuple rather than the logits, a batch without the
     ``target`` key, a loss that is not a scalar.
 

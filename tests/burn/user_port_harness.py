@@ -38,11 +38,12 @@ def copy_crate(source: Path, destination: Path) -> Path:
     return destination
 
 
-def project(name: str, parent: Path, root: Path = PORTS) -> Path:
+def project(name: str, parent: Path, root: Path = PORTS, record_args: tuple[str, ...] = ()) -> Path:
     """``<root>/<name>`` (``user_ports/<name>`` unless told) copied into ``parent`` (check writes into it), recorded
-    by its own record.py."""
+    by its own record.py (given ``record_args``)."""
     port = copy_crate(root / name, parent / name)
-    recorded = subprocess.run([sys.executable, "record.py"], cwd=port, capture_output=True, text=True, timeout=600)
+    recorded = subprocess.run([sys.executable, "record.py", *record_args], cwd=port, capture_output=True, text=True,
+                              timeout=600)
     assert recorded.returncode == 0, recorded.stdout + recorded.stderr
     return port
 

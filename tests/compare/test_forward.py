@@ -385,3 +385,39 @@ def test_a_packed_tensor_left_unloaded_is_told_the_loader_that_cuts_it(tmp_path,
     assert "load_pytorch_checkpoint" in by_tensor["gru.weight_ih_l0"].fix, by_tensor["gru.weight_ih_l0"].fix
     # an ordinary tensor is still told to check the name mapping
     assert by_tensor["fc.weight"].kind == "not_loaded" and "with_key_remapping" in by_tensor["fc.weight"].fix
+
+
+def test_a_bf16_checkpoint_loaded_into_an_f32_port_is_judged_value_for_value(tmp_path):
+    """A records the bf16 model, B the f32 model holding its weights: the loading check widens A's bf16 weights
+    exactly and finds B's equal (no fault, every start row 0 apart); B's weight cast through f16 on the way is
+    named, and B holding the bf16 words unconverted where A's are f32 is named with the cast to add."""
+    torch.manual_seed(5)
+    model = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 3))
+    with torch.no_grad():
+        model[0].weight[0, 0] = 1e-6  # below f16's normal range: through f16 it loses bits
+    half = copy.deepcopy(model).to(torch.bfloat16)
+    f32 = copy.deepcopy(model)
+    f32.load_state_dict(half.state_dict())  # the exact widening
+    data = [{"x": torch.randn(5, 4)}]
+    a = record_forward(half, [{"x": data[0]["x"].bfloat16()}], tmp_path / "a.safetensors")
+    b = as_burn(record_forward(f32, data, tmp_path / "b.safetensors"))
+    comparison, found = judged(a, b)
+    assert not comparison.loading and not [d for d in found if d.rule == "D014"]
+    start = [r for r in comparison.rows if r.name.startswith("step0.params_before.")]
+    assert len(start) == 4 and all(r.dtype == "F32" and r.stats.identical for r in start)
+
+    def via_f16(tensors):
+        w = tensors["step0.params_before.0.weight"]
+        tensors["step0.params_before.0.weight"] = w.astype(np.float16).astype(np.float32)
+
+    comparison, found = judged(a, as_burn(record_forward(f32, data, tmp_path / "b.safetensors"), via_f16))
+    assert faults(comparison) == {"0.weight": "dtype_narrowed"}
+    assert "B holds A's values rounded to f16 (stored as F32)" in comparison.loading[0].evidence
+
+    a32 = record_forward(f32, data, tmp_path / "a32.safetensors")
+    kept = as_burn(record_forward(half, [{"x": data[0]["x"].bfloat16()}], tmp_path / "kept.safetensors"))
+    comparison, _ = judged(a32, kept)
+    assert set(faults(comparison).values()) == {"dtype_narrowed"} and len(comparison.loading) == 4
+    fault = comparison.loading[0]
+    assert "B holds it as BF16, A as F32: the same values, not converted" in fault.evidence
+    assert "PyTorchToBurnAdapter.chain(FloatCastAdapter::to(DType::F32))" in fault.fix

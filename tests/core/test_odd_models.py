@@ -215,22 +215,83 @@ def test_integer_parameters_and_buffers_are_recorded_as_integers(tmp_path):
     assert init.info("buffers.seen").dtype == "I64"
 
 
-# --- bfloat16 ------------------------------------------------------------------------------------------------
+# --- bfloat16 and float16 ----------------------------------------------------------------------------------
 
-BF16 = ("parameter 'weight' is bfloat16, which a trace cannot hold yet (burnside's safetensors writer has no BF16): "
-        "record a float32 copy of the model, model.float(), with float32 batches, and port that")
+HALF = {torch.bfloat16: "BF16", torch.float16: "F16"}
 
 
+def _words(t: torch.Tensor) -> list[int]:
+    """A half tensor's raw 16-bit words."""
+    return t.detach().contiguous().view(torch.int16).flatten().tolist()
+
+
+def _trace_words(array: np.ndarray) -> list[int]:
+    return np.ascontiguousarray(array).view(np.int16).flatten().tolist()
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=str)
 @pytest.mark.parametrize("how", RECORDERS)
-def test_a_bfloat16_model_is_refused(how, tmp_path):
-    _assert_refused(how, nn.Linear(3, 3).bfloat16(), tmp_path, BF16)
-
-
-@pytest.mark.parametrize("how", RECORDERS)
-def test_a_bfloat16_buffer_is_refused(how, tmp_path):
+def test_a_half_model_is_recorded_in_its_own_dtype(how, dtype, tmp_path):
+    """A bfloat16 or float16 model (and its buffer) is recorded as it is, word for word: its parameters, grads,
+    logits and optimizer state in its dtype, the init file's weights too; its float64 reference starts from the
+    exact widening of the half weights; integer labels stay int64."""
+    torch.manual_seed(11)
     model = nn.Linear(3, 3)
-    model.register_buffer("scale", torch.ones(3, dtype=torch.bfloat16))
-    _assert_refused(how, model, tmp_path, BF16.replace("parameter 'weight'", "buffer 'scale'"))
+    model.register_buffer("scale", torch.tensor([0.5, -0.0, 3.0]))
+    model.to(dtype)
+    start = _state(model)
+    batch = {"x": _batch()["x"].to(dtype), "y": _batch()["y"]}
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    name = HALF[dtype]
+    if how == "export_init":
+        init = open_trace(export_init(model, batch, tmp_path / "init.safetensors"), kind="init")
+        for key in ("weight", "bias"):
+            assert init.info(f"params.{key}").dtype == name
+            assert _trace_words(init.array(f"params.{key}")) == _words(start[key])
+        assert init.info("buffers.scale").dtype == name
+        assert init.info("inputs.x").dtype == name and init.info("inputs.y").dtype == "I64"
+        assert _trace_words(init.array("inputs.x")) == _words(batch["x"])
+        return
+    if how == "record_reference":
+        reference = open_trace(record_reference(model, opt, batch, tmp_path / "r.safetensors", steps=2))
+    else:
+        kwargs = {"reference": tmp_path / "r.safetensors"} if how == "record+reference" else {}
+        trace = open_trace(record(model, opt, batch, tmp_path / "t.safetensors", steps=2, **kwargs))
+        assert trace.metadata["dtype"] == str(dtype).removeprefix("torch.")
+        for key in ("weight", "bias"):
+            assert trace.info(f"step0.params_before.{key}").dtype == name
+            assert _trace_words(trace.array(f"step0.params_before.{key}")) == _words(start[key])
+            assert _trace_words(trace.array(f"step1.params_after.{key}")) == _words(model.state_dict()[key])
+            for stage in ("grads", "optim.momentum_buffer"):
+                assert trace.info(f"step1.{stage}.{key}").dtype == name
+        assert trace.info("step0.logits").dtype == name and trace.info("step0.inputs.y").dtype == "I64"
+        assert trace.info("step0.buffers.scale").dtype == name
+        assert trace.info("step0.loss").dtype == name
+        if how == "record":
+            return
+        reference = open_trace(tmp_path / "r.safetensors")
+    assert reference.metadata["dtype"] == "float64"
+    for key in ("weight", "bias", "scale"):
+        stage = "buffers" if key == "scale" else "params_before"
+        widened = start[key].double().numpy()
+        assert reference.values(f"step0.{stage}.{key}").tolist() == widened.tolist()
+    assert reference.values("step0.inputs.x").tolist() == batch["x"].double().tolist()
+
+
+def test_a_tensor_of_a_dtype_no_trace_holds_is_refused_in_one_line(tmp_path):
+    """float8 has no safetensors dtype a trace reads: the recorder says so and what to do."""
+    model = nn.Linear(3, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(BurnsideError) as caught:
+        record(model, opt, _batch(), tmp_path / "t.safetensors", steps=1,
+               forward=lambda m, b: m(b["x"]).to(torch.float8_e4m3fn),
+               loss_fn=lambda logits, y: F.cross_entropy(logits.float(), y))
+    assert str(caught.value) == FLOAT8
+    assert list(tmp_path.iterdir()) == []
+
+
+FLOAT8 = ("a torch.float8_e4m3fn tensor cannot be recorded: a trace holds float64, float32, float16, bfloat16, "
+          "integer and bool tensors; convert it, e.g. .float()")
 
 
 # --- a forward that returns a dict or a tuple ----------------------------------------------------------------

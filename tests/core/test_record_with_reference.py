@@ -163,19 +163,20 @@ def test_a_refused_reference_trains_nothing_writes_nothing_and_keeps_an_earlier_
 
 
 def test_a_trace_that_fails_after_its_reference_deletes_the_reference_files_it_wrote(tmp_path):
-    """A forward whose float32 logits it rounds to bfloat16: the float64 reference's stay float64 and record, the
-    trace refuses its bfloat16 logits (a bfloat16 model itself is refused before either runs: test_odd_models)."""
+    """A forward whose float32 logits it rounds to float8: the float64 reference's stay float64 and record, the
+    trace refuses its float8 logits (a trace holds no float8)."""
     model, opt, batches = _loop("adam")
 
     def forward(m, b):
         logits = m(b["x"])
-        return logits if logits.dtype == torch.float64 else logits.to(torch.bfloat16)
+        return logits if logits.dtype == torch.float64 else logits.to(torch.float8_e4m3fn)
 
     (tmp_path / "r.safetensors").write_bytes(b"an earlier file, overwritten by this call's reference")
     calls = []
-    with pytest.raises(BurnsideError, match="recording bfloat16 tensors is not supported yet"):
+    with pytest.raises(BurnsideError, match="a torch.float8_e4m3fn tensor cannot be recorded"):
         record(model, opt, batches, tmp_path / "t.safetensors", steps=STEPS, reference=tmp_path / "r.safetensors",
-               forward=forward, progress=lambda done, total, part=None: calls.append((part, done, total)))
+               forward=forward, loss_fn=lambda logits, y: torch.nn.functional.cross_entropy(logits.double(), y),
+               progress=lambda done, total, part=None: calls.append((part, done, total)))
     # both reference runs finished (so their files were written) before the trace began
     assert ("float64 reference, burn-adam variant", STEPS, STEPS) in calls
     assert ("float64 reference", STEPS, STEPS) in calls and (None, 0, STEPS) in calls

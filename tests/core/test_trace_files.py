@@ -10,6 +10,7 @@ import pytest
 
 from burnside.errors import TraceError
 from burnside.trace import convert_trace, open_trace, write_trace
+from burnside.trace.dtypes import as_bf16
 
 from .conftest import a1_like_tensors, base_metadata, run_cli
 
@@ -21,11 +22,46 @@ def _special() -> dict[str, np.ndarray]:
     t["step0.optim.step.fc1.weight"] = np.array(1.0, dtype=np.float32)
     t["step0.extra.f64"] = np.array([np.pi, 1e-300], dtype=np.float64)
     t["step0.extra.f16"] = np.array([0.1, 65504], dtype=np.float16)
+    t["step0.extra.f16_words"] = np.array(F16_WORDS, dtype=np.uint16).view(np.float16)
+    t["step0.extra.bf16"] = as_bf16(np.array(BF16_WORDS, dtype=np.uint16))
     return t
+
+
+#: Half words that catch a wrong conversion: +-0, the smallest and largest subnormals, the smallest normal, 1,
+#: the largest finite of each sign, +-inf, a NaN with a payload and a negative quiet NaN.
+BF16_WORDS = [0x0000, 0x8000, 0x0001, 0x007F, 0x0080, 0x3F80, 0x7F7F, 0xFF7F, 0x7F80, 0xFF80, 0x7FC1, 0xFFC0]
+F16_WORDS = [0x0000, 0x8000, 0x0001, 0x03FF, 0x0400, 0x3C00, 0x7BFF, 0xFBFF, 0x7C00, 0xFC00, 0x7E01, 0xFE00]
 
 
 def _bits(a: np.ndarray) -> bytes:
     return np.ascontiguousarray(a).tobytes()
+
+
+@pytest.mark.parametrize(("dtype", "words", "name"), [("bfloat16", BF16_WORDS, "BF16"),
+                                                      ("float16", F16_WORDS, "F16")])
+def test_a_half_model_s_init_file_round_trips_word_for_word(dtype, words, name, tmp_path):
+    """A bfloat16 / float16 model's weights and batch, written by `export_init` and read back: the same words,
+    stored as BF16 / F16 (safetensors' own reader agrees), values widened exactly."""
+    import torch
+    from safetensors import safe_open
+
+    from burnside.torch import export_init
+    model = torch.nn.Linear(len(words), 1).to(getattr(torch, dtype))
+    with torch.no_grad():
+        model.weight.copy_(torch.tensor(words, dtype=torch.int32).to(torch.int16).view(getattr(torch, dtype)))
+    x = model.weight.detach().clone()
+    path = export_init(model, {"x": x}, tmp_path / "init.safetensors")
+    init = open_trace(path, kind="init")
+    for key in ("params.weight", "inputs.x"):
+        assert init.info(key).dtype == name
+        assert np.ascontiguousarray(init.array(key)).view(np.uint16).flatten().tolist() == words
+    with safe_open(path, "pt") as f:
+        back = f.get_tensor("params.weight")
+    assert back.dtype == getattr(torch, dtype) and back.view(torch.int16).flatten().tolist() == \
+        torch.tensor(words, dtype=torch.int32).to(torch.int16).tolist()
+    widened, exact = init.values("params.weight").astype(np.float64), model.weight.detach().double().numpy()
+    assert np.array_equal(widened, exact, equal_nan=True)
+    assert np.array_equal(np.signbit(widened), np.signbit(exact))
 
 
 def test_json_and_safetensors_round_trip_bit_for_bit(tmp_path):

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import struct
 
+import numpy as np
 import pytest
 
 from burnside.errors import TraceError
-from burnside.trace import open_trace
+from burnside.trace import open_trace, write_trace
+from burnside.trace.dtypes import as_bf16
 
-from .conftest import join, split
+from .conftest import a1_like_tensors, base_metadata, join, split
 
 
 def _rewrite(path, edit):
@@ -170,3 +172,26 @@ def test_a_bool_byte_other_than_0_or_1_is_refused(tmp_path):
     path.write_bytes(join(header, body))
     with pytest.raises(TraceError, match="tensor 'step0.extra.mask' is BOOL but element 1 is the byte 0x3f"):
         open_trace(path)
+
+
+@pytest.mark.parametrize("dtype", ["BF16", "F16"])
+@pytest.mark.parametrize(("edit", "message"), [
+    # an odd byte count: no whole number of 16-bit words
+    (lambda e: e.__setitem__("data_offsets", [e["data_offsets"][0], e["data_offsets"][1] - 1]),
+     r"has 5 bytes of data for shape \[3\] {dtype} \(6 expected\)"),
+    # a shape that claims more words than the data holds
+    (lambda e: e.__setitem__("shape", [4]), r"has 6 bytes of data for shape \[4\] {dtype} \(8 expected\)"),
+    # a shape of 2-d words the data does not hold
+    (lambda e: e.__setitem__("shape", [2, 2]), r"has 6 bytes of data for shape \[2, 2\] {dtype} \(8 expected\)"),
+])
+def test_a_hostile_half_precision_entry_is_one_line(tmp_path, dtype, edit, message):
+    """A BF16 or F16 tensor whose byte length is not its shape's words (odd, too short) is refused in one line
+    naming it, as an F32 one is; the file the writer wrote reads."""
+    words = np.array([0x3F80, 0x8000, 0x7FC1], dtype=np.uint16)
+    tensors = {**a1_like_tensors(), "step0.extra.half": as_bf16(words) if dtype == "BF16" else words.view(np.float16)}
+    path = write_trace(tmp_path / "t.safetensors", tensors, base_metadata())
+    assert open_trace(path).info("step0.extra.half").dtype == dtype
+    _rewrite(path, lambda header: edit(header["step0.extra.half"]))
+    with pytest.raises(TraceError, match=message.format(dtype=dtype)) as info:
+        open_trace(path)
+    assert "step0.extra.half" in str(info.value) and "\n" not in str(info.value)

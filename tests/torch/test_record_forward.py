@@ -298,3 +298,28 @@ def test_the_init_file_leaves_out_a_buffer_outside_the_state_dict(tmp_path: Path
     buffers = sorted(n.removeprefix("buffers.") for n in init.names if n.startswith("buffers."))
     assert buffers == sorted(model.state_dict().keys() - dict(model.named_parameters()).keys()), buffers
     assert "mask" not in init.metadata["buffers"] and "bn.running_mean" in init.metadata["buffers"]
+
+
+@pytest.mark.parametrize(("dtype", "name"), [(torch.bfloat16, "BF16"), (torch.float16, "F16")], ids=["bf16", "f16"])
+def test_a_half_model_is_recorded_forward_in_its_own_dtype(tmp_path, dtype, name):
+    """Parameters, activations and outputs of a bfloat16 / float16 model in its dtype, word for word; an integer
+    input stays int64; the float64 reference starts from the exact widening of the half weights and inputs."""
+    torch.manual_seed(4)
+    model = nn.Sequential(nn.Embedding(10, 6), nn.Linear(6, 4), nn.GELU()).to(dtype)
+    ids = torch.tensor([[1, 7, 3]])
+    path = record_forward(model, {"ids": ids}, tmp_path / "f.safetensors", reference=tmp_path / "r.safetensors")
+    trace = open_trace(path)
+    assert trace.metadata["dtype"] == str(dtype).removeprefix("torch.")
+    assert trace.info("step0.inputs.ids").dtype == "I64"
+    for key in ("step0.params_before.0.weight", "step0.params_before.1.bias", "step0.activations.1",
+                "step0.activations.2", "step0.outputs.output"):
+        assert trace.info(key).dtype == name, key
+    words = np.ascontiguousarray(trace.array("step0.params_before.1.weight")).view(np.int16)
+    assert words.tolist() == model[1].weight.detach().view(torch.int16).tolist()
+    with torch.no_grad():
+        out = model(ids)
+    assert np.ascontiguousarray(trace.array("step0.outputs.output")).view(np.int16).tolist() == \
+        out.view(torch.int16).tolist()
+    reference = open_trace(tmp_path / "r.safetensors")
+    assert reference.info("step0.params_before.1.weight").dtype == "F64"
+    assert reference.values("step0.params_before.1.weight").tolist() == model[1].weight.detach().double().tolist()

@@ -15,14 +15,36 @@ pub enum HostDType {
     F64,
     /// 64-bit signed integer: class labels.
     I64,
+    /// bfloat16 (`half::bf16`, burn's `DType::BF16`): a half-precision model's tensors, stored
+    /// as their raw 16-bit words.
+    BF16,
+    /// IEEE half (`half::f16`, burn's `DType::F16`).
+    F16,
 }
 
 impl HostDType {
     /// Bytes per element.
     pub(crate) fn size(self) -> usize {
         match self {
+            HostDType::BF16 | HostDType::F16 => 2,
             HostDType::F32 => 4,
             HostDType::F64 | HostDType::I64 => 8,
+        }
+    }
+
+    /// Whether this is a float dtype (every one but `I64`).
+    pub fn is_float(self) -> bool {
+        self != HostDType::I64
+    }
+
+    /// The burn dtype of the same elements.
+    pub fn burn(self) -> DType {
+        match self {
+            HostDType::F32 => DType::F32,
+            HostDType::F64 => DType::F64,
+            HostDType::I64 => DType::I64,
+            HostDType::BF16 => DType::BF16,
+            HostDType::F16 => DType::F16,
         }
     }
 }
@@ -59,7 +81,8 @@ impl HostTensor {
         }
     }
 
-    /// Copy burn tensor data to the host: f64 stays f64, other floats become f32, integers i64.
+    /// Copy burn tensor data to the host: f64, bf16 and f16 stay as they are, other floats become
+    /// f32, integers i64.
     pub fn from_data(data: TensorData) -> Result<Self, TraceError> {
         if let Some(dtype) = host_dtype(data.dtype()) {
             // Already a host type: the bytes are the little-endian elements, one copy.
@@ -176,12 +199,19 @@ impl HostTensor {
 
     /// Burn tensor data with the same elements and shape.
     pub fn to_data(&self) -> TensorData {
-        let dtype = match self.dtype {
-            HostDType::F32 => DType::F32,
-            HostDType::F64 => DType::F64,
-            HostDType::I64 => DType::I64,
-        };
-        TensorData::from_bytes_vec(self.bytes.clone(), self.shape.clone(), dtype)
+        TensorData::from_bytes_vec(self.bytes.clone(), self.shape.clone(), self.dtype.burn())
+    }
+
+    /// A bf16 or f16 tensor widened to f32, exactly (every bf16 and f16 value is an f32 value;
+    /// burn's own conversion, through the `half` crate); any other tensor as it is.
+    pub fn widened(self) -> Self {
+        match self.dtype {
+            HostDType::BF16 | HostDType::F16 => {
+                let data = self.to_data().convert_dtype(DType::F32);
+                Self::copied(HostDType::F32, &self.shape, data.as_bytes())
+            }
+            _ => self,
+        }
     }
 
     /// The same tensor with its shape replaced; the element count must not change.
@@ -329,6 +359,8 @@ fn host_dtype(dtype: DType) -> Option<HostDType> {
         DType::F32 => Some(HostDType::F32),
         DType::F64 => Some(HostDType::F64),
         DType::I64 => Some(HostDType::I64),
+        DType::BF16 => Some(HostDType::BF16),
+        DType::F16 => Some(HostDType::F16),
         _ => None,
     }
 }
@@ -336,7 +368,7 @@ fn host_dtype(dtype: DType) -> Option<HostDType> {
 /// `f(dtype, shape, bytes)` of `tensor`'s elements where they are, without a copy, when the
 /// backend keeps them on the host in a host dtype, row-major from the start of its buffer: burn's
 /// Flex CPU backend's tensors, which is every tensor of a port on burn's CPU device but views
-/// (a transpose, a slice). `None` otherwise (another backend, a view, bf16): the caller reads
+/// (a transpose, a slice). `None` otherwise (another backend, a view, f8): the caller reads
 /// `tensor.to_data()`.
 ///
 /// `to_data()` / `into_data()` of a tensor the model or the optimizer still holds copies the
@@ -381,6 +413,7 @@ fn le_bytes<T: Copy, const N: usize>(values: &[T], to_le: fn(T) -> [u8; N]) -> V
 /// The bytes of a row-major `[rows, cols]` tensor of `dtype` transposed to `[cols, rows]`.
 fn transpose_bytes(bytes: &[u8], rows: usize, cols: usize, dtype: HostDType) -> Vec<u8> {
     match dtype {
+        HostDType::BF16 | HostDType::F16 => transpose_elements::<2>(bytes, rows, cols),
         HostDType::F32 => transpose_elements::<4>(bytes, rows, cols),
         HostDType::F64 | HostDType::I64 => transpose_elements::<8>(bytes, rows, cols),
     }

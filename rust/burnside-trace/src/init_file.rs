@@ -4,7 +4,7 @@ use std::sync::{Arc, OnceLock};
 
 use burn::module::Module;
 use burn::store::{ApplyError, ModuleSnapshot, PyTorchToBurnAdapter, bridge};
-use burn::tensor::{Device, Int, IntDType, Tensor};
+use burn::tensor::{DType, Device, Int, IntDType, Tensor};
 
 use crate::packed::cut_parts;
 use crate::safetensors_file::Deferred;
@@ -498,6 +498,13 @@ pub(crate) fn load_tensors<'t, M: Module>(
             .or_default()
             .push(entry);
     }
+    // Each float tensor's own dtype: a half file's tensor goes into an f32 (f64) module widened exactly,
+    // as the module holds it (burn-store would load it as itself, a bf16 parameter in an f32 model).
+    let own: BTreeMap<String, DType> = module
+        .collect(None, None, false)
+        .into_iter()
+        .map(|t| (t.name.clone(), t.dtype))
+        .collect();
     let mut loaded = Vec::new();
     let mut unused = Vec::new();
     let mut uncut = Vec::new();
@@ -507,7 +514,15 @@ pub(crate) fn load_tensors<'t, M: Module>(
             Some(group) if value.dtype != HostDType::I64 => match cut_parts(value, group) {
                 Some(parts) => {
                     for (entry, part) in parts {
-                        loaded.push(bridge::from_data(part.to_data(), entry.path.clone(), None));
+                        let mut data = part.to_data();
+                        if let Some(&dtype) = own.get(&entry.path)
+                            && dtype.is_float()
+                            && dtype != data.dtype()
+                            && matches!(part.dtype, HostDType::BF16 | HostDType::F16)
+                        {
+                            data = data.convert_dtype(dtype);
+                        }
+                        loaded.push(bridge::from_data(data, entry.path.clone(), None));
                     }
                 }
                 None => {

@@ -19,7 +19,7 @@ pub struct SafetensorsFile {
 }
 
 impl SafetensorsFile {
-    /// Read a whole safetensors file; only F32, F64 and I64 tensors are accepted.
+    /// Read a whole safetensors file; only F32, F64, BF16, F16 and I64 tensors are accepted.
     ///
     /// The header is checked before any tensor is read: its length against the file's, every
     /// tensor's byte length against its dtype and shape (checked arithmetic, so a shape whose
@@ -136,7 +136,7 @@ impl SafetensorsFile {
                 return Err(TraceError::Format {
                     path: path.clone(),
                     message: format!(
-                        "tensor `{}` has dtype {}; burnside-trace reads F32, F64 and I64",
+                        "tensor `{}` has dtype {}; burnside-trace reads F32, F64, BF16, F16 and I64",
                         info.name, info.dtype_name
                     ),
                 });
@@ -345,6 +345,8 @@ fn tensor_info(name: String, info: &serde_json::Value) -> Result<TensorInfo, Str
         "F32" => Some(HostDType::F32),
         "F64" => Some(HostDType::F64),
         "I64" => Some(HostDType::I64),
+        "BF16" => Some(HostDType::BF16),
+        "F16" => Some(HostDType::F16),
         _ => None,
     };
     let whole = |v: &serde_json::Value| v.as_u64();
@@ -497,6 +499,8 @@ pub(crate) fn write_safetensors<'a>(
             HostDType::F32 => Dtype::F32,
             HostDType::F64 => Dtype::F64,
             HostDType::I64 => Dtype::I64,
+            HostDType::BF16 => Dtype::BF16,
+            HostDType::F16 => Dtype::F16,
         };
         let view = TensorView::new(dtype, tensor.shape.clone(), &tensor.bytes)
             .map_err(|e| bad(format!("tensor `{name}`: {e}")))?;

@@ -7,6 +7,7 @@
 //! stores the tensor (little-endian, row-major). Equal hashes (with equal dtype and shape) are
 //! bit-identical tensors; different statistics bound how far apart two tensors are.
 
+use burn_std::{bf16, f16};
 use serde_json::{Value, json};
 use xxhash_rust::xxh3::Xxh3;
 
@@ -44,6 +45,9 @@ impl Statistics {
                 HostDType::F32 => stats.add(chunk, |b: [u8; 4]| f64::from(f32::from_le_bytes(b))),
                 HostDType::F64 => stats.add(chunk, f64::from_le_bytes),
                 HostDType::I64 => stats.add(chunk, |b: [u8; 8]| i64::from_le_bytes(b) as f64),
+                // the raw words hashed, the values widened exactly (as the Python side's statistics)
+                HostDType::BF16 => stats.add(chunk, |b: [u8; 2]| f64::from(bf16::from_le_bytes(b))),
+                HostDType::F16 => stats.add(chunk, |b: [u8; 2]| f64::from(f16::from_le_bytes(b))),
             }
         }
         stats.finish(tensor.dtype, tensor.shape.clone())

@@ -643,10 +643,7 @@ fn sync_dir(path: &Path) {
 }
 
 fn itemsize(dtype: HostDType) -> usize {
-    match dtype {
-        HostDType::F32 => 4,
-        HostDType::F64 | HostDType::I64 => 8,
-    }
+    dtype.size()
 }
 
 /// Metadata `statistics`: each statistics-only tensor's entry, by name (JSON text).
@@ -664,6 +661,8 @@ pub(crate) fn dtype_name(dtype: HostDType) -> &'static str {
         HostDType::F32 => "F32",
         HostDType::F64 => "F64",
         HostDType::I64 => "I64",
+        HostDType::BF16 => "BF16",
+        HostDType::F16 => "F16",
     }
 }
 

@@ -244,10 +244,10 @@ fn a_missing_or_wrong_format_or_version_is_refused() {
 
 #[test]
 fn a_dtype_burnside_does_not_read_or_no_dtype_at_all_is_refused() {
-    let f16 = init_header(r#""params.w":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}"#);
+    let i32 = init_header(r#""params.w":{"dtype":"I32","shape":[2],"data_offsets":[0,8]}"#);
     assert_says(
-        &refused("f16.safetensors", &raw(&f16, &[0; 4])),
-        "tensor `params.w` has dtype F16; burnside-trace reads F32, F64 and I64",
+        &refused("i32.safetensors", &raw(&i32, &[0; 8])),
+        "tensor `params.w` has dtype I32; burnside-trace reads F32, F64, BF16, F16 and I64",
     );
     let odd = init_header(r#""params.w":{"dtype":"F31","shape":[2],"data_offsets":[0,8]}"#);
     assert_says(

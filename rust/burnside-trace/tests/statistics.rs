@@ -23,6 +23,8 @@ fn init_with(name: &str, extra: &[(&str, &str)]) -> PathBuf {
         HostDType::F32 => safetensors::Dtype::F32,
         HostDType::F64 => safetensors::Dtype::F64,
         HostDType::I64 => safetensors::Dtype::I64,
+        HostDType::BF16 => safetensors::Dtype::BF16,
+        HostDType::F16 => safetensors::Dtype::F16,
     };
     let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = source
         .tensors

@@ -134,6 +134,28 @@ def _transposed(name: str, shape_a, shape_b, perm) -> LoadingFault:
         "layout (the burnside-trace recorder does)")
 
 
+def widened_start(a: np.ndarray, dtype_a: str, dtype_b: str) -> np.ndarray | None:
+    """A's half-precision tensor (BF16, F16) widened exactly to B's wider float dtype (F32, F64): what a port that
+    loads a half checkpoint into a wider model holds (every bf16 and f16 value is an f32 value); None for any other
+    pair of dtypes."""
+    if dtype_a not in ("BF16", "F16") or dtype_b not in ("F32", "F64"):
+        return None
+    return _values(np.ascontiguousarray(a), dtype_a).astype(np.float32 if dtype_b == "F32" else np.float64)
+
+
+def kept_half_fault(name: str, a: np.ndarray, b: np.ndarray, dtype_a: str, dtype_b: str) -> LoadingFault | None:
+    """B holds a half tensor (BF16, F16) whose values are exactly A's wider ones: a half checkpoint loaded as it is
+    stored into the port's wider model (burn-store keeps a tensor's stored dtype), not rounded; None otherwise."""
+    widened = widened_start(b, dtype_b, dtype_a)
+    if widened is None or not np.array_equal(_bits(widened), _bits(np.ascontiguousarray(a))):
+        return None
+    return LoadingFault(
+        name, "dtype_narrowed", f"B holds it as {dtype_b}, A as {dtype_a}: the same values, not converted",
+        f"the checkpoint stores it as {dtype_b} and burn-store loads a tensor in its stored dtype: cast it to the "
+        f"model's {dtype_a} as it loads, PyTorchToBurnAdapter.chain(FloatCastAdapter::to(DType::{dtype_a})) (exact: "
+        f"every {dtype_b} value is an {dtype_a} value)")
+
+
 def dtype_fault(name: str, dtype_a: str, dtype_b: str) -> LoadingFault:
     """B's tensor has another dtype than A's."""
     narrower = dtype_a in _WIDTH and dtype_b in _WIDTH and _WIDTH[dtype_b] < _WIDTH[dtype_a]
@@ -146,7 +168,8 @@ def dtype_fault(name: str, dtype_a: str, dtype_b: str) -> LoadingFault:
 def _narrowed(name: str, evidence: str, dtype: str) -> LoadingFault:
     return LoadingFault(
         name, "dtype_narrowed", evidence,
-        f"load and run the weights in the checkpoint's dtype: a {dtype} load (a FloatCastAdapter, a half-precision "
+        f"load and run the weights in the checkpoint's dtype: {'an' if dtype.startswith('F') else 'a'} {dtype} load "
+        "(a FloatCastAdapter, a half-precision "
         "device or a cast after loading) rounds every weight; judge a half-precision port against a PyTorch run in "
         "the same dtype")
 

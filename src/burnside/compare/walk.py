@@ -17,8 +17,20 @@ from burnside.compare.aligned import Holders, align
 from burnside.compare.collector import Collector
 from burnside.compare.config import optimizer_differences
 from burnside.compare.comparison import Comparison, StructureProblem, TensorRow, is_optional
-from burnside.compare.loading import (LoadingFault, dtype_fault, gate_fault, is_loaded_start, only_fault, shape_fault,
-                                      same_value_statistics, statistics_fault, tied_fault, value_fault)
+from burnside.compare.loading import (
+    LoadingFault,
+    dtype_fault,
+    gate_fault,
+    is_loaded_start,
+    kept_half_fault,
+    only_fault,
+    same_value_statistics,
+    shape_fault,
+    statistics_fault,
+    tied_fault,
+    value_fault,
+    widened_start,
+)
 from burnside.compare.output_metrics import output_metrics
 from burnside.compare.pairing import pair_renamed
 from burnside.compare.reference_file import Reference
@@ -386,8 +398,23 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None,
                 StructureProblem(name, "shape", str(list(ia.shape)), str(list(ib.shape)), transposed))
             continue
         if ia.dtype != ib.dtype:
+            widened = widened_start(a.array(name), ia.dtype, ib.dtype) if loaded else None
+            if widened is not None:
+                # a half checkpoint loaded into a wider port (bf16 into f32): the widening is exact, so the load is
+                # judged value for value in B's dtype, and a port that converted otherwise (through f16) is named
+                tol = tolerances.for_name(name)
+                stats = diff_arrays(widened, b.array(name), ib.dtype, tol)
+                if not stats.identical:
+                    comparison.loading.append(value_fault(name, widened, b.array(name), ib.dtype, modules))
+                a.release(name)
+                b.release(name)
+                comparison.rows.append(TensorRow(name, ib.dtype, ib.shape, stats, tol))
+                continue
             if loaded:
-                comparison.loading.append(dtype_fault(name, ia.dtype, ib.dtype))
+                kept = kept_half_fault(name, a.array(name), b.array(name), ia.dtype, ib.dtype)
+                comparison.loading.append(kept or dtype_fault(name, ia.dtype, ib.dtype))
+                a.release(name)
+                b.release(name)
                 continue
             comparison.structure.append(StructureProblem(name, "dtype", ia.dtype, ib.dtype))
             continue

@@ -13,7 +13,7 @@ import numpy as np
 from burnside import strict_json
 from burnside.atomic import write_atomic
 from burnside.errors import TraceError
-from burnside.trace.dtypes import FLOATS, STORAGE, bf16_to_f32
+from burnside.trace.dtypes import FLOATS, STORAGE, as_bf16, bf16_to_f32
 from burnside.trace.limits import check_dtype, check_name, check_shape, short
 from burnside.trace.statistics import Statistics
 
@@ -160,7 +160,7 @@ def _to_bf16_bits(path: Path, name: str, wide: np.ndarray) -> np.ndarray:
         rounded = np.where(np.abs(wide) >= _BF16_MIN_NORMAL, normal, subnormal)
         _refuse_overflow(path, name, "BF16", wide, np.abs(rounded) > _BF16_MAX)
         # every rounded value is exact in f32, whose top 16 bits are the bf16
-        return (rounded.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+        return as_bf16((rounded.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16))
 
 
 def _integers(path: Path, name: str, dtype: str, data: list) -> np.ndarray:

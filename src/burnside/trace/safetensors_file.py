@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
-from safetensors.numpy import save as safetensors_save
+from safetensors import TensorSpec, serialize
 
 from burnside import strict_json
 from burnside.atomic import write_atomic
 from burnside.errors import TraceError
-from burnside.trace.dtypes import STORAGE
+from burnside.trace.dtypes import STORAGE, dtype_of
 from burnside.trace.limits import (
     MAX_HEADER_BYTES,
     check_dtype,
@@ -160,10 +160,27 @@ class MappedFile:
             self._mmap.madvise(mmap.MADV_DONTNEED, start, entry.end - start)
 
 
+#: safetensors dtype -> the name `safetensors.serialize` takes for it.
+_SPEC_NAMES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "I64": "int64",
+               "I32": "int32", "I16": "int16", "I8": "int8", "U64": "uint64", "U32": "uint32", "U16": "uint16",
+               "U8": "uint8", "BOOL": "bool"}
+
+
 def write(path: Path, tensors: dict[str, np.ndarray], metadata: dict[str, str]) -> None:
-    """Write tensors (numpy, already in storage dtype, names checked) and string metadata atomically."""
-    payload = safetensors_save({k: np.ascontiguousarray(v).reshape(np.shape(v)) for k, v in tensors.items()},
-                               metadata=metadata)
+    """Write tensors (numpy, already in storage dtype, names checked) and string metadata atomically.
+
+    Through `safetensors.serialize` with each tensor's safetensors dtype (`dtype_of`): `safetensors.numpy.save`
+    names a dtype by numpy's name, so it would store BF16's raw words (`BF16_STORAGE`) as U16."""
+    held = {}
+    for name, array in tensors.items():
+        dtype = dtype_of(array)
+        data = np.ascontiguousarray(array).reshape(np.shape(array))  # a 0-d array stays 0-d
+        if data.dtype.byteorder == ">":
+            data = data.astype(data.dtype.newbyteorder("<"))
+        held[name] = (dtype, data)
+    specs = {name: TensorSpec(dtype=_SPEC_NAMES[dtype], shape=list(data.shape), data_ptr=data.ctypes.data,
+                              data_len=data.nbytes) for name, (dtype, data) in held.items()}
+    payload = bytes(serialize(specs, metadata=metadata))  # `held` keeps every pointer alive until here
     write_atomic(path, payload)
 
 

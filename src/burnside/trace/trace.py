@@ -14,7 +14,7 @@ import numpy as np
 from burnside.errors import TraceError
 from burnside.input_file import decode_utf8, open_input
 from burnside.trace import json_file, safetensors_file
-from burnside.trace.dtypes import bf16_to_f32, dtype_of
+from burnside.trace.dtypes import as_bf16, bf16_to_f32, dtype_of
 from burnside.trace.limits import MAX_JSON_BYTES, check_name, check_shape, short
 from burnside import strict_json
 from burnside.trace.metadata import (
@@ -280,15 +280,17 @@ def convert_trace(src: str | Path, dst: str | Path) -> Path:
     version-1 file in either form. Statistics-only tensors (format version 3) are kept as they are: a trace
     with any stays version 3."""
     trace = open_trace(src)
-    if any(trace.info(n).dtype == "BF16" for n in trace.names) and Path(dst).suffix != ".json":
-        raise TraceError(f"{src}: writing BF16 tensors to safetensors from JSON is not supported yet; "
-                         "keep the JSON form")
-    tensors = {name: np.array(trace.array(name)) for name in trace.names}
+    tensors = {name: _storage(trace.info(name).dtype, np.array(trace.array(name))) for name in trace.names}
     if Path(dst).suffix == ".json":
         typed = {name: (trace.info(name).dtype, a) for name, a in tensors.items()}
         json_file.write(Path(dst), typed, trace.metadata, trace.statistics)
         return Path(dst)
     return write_trace(dst, tensors, trace.metadata, statistics=trace.statistics)
+
+
+def _storage(dtype: str, array: np.ndarray) -> np.ndarray:
+    """``array`` of a tensor of safetensors ``dtype`` in its storage dtype (BF16's raw words marked as BF16)."""
+    return as_bf16(array) if dtype == "BF16" else array
 
 
 def check_statistics_entries(path: Path, kind: str, statistics: Mapping[str, Statistics], real: Iterable[str],

@@ -1,7 +1,13 @@
-"""The PyTorch side: the checkpoint (safetensors and config.json, as HF ships them) and a greedy generation trace."""
+"""The PyTorch side: the checkpoint (safetensors and config.json, as HF ships them) and a greedy generation trace.
+
+``--bf16``: the checkpoint in bfloat16, as HF ships most, and the trace recorded from its float32 copy (exact: the
+f32 port computes what that copy computes). ``--bf16-compute``: the same checkpoint, the trace recorded from the
+bfloat16 model itself, computing in bfloat16."""
 from __future__ import annotations
 
 from pathlib import Path
+
+import sys
 
 import safetensors.torch
 import torch
@@ -14,9 +20,18 @@ STEPS = 6
 if __name__ == "__main__":
     here = Path(__file__).resolve().parent
     model = make_model()
+    state = model.state_dict()
+    if "--bf16" in sys.argv or "--bf16-compute" in sys.argv:
+        state = {name: t.to(torch.bfloat16) for name, t in state.items()}
     (here / "checkpoint").mkdir(exist_ok=True)
-    safetensors.torch.save_file(model.state_dict(), str(here / "checkpoint" / "model.safetensors"))
+    safetensors.torch.save_file(state, str(here / "checkpoint" / "model.safetensors"))
     model.config.to_json_file(here / "checkpoint" / "config.json", use_diff=False)  # the port's dimensions
+    if "--bf16" in sys.argv:
+        # the f32 model holding the exact widening of the bf16 weights; not model.to(bfloat16).float(), which would
+        # also round the buffers outside the checkpoint (RoPE's inv_freq) that the port computes in f32
+        model.load_state_dict(state)
+    elif "--bf16-compute" in sys.argv:
+        model = model.to(torch.bfloat16)
     prompt = torch.tensor([[3, 17, 42, 5, 60, 11, 29, 8]], dtype=torch.long)
     (here / "traces").mkdir(exist_ok=True)
     record_generate(model, prompt, here / "traces" / "torch.safetensors", steps=STEPS,

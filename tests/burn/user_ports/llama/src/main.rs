@@ -6,7 +6,9 @@
 //! f32 on load by burn-store's `FloatCastAdapter` (exact: every bf16 value is an f32 one).
 //!
 //! `--bug NAME` builds a porting slip in: pos-restart, rope-interleaved, rope-theta, rms-eps, gqa-order,
-//! no-cache-append, mask-reuse, no-rope-scaling.
+//! no-cache-append, mask-reuse, no-rope-scaling; and two of loading a bf16 checkpoint into this f32
+//! model: via-f16 (the weights cast through f16 on their way to f32) and no-cast (burn-store's load
+//! alone, which keeps a bf16 tensor bf16).
 
 use std::cell::RefCell;
 use std::path::Path;
@@ -137,6 +139,8 @@ enum Bug {
     NoCacheAppend,
     MaskReuse,
     NoRopeScaling,
+    ViaF16,
+    NoCast,
 }
 
 impl Bug {
@@ -151,6 +155,8 @@ impl Bug {
             Some("no-cache-append") => Bug::NoCacheAppend,
             Some("mask-reuse") => Bug::MaskReuse,
             Some("no-rope-scaling") => Bug::NoRopeScaling,
+            Some("via-f16") => Bug::ViaF16,
+            Some("no-cast") => Bug::NoCast,
             Some(other) => return Err(UsageError(format!("unknown --bug {other}"))),
         })
     }
@@ -473,9 +479,19 @@ fn main() {
         let layers = cfg.layers;
         let mut model = Llama::new(&cfg, &device, bug);
         // PyTorch's names and [out, in] layout, every float tensor widened to the f32 model's dtype (a bf16
-        // checkpoint would otherwise load as bf16 parameters: burn-store keeps the file's dtype)
-        let adapter = PyTorchToBurnAdapter.chain(FloatCastAdapter::to(DType::F32));
-        let mut store = SafetensorsStore::from_file(&checkpoint).with_from_adapter(adapter);
+        // checkpoint would otherwise load as bf16 parameters: burn-store keeps the file's dtype), exactly
+        let store = SafetensorsStore::from_file(&checkpoint);
+        let mut store = match bug {
+            Bug::NoCast => store.with_from_adapter(PyTorchToBurnAdapter),
+            Bug::ViaF16 => store.with_from_adapter(
+                PyTorchToBurnAdapter
+                    .chain(FloatCastAdapter::to(DType::F16))
+                    .chain(FloatCastAdapter::to(DType::F32)),
+            ),
+            _ => store.with_from_adapter(
+                PyTorchToBurnAdapter.chain(FloatCastAdapter::to(DType::F32)),
+            ),
+        };
         model
             .load_from(&mut store)
             .map_err(|e| format!("{checkpoint}: {e}"))?;
