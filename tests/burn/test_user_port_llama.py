@@ -134,3 +134,24 @@ def test_against_a_bf16_computing_a_only_the_load_is_judged_and_exactly(llama_bf
     assert not [d for d in diagnoses(proc) if d.startswith("D014")], proc.stdout
     wrong = llama_bf16_compute_check(llama_bf16_compute, "via-f16")
     assert_named(wrong, "D014", ["model.layers.1.self_attn.o_proj.weight: B holds A's values rounded to f16"])
+
+
+# --- Llama 3.2's kind of config: llama3's RoPE scaling and the head tied to the embedding ------------------------
+
+@pytest.fixture(scope="module")
+def llama3_tied(programs, tmp_path_factory) -> Path:
+    """record.py --llama3-tied: the checkpoint without lm_head.weight (tied, as HF saves it), the port computing
+    the head from the embedding and scaling RoPE's frequencies as config.json says."""
+    return project("llama", tmp_path_factory.mktemp("user-ports-llama3"), record_args=("--llama3-tied",))
+
+
+def test_a_llama3_scaled_tied_llama_is_ok_and_scaling_left_out_is_named(llama3_tied):
+    proc = llama_check(llama3_tied, None)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert verdict(proc).endswith(" OK"), proc.stdout
+    assert not diagnoses(proc), proc.stdout
+    # the 1.24 B benchmark's slip, in small: the rotary table fitted on the prompt's positions names the scaling
+    assert_named(llama_check(llama3_tied, "no-rope-scaling"), "D010", [
+        "step0.activations.model.rotary_emb",
+        "where PyTorch's is rotate_half with theta 500000 and its frequencies scaled (llama3)",
+        "its lowest frequencies divided by 8"])

@@ -59,11 +59,14 @@ def _table(positions: np.ndarray, layout: str, freqs: np.ndarray) -> np.ndarray:
 def _form(rows: np.ndarray, positions: np.ndarray, candidates: list[tuple[float, str, np.ndarray]]
           ) -> tuple[str, float, str] | None:
     """The one (layout, theta, scaling) of the ``candidates`` (theta, scaling, inverse frequencies) whose table of
-    ``positions`` is ``rows`` within float32 rounding, or None."""
-    found = [(layout, theta, scaling) for layout in LAYOUTS for theta, scaling, freqs in candidates
-             if rows.shape[-1] == 2 * freqs.size and np.max(np.abs(_table(positions, layout, freqs) - rows))
-             <= 1e-5 * max(1.0, float(np.max(positions)))]
-    return found[0] if len(found) == 1 else None
+    ``positions`` is ``rows`` within float32 rounding while every other is over 10 times further off, or None."""
+    tolerance = 1e-5 * max(1.0, float(np.max(positions)))
+    residuals = {(layout, theta, scaling): float(np.max(np.abs(_table(positions, layout, freqs) - rows)))
+                 for layout in LAYOUTS for theta, scaling, freqs in candidates if rows.shape[-1] == 2 * freqs.size}
+    ranked = sorted(residuals, key=residuals.__getitem__)
+    if not ranked or residuals[ranked[0]] > tolerance:
+        return None
+    return ranked[0] if len(ranked) == 1 or residuals[ranked[1]] > 10 * max(residuals[ranked[0]], 1e-12) else None
 
 
 def measure_rope_form(a: Trace, b: Trace, first: str) -> RopeForm | None:

@@ -19,8 +19,10 @@ STEPS = 6
 
 if __name__ == "__main__":
     here = Path(__file__).resolve().parent
-    model = make_model()
-    state = model.state_dict()
+    model = make_model(llama3_tied="--llama3-tied" in sys.argv)
+    # a tied head is the embedding's weight: the checkpoint holds it once, under the embedding's name, as HF saves it
+    state = {name: t for name, t in model.state_dict().items()
+             if not (model.config.tie_word_embeddings and name == "lm_head.weight")}
     if "--bf16" in sys.argv or "--bf16-compute" in sys.argv:
         state = {name: t.to(torch.bfloat16) for name, t in state.items()}
     (here / "checkpoint").mkdir(exist_ok=True)
