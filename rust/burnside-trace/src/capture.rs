@@ -449,7 +449,7 @@ fn replay(
     // parameters by tensor id, named as the trace names them (a packed part with its place)
     let by_path: BTreeMap<&str, &ParamEntry> =
         entries.iter().map(|e| (e.path.as_str(), e)).collect();
-    let mut params: BTreeMap<TensorId, (String, String, Option<(usize, usize)>)> = BTreeMap::new();
+    let mut params: ParamsById = BTreeMap::new();
     for (path, id) in &found {
         if let Some(entry) = by_path.get(path.as_str()) {
             params.insert(
@@ -642,13 +642,17 @@ fn in_place(flex: &FlexTensor) -> Option<HostTensor> {
     crate::host_tensor::with_flex_bytes(flex, HostTensor::copied)
 }
 
+/// Each parameter's tensor id with its trace name, its module path and, for a part of a packed
+/// PyTorch tensor, its place (index, of how many).
+type ParamsById = BTreeMap<TensorId, (String, String, Option<(usize, usize)>)>;
+
 fn op_json(
     n: usize,
     kind: &str,
     settings: &str,
     reads: &[TensorIr],
     made: &TensorIr,
-    params: &BTreeMap<TensorId, (String, String, Option<(usize, usize)>)>,
+    params: &ParamsById,
     inputs: &BTreeMap<TensorId, &str>,
 ) -> Value {
     let reads: Vec<Value> = reads

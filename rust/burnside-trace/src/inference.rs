@@ -72,6 +72,10 @@ impl Default for Inference {
 /// most measured on a GPT-style port), an overestimate that only pads the header.
 const GRAPH_BYTES_PER_OPERATION: usize = 512;
 
+/// A port's forward pass of one batch, as `Inference::run` takes it.
+type BatchForward<'f, M, const D: usize> =
+    dyn FnMut(&M, &mut Batch<'_>) -> Result<Tensor<D>, Box<dyn Error>> + 'f;
+
 impl Inference {
     /// Forward passes recorded with burn's standard layer names (see [`TorchNames`]).
     pub fn new() -> Self {
@@ -194,12 +198,7 @@ impl Inference {
         let mut graphs: Vec<String> = Vec::new();
         let mut differs: Vec<String> = Vec::new();
         // batch k's forward pass under graph capture, to replay on Flex
-        let capture_one = |k: usize,
-                           forward: &mut dyn FnMut(
-            &M,
-            &mut Batch<'_>,
-        )
-            -> Result<Tensor<D>, Box<dyn Error>>| {
+        let capture_one = |k: usize, forward: &mut BatchForward<'_, M, D>| {
             crate::capture::capture_pass(
                 model,
                 |moved, capture_device, deferred| {

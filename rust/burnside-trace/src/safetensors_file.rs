@@ -18,6 +18,13 @@ pub struct SafetensorsFile {
     pub metadata: BTreeMap<String, String>,
 }
 
+/// A file read with some tensors left in it: the file, those tensors' places, the open file.
+type ReadDeferring = (
+    SafetensorsFile,
+    BTreeMap<String, Deferred>,
+    Arc<std::fs::File>,
+);
+
 impl SafetensorsFile {
     /// Read a whole safetensors file; only F32, F64, BF16, F16 and I64 tensors are accepted.
     ///
@@ -37,7 +44,7 @@ impl SafetensorsFile {
     pub(crate) fn read_deferring(
         path: impl AsRef<Path>,
         defer: &dyn Fn(&str) -> bool,
-    ) -> Result<(Self, BTreeMap<String, Deferred>, Arc<std::fs::File>), TraceError> {
+    ) -> Result<ReadDeferring, TraceError> {
         let path = path.as_ref().to_path_buf();
         let io = |source: std::io::Error| TraceError::Io {
             path: path.clone(),

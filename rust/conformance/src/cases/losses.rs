@@ -318,6 +318,8 @@ pub fn cases() -> Vec<(&'static str, Runner)> {
             let loss = TripletMarginLossConfig::new().init();
             c.loss("triplet_margin_loss", |x: Tensor<2>, step| {
                 let (positive, negative) = (step.float_input::<2>("positive")?, step.float_input("negative")?);
+                // burn's `slice` takes one range per sliced dimension: `[0..1]` is the first axis's
+                #[allow(clippy::single_range_in_vec_init)]
                 let positive = Tensor::cat(vec![x.clone().slice([0..1]).detach(), positive.slice([1..4])], 0);
                 Ok(loss.forward(x, positive, negative, Reduction::Auto))
             })

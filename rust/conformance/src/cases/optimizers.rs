@@ -55,6 +55,8 @@ fn trained_no_bias(c: &Case, inputs: usize, spec: OptimizerSpec) -> Res<()> {
 }
 
 /// What steps the model in a loop written call by call.
+// one value per case, moved once into the loop: the variants' sizes do not matter
+#[allow(clippy::large_enum_variant)]
 enum Stepper {
     /// A burn optimizer built by the case itself (burn's own defaults).
     Module(ModuleOptimizer),
