@@ -106,7 +106,21 @@ def record_generate_trace(model: nn.Module, prompt_ids: torch.Tensor, path: str 
     batches, forward, meta = generation_inputs(model, prompt_ids, steps, step, metadata)
     return record_forward(model, batches, path, forward=forward, activations=activations,
                           layer_inputs=layer_inputs, metadata=meta, progress=progress, reference=reference,
-                          statistics=statistics, full_steps=full_steps)
+                          statistics=statistics, full_steps=generation_full_steps(model, statistics, full_steps,
+                                                                                  steps))
+
+
+def generation_full_steps(model: nn.Module, statistics: bool | None, full_steps: list[int] | None,
+                          steps: int) -> list[int] | None:
+    """The steps whose layers a generation trace records in full: as given, else every step where statistics are
+    on (a decode step's layers are one token's, the parameters are what is large: a slip at a decode step is then
+    judged at its layer, not from statistics), else None (`record_forward`'s rule)."""
+    from burnside.torch import LAYER_STATISTICS_ABOVE
+
+    if full_steps is not None or statistics is False:
+        return full_steps
+    large = sum(p.numel() for p in model.parameters()) >= LAYER_STATISTICS_ABOVE
+    return list(range(steps + 1)) if statistics or large else None
 
 
 def generation_inputs(model: nn.Module, prompt_ids: torch.Tensor, steps: int, step: DecodeStep | None,

@@ -768,17 +768,20 @@ def record_generate_reference(
     layer_inputs: bool = True,
     metadata: Mapping[str, object] | None = None,
     progress: StepProgress | None = None,
+    statistics: bool | None = None,
+    full_steps: Sequence[int] | None = None,
 ) -> Path:
     """Record the float64 reference of `burnside.torch.record_generate`'s greedy generation at ``path`` on its
     own (``reference=path`` records it with the trace, in one call): the loop is run as given to choose the
     tokens, then its steps, teacher-forced with them, in float64, as `record_forward_reference` runs a forward
     trace's batches. The same file as `record_generate(..., reference=path)` writes, so a large model's trace
     and reference can be recorded by separate processes, each holding one copy of the weights."""
-    from burnside._torch_generate import generation_inputs
+    from burnside._torch_generate import generation_full_steps, generation_inputs
 
     batches, forward, meta = generation_inputs(model, prompt_ids, steps, step, metadata)
     return record_forward_reference(model, batches, path, forward=forward, activations=activations,
-                                    layer_inputs=layer_inputs, metadata=meta, progress=progress)
+                                    layer_inputs=layer_inputs, metadata=meta, progress=progress, statistics=statistics,
+                                    full_steps=generation_full_steps(model, statistics, full_steps, steps))
 
 
 @contextmanager

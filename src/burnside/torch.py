@@ -354,8 +354,9 @@ def record_generate(
     previous step returned (None at the prefill); the default runs a Hugging Face `*ForCausalLM` with its own
     `DynamicCache`. With ``reference``, the float64 reference of the same steps is recorded first (the cache of
     its run its own), as `record_forward` does. ``statistics`` and ``full_steps`` are `record_forward`'s: for a
-    large model (on by default from ``LAYER_STATISTICS_ABOVE`` parameters) the parameters and the layers of every
-    step but the prefill and the last (``full_steps=[0, -1]``) are recorded as statistics, the logits in full.
+    large model (on by default from ``LAYER_STATISTICS_ABOVE`` parameters) the parameters are recorded as
+    statistics (the load checked by hash), and the layers of every step in full unless ``full_steps`` names
+    fewer (a decode step's layers are one token's), the logits always in full.
     """
     from burnside._torch_generate import record_generate_trace
 

@@ -196,7 +196,9 @@ def test_the_init_file_of_a_statistics_trace_holds_no_parameters_and_says_so(tmp
     assert "step0.layer_inputs.fc1" in init and "step1.layer_inputs.fc1" not in init
 
 
-def test_record_generate_records_the_prefill_and_the_last_step_in_full(tmp_path):
+def test_record_generate_records_the_parameters_as_statistics_and_every_step_s_layers_in_full(tmp_path):
+    """A decode step's layers are one token's: with statistics on, only the parameters are statistics unless
+    ``full_steps`` names fewer steps (a slip at a decode step is then judged at its layer, not from statistics)."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Embedding(30, 8), nn.Linear(8, 30)).eval()
 
@@ -205,10 +207,16 @@ def test_record_generate_records_the_prefill_and_the_last_step_in_full(tmp_path)
 
     trace = open_trace(record_generate(model, torch.tensor([[1, 2, 3]]), tmp_path / "g.safetensors", steps=3,
                                        step=step, statistics=True, reference=tmp_path / "r.safetensors"))
-    assert trace.metadata["full_steps"] == [0, 3] and trace.metadata["generation"]["steps"] == 3
-    assert "step1.activations.1" in trace.statistics and "step0.activations.1" in trace
+    assert trace.metadata["full_steps"] == [0, 1, 2, 3] and trace.metadata["generation"]["steps"] == 3
+    assert all(f"step{k}.activations.1" in trace for k in range(4))
+    assert set(trace.statistics) == {"step0.params_before.0.weight", "step0.params_before.1.weight",
+                                     "step0.params_before.1.bias"}
     assert all(f"step{k}.outputs.output" in trace for k in range(4))
     assert set(open_trace(tmp_path / "r.safetensors").statistics) == set(trace.statistics)
+    # fewer full steps when asked
+    trace = open_trace(record_generate(model, torch.tensor([[1, 2, 3]]), tmp_path / "h.safetensors", steps=3,
+                                       step=step, statistics=True, full_steps=[0, -1]))
+    assert trace.metadata["full_steps"] == [0, 3] and "step1.activations.1" in trace.statistics
 
 
 def test_a_forward_trace_whose_statistics_break_its_rules_is_one_line(tmp_path):
