@@ -153,7 +153,9 @@ def measure_reads(a: Trace, b: Trace, first: str) -> LayerReads | None:
             return None  # B's layer computes A's output from A's input: rounding, nothing fed otherwise
         pool = _pool(a, k, module, order, source, layer.part)
         if kind == "Linear" and len(a.info(source).shape) == 2:
-            pool += _token_reductions(a, k, module, order, a.info(source).shape, layer.part)
+            # first: of two of one value, a token of the sequence is kept (`encoder's first token`, not the
+            # `heads's input` it is), which says how each side reads the sequence
+            pool = _token_reductions(a, k, module, order, a.info(source).shape, layer.part) + pool
         # those of the layer's own input last: of two of one value, `relu(fc1)` is kept (it says what A read), not
         # the input itself or `relu(fc2's input)`
         # a concatenation in the other order swaps the halves of the feature axis (a Linear's last, a conv's channels)
@@ -175,8 +177,11 @@ def measure_reads(a: Trace, b: Trace, first: str) -> LayerReads | None:
     best_b = _unique(b_fits)
     # A's input said in the terms of what B read where it can be (`gelu(fc1)` beside B's `fc1`, not `act`)
     near = [c for c in a_fits if a_fits[c] <= VALID]
-    best_a = min(near, key=lambda c: (best_b is None or set(c.operands) != set(best_b.operands), a_fits[c]),
-                 default=None)
+    def base(c: Candidate) -> set[str]:  # the recorded tensors read, a token reduction's as its sequence's
+        return {o.name.split("|")[0] for o in c.operands}
+
+    best_a = min(near, key=lambda c: (best_b is None or set(c.operands) != set(best_b.operands),
+                                      best_b is None or base(c) != base(best_b), a_fits[c]), default=None)
     return LayerReads(module, kind, k, source,
                       best_b, b_fits[best_b] if best_b is not None else min(b_fits.values()),
                       best_a, a_fits[best_a] if best_a is not None else min(a_fits.values(), default=math.inf),
