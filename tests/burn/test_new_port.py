@@ -242,3 +242,50 @@ def test_a_port_of_the_other_kind_than_the_pytorch_trace_is_one_line_exit_2(reco
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stdout + proc.stderr
     assert "comes from a training trace (burnside.torch.record), which a port checks with " \
            "burnside_trace::Training, not Inference" in proc.stderr
+
+
+@pytest.fixture(scope="module")
+def generate_port(programs, tmp_path_factory) -> Path:
+    """A new generation port (`burnside new --generate`) with its checkpoint and config.json saved and its greedy
+    generation recorded."""
+    pytest.importorskip("transformers")
+    parent = tmp_path_factory.mktemp("generate")
+    made = burnside("new", "mylm", "--generate", cwd=parent)
+    assert made.returncode == 0, made.stdout + made.stderr
+    assert "-- --checkpoint checkpoint/model.safetensors" in made.stdout
+    port = parent / "mylm"
+    recorded = subprocess.run([sys.executable, "record.py"], cwd=port, capture_output=True, text=True, timeout=600)
+    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    assert (port / "checkpoint" / "config.json").is_file()
+    return port
+
+
+def check_generate(port: Path) -> subprocess.CompletedProcess:
+    return burnside("check", "--burn-crate", ".", "--bin", port.name, "--torch-trace", "traces/torch.safetensors",
+                    "--reference", "traces/reference.safetensors", "--", "--checkpoint",
+                    "checkpoint/model.safetensors", cwd=port)
+
+
+def test_a_new_generation_port_is_ok_as_written_and_a_slip_in_it_is_named(generate_port, tmp_path):
+    proc = check_generate(generate_port)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    verdict = [line for line in proc.stdout.splitlines() if line.startswith("worst=")]
+    assert len(verdict) == 1 and verdict[0].endswith(" OK"), proc.stdout
+    assert "generation, teacher-forced over 7 steps" in proc.stdout and "B chooses A's token at every step" \
+        in proc.stdout
+    assert not [line for line in proc.stdout.splitlines() if line.startswith("D0")], proc.stdout
+    # a user's edit of the template: the cache stored at the prompt only, never appended to after it
+    port = _variant(generate_port, tmp_path, "nocache", "        cache[i] = Some((k_all.clone(), v_all.clone()));\n",
+                    "        if past == 0 {\n            cache[i] = Some((k_all.clone(), v_all.clone()));\n        }\n")
+    main = port / "src" / "main.rs"
+    main.write_text(main.read_text().replace("match cache[i].take() {", "match cache[i].clone() {"))
+    proc = check_generate(port)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    found = [line for line in proc.stdout.splitlines() if line.startswith("D0")]
+    assert found and found[0].startswith("D010 "), proc.stdout
+    assert "a cache that holds the prompt's keys and values only" in proc.stdout, found
+
+
+def test_inference_and_generate_together_are_a_usage_error(tmp_path):
+    proc = burnside("new", "both", "--inference", "--generate", cwd=tmp_path)
+    assert proc.returncode == 2 and "give one" in proc.stderr, proc.stdout + proc.stderr

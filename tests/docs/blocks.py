@@ -119,6 +119,9 @@ CLAIMS = [
     Claim("src/burnside/templates/inference/README.md", "bash", "python record.py",
           "test_shell_blocks: the README `burnside new --inference` writes holds these commands, which README.md's "
           "inference block runs in that project"),
+    Claim("src/burnside/templates/generate/README.md", "bash", "python record.py",
+          "tests/burn/test_new_port.py: `burnside new --generate`, then these two commands in that project; check "
+          "must say OK"),
     Claim("rust/README.md", "bash", 'python -c "from burnside.burn.locate import trace_crate',
           "test_shell_blocks: run by bash; it prints burnside-trace's folder"),
     Claim("rust/README.md", "toml", "[profile.release]",

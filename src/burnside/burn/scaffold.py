@@ -61,7 +61,7 @@ def _target() -> Path:
 
 
 #: The kinds of project `new_port` writes, each its template folder.
-KINDS = {"training": "port", "inference": "inference"}
+KINDS = {"training": "port", "inference": "inference", "generation": "generate"}
 
 
 def new_port(name: str, parent: Path, kind: str = "training") -> Path:
