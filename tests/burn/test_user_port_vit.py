@@ -53,7 +53,9 @@ VIT_BUGS = [
     ("ln-eps", "D011", ["blocks.0.norm1 (LayerNorm)", "epsilon measured 1e-6 on A (pytorch), 1e-5 on B (burn)"]),
     # the patch conv copied from a 3x3 conv: padding 1, the same 4x4 patches
     ("conv-pad1", "D011", ["patch_embed (Conv2d)", "B (burn) with stride (8, 8), padding (1, 1)"]),
-    ("last-token", "D010", ["step0.activations.head differs", "between norm and head"]),
+    # the head's input found as a token of the encoder's output on each side
+    ("last-token", "D010", ["step0.activations.head differs", "head of `norm's last token`",
+                            "where A's head reads `norm's first token`", "feed head norm's first token"]),
     # the attention's slips between qkv and proj: proj re-run on PyTorch's qkv output names each
     ("scale-dmodel", "D010", ["blocks.0.attn.proj of `attention of blocks.0.attn.qkv (4 heads, scale 1/sqrt(64)",
                               "scale the attention scores by 1/sqrt(head_dim) = 1/sqrt(16)"]),
