@@ -131,12 +131,15 @@ class _Side:
 
     def __init__(self, t: Trace, attn: str, steps: list[int], tables: dict, layout: str, dims: tuple[int, int, int],
                  scale: float):
-        self.t, self.attn, self.layout, self.scale = t, attn, layout, scale
+        self.attn, self.layout, self.scale = attn, layout, scale
         self.heads, self.kv_heads, self.d = dims
         self.q: dict[int, np.ndarray] = {}
         self.k: dict[int, np.ndarray] = {}
         self.v: dict[int, np.ndarray] = {}
         self.complete = True
+        # o_proj's parameters, read once for every variant the side is re-run with
+        self.weight = read(t, f"step0.params_before.{attn}.o_proj.weight")
+        self.bias = read(t, f"step0.params_before.{attn}.o_proj.bias")
         for j in steps:
             q, k, v = (_rows(t, f"step{j}.activations.{attn}.{p}_proj") for p in "qkv")
             if q is None or k is None or v is None or q.shape[1] != self.heads * self.d \
@@ -181,11 +184,9 @@ class _Side:
         scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
         ctx = (scores / scores.sum(axis=-1, keepdims=True)) @ values  # [heads, tokens, d]
         ctx = ctx.transpose(1, 0, 2).reshape(tokens, self.heads * self.d)
-        weight = read(self.t, f"step0.params_before.{self.attn}.o_proj.weight")
-        if weight is None or weight.shape != (weight.shape[0], ctx.shape[1]):
+        if self.weight is None or self.weight.shape != (self.weight.shape[0], ctx.shape[1]):
             return None
-        bias = read(self.t, f"step0.params_before.{self.attn}.o_proj.bias")
-        return ctx @ weight.T + (bias if bias is not None else 0.0)
+        return ctx @ self.weight.T + (self.bias if self.bias is not None else 0.0)
 
 
 def measure_decode_attention(a: Trace, b: Trace, first: str) -> DecodeAttention | None:
