@@ -20,9 +20,11 @@ no optimizer, no gradients), as a forward trace (docs/trace-format.md, "Forward 
     from burnside.torch import record_forward
     record_forward(model, [{"x": x0}, {"x": x1}], "torch.safetensors", reference="reference.safetensors")
 
-The loops themselves live in the private `burnside._torch_loop` and `burnside._torch_forward` (shared
-with `burnside.reference`); `record`, `record_forward` and `export_init` are this module's API, and the
-package root's (`burnside.record`, `burnside.record_forward`).
+The loops themselves live in the record stage's package, `burnside.recording` (`loop.py`, `forward.py`,
+`generate.py`, shared with its float64 reference, `reference.py`); `record`, `record_forward`, `record_generate`
+and `export_init` are this module's API, and the package root's (`burnside.record`, `burnside.record_forward`).
+This module stays at the package root, outside `burnside.recording`, because `burnside.torch` is the import path
+the README, the templates' record.py and the pytest plugin give users.
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ import torch
 from torch import nn
 
 from burnside import __version__
-from burnside._torch_forward import Forward, batch_list, forward_statistics, record_forward_trace
-from burnside._torch_loop import (
+from burnside.recording.forward import Forward, batch_list, forward_statistics, record_forward_trace
+from burnside.recording.loop import (
     LAYER_STATISTICS_ABOVE,
     Batch,
     check_full_steps,
@@ -50,9 +52,9 @@ from burnside._torch_loop import (
     record_trace,
     tied_names,
 )
-from burnside._torch_optim import to_numpy
+from burnside.recording.optim_state import to_numpy
 from burnside.errors import BurnsideError
-from burnside.reference import record_forward_reference, record_reference, reference_files
+from burnside.recording.reference import record_forward_reference, record_reference, reference_files
 from burnside.trace import write_trace
 from burnside.trace.init_batches import batch_tensors
 
@@ -358,7 +360,7 @@ def record_generate(
     statistics (the load checked by hash), and the layers of every step in full unless ``full_steps`` names
     fewer (a decode step's layers are one token's), the logits always in full.
     """
-    from burnside._torch_generate import record_generate_trace
+    from burnside.recording.generate import record_generate_trace
 
     return record_generate_trace(model, prompt_ids, path, steps=steps, step=step, reference=reference,
                                  activations=activations, layer_inputs=layer_inputs,

@@ -2,8 +2,8 @@
 
 `record_trace` trains a model and writes every tensor of every step to a trace; the dropout
 switches live here too, since both recorders need them (the optimizer's description and state:
-`burnside._torch_optim`). A module of its own so that `burnside.torch` (which records the
-reference first when asked) and `burnside.reference` (which re-runs this loop in float64) both
+`burnside.recording.optim_state`). A module of its own so that `burnside.torch` (which records the
+reference first when asked) and `burnside.recording.reference` (which re-runs this loop in float64) both
 import it and not each other. Users call `burnside.torch.record`; nothing here is public (`__all__`
 lists what the two recorders import).
 """
@@ -20,8 +20,8 @@ import torch
 from torch import nn
 
 from burnside import __version__
-from burnside._torch_loss import LossCall, merge_terms
-from burnside._torch_optim import host_array, optimizer_config, optimizer_state, step_optimizer
+from burnside.recording.loss import LossCall, merge_terms
+from burnside.recording.optim_state import host_array, optimizer_config, optimizer_state, step_optimizer
 from burnside.errors import BurnsideError
 from burnside.trace import tensor_name
 from burnside.trace.dtypes import dtype_of
@@ -632,7 +632,7 @@ def record_trace(
                     metadata_estimate=4 * names_text + 32 * steps + len(str(dict(metadata or {})))
                     + statistics_reserve(per_step_tensors, steps, full, layer, 2 * modules)),
         full, layer)
-    #: the loss call found inside the loss (`burnside._torch_loss`), the same one every step it is recorded
+    #: the loss call found inside the loss (`burnside.recording.loss`), the same one every step it is recorded
     loss_call: dict | None = None
     #: the names of the outputs a forward pass returning several records (`outputs.{name}`)
     output_names: list[str] = []

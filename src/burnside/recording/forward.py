@@ -4,7 +4,7 @@
 gradients, and writes a forward trace (metadata `kind = forward`, docs/trace-format.md): each
 batch's inputs, the model's parameters and buffers once (as loaded), every submodule's first tensor
 input (`layer_inputs`) and output (`activations`), and the model's outputs, named. A module of its
-own so that `burnside.torch` and `burnside.reference` (which re-runs it in float64) both import it
+own so that `burnside.torch` and `burnside.recording.reference` (which re-runs it in float64) both import it
 and not each other. Users call `burnside.torch.record_forward`; nothing here is public.
 """
 
@@ -19,10 +19,10 @@ import torch
 from torch import nn
 
 from burnside import __version__
-from burnside._torch_loop import (_STATISTICS_RESERVE, LAYER_STATISTICS_ABOVE, Batch, ModuleHooks, _dropout_off,
+from burnside.recording.loop import (_STATISTICS_RESERVE, LAYER_STATISTICS_ABOVE, Batch, ModuleHooks, _dropout_off,
                                   active_dropouts, check_full_steps, check_model, layer_statistics_for,
                                   nonpersistent_buffers, output_tensors, tied_names)
-from burnside._torch_optim import host_array
+from burnside.recording.optim_state import host_array
 from burnside.errors import BurnsideError
 from burnside.trace import parse_name, tensor_name
 from burnside.trace.dtypes import dtype_of
