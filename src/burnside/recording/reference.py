@@ -108,8 +108,8 @@ _DTYPE_TOLERANCES = {"linalg_pinv": "rtol", "linalg_matrix_rank": "rtol", "linal
 _WIDENED = {torch.float32: torch.float64, torch.complex64: torch.complex128}
 
 
-#: Where torch's and burnside's own sources are.
-_TORCH, _BURNSIDE = str(Path(torch.__file__).resolve().parent), str(Path(__file__).resolve().parent)
+#: Where torch's and burnside's own sources are (burnside's: the package, the folder above this one's).
+_TORCH, _BURNSIDE = str(Path(torch.__file__).resolve().parent), str(Path(__file__).resolve().parents[1])
 
 
 def _caller() -> str | None:
