@@ -44,6 +44,7 @@ from burnside.recording.forward import Forward, batch_list, forward_statistics, 
 from burnside.recording.loop import (
     LAYER_STATISTICS_ABOVE,
     Batch,
+    LoopSettings,
     check_full_steps,
     check_model,
     default_forward,
@@ -54,7 +55,7 @@ from burnside.recording.loop import (
 )
 from burnside.recording.optim_state import to_numpy
 from burnside.errors import BurnsideError
-from burnside.recording.reference import record_forward_reference, record_reference, reference_files
+from burnside.recording.reference import record_forward_reference, record_loop_reference, reference_files
 from burnside.trace import write_trace
 from burnside.trace.init_batches import batch_tensors
 
@@ -218,13 +219,12 @@ def record(
     written; if the trace then fails, the model may be partly trained, as without ``reference``, and the
     reference files this call wrote are deleted, so no reference is left without its trace.
     """
-    loop = {"steps": steps, "loss_fn": loss_fn, "forward": forward, "target": target, "metadata": metadata,
-            "clip_grad_norm": clip_grad_norm, "dropout": dropout, "lr_schedule": lr_schedule,
-            "layer_inputs": layer_inputs, **({"accumulate": accumulate} if accumulate != 1 else {}),
-            **({"full_steps": full_steps} if full_steps is not None else {}),
-            **({"layer_statistics": layer_statistics} if layer_statistics is not None else {})}
+    settings = LoopSettings(steps=steps, loss_fn=loss_fn, forward=forward, target=target, metadata=metadata,
+                            activations=activations, layer_inputs=layer_inputs, clip_grad_norm=clip_grad_norm,
+                            dropout=dropout, lr_schedule=lr_schedule, accumulate=accumulate, full_steps=full_steps,
+                            layer_statistics=layer_statistics)
     if reference is None:
-        return record_trace(model, optimizer, batches, path, activations=activations, progress=progress, **loop)
+        return record_trace(model, optimizer, batches, path, settings, progress)
     files = reference_files(model, optimizer, reference, variants=reference_variants)
     clash = next((f for f in files if _same_file(f, path)), None)
     if clash is not None:
@@ -238,9 +238,9 @@ def record(
     layer_statistics_for(model, layer_statistics)
     before = {f: _stamp(f) for f in files}
     try:
-        record_reference(model, optimizer, batches, reference, variants=reference_variants,
-                         progress=_reference_progress(progress), **loop)
-        return record_trace(model, optimizer, batches, path, activations=activations, progress=progress, **loop)
+        record_loop_reference(model, optimizer, batches, reference, settings, variants=reference_variants,
+                              progress=_reference_progress(progress))
+        return record_trace(model, optimizer, batches, path, settings, progress)
     except BaseException:
         for f in files:
             if _stamp(f) != before[f]:  # written by this call

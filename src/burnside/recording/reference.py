@@ -25,6 +25,7 @@ import gc
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -40,6 +41,8 @@ from burnside.recording.loop import (
     check_full_steps,
     check_model,
     layer_statistics_for,
+    LoopSettings,
+    default_forward,
     loop_steps,
     record_trace,
 )
@@ -463,8 +466,7 @@ class _BurnMuon(torch.optim.Optimizer):
 
 
 def _record_variant(model: nn.Module, optimizer: torch.optim.Optimizer, batches: Batch | Sequence[Batch],
-                    variant: Path, name: str, *, steps: int | None, loss_fn: Callable, target: str | None,
-                    metadata: Mapping[str, object] | None, progress: StepProgress | None, extra: dict) -> None:
+                    variant: Path, name: str, settings: LoopSettings, progress: StepProgress | None) -> None:
     """The variant ``name`` of `record_reference`, recorded at ``variant`` from its own float64 copy, which is
     freed when this returns (the reference's copy is made after it: one copy alive at a time)."""
     double, opt = _double_copy(model, optimizer, burn_adam=has_burn_adam_variant(optimizer)
@@ -475,12 +477,12 @@ def _record_variant(model: nn.Module, optimizer: torch.optim.Optimizer, batches:
         progress(done, total, f"{name} variant")
 
     try:
-        double_loss = _double_loss(loss_fn)
+        double_loss = _double_loss(settings.loss_fn)
         with _float64_loss_errors(), Float32Constants(double, double_loss) as pins:
-            record_trace(double, opt, _double_batches(batches), variant, steps=steps, loss_fn=double_loss,
-                         target=target, metadata=_WithPins({**(metadata or {}), "reference": "float64",
-                                                            "variant": name}, pins),
-                         progress=variant_progress if progress is not None else None, **extra)
+            metadata = _WithPins({**(settings.metadata or {}), "reference": "float64", "variant": name}, pins)
+            record_trace(double, opt, _double_batches(batches), variant,
+                         replace(settings, loss_fn=double_loss, metadata=metadata),
+                         variant_progress if progress is not None else None)
     finally:
         for handle in hooks.handles if hooks else ():
             handle.remove()
@@ -673,45 +675,45 @@ def record_reference(
     does (give the reference the trace's own: compare refuses a reference holding only the statistics of a
     tensor both traces hold in full); the layer rule counts the model's parameters.
     """
+    settings = LoopSettings(steps=steps, loss_fn=loss_fn, forward=forward if forward is not None else default_forward,
+                            target=target, metadata=metadata, layer_inputs=layer_inputs,
+                            clip_grad_norm=clip_grad_norm, dropout=dropout, lr_schedule=lr_schedule,
+                            accumulate=accumulate, full_steps=full_steps, layer_statistics=layer_statistics)
+    return record_loop_reference(model, optimizer, batches, path, settings, variants=variants, progress=progress)
+
+
+def record_loop_reference(model: nn.Module, optimizer: torch.optim.Optimizer, batches: Batch | Sequence[Batch],
+                          path: str | Path, settings: LoopSettings, *, variants: bool = True,
+                          progress: StepProgress | None = None) -> Path:
+    """`record_reference` of the loop ``settings`` describe (`burnside.torch.record` calls this with its own).
+
+    The float64 runs record every layer's input and output whatever ``settings.activations`` and
+    ``settings.layer_inputs`` say: `record_reference`'s ``layer_inputs`` has never turned them off."""
     path = Path(path)
     check_model(model)
     _check_rerunnable(optimizer)
     if not isinstance(batches, Mapping):
         batches = list(batches)  # counted here, then read by each run
-    check_full_steps(full_steps, loop_steps(batches, steps, accumulate))  # before anything runs
-    layer_statistics_for(model, layer_statistics)
-    extra = {"forward": forward} if forward is not None else {}
-    if clip_grad_norm is not None:
-        extra["clip_grad_norm"] = clip_grad_norm
-    if dropout:
+    check_full_steps(settings.full_steps, loop_steps(batches, settings.steps, settings.accumulate))  # before any run
+    layer_statistics_for(model, settings.layer_statistics)
+    if settings.dropout:
         _check_no_dropout(model)
-        extra["dropout"] = True
-    if lr_schedule is not None:
-        extra["lr_schedule"] = lr_schedule
-    if layer_inputs:
-        extra["layer_inputs"] = True
-    if accumulate != 1:  # the same micro-batches per optimizer step as the loop (`record(..., accumulate=)`)
-        extra["accumulate"] = accumulate
-    if full_steps is not None:
-        extra["full_steps"] = full_steps
-    if layer_statistics is not None:
-        extra["layer_statistics"] = layer_statistics
+    settings = replace(settings, activations=True, layer_inputs=True)
     found: dict[str, str] = {}
     name = variant_name(model, optimizer) if variants else None
     if name is not None:
         variant = variant_path(path, name)
-        _record_variant(model, optimizer, batches, variant, name, steps=steps, loss_fn=loss_fn, target=target,
-                        metadata=metadata, progress=progress, extra=extra)
+        _record_variant(model, optimizer, batches, variant, name, settings, progress)
         found[name] = variant.name
         # the variant's float64 copy, its gradients and its optimizer's state are gone with its frame; collect
         # any cycle among them before the reference's copy is made, so the two copies are never alive together
         gc.collect()
     double, opt = _double_copy(model, optimizer, burn_adam=False)
-    meta = {**(metadata or {}), "reference": "float64", **{f"variant.{k}": v for k, v in found.items()}}
-    double_loss = _double_loss(loss_fn)
+    meta = {**(settings.metadata or {}), "reference": "float64", **{f"variant.{k}": v for k, v in found.items()}}
+    double_loss = _double_loss(settings.loss_fn)
     with _float64_loss_errors(), Float32Constants(double, double_loss) as pins:
-        return record_trace(double, opt, _double_batches(batches), path, steps=steps, loss_fn=double_loss,
-                            target=target, metadata=_WithPins(meta, pins), progress=progress, **extra)
+        return record_trace(double, opt, _double_batches(batches), path,
+                            replace(settings, loss_fn=double_loss, metadata=_WithPins(meta, pins)), progress)
 
 
 def record_forward_reference(
@@ -814,4 +816,4 @@ def _float64_in_place(model: nn.Module) -> Iterator[nn.Module]:
 __all__ = ["BURN_ADAM", "BURN_BATCHNORM", "BURN_MUON", "BURN_RMSPROP", "has_burn_muon_variant",
            "has_burn_rmsprop_variant", "F32_EPS", "Float32Constants", "has_batchnorm", "has_burn_adam_variant",
            "record_forward_reference", "record_generate_reference",
-           "record_reference", "reference_files", "variant_name", "variant_path"]
+           "record_loop_reference", "record_reference", "reference_files", "variant_name", "variant_path"]
