@@ -41,19 +41,10 @@ from torch import nn
 
 from burnside import __version__
 from burnside.recording.forward import Forward, batch_list, forward_statistics, record_forward_trace
-from burnside.recording.loop import (
-    LAYER_STATISTICS_ABOVE,
-    Batch,
-    LoopSettings,
-    check_full_steps,
-    check_model,
-    default_forward,
-    layer_statistics_for,
-    loop_steps,
-    record_trace,
-    tied_names,
-)
+from burnside.recording.loop import LoopSettings, default_forward, loop_steps, record_trace
+from burnside.recording.model import Batch, check_model, tied_names
 from burnside.recording.optim_state import to_numpy
+from burnside.recording.statistics import LAYER_STATISTICS_ABOVE, check_full_steps, layer_statistics_for
 from burnside.errors import BurnsideError
 from burnside.recording.reference import record_forward_reference, record_loop_reference, reference_files
 from burnside.trace import write_trace

@@ -19,10 +19,12 @@ import torch
 from torch import nn
 
 from burnside import __version__
-from burnside.recording.loop import (_STATISTICS_RESERVE, LAYER_STATISTICS_ABOVE, Batch, ModuleHooks, _dropout_off,
-                                  active_dropouts, check_full_steps, check_model, layer_statistics_for,
-                                  nonpersistent_buffers, output_tensors, tied_names)
+from burnside.recording.hooks import ModuleHooks
+from burnside.recording.model import (Batch, _dropout_off, active_dropouts, check_model, nonpersistent_buffers,
+                                      output_tensors, tied_names)
 from burnside.recording.optim_state import host_array
+from burnside.recording.statistics import (_STATISTICS_RESERVE, LAYER_STATISTICS_ABOVE, check_full_steps,
+                                           layer_statistics_for)
 from burnside.errors import BurnsideError
 from burnside.trace import parse_name, tensor_name
 from burnside.trace.dtypes import dtype_of

@@ -1,46 +1,49 @@
 """The PyTorch recording loop behind `burnside.torch.record` and `burnside.reference.record_reference`.
 
-`record_trace` trains a model and writes every tensor of every step to a trace; the dropout
-switches live here too, since both recorders need them (the optimizer's description and state:
-`burnside.recording.optim_state`). A module of its own so that `burnside.torch` (which records the
-reference first when asked) and `burnside.recording.reference` (which re-runs this loop in float64) both
-import it and not each other. Users call `burnside.torch.record`; nothing here is public (`__all__`
-lists what the two recorders import).
+`record_trace` trains a model and writes every tensor of every step to a trace, as `LoopSettings` say (the
+optimizer's description and state: `burnside.recording.optim_state`; the module hooks: `hooks`; the statistics:
+`statistics`; the model's checks and dropout switches: `model`). A module of its own so that `burnside.torch`
+(which records the reference first when asked) and `burnside.recording.reference` (which re-runs this loop in
+float64) both import it and not each other. Users call `burnside.torch.record`; nothing here is public
+(`__all__` lists what the two recorders import).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
 import torch
 from torch import nn
 
 from burnside import __version__
-from burnside.recording.loss import LossCall, merge_terms
-from burnside.recording.optim_state import host_array, optimizer_config, optimizer_state, step_optimizer
 from burnside.errors import BurnsideError
+from burnside.recording.hooks import ModuleHooks
+from burnside.recording.loss import LossCall, merge_terms
+from burnside.recording.model import (
+    Batch,
+    _dropout_off,
+    active_dropouts,
+    check_model,
+    nonpersistent_buffers,
+    output_tensors,
+    tied_names,
+)
+from burnside.recording.optim_state import host_array, optimizer_config, optimizer_state, step_optimizer
+from burnside.recording.statistics import (
+    StatisticsWriter,
+    check_full_steps,
+    layer_statistics_for,
+    statistics_reserve,
+)
 from burnside.trace import tensor_name
-from burnside.trace.dtypes import dtype_of
-from burnside.trace.metadata import statistics_refusal
-from burnside.trace.names import micro_name, parse_name
-from burnside.trace.statistics import Statistics, statistics_of
+from burnside.trace.names import micro_name
 from burnside.trace.stream import open_writer
 
 if TYPE_CHECKING:
     from burnside.progress import StepProgress
-
-Batch = Mapping[str, torch.Tensor]
-
-#: A model with at least this many parameters records its layer inputs and activations as statistics unless
-#: told otherwise (``layer_statistics=None``).
-LAYER_STATISTICS_ABOVE = 50_000_000
-#: Header room reserved per tensor that may be recorded as statistics (its entry in metadata `statistics`).
-_STATISTICS_RESERVE = 320
 
 
 def loop_steps(batches: Batch | Sequence[Batch], steps: int | None, accumulate: int = 1) -> int:
@@ -52,221 +55,6 @@ def loop_steps(batches: Batch | Sequence[Batch], steps: int | None, accumulate: 
         return n // accumulate if n > 1 else 1
     return n
 
-
-def check_full_steps(full_steps: Sequence[int] | None, steps: int) -> list[int] | None:
-    """``full_steps`` as step indices, ascending and without repeats (negative ones count from the end: -1 is
-    the last step); None stays None (every step in full). A step the loop does not have, or anything but a list
-    of integers, is refused in one line, before anything runs."""
-    if full_steps is None:
-        return None
-    if isinstance(full_steps, (str, bytes, Mapping)) or not isinstance(full_steps, (Sequence, set, frozenset)) \
-            or not all(isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)) for k in full_steps):
-        raise BurnsideError(f"full_steps must be a list of step indices (e.g. [0, -1]: the first and the last), "
-                            f"not {full_steps!r}")
-    asked = [int(k) for k in full_steps]
-    if steps < 1:  # no loop: refused as such by the recorder
-        return sorted(set(asked))
-    missing = [k for k in asked if not -steps <= k < steps]
-    if missing:
-        span = "0, or -1" if steps == 1 else f"0-{steps - 1}, or -{steps} to -1"
-        raise BurnsideError(f"full_steps={asked}: the loop has {steps} step{'s' if steps != 1 else ''} ({span})")
-    return sorted({k % steps for k in asked})
-
-
-def layer_statistics_for(model: nn.Module, layer_statistics: bool | None) -> bool:
-    """Whether layer inputs and activations are recorded as statistics: as asked, or (None) when the model has
-    at least `LAYER_STATISTICS_ABOVE` parameters."""
-    if layer_statistics is None:
-        return sum(p.numel() for p in model.parameters()) >= LAYER_STATISTICS_ABOVE
-    if not isinstance(layer_statistics, bool):
-        raise BurnsideError(f"layer_statistics must be True, False or None (None: True for a model of at least "
-                            f"{LAYER_STATISTICS_ABOVE} parameters), not {layer_statistics!r}")
-    return layer_statistics
-
-
-class StatisticsWriter:
-    """A trace writer that records each tensor in full or as its statistics (docs/trace-format.md, "Version 3:
-    statistics"): at a step not in ``full_steps`` (None: every step is full) every tensor that may be statistics
-    is; with ``layer``, every step's `layer_inputs` and `activations` are too. Never statistics: inputs,
-    `step0.params_before.*`, 0-d scalars, integer and bool tensors. The statistics are computed at once, in
-    chunks (`statistics_of`): no tensor is held. With every step full and no layer statistics it writes exactly
-    what the writer it wraps would."""
-
-    def __init__(self, writer, full_steps: list[int] | None, layer: bool) -> None:
-        self._writer = writer
-        self._full = None if full_steps is None else frozenset(full_steps)
-        self._layer = layer
-        self._statistics: dict[str, Statistics] = {}
-        self.path = writer.path
-
-    def __enter__(self) -> StatisticsWriter:
-        self._writer.__enter__()
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self._writer.__exit__(*exc_info)
-
-    @property
-    def active(self) -> bool:
-        return self._full is not None or self._layer
-
-    def as_statistics(self, name: str, array: np.ndarray) -> bool:
-        """Whether ``name`` (holding ``array``) is recorded as statistics."""
-        if not self.active:
-            return False
-        parsed = parse_name(name)
-        if parsed is None:
-            return False
-        layer = self._layer and parsed.stage in ("layer_inputs", "activations")
-        if not layer and (self._full is None or parsed.step in self._full):
-            return False
-        try:
-            dtype = dtype_of(array)
-        except ValueError:
-            return False  # the writer refuses it with its own message
-        return statistics_refusal(name, dtype, tuple(array.shape)) is None
-
-    def add(self, name: str, array: np.ndarray) -> None:
-        array = np.asarray(array)
-        if self.as_statistics(name, array):
-            stats = statistics_of(array, dtype_of(array))
-            self._writer.add_statistics(name, stats)
-            self._statistics[name] = stats
-        else:
-            self._writer.add(name, array)
-
-    def alias(self, name: str, target: str, source: Callable[[], np.ndarray]) -> None:
-        """``name`` is bit-identical to ``target`` (recorded before) and holds ``source()`` (called only when
-        needed): an alias when both are full, the target's statistics when both are statistics, else recorded
-        from ``source()``."""
-        if not self.active:
-            self._writer.alias(name, target)
-            return
-        array = np.asarray(source())
-        if self.as_statistics(name, array):
-            stats = self._statistics.get(target)
-            if stats is None:
-                stats = statistics_of(array, dtype_of(array))
-            self._writer.add_statistics(name, stats)
-            self._statistics[name] = stats
-        elif target in self._statistics:
-            self._writer.add(name, array)
-        else:
-            self._writer.alias(name, target)
-
-    def describe(self, meta: dict) -> None:
-        """Metadata `full_steps` and `layer_statistics` (what was asked), when statistics recording is on."""
-        if self.active:
-            if self._full is not None:
-                meta["full_steps"] = sorted(self._full)
-            meta["layer_statistics"] = self._layer
-
-    def finish(self, metadata: Mapping) -> Path:
-        return self._writer.finish(metadata)
-
-
-def statistics_reserve(per_step: int, steps: int, full_steps: list[int] | None, layer: bool, layers: int) -> int:
-    """Header room for the metadata `statistics` of a loop: every tensor of each statistics step, and the layer
-    tensors of the others."""
-    if full_steps is None and not layer:
-        return 0
-    statistics_steps = steps - len(full_steps) if full_steps is not None else 0
-    return _STATISTICS_RESERVE * (statistics_steps * per_step + (steps - statistics_steps) * layers * int(layer))
-
-def check_model(model: nn.Module, *, trainable: bool = True) -> None:
-    """Refuse, in one line and before anything is run or written, a model no recorder can record: no
-    parameters (or, with ``trainable``, none that requires grad), a parameter or buffer on the meta device
-    or on a device whose values cannot be read. A bfloat16 or float16 model is recorded in its own dtype."""
-    named = list(model.named_parameters())
-    if not named:
-        raise BurnsideError(f"the model ({type(model).__name__}) has no parameters: a trace records a training "
-                            "loop's parameters, gradients and optimizer state, so there is nothing to record; "
-                            "record a model with at least one nn.Parameter")
-    if trainable and not any(p.requires_grad for _, p in named):
-        raise BurnsideError(f"none of the model's {len(named)} parameter(s) requires grad, so no step trains "
-                            "anything: set requires_grad=True on the ones the loop trains")
-    tensors = [("parameter", n, t) for n, t in named] + [("buffer", n, t) for n, t in model.named_buffers()]
-    for what, name, t in tensors:
-        if t.is_meta:
-            raise BurnsideError(f"{what} {name!r} is on the meta device (a shape without values), so there is "
-                                "nothing to record: materialise the model first, e.g. model.to_empty(device='cpu') "
-                                "and then load_state_dict(...) or initialise its weights")
-    for what, name, t in tensors:
-        if t.device.type != "cpu":
-            try:
-                t.detach().flatten()[:1].cpu()
-            except (RuntimeError, NotImplementedError) as exc:
-                first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                raise BurnsideError(f"{what} {name!r} is on device {t.device}, which the recorder cannot read "
-                                    f"({first}): record the model on the CPU, model.cpu()") from None
-
-
-def tied_names(model: nn.Module) -> dict[str, str]:
-    """Each other name of a parameter reachable under several (``lm_head.weight = wte.weight``) -> the name
-    `named_parameters()` lists it under (its first): {"lm_head.weight": "wte.weight"}."""
-    first: dict[int, str] = {}
-    tied: dict[str, str] = {}
-    for name, p in model.named_parameters(remove_duplicate=False):
-        if id(p) in first:
-            tied[name] = first[id(p)]
-        else:
-            first[id(p)] = name
-    return tied
-
-
-def nonpersistent_buffers(model: nn.Module) -> list[str]:
-    """The buffers registered with ``persistent=False`` (a causal mask kept as a constant), in
-    `named_buffers()` order: constants of the module, outside its ``state_dict``, which a port may compute
-    inline rather than hold."""
-    constant = {f"{prefix}.{name}" if prefix else name
-                for prefix, module in model.named_modules() for name in module._non_persistent_buffers_set}
-    return [name for name, _ in model.named_buffers() if name in constant]
-
-
-def _shown(value: object) -> str:
-    if value is None:
-        return "None"
-    kind = type(value).__name__
-    return f"{'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind}"
-
-
-def output_tensors(output: object, forward: Callable | None, k: int) -> dict[str, torch.Tensor]:
-    """The tensors of what forward pass ``k`` returned, by output name (docs/trace-format.md):
-    one tensor is `output`; a tuple or list `0`, `1`, ...; a dict (a ModelOutput) its keys; nested
-    ones joined with `.`; None values skipped. Anything else is refused in one line naming it and where."""
-    who = "the model's forward" if forward is None else "forward(model, batch)"
-    found: dict[str, torch.Tensor] = {}
-
-    def refuse(value: object, at: str) -> BurnsideError:
-        where = f" at output{at}" if at else ""
-        fix = ("make forward return only the tensors, e.g. forward=lambda m, b: m(**b)[0]" if at
-               else "make forward return the model's output tensors")
-        return BurnsideError(f"{who} returned {_shown(value)}{where} (batch {k}), which a trace cannot "
-                             f"record: it records tensors and tuples, lists and dicts of them (None is skipped); {fix}")
-
-    def walk(value: object, name: str, at: str) -> None:
-        if isinstance(value, torch.Tensor):
-            key = name or "output"
-            if key in found:
-                raise BurnsideError(f"{who} returned two outputs both named {key!r} (batch {k}): name each output "
-                                    "once (a dict key holding a '.' can clash with a nested name)")
-            found[key] = value
-        elif value is None and at:
-            return
-        elif isinstance(value, Mapping):
-            for key, item in value.items():
-                walk(item, f"{name}.{key}" if name else str(key), f"{at}[{key!r}]")
-        elif isinstance(value, (tuple, list)):
-            for i, item in enumerate(value):
-                walk(item, f"{name}.{i}" if name else str(i), f"{at}[{i}]")
-        else:
-            raise refuse(value, at)
-
-    walk(output, "", "")
-    if not found:
-        raise BurnsideError(f"{who} returned {_shown(output)} holding no tensor (batch {k}): a trace "
-                            "records the model's outputs, so return at least one tensor")
-    return found
 
 
 def _training_outputs(output: object, forward: Callable, loss_fn: Callable, k: int,
@@ -322,159 +110,6 @@ def _not_scalar(loss: object, loss_fn: Callable) -> str | None:
                 "loss_fn=lambda logits, y: your_loss(logits, y).mean()")
     return None
 
-
-def _first_tensor(output: object) -> torch.Tensor | None:
-    """A module's output as one tensor: itself, or the first tensor of a tuple or list."""
-    if isinstance(output, torch.Tensor):
-        return output
-    if isinstance(output, (tuple, list)):
-        return next((o for o in output if isinstance(o, torch.Tensor)), None)
-    return None
-
-
-class ModuleHooks:
-    """Hooks on every submodule handing, while a pass is recorded, its first tensor input (a pre-hook: the
-    input as the module received it, before an in-place layer overwrites it) and its output to a sink,
-    ``sink(stage, key, tensor)`` with stage `layer_inputs` or `activations`, at once (the sink writes or
-    copies it before the pass goes on).
-
-    Keys are module paths; a module called a second time in one pass gets `{module}#2`, and its input and
-    output are that call's. `burnside.torch.record` (``layer_inputs=``) and `record_forward` both use it."""
-
-    def __init__(self, model: nn.Module, *, activations: bool, layer_inputs: bool) -> None:
-        self.activations, self.layer_inputs = activations, layer_inputs
-        self.output_order: list[str] = []
-        self.input_order: list[str] = []
-        self.modules: dict[str, str] = {}
-        self._sink: Callable[[str, str, torch.Tensor], None] | None = None
-        self._calls: dict[str, int] = {}
-        self._open: dict[str, list[str]] = {}
-        self._types = {name: type(module).__name__ for name, module in model.named_modules() if name}
-        self._settings = {name: s for name, module in model.named_modules() if name and (s := module_settings(module))}
-        #: each recorded module's configured settings (`eps`, `stride`, ...), where it has any
-        self.settings: dict[str, dict] = {}
-        self._handles = []
-        for name, module in model.named_modules():
-            if not name:
-                continue
-            self._handles.append(module.register_forward_pre_hook(self._before(name), with_kwargs=True))
-            self._handles.append(module.register_forward_hook(self._after(name)))
-
-    def _before(self, name: str):
-        def hook(_module: nn.Module, args: tuple, kwargs: dict) -> None:
-            if self._sink is None:
-                return
-            calls = self._calls[name] = self._calls.get(name, 0) + 1
-            key = name if calls == 1 else f"{name}#{calls}"
-            self._open.setdefault(name, []).append(key)
-            if not self.layer_inputs:
-                return
-            tensor = _first_tensor(args)
-            if tensor is None:
-                tensor = next((v for v in kwargs.values() if isinstance(v, torch.Tensor)), None)
-            if tensor is None:
-                return  # a module fed no tensor (a PackedSequence, only settings) has no layer input
-            if key not in self.input_order:
-                self.input_order.append(key)
-                self.modules[key] = self._types[name]
-                if name in self._settings:
-                    self.settings[key] = self._settings[name]
-            self._sink("layer_inputs", key, tensor)
-        return hook
-
-    def _after(self, name: str):
-        def hook(_module: nn.Module, _args: tuple, output: object) -> None:
-            if self._sink is None:
-                return
-            stack = self._open.get(name)
-            if not stack:
-                return
-            key = stack.pop()
-            tensor = _first_tensor(output)
-            if not self.activations or tensor is None:
-                return
-            if key not in self.output_order:
-                self.output_order.append(key)
-                self.modules[key] = self._types[name]
-                if name in self._settings:
-                    self.settings[key] = self._settings[name]
-            self._sink("activations", key, tensor)
-        return hook
-
-    @contextmanager
-    def recording(self, sink: Callable[[str, str, torch.Tensor], None]) -> Iterator[None]:
-        """Record one pass: every hooked input and output goes to ``sink`` as the pass runs."""
-        self._sink, self._calls, self._open = sink, {}, {}
-        try:
-            yield
-        finally:
-            self._sink = None
-
-    def describe(self, meta: dict) -> None:
-        """Add `activations`, `layer_inputs` and `modules` (those recorded) to a trace's metadata."""
-        if self.output_order:
-            meta["activations"] = self.output_order
-        if self.input_order:
-            meta["layer_inputs"] = self.input_order
-        if self.modules:
-            meta["modules"] = self.modules
-        if self.settings:
-            meta["module_settings"] = self.settings
-
-    def remove(self) -> None:
-        for handle in self._handles:
-            handle.remove()
-
-
-#: A module's attributes that configure what it computes, recorded as the trace's `module_settings`: what a layer
-#: measurement says A was configured with, where floats cannot tell (an epsilon below float32's resolution).
-_SETTINGS = ("eps", "variance_epsilon", "momentum", "stride", "padding", "dilation", "kernel_size", "groups",
-             "output_padding", "approximate", "negative_slope", "ceil_mode", "count_include_pad", "num_heads",
-             "padding_idx", "dim", "head_dim", "num_key_value_groups", "scaling",
-             "rope_type")
-
-
-def module_settings(module: nn.Module) -> dict:
-    """The configured settings of ``module`` among `_SETTINGS` that are plain numbers, strings or tuples of ints."""
-    found = {}
-    for key in _SETTINGS:
-        value = getattr(module, key, None)
-        if isinstance(value, bool) or value is None:
-            if isinstance(value, bool):
-                found[key] = value
-            continue
-        if isinstance(value, (int, float, str)):
-            found[key] = value
-        elif isinstance(value, tuple) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-            found[key] = list(value)
-    return found
-
-
-def _dropouts_on(model: nn.Module) -> list[tuple[str, nn.Module]]:
-    """(name, module) of each dropout of ``model`` that is on: `nn.Dropout*` modules, then the attention
-    dropout of `nn.MultiheadAttention`s, in training mode with a probability above 0."""
-    modules = list(model.named_modules())
-    return ([(n, m) for n, m in modules if isinstance(m, nn.modules.dropout._DropoutNd) and m.training and m.p > 0]
-            + [(n, m) for n, m in modules if isinstance(m, nn.MultiheadAttention) and m.training and m.dropout > 0])
-
-
-def active_dropouts(model: nn.Module) -> list[str]:
-    """The dropouts of ``model`` that are on: `drop (p=0.1)`, `attn (attention dropout 0.1)`."""
-    return [f"{name} (attention dropout {module.dropout:g})" if isinstance(module, nn.MultiheadAttention)
-            else f"{name} (p={module.p:g})" for name, module in _dropouts_on(model)]
-
-
-def _dropout_off(model: nn.Module) -> list[Callable[[], None]]:
-    """Turn every dropout of ``model`` that is on off; the returned calls turn each back as it was."""
-    undo: list[Callable[[], None]] = []
-    for _, module in _dropouts_on(model):
-        if isinstance(module, nn.MultiheadAttention):
-            undo.append(lambda m=module, p=module.dropout: setattr(m, "dropout", p))
-            module.dropout = 0.0
-        else:
-            module.eval()
-            undo.append(lambda m=module: m.train())
-    return undo
 
 
 def loss_name(loss_fn: Callable) -> str:
@@ -906,7 +541,4 @@ def _metadata(run: _Run, steps: int, settings: LoopSettings, hooks: ModuleHooks 
     return meta
 
 
-__all__ = ["LAYER_STATISTICS_ABOVE", "StatisticsWriter", "check_full_steps", "layer_statistics_for", "loop_steps",
-           "Batch", "ModuleHooks", "active_dropouts", "check_model", "default_forward", "loss_name",
-           "nonpersistent_buffers",
-           "host_array", "LoopSettings", "record_trace", "tied_names"]
+__all__ = ["LoopSettings", "default_forward", "loop_steps", "loss_name", "record_trace"]
