@@ -492,7 +492,7 @@ def record_loop_reference(model: nn.Module, optimizer: torch.optim.Optimizer, ba
     """`record_reference` of the loop ``settings`` describe (`burnside.torch.record` calls this with its own).
 
     The float64 runs record every layer's input and output whatever ``settings.activations`` and
-    ``settings.layer_inputs`` say: `record_reference`'s ``layer_inputs`` has never turned them off."""
+    ``settings.layer_inputs`` say (`record_reference(..., layer_inputs=False)` leaves them on)."""
     path = Path(path)
     check_model(model)
     _check_rerunnable(optimizer)
