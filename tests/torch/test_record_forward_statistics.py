@@ -15,7 +15,7 @@ import pytest
 import torch
 from torch import nn
 
-import burnside._torch_loop as torch_loop
+import burnside.recording.statistics as record_statistics
 from burnside.burn.port import init_from_trace
 from burnside.compare import compare_traces
 from burnside.compare.reference_file import open_reference
@@ -94,7 +94,7 @@ def test_statistics_are_on_by_default_from_the_layer_statistics_size(tmp_path, m
     small = open_trace(record_forward(model, batches, tmp_path / "small.safetensors"))
     assert not small.statistics and "params_statistics" not in small.metadata
     size = sum(p.numel() for p in model.parameters())
-    monkeypatch.setattr(torch_loop, "LAYER_STATISTICS_ABOVE", size)  # the rule `record` follows, at this size
+    monkeypatch.setattr(record_statistics, "LAYER_STATISTICS_ABOVE", size)  # the rule `record` follows, at this size
     large = open_trace(record_forward(model, batches, tmp_path / "large.safetensors"))
     assert large.metadata["full_steps"] == [0, 2] and "step1.activations.fc1" in large.statistics
     # full_steps alone asks for statistics

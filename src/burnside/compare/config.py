@@ -67,7 +67,7 @@ def group_config(config: dict, index: int) -> tuple[dict, list[str]]:
         params
 
 
-#: The optimizers burnside knows (`burnside._torch_optim` describes each with its settings, burnside-trace's
+#: The optimizers burnside knows (`burnside.recording.optim_state` describes each with its settings, burnside-trace's
 #: `OptimizerSpec` builds each): their settings are compared key by key (D005) and replayed from the numbers
 #: where `burnside.forensics` has a replay (D009). Another (a `torch.optim.Optimizer` subclass with its own
 #: `step`, a class burnside does not know) is recorded with what its parameter groups say, and its updates are
