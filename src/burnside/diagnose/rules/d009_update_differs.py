@@ -66,6 +66,7 @@ ID = "D009"
 NAME = "update-differs"
 TITLE = "update differs from the declared optimizer"
 SEVERITY = Severity.ERROR
+PRECEDENCE = 190  # the update itself: after every cause of it
 
 # measured key -> (metadata key, index in a list value, absolute floor below which it cannot be resolved)
 _SETTINGS = {

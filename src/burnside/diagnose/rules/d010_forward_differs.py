@@ -80,6 +80,7 @@ ID = "D010"
 NAME = "forward-differs"
 TITLE = "forward or loss differs from identical inputs and parameters"
 SEVERITY = Severity.ERROR
+PRECEDENCE = 100  # the forward: before the gradients and updates computed from it
 
 
 def check(comparison: Comparison) -> list[Diagnosis]:

@@ -54,6 +54,7 @@ ID = "D013"
 NAME = "dropout-mask"
 TITLE = "dropout masks differ"
 SEVERITY = Severity.ERROR
+PRECEDENCE = 50  # dropout's masks: before the forward they change
 
 
 def check(comparison: Comparison) -> list[Diagnosis]:

@@ -43,6 +43,7 @@ ID = "D017"
 NAME = "loss-differs"
 TITLE = "loss computed differently"
 SEVERITY = Severity.ERROR
+PRECEDENCE = 90  # the loss: before the forward's generic difference (D010)
 #: D010 says only that the loss differs; this rule measures which loss each side computed.
 SUPERSEDES = ("D010",)
 
