@@ -7,7 +7,7 @@ Use instead) and `check(...)`: a lint rule checks a parsed source unit, a diagno
 `tests/diagnose/fixtures/d001_{bad,good}.{a,b}.json`.
 
 Both rule packages import this module, so it imports nothing of burnside's; the registry of every
-rule, which imports both packages, is `burnside.rules`.
+rule, which imports both packages, is `burnside.rule_registry`.
 """
 
 from __future__ import annotations
