@@ -11,10 +11,11 @@ BS005 asks which methods a `MomentumConfig::new()` gets in its own function
 when the chain is bound with `let`, along the chain on every use of that name;
 it is not followed any further.
 
-BS004 and BS006 ask: when an `AdamConfig` / `AdamWConfig` becomes an optimizer
-(`.init()`, `.init::<B, M>()`, `.build()`), was `.with_epsilon` (or
-`.with_weight_decay`) called on the way (`default_left`)? That value is
-followed further:
+BS004, BS006 and BS008 to BS010 ask: when an `AdamConfig` / `AdamWConfig` /
+`RmsPropConfig` / `AdaGradConfig` / `MuonConfig` becomes an optimizer
+(`.init()`, `.init::<B, M>()`, `.build()`), was the setter of the default
+that differs (`.with_epsilon`, `.with_weight_decay`, ...) called on the way
+(`default_left`)? That value is followed further:
 
 * along a builder chain (`.with_*` setters collect, `.clone()` passes through,
   turbofish arguments anywhere in the chain are skipped);
