@@ -18,6 +18,7 @@ The kinds, and where verdicts use them:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
@@ -155,38 +156,61 @@ def _loss_of_divergence(comparison) -> str | None:
     return _loss_name(comparison) if parsed is not None and parsed.stage in ("loss", "loss_inputs") else None
 
 
+def _rerun_rules_out(known: KnownDifference, comparison) -> bool:
+    """Any layer default where forensics re-ran the layer with A's settings and found what B read or masked otherwise:
+    the layer re-run with A's settings reproduced B's output but for what it read or one attention's masks
+    (`forensics.reads`, `forensics.transformer_layer`), so its class's other defaults are not what differs."""
+    if known.burn_values:
+        return False
+    from burnside.forensics import evidence_of
+
+    found = evidence_of(comparison)
+    return (found.masks is not None and found.masks.b is not None) or (found.reads is not None
+                                                                        and found.reads.b is not None)
+
+
 def _optimizer_name(comparison) -> str | None:
     optimizer = comparison.a.metadata.get("optimizer")
     name = optimizer.get("name") if isinstance(optimizer, dict) else None
     return name if isinstance(name, str) else None
 
 
-#: Which rules' diagnoses a note completes, and what they are about.
-_SUBJECTS = {"D010": lambda c: diverging_class(c) or _loss_of_divergence(c), "D011": diverging_class,
-             "D013": diverging_class, "D017": _loss_name, "D005": _optimizer_name, "D009": _optimizer_name}
+@dataclass(frozen=True)
+class Subject:
+    """What a diagnosis is about, as the catalogue reads it: ``about`` names it (a PyTorch class, a loss function,
+    an optimizer) and ``rules_out`` drops an entry the diagnosis's own evidence excludes, before the checks every
+    subject shares (`_ruled_out`)."""
+
+    about: Callable[[object], str | None]
+    rules_out: Callable[[KnownDifference, object], bool] = lambda known, comparison: False
 
 
-def _ruled_out(known: KnownDifference, comparison, rule: str) -> bool:
-    """Whether ``known`` cannot be the cause ``rule``'s diagnosis is about: any layer default where D010 re-ran the
-    layer with A's settings and found what B read or masked otherwise; an optimizer default where the port
-    declares none of burn's values (D005 judges the declared settings; D009's updates may not follow them, so it
-    keeps the note), or what the diverging layer as measured on A (`burnside.forensics.layers`) cannot meet: a
-    convolution measured by its zero-padded formula pads with zeros (so no reflect padding), and one of dilation 1
-    meets no dilation bug; an embedding whose ids are read back from its rows (`forensics.lookups`) looked up other
-    rows, as they are."""
-    if rule == "D010" and not known.burn_values:
-        # the layer re-run with A's settings reproduced B's output but for what it read or one attention's masks
-        # (`forensics.reads`, `forensics.transformer_layer`): its class's other defaults are not what differs
-        from burnside.forensics import evidence_of
+#: The subjects a diagnosis rule can name in its ``CATALOGUE``: the notes it gains are this subject's entries.
+SUBJECTS: dict[str, Subject] = {
+    # the diverging layer's class
+    "layer": Subject(diverging_class),
+    # the diverging layer's class or the loss, less the layer defaults a re-run of the layer rules out
+    "layer or loss": Subject(lambda c: diverging_class(c) or _loss_of_divergence(c), _rerun_rules_out),
+    "loss": Subject(_loss_name),
+    # an optimizer default only where the port declares one of burn's values (the declared settings are judged)
+    "declared optimizer": Subject(_optimizer_name,
+                                  lambda k, c: bool(k.burn_values) and not _declares_burn_value(k, c)),
+    # an optimizer default only where the updates show one of burn's values (they may not follow the declaration)
+    "updating optimizer": Subject(_optimizer_name,
+                                  lambda k, c: bool(k.burn_values) and not _shows_burn_value(k, c)),
+}
 
-        found = evidence_of(comparison)
-        if (found.masks is not None and found.masks.b is not None) or (found.reads is not None
-                                                                         and found.reads.b is not None):
-            return True
+
+def _ruled_out(known: KnownDifference, comparison, subject: Subject) -> bool:
+    """Whether ``known`` cannot be the cause a diagnosis about ``subject`` names: what the subject's own evidence
+    excludes (`Subject.rules_out`), and what the diverging layer as measured on A (`burnside.forensics.layers`)
+    cannot meet: a convolution measured by its zero-padded formula pads with zeros (so no reflect padding), and one
+    of dilation 1 meets no dilation bug; an embedding whose ids are read back from its rows (`forensics.lookups`)
+    looked up other rows, as they are."""
+    if subject.rules_out(known, comparison):
+        return True
     if known.burn_values:
-        if rule == "D009":
-            return not _shows_burn_value(known, comparison)
-        return rule == "D005" and not _declares_burn_value(known, comparison)
+        return False
     if known.case == "batch_norm2d/no-affine":
         # of a PyTorch BatchNorm(affine=False) only: one whose weight A's trace holds has the affine burn's has
         first = comparison.first_divergence
@@ -260,14 +284,16 @@ def _shows_burn_value(known: KnownDifference, comparison) -> bool:
     return False
 
 
-def note_for(rule: str, comparison, fix: str) -> str:
-    """The sentence a diagnosis of ``rule`` gains: the known differences of what it is about (the diverging layer's
-    class, the loss, the optimizer), leaving out a default ``fix`` already sets and a difference the referee models
-    ("" when none is left)."""
-    subject = _SUBJECTS.get(rule)
-    name = subject(comparison) if subject is not None else None
+def note_for(subject: str, comparison, fix: str) -> str:
+    """The sentence a diagnosis about ``subject`` (a rule's ``CATALOGUE``, a key of `SUBJECTS`; "" for none) gains:
+    the known differences of what it is about (the diverging layer's class, the loss, the optimizer), leaving out a
+    default ``fix`` already sets and a difference the referee models ("" when none is left)."""
+    if not subject:
+        return ""
+    about = SUBJECTS[subject]
+    name = about.about(comparison)
     known = [k for k in known_for(name) if not k.variant and not (k.setter and k.setter in fix)
-             and not _ruled_out(k, comparison, rule)]
+             and not _ruled_out(k, comparison, about)]
     if not known:
         return ""
     each = "; ".join(k.cause + (f" (fix: {k.fix})" if k.fix else "") for k in known)

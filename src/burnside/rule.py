@@ -3,11 +3,14 @@
 A rule is a module with `ID` (stable, `BS001` / `D001`), `NAME` (kebab-case), `TITLE` (one
 line), `SEVERITY`, a docstring in four sections (What it does / Why is this bad? / Example /
 Use instead) and `check(...)`: a lint rule checks a parsed source unit, a diagnosis rule a
-`Comparison`. Its fixtures are files named after its ID: `tests/lint/fixtures/bs001_{bad,good}.rs`,
+`Comparison`. What a rule knows beyond that it declares in its module too: a lint rule its `TOKENS` (the
+engine's prefilter, `burnside.lint.prefilter`), a diagnosis rule its `PRECEDENCE` (its place in the report
+order) and, where its fix gains the catalogue's notes, its `CATALOGUE` subject (`burnside.catalogue.SUBJECTS`).
+Its fixtures are files named after its ID: `tests/lint/fixtures/bs001_{bad,good}.rs`,
 `tests/diagnose/fixtures/d001_{bad,good}.{a,b}.json`.
 
 Both rule packages import this module, so it imports nothing of burnside's; the registry of every
-rule, which imports both packages, is `burnside.rules`.
+rule, which imports both packages, is `burnside.rule_registry`.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import pytest
 from burnside.parity import compare_with_evidence
 from burnside.diagnose import diagnose
 from burnside.diagnose.rules import RULES
-from burnside.rules import all_rules, find_rule
+from burnside.rule_registry import all_rules, find_rule
 from burnside.trace import open_trace
 
 TESTS = Path(__file__).parents[1]

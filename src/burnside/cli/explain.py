@@ -9,7 +9,7 @@ from rich.panel import Panel
 from burnside.cli.command import BurnsideCommand
 from burnside.cli.console import stdout
 from burnside.errors import BurnsideError
-from burnside.rules import all_rules, find_rule
+from burnside.rule_registry import all_rules, find_rule
 
 
 @click.command(cls=BurnsideCommand)

@@ -24,13 +24,15 @@ def diagnose(comparison: Comparison) -> list[Diagnosis]:
 
 
 def _with_known_defaults(comparison: Comparison, diagnoses: list[Diagnosis]) -> list[Diagnosis]:
-    """Each diagnosis with the known burn differences of what it is about (the diverging layer's class, the loss,
-    the optimizer: `burnside.catalogue`) added to its fix, leaving out a default the fix already sets."""
+    """Each diagnosis with the known burn differences of what it is about (its rule's ``CATALOGUE``: the diverging
+    layer's class, the loss, the optimizer, as `burnside.catalogue` reads them) added to its fix, leaving out a
+    default the fix already sets."""
     from burnside.catalogue import note_for
 
+    subjects = {rule.ID: getattr(rule, "CATALOGUE", "") for rule in RULES}
     out = []
     for d in diagnoses:
-        note = "" if d.follows else note_for(d.rule, comparison, d.fix)
+        note = "" if d.follows else note_for(subjects[d.rule], comparison, d.fix)
         # the note is sentences of its own: end the fix's sentence first
         out.append(dataclasses.replace(d, fix=d.fix.rstrip() + ("" if d.fix.rstrip().endswith(".") else ".") + note)
                    if note else d)

@@ -162,6 +162,34 @@ def _fit_side(trace: Trace, target: str, steps: list[int], seen: Trace | None = 
               ) -> tuple[LossKind | None, str | None]:
     """The candidate that reproduces this side's loss at every step (a solved setting agreeing across steps),
     computed on what its loss function was given (`_loss_operands`)."""
+    per_step, read = _per_step(trace, target, steps, seen)
+    if not per_step:
+        return None, None
+    # a fixed candidate reproducing every step
+    for i, (name, burn, _) in enumerate(per_step[0][0]):
+        worst = max((_close(c[i][2], loss) if i < len(c) and c[i][1] == burn else np.inf)
+                    for c, _, loss in per_step)
+        if worst < _CLOSE:
+            return LossKind(name, burn, worst, read, len(per_step)), None
+    kind = per_step[0][1]["kind"]
+    # one free setting, solved per step
+    for name, values in _solved_settings(per_step, kind).items():
+        found = _with_setting(name, values, per_step, read)
+        if found is not None:
+            return found, None
+    if kind == "classification" and "weighting" in per_step[0][1]:
+        lo, hi = per_step[0][1]["weighting"]
+        loss = per_step[0][2]
+        if lo <= loss <= hi:
+            return None, (f"no unweighted cross-entropy reproduces its loss {loss:.6g}, which lies within what a class "
+                          f"weighting gives (the per-class mean losses, {lo:.4g} to {hi:.4g})")
+    return None, None
+
+
+def _per_step(trace: Trace, target: str, steps: list[int], seen: Trace | None
+              ) -> tuple[list[tuple[list, dict, float]], str]:
+    """Each step's candidates, solvable settings and recorded loss, from the first step on while its operands are
+    read as the first step's were and are finite; and what they were read from (`_loss_operands`)."""
     per_step: list[tuple[list, dict, float]] = []
     read = "logits"
     for k in steps:
@@ -185,18 +213,14 @@ def _fit_side(trace: Trace, target: str, steps: list[int], seen: Trace | None = 
         else:
             break
         per_step.append((cands, solved, loss))
-    if not per_step:
-        return None, None
-    # a fixed candidate reproducing every step
-    for i, (name, burn, _) in enumerate(per_step[0][0]):
-        worst = max((_close(c[i][2], loss) if i < len(c) and c[i][1] == burn else np.inf)
-                    for c, _, loss in per_step)
-        if worst < _CLOSE:
-            return LossKind(name, burn, worst, read, len(per_step)), None
-    kind = per_step[0][1]["kind"]
-    # one free setting, solved per step
+    return per_step, read
+
+
+def _solved_settings(per_step: list[tuple[list, dict, float]], kind: str) -> dict[str, list[float]]:
+    """Each free setting's value solved at each step where it can be: a label smoothing (classification), SmoothL1's
+    beta and Huber's delta (regression)."""
     settings: dict[str, list[float]] = {}
-    for cands, solved, loss in per_step:
+    for _, solved, loss in per_step:
         if kind == "classification":
             for name in [key for key in solved if key.startswith("smoothing")]:
                 plain, uniform = solved[name][:2]
@@ -207,44 +231,44 @@ def _fit_side(trace: Trace, target: str, steps: list[int], seen: Trace | None = 
                 value = _solve_monotone(solved[name], loss, lo, hi)
                 if value is not None:
                     settings.setdefault(name, []).append(value)
-    for name, values in settings.items():
-        if len(values) != len(per_step) or not all(0 < v for v in values):
-            continue
-        spread = (max(values) - min(values)) / max(abs(np.mean(values)), 1e-12)
-        value = float(np.mean(values))
-        if name.startswith("smoothing") and not value < 1:
-            continue
-        if (len(values) > 1 and spread < 1e-3) or (len(values) == 1 and _round(value)):
-            shown = f"{round(value, 4):g}"
-            if "e" not in shown and "." not in shown:
-                shown += ".0"  # a Rust f32 literal: `with_beta(1)` does not compile
-            if name.startswith("smoothing_ignore_"):
-                ignore = int(name.removeprefix("smoothing_ignore_"))
-                _, _, kept, rows = per_step[0][1][name]
-                pad = (f".with_pad_tokens(Some(vec![{ignore}]))" if ignore >= 0 else
-                       ".with_pad_tokens(Some(vec![PAD])) with the ignored rows' target set to PAD (burn's targets "
-                       "are class indices: -100 is none)")
-                return LossKind(f"cross-entropy with label smoothing {shown} ignoring target {ignore} (mean over the "
-                                f"other {kept} of {rows} rows)",
-                                f"CrossEntropyLossConfig::new().with_smoothing(Some({shown})){pad}.init(&device)",
-                                spread, read, len(per_step)), None
-            kind_name, burn = {
-                "smoothing": (f"cross-entropy with label smoothing {shown}",
-                              f"CrossEntropyLossConfig::new().with_smoothing(Some({shown})).init(&device)"),
-                "smooth_l1": (f"SmoothL1 with beta {shown} (mean)",
-                              f"SmoothL1LossConfig::new().with_beta({shown}).init().forward_with_reduction(output, "
-                              f"target, Reduction::Mean)"),
-                "huber": (f"Huber with delta {shown} (mean)",
-                          f"HuberLossConfig::new({shown}).init().forward(output, target, Reduction::Mean)"),
-            }[name]
-            return LossKind(kind_name, burn, spread, read, len(per_step)), None
-    if kind == "classification" and "weighting" in per_step[0][1]:
-        lo, hi = per_step[0][1]["weighting"]
-        loss = per_step[0][2]
-        if lo <= loss <= hi:
-            return None, (f"no unweighted cross-entropy reproduces its loss {loss:.6g}, which lies within what a class "
-                          f"weighting gives (the per-class mean losses, {lo:.4g} to {hi:.4g})")
-    return None, None
+    return settings
+
+
+def _with_setting(name: str, values: list[float], per_step: list[tuple[list, dict, float]], read: str
+                  ) -> LossKind | None:
+    """The loss with the setting ``name`` at the value solved at every step, when the values agree across steps
+    (or, from one step, are a round number) and are in range."""
+    if len(values) != len(per_step) or not all(0 < v for v in values):
+        return None
+    spread = (max(values) - min(values)) / max(abs(np.mean(values)), 1e-12)
+    value = float(np.mean(values))
+    if name.startswith("smoothing") and not value < 1:
+        return None
+    if not ((len(values) > 1 and spread < 1e-3) or (len(values) == 1 and _round(value))):
+        return None
+    shown = f"{round(value, 4):g}"
+    if "e" not in shown and "." not in shown:
+        shown += ".0"  # a Rust f32 literal: `with_beta(1)` does not compile
+    if name.startswith("smoothing_ignore_"):
+        ignore = int(name.removeprefix("smoothing_ignore_"))
+        _, _, kept, rows = per_step[0][1][name]
+        pad = (f".with_pad_tokens(Some(vec![{ignore}]))" if ignore >= 0 else
+               ".with_pad_tokens(Some(vec![PAD])) with the ignored rows' target set to PAD (burn's targets "
+               "are class indices: -100 is none)")
+        return LossKind(f"cross-entropy with label smoothing {shown} ignoring target {ignore} (mean over the "
+                        f"other {kept} of {rows} rows)",
+                        f"CrossEntropyLossConfig::new().with_smoothing(Some({shown})){pad}.init(&device)",
+                        spread, read, len(per_step))
+    kind_name, burn = {
+        "smoothing": (f"cross-entropy with label smoothing {shown}",
+                      f"CrossEntropyLossConfig::new().with_smoothing(Some({shown})).init(&device)"),
+        "smooth_l1": (f"SmoothL1 with beta {shown} (mean)",
+                      f"SmoothL1LossConfig::new().with_beta({shown}).init().forward_with_reduction(output, "
+                      f"target, Reduction::Mean)"),
+        "huber": (f"Huber with delta {shown} (mean)",
+                  f"HuberLossConfig::new({shown}).init().forward(output, target, Reduction::Mean)"),
+    }[name]
+    return LossKind(kind_name, burn, spread, read, len(per_step))
 
 
 def measure_loss(a: Trace, b: Trace, comparison: Comparison) -> LossFit | None:

@@ -216,10 +216,55 @@ def _fit(actual: np.ndarray, expected: np.ndarray) -> float:
     return relative(actual[rows], expected[rows])
 
 
-def measure_masks(a: Trace, b: Trace, first: str, module: str, kind: str, k: int) -> LayerMasks | None:
-    """A's masks of the attention layer ``module`` whose output ``first`` is the first divergence, and the one
-    change of them that gives B's output; None when it is no such layer, A's own output is not reproduced, or B's
-    is A's within rounding."""
+@dataclass
+class _Probe:
+    """What every re-run of the attention layer ``module`` at step ``k`` reads: A's and B's traces, the layer's
+    input ``x`` and each side's output (the first ``n`` samples), the id tensors a padding mask may come from, the
+    memories a cross-attention may read, the layer's attentions and A's number of heads of each."""
+
+    a: Trace
+    b: Trace
+    module: str
+    kind: str
+    k: int
+    n: int
+    width: int
+    x: np.ndarray
+    y_a: np.ndarray
+    y_b: np.ndarray
+    ids: dict[str, np.ndarray]
+    memories: dict[str, np.ndarray]
+    attentions: list[str]
+    heads: dict[str, int]
+
+    def options(self, m: str) -> list[Masking]:
+        """An attention module's maskings as a self-attention (keys and values its query input), then as a
+        cross-attention of each memory; in a layer, its self-attention's the former, its cross-attention's the
+        latter."""
+        found = []
+        keys = ([""] + list(self.memories) if self.kind == "MultiheadAttention" else list(self.memories)
+                if m.endswith("multihead_attn") else [""])
+        for memory in keys:
+            for mask in (CROSS_MASKS if memory else SELF_MASKS):
+                for name in (self.ids if "padding" in mask or "inverted" in mask else [""]):
+                    found.append(Masking(mask, name, memory))
+        return found
+
+    def layer_masks(self, masks: dict[str, Masking]) -> dict[str, np.ndarray | None]:
+        """Each attention's allowed positions under ``masks``, by its name in the layer (``self_attn``)."""
+        x, memories = self.x, self.memories
+        return {m.rsplit(".", 1)[1]: _allowed(masks[m], self.n, x.shape[1],
+                                              (memories[masks[m].memory] if masks[m].memory else x).shape[1], self.ids)
+                for m in self.attentions}
+
+    def memory(self, masks: dict[str, Masking]) -> np.ndarray | None:
+        """What the cross-attention reads under ``masks`` (None in a layer without one)."""
+        return self.memories[masks[self.attentions[1]].memory] if len(self.attentions) > 1 else None
+
+
+def _probe(a: Trace, b: Trace, first: str, module: str, kind: str, k: int) -> _Probe | None:
+    """The layer's tensors, when ``first`` is the output of an attention layer of `KINDS` that both sides record
+    within the bounds, A's heads are declared, and B's output is not A's within rounding."""
     order = a.metadata.get("activations")
     settings = a.metadata.get("module_settings") or {}
     source = f"step{k}.layer_inputs.{module}"
@@ -241,110 +286,127 @@ def measure_masks(a: Trace, b: Trace, first: str, module: str, kind: str, k: int
     if not all(heads.values()):
         return None
     memories = _memories(a, k, module, order, n, shape[2]) if kind != "TransformerEncoderLayer" else {}
+    return _Probe(a, b, module, kind, k, n, shape[2], x, y_a, y_b, ids, memories, attentions, heads)
 
-    def options(m: str) -> list[Masking]:
-        """An attention module's maskings as a self-attention (keys and values its query input), then as a
-        cross-attention of each memory; in a layer, its self-attention's the former, its cross-attention's the
-        latter."""
-        found = []
-        keys = ([""] + list(memories) if kind == "MultiheadAttention" else list(memories)
-                if m.endswith("multihead_attn") else [""])
-        for memory in keys:
-            for mask in (CROSS_MASKS if memory else SELF_MASKS):
-                for name in (ids if "padding" in mask or "inverted" in mask else [""]):
-                    found.append(Masking(mask, name, memory))
-        return found
 
-    # A's masking of each attention, from its own recorded query input and output
+def _own_maskings(p: _Probe) -> dict[str, Masking] | None:
+    """A's masking of each attention, from its own recorded query input and output (None when one is not
+    reproduced)."""
     own: dict[str, Masking] = {}
-    with np.errstate(all="ignore"):
-        for m in attentions:
-            q_in, out = read(a, f"step{k}.layer_inputs.{m}", part), read(a, f"step{k}.activations.{m}", part)
-            run = _mha(a, k, m, heads[m])
-            if q_in is None or out is None or run is None:
-                return None
-            for masking in options(m):
-                kv = memories[masking.memory] if masking.memory else q_in
-                allowed = _allowed(masking, n, q_in.shape[1], kv.shape[1], ids)
-                if allowed is not None and kv.shape[0] == n and _fit(out, run(q_in, kv, allowed)) <= VALID:
-                    own[m] = masking
-                    break
-            else:
-                return None
-        if kind == "MultiheadAttention":
-            run_b = _mha(b, k, module, heads[module]) or _mha(a, k, module, heads[module])
-
-            def whole(masks: dict[str, Masking]) -> np.ndarray | None:
-                masking = masks[module]
-                kv = memories.get(masking.memory, x) if masking.memory else x
-                allowed = _allowed(masking, n, x.shape[1], kv.shape[1], ids)
-                return None if allowed is None else run_b(x, kv, allowed)
-            a_residual = _fit(y_a, whole(own))
+    for m in p.attentions:
+        part = lambda v: v[:p.n]
+        q_in, out = read(p.a, f"step{p.k}.layer_inputs.{m}", part), read(p.a, f"step{p.k}.activations.{m}", part)
+        run = _mha(p.a, p.k, m, p.heads[m])
+        if q_in is None or out is None or run is None:
+            return None
+        for masking in p.options(m):
+            kv = p.memories[masking.memory] if masking.memory else q_in
+            allowed = _allowed(masking, p.n, q_in.shape[1], kv.shape[1], p.ids)
+            if allowed is not None and kv.shape[0] == p.n and _fit(out, run(q_in, kv, allowed)) <= VALID:
+                own[m] = masking
+                break
         else:
-            layer_b = None
-            a_residual = math.inf
-            for norm_first in (False, True):
-                for activation in ("relu", "gelu"):
-                    layer_a = _layer(a, a, k, module, kind, heads, norm_first, activation)
-                    if layer_a is None:
-                        return None
-                    masks = {m.rsplit(".", 1)[1]: _allowed(own[m], n, x.shape[1],
-                                                           (memories[own[m].memory] if own[m].memory else x).shape[1],
-                                                           ids) for m in attentions}
-                    memory = memories[own[attentions[1]].memory] if len(attentions) > 1 else None
-                    residual = _fit(y_a, layer_a(x, memory, masks))
-                    if residual <= VALID:
-                        layer_b = _layer(b, a, k, module, kind, heads, norm_first, activation) or layer_a
-                        a_residual = residual
-                        form = (norm_first, activation)
-                        break
-                if layer_b is not None:
-                    break
-            if layer_b is None:
-                return None
+            return None
+    return own
 
-            def whole(masks: dict[str, Masking]) -> np.ndarray | None:
-                allowed = {}
-                for m in attentions:
-                    kv = memories[masks[m].memory] if masks[m].memory else x
-                    allowed[m.rsplit(".", 1)[1]] = _allowed(masks[m], n, x.shape[1], kv.shape[1], ids)
-                    if allowed[m.rsplit(".", 1)[1]] is None:
-                        return None
-                memory = memories[masks[attentions[1]].memory] if len(attentions) > 1 else None
-                return layer_b(x, memory, allowed)
+
+def _attention_run(p: _Probe, own: dict[str, Masking]):
+    """A lone attention on B's parameters (A's where B records none) as a function of its masks, and its residual
+    from A's output under A's masks."""
+    run_b = _mha(p.b, p.k, p.module, p.heads[p.module]) or _mha(p.a, p.k, p.module, p.heads[p.module])
+
+    def whole(masks: dict[str, Masking]) -> np.ndarray | None:
+        masking = masks[p.module]
+        kv = p.memories.get(masking.memory, p.x) if masking.memory else p.x
+        allowed = _allowed(masking, p.n, p.x.shape[1], kv.shape[1], p.ids)
+        return None if allowed is None else run_b(p.x, kv, allowed)
+    return whole, _fit(p.y_a, whole(own))
+
+
+def _layer_run(p: _Probe, own: dict[str, Masking]):
+    """The layer's form (post-norm or pre-norm, ReLU or GELU) that reproduces A's output under A's masks; the whole
+    layer in that form on B's parameters (A's where B records none) as a function of its masks, its residual from
+    A's output and the form (None when no form reproduces A's)."""
+    for norm_first in (False, True):
+        for activation in ("relu", "gelu"):
+            layer_a = _layer(p.a, p.a, p.k, p.module, p.kind, p.heads, norm_first, activation)
+            if layer_a is None:
+                return None
+            residual = _fit(p.y_a, layer_a(p.x, p.memory(own), p.layer_masks(own)))
+            if residual <= VALID:
+                layer_b = _layer(p.b, p.a, p.k, p.module, p.kind, p.heads, norm_first, activation) or layer_a
+                break
+        else:
+            continue
+        break
+    else:
+        return None
+
+    def whole(masks: dict[str, Masking]) -> np.ndarray | None:
+        allowed = {}
+        for m in p.attentions:
+            kv = p.memories[masks[m].memory] if masks[m].memory else p.x
+            allowed[m.rsplit(".", 1)[1]] = _allowed(masks[m], p.n, p.x.shape[1], kv.shape[1], p.ids)
+            if allowed[m.rsplit(".", 1)[1]] is None:
+                return None
+        return layer_b(p.x, p.memory(masks), allowed)
+    return whole, residual, (norm_first, activation)
+
+
+def _head_fit_output(p: _Probe, own: dict[str, Masking], m: str, count: int, form) -> np.ndarray | None:
+    """The output with A's masks and ``count`` heads in the attention ``m`` (burn's
+    `MultiHeadAttentionConfig::new(d_model, n_heads)`), on B's parameters (A's where B records none)."""
+    changed = {**p.heads, m: count}
+    if p.kind == "MultiheadAttention":
+        run_h = _mha(p.b, p.k, p.module, count) or _mha(p.a, p.k, p.module, count)
+        allowed = _allowed(own[m], p.n, p.x.shape[1], p.x.shape[1], p.ids)
+        return None if run_h is None or own[m].memory or allowed is None else run_h(p.x, p.x, allowed)
+    layer_h = _layer(p.b, p.a, p.k, p.module, p.kind, changed, *form) or _layer(p.a, p.a, p.k, p.module, p.kind,
+                                                                                  changed, *form)
+    if layer_h is None:
+        return None
+    masks = p.layer_masks(own)
+    return layer_h(p.x, p.memory(own), masks) if all(v is not None for v in masks.values()) else None
+
+
+def measure_masks(a: Trace, b: Trace, first: str, module: str, kind: str, k: int) -> LayerMasks | None:
+    """A's masks of the attention layer ``module`` whose output ``first`` is the first divergence, and the one
+    change of them that gives B's output; None when it is no such layer, A's own output is not reproduced, or B's
+    is A's within rounding."""
+    p = _probe(a, b, first, module, kind, k)
+    if p is None:
+        return None
+    with np.errstate(all="ignore"):
+        own = _own_maskings(p)
+        if own is None:
+            return None
+        if kind == "MultiheadAttention":
+            (whole, a_residual), form = _attention_run(p, own), None
+        else:
+            found = _layer_run(p, own)
+            if found is None:
+                return None
+            whole, a_residual, form = found
         fits: dict[tuple[str, Masking, int], float] = {}
-        for m in attentions:
-            for masking in options(m):
+        for m in p.attentions:
+            for masking in p.options(m):
                 if masking == own[m]:
                     continue
                 out = whole({**own, m: masking})
                 if out is not None:
-                    fits[(m, masking, heads[m])] = _fit(y_b, out)
-        # with A's masks, another number of heads (burn's `MultiHeadAttentionConfig::new(d_model, n_heads)`)
-        for m in attentions:
-            for count in (h for h in range(1, min(shape[2], 64) + 1) if shape[2] % h == 0 and h != heads[m]):
-                changed = {**heads, m: count}
-                if kind == "MultiheadAttention":
-                    run_h = _mha(b, k, module, count) or _mha(a, k, module, count)
-                    allowed = _allowed(own[m], n, x.shape[1], x.shape[1], ids)
-                    out = None if run_h is None or own[m].memory or allowed is None else run_h(x, x, allowed)
-                else:
-                    layer_h = _layer(b, a, k, module, kind, changed, *form) or _layer(a, a, k, module, kind,
-                                                                                      changed, *form)
-                    out = None
-                    if layer_h is not None:
-                        masks = {o.rsplit(".", 1)[1]: _allowed(own[o], n, x.shape[1], (memories[own[o].memory]
-                                 if own[o].memory else x).shape[1], ids) for o in attentions}
-                        memory = memories[own[attentions[1]].memory] if len(attentions) > 1 else None
-                        out = layer_h(x, memory, masks) if all(v is not None for v in masks.values()) else None
+                    fits[(m, masking, p.heads[m])] = _fit(p.y_b, out)
+        # with A's masks, another number of heads
+        for m in p.attentions:
+            for count in (h for h in range(1, min(p.width, 64) + 1) if p.width % h == 0 and h != p.heads[m]):
+                out = _head_fit_output(p, own, m, count, form)
                 if out is not None:
-                    fits[(m, own[m], count)] = _fit(y_b, out)
+                    fits[(m, own[m], count)] = _fit(p.y_b, out)
     ranked = sorted(fits, key=fits.__getitem__)
     best = ranked[0] if ranked and fits[ranked[0]] <= VALID and (
         len(ranked) == 1 or fits[ranked[1]] > 10 * fits[ranked[0]]) else None
     return LayerMasks(module, kind, k, own, a_residual, best[0] if best else None, best[1] if best else None,
                       fits[best] if best else (min(fits.values()) if fits else math.inf), len(fits),
-                      heads=heads, b_heads=best[2] if best else 0)
+                      heads=p.heads, b_heads=best[2] if best else 0)
 
 
 __all__ = ["KINDS", "LayerMasks", "Masking", "measure_masks"]

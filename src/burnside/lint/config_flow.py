@@ -11,10 +11,11 @@ BS005 asks which methods a `MomentumConfig::new()` gets in its own function
 when the chain is bound with `let`, along the chain on every use of that name;
 it is not followed any further.
 
-BS004 and BS006 ask: when an `AdamConfig` / `AdamWConfig` becomes an optimizer
-(`.init()`, `.init::<B, M>()`, `.build()`), was `.with_epsilon` (or
-`.with_weight_decay`) called on the way (`default_left`)? That value is
-followed further:
+BS004, BS006 and BS008 to BS010 ask: when an `AdamConfig` / `AdamWConfig` /
+`RmsPropConfig` / `AdaGradConfig` / `MuonConfig` becomes an optimizer
+(`.init()`, `.init::<B, M>()`, `.build()`), was the setter of the default
+that differs (`.with_epsilon`, `.with_weight_decay`, ...) called on the way
+(`default_left`)? That value is followed further:
 
 * along a builder chain (`.with_*` setters collect, `.clone()` passes through,
   turbofish arguments anywhere in the chain are skipped);
@@ -210,100 +211,126 @@ def _follow(unit: SourceUnit, start: Node, setters: frozenset[str], flow: Flow, 
         parent = parent_of(node)
         if parent is None:
             return
-        kind = parent.type
-        if kind in _TRANSPARENT:
+        if parent.type in _TRANSPARENT:
             node = parent
             continue
         call = method_call_on(node)
         if call is not None:
-            name = method_name(call) or ""
-            if name in _TERMINALS:
-                if not _never_steps(call):
-                    flow.inits.append(Init(unit.path, unit.line(call), call.start_point.column + 1, setters))
+            followed = _through_call(unit, call, setters, flow)
+            if followed is None:
                 return
-            if name in _PASS_THROUGH:
-                node = call
-                continue
-            if name.startswith("with_"):
-                setters = setters | {name}
-                node = call
-                continue
-            return
-        if kind == "let_declaration" and parent.child_by_field_name("value") == node:
-            uses = _bound_uses(node)
-            if uses is None:
-                return
-            assigned = _assigned_setters(uses)
-            for use in uses:
-                if parent_of(use) is not None and parent_of(use).type == "token_tree":
-                    continue
-                _follow(unit, use, setters | assigned, flow, hops + 1)
-            return
-        if kind == "field_initializer" and parent.child_by_field_name("value") == node:
-            name_node = parent.child_by_field_name("field")
-            literal = enclosing(parent, frozenset({"struct_expression"}))
-            struct = _type_name(literal.child_by_field_name("name")) if literal is not None else ""
-            if name_node is not None:
-                flow.escapes.append(Escape("field", text(name_node), struct, -1, False, setters))
-            return
-        if kind == "shorthand_field_initializer":
-            literal = enclosing(parent, frozenset({"struct_expression"}))
-            struct = _type_name(literal.child_by_field_name("name")) if literal is not None else ""
-            flow.escapes.append(Escape("field", text(node), struct, -1, False, setters))
-            return
-        if kind == "arguments":
-            call = parent_of(parent)
-            if call is None or call.type != "call_expression":
-                return
-            position = _index_in(parent, node)
-            function = callee(call)
-            if function is None or position < 0:
-                return
-            if function.type == "field_expression":
-                name = method_name(call) or ""
-                if name.startswith("with_") and len(arguments_of(call)) == 1:
-                    flow.escapes.append(Escape("field", name[len("with_"):], "", -1, False, setters))
-                else:
-                    flow.escapes.append(Escape("call", name, "", position, True, setters))
-            elif function.type == "identifier":
-                flow.escapes.append(Escape("call", text(function), "", position, False, setters))
-            elif function.type == "scoped_identifier":
-                name_node = function.child_by_field_name("name")
-                qualifier = _type_name(function.child_by_field_name("path"))
-                if qualifier == "Self":
-                    qualifier = _impl_type(call)
-                if name_node is not None and text(name_node) not in ("Some", "Ok", "Box", "new_with"):
-                    flow.escapes.append(Escape("call", text(name_node), qualifier, position, False, setters))
-            return
-        if kind == "block":
-            if block_tail(parent) != node:
-                return
-            owner = parent_of(parent)
-            if owner is not None and owner.type == "function_item":
-                flow.escapes.append(Escape("return", _function_name(owner), _impl_type(owner), -1, False, setters))
-                return
-            if owner is not None and owner.type == "closure_expression":
-                return
-            node = parent
+            node, setters = followed
             continue
-        if kind in _BRANCHES:
-            node = parent
-            continue
-        if kind == "return_expression":
-            function = enclosing(parent, frozenset({"function_item", "closure_expression"}))
-            if function is not None and function.type == "function_item":
-                flow.escapes.append(
-                    Escape("return", _function_name(function), _impl_type(function), -1, False, setters)
-                )
+        if parent.type == "let_declaration" and parent.child_by_field_name("value") == node:
+            _follow_binding(unit, node, setters, flow, hops)
             return
-        if kind == "assignment_expression" and parent.child_by_field_name("right") == node:
-            left = parent.child_by_field_name("left")
-            if left is not None and left.type == "field_expression":
-                name_node = left.child_by_field_name("field")
-                if name_node is not None:
-                    flow.escapes.append(Escape("field", text(name_node), "", -1, False, setters))
+        if not _carries(parent, node):
+            escape = _escape(parent, node, setters)
+            if escape is not None:
+                flow.escapes.append(escape)
             return
+        node = parent
+
+
+def _through_call(unit: SourceUnit, call: Node, setters: frozenset[str], flow: Flow):
+    """A method called on the value: an init is recorded (None, the end), a clone or setter passes the value on
+    (the call and the setters then set), anything else ends the path (None)."""
+    name = method_name(call) or ""
+    if name in _TERMINALS:
+        if not _never_steps(call):
+            flow.inits.append(Init(unit.path, unit.line(call), call.start_point.column + 1, setters))
+        return None
+    if name in _PASS_THROUGH:
+        return call, setters
+    if name.startswith("with_"):
+        return call, setters | {name}
+    return None
+
+
+def _follow_binding(unit: SourceUnit, value: Node, setters: frozenset[str], flow: Flow, hops: int) -> None:
+    """A value bound by `let`: follow each use of the binding (not one inside a macro), with the fields assigned
+    through it as setters."""
+    uses = _bound_uses(value)
+    if uses is None:
         return
+    assigned = _assigned_setters(uses)
+    for use in uses:
+        if parent_of(use) is not None and parent_of(use).type == "token_tree":
+            continue
+        _follow(unit, use, setters | assigned, flow, hops + 1)
+
+
+def _carries(parent: Node, node: Node) -> bool:
+    """Whether `parent`'s value is `node`'s within the same function: a branch of an `if` or `match`, or a block's
+    tail that is not a function's or closure's body."""
+    if parent.type == "block":
+        owner = parent_of(parent)
+        return block_tail(parent) == node and (owner is None or owner.type not in ("function_item",
+                                                                                     "closure_expression"))
+    return parent.type in _BRANCHES
+
+
+def _escape(parent: Node, node: Node, setters: frozenset[str]) -> Escape | None:
+    """Where the value leaves its function, when `parent` takes it out: into a struct's field, a call's argument,
+    a function's return value (None when it goes nowhere followed)."""
+    kind = parent.type
+    if kind == "field_initializer" and parent.child_by_field_name("value") == node:
+        name_node = parent.child_by_field_name("field")
+        if name_node is None:
+            return None
+        return Escape("field", text(name_node), _literal_type(parent), -1, False, setters)
+    if kind == "shorthand_field_initializer":
+        return Escape("field", text(node), _literal_type(parent), -1, False, setters)
+    if kind == "arguments":
+        return _argument_escape(parent, node, setters)
+    if kind == "block" and block_tail(parent) == node:
+        owner = parent_of(parent)
+        if owner is not None and owner.type == "function_item":
+            return Escape("return", _function_name(owner), _impl_type(owner), -1, False, setters)
+        return None
+    if kind == "return_expression":
+        function = enclosing(parent, frozenset({"function_item", "closure_expression"}))
+        if function is not None and function.type == "function_item":
+            return Escape("return", _function_name(function), _impl_type(function), -1, False, setters)
+        return None
+    if kind == "assignment_expression" and parent.child_by_field_name("right") == node:
+        left = parent.child_by_field_name("left")
+        name_node = left.child_by_field_name("field") if left is not None and left.type == "field_expression" else None
+        return Escape("field", text(name_node), "", -1, False, setters) if name_node is not None else None
+    return None
+
+
+def _literal_type(initializer: Node) -> str:
+    """The type named by the struct literal a field initializer is in ("" when none)."""
+    literal = enclosing(initializer, frozenset({"struct_expression"}))
+    return _type_name(literal.child_by_field_name("name")) if literal is not None else ""
+
+
+def _argument_escape(arguments: Node, node: Node, setters: frozenset[str]) -> Escape | None:
+    """The value as an argument of a call: a one-argument `with_*` setter's field, else the called method or
+    function's parameter at its position (a constructor of `Some`, `Ok`, `Box` is not followed)."""
+    call = parent_of(arguments)
+    if call is None or call.type != "call_expression":
+        return None
+    position = _index_in(arguments, node)
+    function = callee(call)
+    if function is None or position < 0:
+        return None
+    if function.type == "field_expression":
+        name = method_name(call) or ""
+        if name.startswith("with_") and len(arguments_of(call)) == 1:
+            return Escape("field", name[len("with_"):], "", -1, False, setters)
+        return Escape("call", name, "", position, True, setters)
+    if function.type == "identifier":
+        return Escape("call", text(function), "", position, False, setters)
+    if function.type == "scoped_identifier":
+        name_node = function.child_by_field_name("name")
+        qualifier = _type_name(function.child_by_field_name("path"))
+        if qualifier == "Self":
+            qualifier = _impl_type(call)
+        if name_node is not None and text(name_node) not in ("Some", "Ok", "Box", "new_with"):
+            return Escape("call", text(name_node), qualifier, position, False, setters)
+    return None
 
 
 def _new_calls(unit: SourceUnit, types: frozenset[str]):
@@ -536,54 +563,9 @@ class Crate:
         seen.add((key, escape.setters))
         sub = Flow()
         if escape.kind == "field":
-            declared = self._field_types(escape.name, config_type)
-            # When the struct is known (a literal, a derived constructor), its own declaration decides.
-            if not any(
-                config_type in type_text and escape.qualifier in ("", struct)
-                for struct, type_text in declared
-            ):
-                return
-            for unit in self._units_with(b"." + escape.name.encode()):
-                reads = self._matches(
-                    unit, "field_reads", "(field_expression field: (field_identifier) @f) @e", lambda m: text(m["f"][0])
-                )
-                for match in reads.get(escape.name, []):
-                    read = match["e"][0]
-                    parent = parent_of(read)
-                    if (parent is not None and parent.type == "assignment_expression"
-                            and parent.child_by_field_name("left") == read):
-                        continue
-                    _follow(unit, read, escape.setters, sub, hops + 1)
+            self._into_field(escape, config_type, sub, hops)
         elif escape.kind == "call":
-            found = False
-            for unit, function in self._functions(escape.name, escape.qualifier):
-                parameters = function.child_by_field_name("parameters")
-                if parameters is None:
-                    continue
-                params = [p for p in parameters.named_children if p.type in ("parameter", "self_parameter")]
-                if escape.method and params and params[0].type == "self_parameter":
-                    params = params[1:]
-                elif not escape.method and params and params[0].type == "self_parameter":
-                    continue
-                if escape.position >= len(params):
-                    continue
-                param = params[escape.position]
-                pattern = param.child_by_field_name("pattern")
-                if param.type != "parameter" or pattern is None or pattern.type != "identifier":
-                    continue
-                found = True
-                uses = uses_of(param, text(pattern))
-                assigned = _assigned_setters(uses)
-                for use in uses:
-                    if parent_of(use) is not None and parent_of(use).type == "token_tree":
-                        continue
-                    _follow(unit, use, escape.setters | assigned, sub, hops + 1)
-            if not found and escape.name == "new" and escape.qualifier:
-                required = self._required_fields(escape.qualifier)
-                if required is not None and escape.position < len(required):
-                    sub.escapes.append(
-                        Escape("field", required[escape.position], escape.qualifier, -1, False, escape.setters)
-                    )
+            self._into_call(escape, sub, hops)
         elif escape.kind == "return":
             for unit in self._units_with(escape.name.encode()):
                 calls = self._matches(unit, "calls", "(call_expression) @call", lambda m: _called_name(m["call"][0]))
@@ -592,6 +574,68 @@ class Crate:
         flow.inits.extend(sub.inits)
         for nested in sub.escapes:
             self.resolve(nested, config_type, flow, hops + 1, seen)
+
+    def _into_field(self, escape: Escape, config_type: str, sub: Flow, hops: int) -> None:
+        """A config stored in a field: follow every read of a field of that name, where a struct declares it of the
+        config's type (when the struct is known, a literal's or a derived constructor's, its own declaration
+        decides)."""
+        declared = self._field_types(escape.name, config_type)
+        if not any(config_type in type_text and escape.qualifier in ("", struct) for struct, type_text in declared):
+            return
+        for unit in self._units_with(b"." + escape.name.encode()):
+            reads = self._matches(
+                unit, "field_reads", "(field_expression field: (field_identifier) @f) @e", lambda m: text(m["f"][0])
+            )
+            for match in reads.get(escape.name, []):
+                read = match["e"][0]
+                parent = parent_of(read)
+                if (parent is not None and parent.type == "assignment_expression"
+                        and parent.child_by_field_name("left") == read):
+                    continue
+                _follow(unit, read, escape.setters, sub, hops + 1)
+
+    def _into_call(self, escape: Escape, sub: Flow, hops: int) -> None:
+        """A config passed to a function or method: follow the uses of its parameter in every function of that name;
+        when none is found and the call is a `T::new` of a `#[derive(Config)]` struct, into its required field at
+        that position."""
+        found = False
+        for unit, function in self._functions(escape.name, escape.qualifier):
+            param = _parameter_at(function, escape.position, escape.method)
+            if param is None:
+                continue
+            found = True
+            uses = uses_of(param, text(param.child_by_field_name("pattern")))
+            assigned = _assigned_setters(uses)
+            for use in uses:
+                if parent_of(use) is not None and parent_of(use).type == "token_tree":
+                    continue
+                _follow(unit, use, escape.setters | assigned, sub, hops + 1)
+        if not found and escape.name == "new" and escape.qualifier:
+            required = self._required_fields(escape.qualifier)
+            if required is not None and escape.position < len(required):
+                sub.escapes.append(
+                    Escape("field", required[escape.position], escape.qualifier, -1, False, escape.setters)
+                )
+
+
+def _parameter_at(function: Node, position: int, method: bool) -> Node | None:
+    """The parameter of `function` a call's argument at `position` binds, when it binds a plain name (`self` not
+    counted for a method call; a function taking `self` is no plain call's)."""
+    parameters = function.child_by_field_name("parameters")
+    if parameters is None:
+        return None
+    params = [p for p in parameters.named_children if p.type in ("parameter", "self_parameter")]
+    if method and params and params[0].type == "self_parameter":
+        params = params[1:]
+    elif not method and params and params[0].type == "self_parameter":
+        return None
+    if position >= len(params):
+        return None
+    param = params[position]
+    pattern = param.child_by_field_name("pattern")
+    if param.type != "parameter" or pattern is None or pattern.type != "identifier":
+        return None
+    return param
 
 
 @dataclass(frozen=True)

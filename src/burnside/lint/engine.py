@@ -4,45 +4,21 @@ suppression and test-code severity, and spreading files over worker processes.""
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from burnside.errors import BurnsideError
 from burnside.lint.finding import Finding, Severity
+from burnside.lint.prefilter import build
+from burnside.lint.rules import RULES
 from burnside.lint.syntax import SPLIT_BYTES
 
-# Every rule starts from one of these tokens; a file without any of them cannot
-# produce a finding, and most Rust files have none, so they are never parsed.
-# `step` counts only as a method call (`.step(`, `.step::<M>(`): the rules look
-# at nothing else, and `fn step(`, `time_step(` or `Self::step(` alone made half
-# the parsed bytes of real trees.
-PREFILTER = re.compile(
-    rb"\.\s*step\s*(?:\(|::)|from_grads|AdamW?Config|MomentumConfig|with_momentum|GradientClipping"
-    rb"|RmsPropConfig|AdaGradConfig|MuonConfig"
-)
-# Plain substring tests run at memchr speed; the regex only confirms `step` hits.
-# `Adam` and `omentum` stand for two tokens each, so each file is scanned seven times, not nine.
-_PLAIN_TOKENS = (
-    (b"from_grads", ()),
-    (b"Adam", (b"AdamConfig", b"AdamWConfig")),
-    (b"omentum", (b"MomentumConfig", b"with_momentum")),
-    (b"GradientClipping", ()),
-    (b"RmsPropConfig", ()),
-    (b"AdaGradConfig", ()),
-    (b"MuonConfig", ()),
-)
-_STEP_CALL = re.compile(rb"\.\s*step\s*(?:\(|::)")
-
-
-def needs_parsing(source: bytes) -> bool:
-    """The byte-level prefilter (same answer as `PREFILTER.search`, faster)."""
-    if b"step" in source and _STEP_CALL.search(source) is not None:
-        return True
-    for stem, tokens in _PLAIN_TOKENS:
-        if stem in source and (not tokens or any(token in source for token in tokens)):
-            return True
-    return False
+# Most Rust files hold none of the tokens the rules declare (`burnside.lint.prefilter`), so they are never parsed.
+_PREFILTER = build(RULES.values())
+#: Any rule's token: a file without one cannot produce a finding.
+PREFILTER = _PREFILTER.pattern
+#: The byte-level prefilter (same answer as `PREFILTER.search`, faster).
+needs_parsing = _PREFILTER.needs_parsing
 
 # Below this many files, forking workers costs more than it saves.
 POOL_MIN_FILES = 300
@@ -94,8 +70,6 @@ class LintReport:
 
 
 def select_rules(select: list[str] | None = None, ignore: list[str] | None = None) -> list[str]:
-    from burnside.lint.rules import RULES
-
     chosen = [r.strip().upper() for r in select] if select else list(RULES)
     ignored = {r.strip().upper() for r in ignore or []}
     unknown = [r for r in [*chosen, *ignored] if r not in RULES]
@@ -211,7 +185,6 @@ def lint_source(
     BurnsideError without that list), never passed over silently.
     """
     from burnside.lint.bindings import forget_trees
-    from burnside.lint.rules import RULES
     from burnside.lint.suppression import AllowComments, in_test_code
     from burnside.lint.syntax import SourceUnit
 

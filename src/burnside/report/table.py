@@ -10,10 +10,17 @@ from rich.text import Text
 from burnside.compare import Comparison, StatisticsRow, StructureProblem, TensorRow
 from burnside.compare.statistics_rows import NOT_JUDGED, OUT_OF_TOLERANCE
 from burnside.compare.config import optimizer_notes
-from burnside.compare.pairing import pair_renamed, rename_rules
+from burnside.compare.pairing import pair_renamed
 from burnside.compare.rounding import FLOOR_HALF_ULPS, NOISE_FACTOR, SUM_FACTOR, sum_half_ulps
 from burnside.diagnose import Diagnosis
 from burnside.diagnose.diagnosis import listed
+from burnside.diagnose.recording import (
+    buffer_findings,
+    by_buffer,
+    renamed_findings,
+    renamed_tap_findings,
+    untapped_finding,
+)
 from burnside.trace import parse_name
 
 
@@ -363,13 +370,11 @@ def structure_lines(comparison: Comparison) -> list[Line]:
                       f"(max|diff|={shown_max_abs(row)}); "
                       "every output below measures this input difference too", "bold yellow"))
     pairs, only_a, only_b = pair_renamed(comparison.only_in_a, comparison.only_in_b)
-    lines += buffer_lines(comparison, only_a, only_b)
+    lines += [(line, "red") for line in buffer_findings(comparison, only_a, only_b)]
     missing = set(comparison.missing_buffers("a")) | set(comparison.missing_buffers("b"))
     only_a = [n for n in only_a if n not in missing]
     only_b = [n for n in only_b if n not in missing]
-    for a_name, b_name, count in rename_rules(pairs):
-        lines.append((f"named differently: A {a_name} ↔ B {b_name}? ({count} tensors); record B's tensors "
-                      "under A's names (a name mapping in the burn recorder)", "red"))
+    lines += [(line, "red") for line in renamed_findings(pairs)]
     # one line per stage, a few names and a count: hundreds of names (a module missing on every step, every layer
     # after a padding slip in every batch) would bury the verdict
     for side, names in (("A", only_a), ("B", only_b)):
@@ -392,36 +397,11 @@ def structure_lines(comparison: Comparison) -> list[Line]:
     return lines
 
 
-def _by_buffer(names: list[str]) -> dict[str, int]:
-    """Buffer name (without step and stage) -> how many steps record it, in first-seen order."""
-    found: dict[str, int] = {}
-    for name in names:
-        parsed = parse_name(name)
-        if parsed is not None:
-            found[parsed.rest] = found.get(parsed.rest, 0) + 1
-    return found
-
-
-def buffer_lines(comparison: Comparison, only_a: list[str], only_b: list[str]) -> list[Line]:
-    """A persistent buffer one side records and the other does not, named for what it is with its fix."""
-    lines: list[Line] = []
-    for side, other, names in (("A", "B", only_a), ("B", "A", only_b)):
-        held = [n for n in names if n in comparison.missing_buffers(side.lower())]
-        for buffer, count in _by_buffer(held).items():
-            lines.append((
-                f"buffer only in {side}: {buffer} ({count} {comparison.unit}(s)) is a persistent buffer, state the "
-                f"model's state_dict holds (not a constant registered with persistent=False), and {other} does not "
-                "record it: hold it in the port as the matching burn module's state (BatchNorm's running statistics "
-                f"are recorded as buffers), loaded from the init file (`init.buffer(\"{buffer}\")`); a constant the "
-                "port computes inline is registered in PyTorch with `register_buffer(..., persistent=False)`", "red"))
-    return lines
-
-
 def constant_lines(comparison: Comparison) -> list[Line]:
     """The non-persistent buffers (constants) one side records and the other computes inline: one line a side."""
     lines: list[Line] = []
     for side, other, names in (("A", "B", comparison.constants_only_in_a), ("B", "A", comparison.constants_only_in_b)):
-        found = _by_buffer(names)
+        found = by_buffer(names)
         persistent = [b for b in found if b in comparison.persistent_constants]
         registered = [b for b in found if b not in comparison.persistent_constants]
         if registered:
@@ -523,15 +503,9 @@ def finding_lines(comparison: Comparison) -> list[Line]:
     generation = generation_line(comparison)
     if generation is not None:
         lines.append(generation)
-    # A layer tapped under another name than PyTorch's module path is not compared at all: say so.
-    tapped, _, _ = pair_renamed(comparison.unrecorded_in_b, comparison.unrecorded_in_a)
-    for a_name, b_name, count in rename_rules([p for p in tapped if ".activations." in p.a]):
-        lines.append((f"tapped under another name? A records the layer {a_name}, B {b_name} "
-                      f"({count} {comparison.unit}(s)), so "
-                      f"it is not compared: name the tap by the PyTorch module's path, "
-                      f"tap.activation(\"{a_name}\", &x)", "yellow"))
+    lines += [(line, "yellow") for line in renamed_tap_findings(comparison)]
     lines += constant_lines(comparison)
-    untapped = untapped_line(comparison)
+    untapped = untapped_finding(comparison)
     if untapped is not None:
         lines.append((untapped, "yellow"))
     for side, names in (("B", comparison.unrecorded_in_b), ("A", comparison.unrecorded_in_a)):
@@ -541,24 +515,6 @@ def finding_lines(comparison: Comparison) -> list[Line]:
             lines.append((f"not recorded in {side} (optional, not compared): "
                           f"{_many(comparison, group, stage, f'unrecorded_in_{side.lower()}', what=what)}", "dim"))
     return lines
-
-
-def untapped_line(comparison: Comparison) -> str | None:
-    """When B records no layer output where A records some: what the verdict then rests on. A port tried as a user
-    would, with one LayerNorm's epsilon 1e-5 for 1e-6 and no tap, passed: its output was 12x further from the float64
-    reference than PyTorch's, inside the noise band, and no layer's measure could name the epsilon."""
-    a_layers = [n for n in comparison.unrecorded_in_b if ".activations." in n]
-    if not a_layers or any(r.stage == "activations" for r in comparison.rows):
-        return None
-    modules = list(dict.fromkeys(p.rest for n in a_layers if (p := parse_name(n)) is not None))
-    module = modules[0] if modules else "layer"
-    why = (f"its forward pass was not captured ({comparison.capture_off}) and it taps no layer"
-           if comparison.capture_off
-           else "it taps no layer")
-    return (f"B records no layer ({why}; A records the outputs of {len(modules)}): only the outputs are judged, so a "
-            "fault whose effect on them stays within rounding's noise band passes unseen and no cause can be measured; "
-            "record an inference port with `Inference` on the Flex device without autodiff, which captures every "
-            f"layer, or tap each layer by its PyTorch module path, tap.activation(\"{module}\", &x)")
 
 
 def render(comparison: Comparison, diagnoses: list[Diagnosis], console: Console, *,

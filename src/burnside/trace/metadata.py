@@ -89,6 +89,29 @@ def encode(metadata: Mapping, kind: str) -> dict[str, str]:
 
 def check(path: Path, kind: str, metadata: Mapping, names: Iterable[str]) -> None:
     """Raise TraceError naming the key when ``metadata`` (native form) breaks docs/trace-format.md."""
+    _check_required(path, kind, metadata)
+    if "steps" in metadata:  # first: grads_len is checked against it
+        value = metadata["steps"]
+        if type(value) is not int or not 1 <= value <= MAX_STEPS:
+            raise TraceError(f"{path}: metadata 'steps' must be an integer from 1 to {MAX_STEPS}, not {short(value)}")
+    for key, value in metadata.items():
+        check_text(path, "a metadata key", key)
+        if key in WRITER_KEYS:
+            raise TraceError(f"{path}: metadata {key!r} is the writer's to set, not a metadata entry")
+        _check_entry(path, key, value, metadata)
+    if kind == "trace":
+        _check_micro_names(path, metadata.get("accumulate"), names)
+    steps = _steps_named(path, names)
+    if kind == "trace":
+        if steps == 0:
+            raise TraceError(f"{path}: no tensor is named step{{k}}.*; a trace holds at least one step")
+        if steps != metadata["steps"]:
+            raise TraceError(f"{path}: metadata 'steps' is {metadata['steps']} but the tensors cover {steps} "
+                             f"step{'s' if steps > 1 else ''} (step0 to step{steps - 1})")
+
+
+def _check_required(path: Path, kind: str, metadata: Mapping) -> None:
+    """A trace's kind is one of `TRACE_KINDS`, and the keys its kind (or the init file) requires are there."""
     if kind == "trace" and "kind" in metadata:
         if metadata["kind"] not in TRACE_KINDS:
             raise TraceError(f"{path}: metadata 'kind' must be \"training\" or \"forward\", "
@@ -100,55 +123,47 @@ def check(path: Path, kind: str, metadata: Mapping, names: Iterable[str]) -> Non
         raise TraceError(f"{path}: metadata lacks the required key{'s' if len(missing) > 1 else ''} "
                          f"{', '.join(missing)}; {article} {kind} file recorded before burnside required them "
                          "must be re-recorded with the current burnside.torch or burnside-trace")
-    if "steps" in metadata:  # first: grads_len is checked against it
-        value = metadata["steps"]
-        if type(value) is not int or not 1 <= value <= MAX_STEPS:
-            raise TraceError(f"{path}: metadata 'steps' must be an integer from 1 to {MAX_STEPS}, not {short(value)}")
-    for key, value in metadata.items():
-        check_text(path, "a metadata key", key)
-        if key in WRITER_KEYS:
-            raise TraceError(f"{path}: metadata {key!r} is the writer's to set, not a metadata entry")
-        if key == "steps":
-            pass
-        elif key in ("params", "inputs", "buffers", "buffers_nonpersistent", "activations", "layer_inputs", "outputs",
-                     "constant_buffers"):
-            _check_names(path, key, value)
-        elif key == "modules":
-            _check_modules(path, value)
-        elif key == "module_settings":
-            if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
-                raise TraceError(f"{path}: metadata 'module_settings' must map module paths to objects of settings, "
-                                 f"not {short(value)}")
-        elif key == "tied":
-            _check_tied(path, value)
-        elif key == "grads_len":
-            _check_grads_len(path, value, metadata.get("steps"))
-        elif key == "optimizer":
-            _check_optimizer(path, value)
-        elif key == "loss_call":
-            _check_loss_call(path, value)
-        elif key == "generation":
-            _check_generation(path, value)
-        elif key == "loss_terms":
-            _check_loss_terms(path, value, metadata.get("steps"))
-        elif key == "accumulate":
-            _check_accumulate(path, value)
-        elif key == "full_steps":
-            _check_full_steps(path, value, metadata.get("steps"))
-        elif key in ("layer_statistics", "params_statistics"):
-            if type(value) is not bool:
-                raise TraceError(f"{path}: metadata {key!r} must be true or false, not {short(value)}")
-        else:
-            check_text(path, f"metadata {key!r}", value)
-    if kind == "trace":
-        _check_micro_names(path, metadata.get("accumulate"), names)
-    steps = _steps_named(path, names)
-    if kind == "trace":
-        if steps == 0:
-            raise TraceError(f"{path}: no tensor is named step{{k}}.*; a trace holds at least one step")
-        if steps != metadata["steps"]:
-            raise TraceError(f"{path}: metadata 'steps' is {metadata['steps']} but the tensors cover {steps} "
-                             f"step{'s' if steps > 1 else ''} (step0 to step{steps - 1})")
+
+
+#: The metadata keys that list tensor names.
+_NAME_LISTS = ("params", "inputs", "buffers", "buffers_nonpersistent", "activations", "layer_inputs", "outputs",
+               "constant_buffers")
+
+
+def _check_entry(path: Path, key: str, value: object, metadata: Mapping) -> None:
+    """One metadata entry, by its key (``steps`` is checked before every other entry; a key burnside does not know
+    holds text)."""
+    if key == "steps":
+        pass
+    elif key in _NAME_LISTS:
+        _check_names(path, key, value)
+    elif key == "modules":
+        _check_modules(path, value)
+    elif key == "module_settings":
+        if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+            raise TraceError(f"{path}: metadata 'module_settings' must map module paths to objects of settings, "
+                             f"not {short(value)}")
+    elif key == "tied":
+        _check_tied(path, value)
+    elif key == "grads_len":
+        _check_grads_len(path, value, metadata.get("steps"))
+    elif key == "optimizer":
+        _check_optimizer(path, value)
+    elif key == "loss_call":
+        _check_loss_call(path, value)
+    elif key == "generation":
+        _check_generation(path, value)
+    elif key == "loss_terms":
+        _check_loss_terms(path, value, metadata.get("steps"))
+    elif key == "accumulate":
+        _check_accumulate(path, value)
+    elif key == "full_steps":
+        _check_full_steps(path, value, metadata.get("steps"))
+    elif key in ("layer_statistics", "params_statistics"):
+        if type(value) is not bool:
+            raise TraceError(f"{path}: metadata {key!r} must be true or false, not {short(value)}")
+    else:
+        check_text(path, f"metadata {key!r}", value)
 
 
 def check_aliases(path: Path, kind: str, version: int, value: str | None, names: Iterable[str]) -> dict[str, str]:
@@ -426,33 +441,32 @@ def _check_optimizer(path: Path, value: object) -> None:
     _check_settings(path, {k: v for k, v in value.items() if k != "groups"}, "metadata optimizer")
 
 
+#: An optimizer setting that is a list of numbers: how many (None: at least one), as its error names the list.
+_NUMBER_LISTS = {
+    "betas": (2, "a list of two numbers"),
+    "ns_coefficients": (3, "a list of three numbers"),  # Muon's Newton-Schulz (a, b, c)
+    "lr_per_step": (None, "a non-empty list of numbers"),
+}
+
+
 def _check_settings(path: Path, value: dict, prefix: str) -> None:
     for key, item in value.items():
         check_text(path, f"a key of {prefix}", key)
         where = f"{prefix}.{key}"
         if key in _NUMBERS:
             _check_number(path, where, item)
-        elif key == "betas":
-            if not isinstance(item, list) or len(item) != 2:
-                raise TraceError(f"{path}: {where} must be a list of two numbers, not {short(item)}")
-            for beta in item:
-                _check_number(path, where, beta)
-        elif key == "ns_coefficients":  # Muon's Newton-Schulz (a, b, c)
-            if not isinstance(item, list) or len(item) != 3:
-                raise TraceError(f"{path}: {where} must be a list of three numbers, not {short(item)}")
-            for c in item:
-                _check_number(path, where, c)
+        elif key in _NUMBER_LISTS:
+            count, shape = _NUMBER_LISTS[key]
+            if not isinstance(item, list) or (len(item) != count if count is not None else not item):
+                raise TraceError(f"{path}: {where} must be {shape}, not {short(item)}")
+            for number in item:
+                _check_number(path, where, number)
         elif key in _BOOLS:
             if type(item) is not bool:
                 raise TraceError(f"{path}: {where} must be true or false, not {short(item)}")
         elif key == "weight_decay_kind":
             if item not in _WEIGHT_DECAY_KINDS:
                 raise TraceError(f"{path}: {where} must be \"l2\" or \"decoupled\", not {short(item)}")
-        elif key == "lr_per_step":
-            if not isinstance(item, list) or not item:
-                raise TraceError(f"{path}: {where} must be a non-empty list of numbers, not {short(item)}")
-            for lr in item:
-                _check_number(path, where, lr)
         elif key == "param_groups":
             if type(item) is not int or item < 1:
                 raise TraceError(f"{path}: {where} must be a positive integer, not {short(item)}")
@@ -460,12 +474,18 @@ def _check_settings(path: Path, value: dict, prefix: str) -> None:
             check_text(path, where, item)
             if not item:
                 raise TraceError(f"{path}: {where} is empty")
-        elif isinstance(item, float):
-            _check_number(path, where, item)
-        elif not (item is None or type(item) in (bool, int) or isinstance(item, str)):
-            raise TraceError(f"{path}: {where} must be a string, number, true/false or null, not {short(item)}")
-        elif isinstance(item, str):
-            check_text(path, where, item)
+        else:
+            _check_other_setting(path, where, item)
+
+
+def _check_other_setting(path: Path, where: str, item: object) -> None:
+    """A setting burnside does not name: a finite number, text, true/false or null."""
+    if isinstance(item, float):
+        _check_number(path, where, item)
+    elif not (item is None or type(item) in (bool, int) or isinstance(item, str)):
+        raise TraceError(f"{path}: {where} must be a string, number, true/false or null, not {short(item)}")
+    elif isinstance(item, str):
+        check_text(path, where, item)
 
 
 def _check_number(path: Path, where: str, value: object) -> None:

@@ -35,6 +35,7 @@ ID = "D001"
 NAME = "step-result-discarded"
 TITLE = "optimizer step result discarded"
 SEVERITY = Severity.ERROR
+PRECEDENCE = 140  # the update not applied: before how it is computed
 
 
 def check(comparison: Comparison) -> list[Diagnosis]:

@@ -37,6 +37,7 @@ ID = "D002"
 NAME = "grads-from-other-module"
 TITLE = "gradients matched to another module"
 SEVERITY = Severity.ERROR
+PRECEDENCE = 120  # gradients: before the update computed from them
 
 
 def port_sides(comparison: Comparison) -> list[tuple[str, object, object]]:

@@ -33,6 +33,7 @@ ID = "D003"
 NAME = "optimizer-state-without-model"
 TITLE = "optimizer state advanced without the model"
 SEVERITY = Severity.ERROR
+PRECEDENCE = 150  # the optimizer's state without the model: before how the update is computed
 
 
 def check(comparison: Comparison) -> list[Diagnosis]:

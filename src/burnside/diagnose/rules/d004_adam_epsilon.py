@@ -29,6 +29,7 @@ ID = "D004"
 NAME = "adam-epsilon"
 TITLE = "Adam epsilon differs"
 SEVERITY = Severity.ERROR
+PRECEDENCE = 170  # a declared setting: before the update difference it explains (D009)
 
 
 def check(comparison: Comparison) -> list[Diagnosis]:

@@ -37,6 +37,8 @@ ID = "D005"
 NAME = "optimizer-config"
 TITLE = "optimizer configuration differs"
 SEVERITY = Severity.ERROR
+PRECEDENCE = 180  # declared settings: before the update difference they explain (D009)
+CATALOGUE = "declared optimizer"  # its fix gains burn's known differences of the optimizer the port declares
 #: Each fix names the `Training` form first (what `burnside new` and the README teach), then the
 #: same for a loop written call by call with `TraceRecorder`.
 _FIXES = {

@@ -36,6 +36,7 @@ ID = "D006"
 NAME = "inputs-not-identical"
 TITLE = "inputs or initial parameters not bit-identical"
 SEVERITY = Severity.ERROR
+PRECEDENCE = 10  # what both sides start from: before anything computed from it
 
 
 def check(comparison: Comparison) -> list[Diagnosis]:

@@ -30,6 +30,7 @@ ID = "D007"
 NAME = "layout-transposed"
 TITLE = "tensor stored in the other framework's layout"
 SEVERITY = Severity.ERROR
+PRECEDENCE = 40  # a layout: before the forward that reads the tensor
 
 
 def check(comparison: Comparison) -> list[Diagnosis]:

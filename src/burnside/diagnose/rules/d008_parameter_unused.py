@@ -40,6 +40,7 @@ ID = "D008"
 NAME = "parameter-unused"
 TITLE = "parameter unused by the forward"
 SEVERITY = Severity.ERROR
+PRECEDENCE = 60  # a parameter the forward leaves out: before the forward's generic difference (D010)
 #: A layer the port's captured forward pass never runs names the divergence D010 calls generic.
 SUPERSEDES = ("D010",)
 

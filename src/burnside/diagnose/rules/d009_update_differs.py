@@ -66,6 +66,8 @@ ID = "D009"
 NAME = "update-differs"
 TITLE = "update differs from the declared optimizer"
 SEVERITY = Severity.ERROR
+PRECEDENCE = 190  # the update itself: after every cause of it
+CATALOGUE = "updating optimizer"  # its fix gains burn's known differences of the optimizer its updates show
 
 # measured key -> (metadata key, index in a list value, absolute floor below which it cannot be resolved)
 _SETTINGS = {

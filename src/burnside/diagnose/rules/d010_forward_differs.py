@@ -80,6 +80,8 @@ ID = "D010"
 NAME = "forward-differs"
 TITLE = "forward or loss differs from identical inputs and parameters"
 SEVERITY = Severity.ERROR
+PRECEDENCE = 100  # the forward: before the gradients and updates computed from it
+CATALOGUE = "layer or loss"  # its fix gains burn's known differences of the diverging layer's class or the loss
 
 
 def check(comparison: Comparison) -> list[Diagnosis]:

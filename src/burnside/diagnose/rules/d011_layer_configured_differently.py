@@ -84,6 +84,8 @@ ID = "D011"
 NAME = "layer-configured-differently"
 TITLE = "layer configured differently"
 SEVERITY = Severity.ERROR
+PRECEDENCE = 110  # a layer's settings, measured where the forward differs (D010)
+CATALOGUE = "layer"  # its fix gains burn's known differences of the diverging layer's class
 
 _FORMS = {"erf": "the exact erf form", "tanh": "the tanh approximation", "silu": "SiLU, x sigmoid(x)",
           "relu": "ReLU", "quick": "the quick GELU x sigmoid(1.702 x) (CLIP's)", "sigmoid": "a sigmoid",

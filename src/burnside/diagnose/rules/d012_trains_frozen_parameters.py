@@ -42,6 +42,7 @@ ID = "D012"
 NAME = "trains-frozen-parameters"
 TITLE = "port trains parameters the PyTorch side keeps frozen"
 SEVERITY = Severity.ERROR
+PRECEDENCE = 130  # which parameters train: before the update
 
 
 UNTIED_TITLE = "port keeps a parameter of its own where PyTorch ties it to another"

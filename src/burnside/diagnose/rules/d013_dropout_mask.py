@@ -54,6 +54,8 @@ ID = "D013"
 NAME = "dropout-mask"
 TITLE = "dropout masks differ"
 SEVERITY = Severity.ERROR
+PRECEDENCE = 50  # dropout's masks: before the forward they change
+CATALOGUE = "layer"  # its fix gains burn's known differences of the diverging layer's class
 
 
 def check(comparison: Comparison) -> list[Diagnosis]:

@@ -49,6 +49,7 @@ ID = "D014"
 NAME = "weights-not-loaded"
 TITLE = "weights not loaded as in the checkpoint"
 SEVERITY = Severity.ERROR
+PRECEDENCE = 20  # the checkpoint as loaded: before what a forward computes from it
 
 #: What each fault is called in the evidence, in the order they are reported.
 _FAULTS = {

@@ -48,6 +48,7 @@ ID = "D015"
 NAME = "batchnorm-mode"
 TITLE = "BatchNorm normalises with other statistics"
 SEVERITY = Severity.ERROR
+PRECEDENCE = 70  # BatchNorm's statistics: before the forward's generic difference (D010)
 #: The measured statistics (or the autodiff device's measure) name the divergence D010 calls generic.
 SUPERSEDES = ("D010",)
 

@@ -35,6 +35,7 @@ ID = "D016"
 NAME = "run-diverged"
 TITLE = "run diverged to NaN or infinity"
 SEVERITY = Severity.ERROR
+PRECEDENCE = 30  # a run gone non-finite proves nothing after it: before the rules that read its numbers
 
 
 def check(comparison: Comparison) -> list[Diagnosis]:

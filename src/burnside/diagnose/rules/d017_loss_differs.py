@@ -43,6 +43,8 @@ ID = "D017"
 NAME = "loss-differs"
 TITLE = "loss computed differently"
 SEVERITY = Severity.ERROR
+PRECEDENCE = 90  # the loss: before the forward's generic difference (D010)
+CATALOGUE = "loss"  # its fix gains burn's known differences of the loss function
 #: D010 says only that the loss differs; this rule measures which loss each side computed.
 SUPERSEDES = ("D010",)
 

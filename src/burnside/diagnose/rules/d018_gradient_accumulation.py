@@ -56,6 +56,7 @@ ID = "D018"
 NAME = "gradient-accumulation"
 TITLE = "gradient accumulation differs"
 SEVERITY = Severity.ERROR
+PRECEDENCE = 80  # accumulation: before the update and forward differences it explains
 #: The micro-batches' losses and the updates that follow from another accumulation are its symptoms.
 SUPERSEDES = ("D009", "D010")
 

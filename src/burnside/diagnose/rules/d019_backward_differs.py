@@ -43,6 +43,7 @@ ID = "D019"
 NAME = "backward-differs"
 TITLE = "gradients differ from an agreeing forward pass"
 SEVERITY = Severity.ERROR
+PRECEDENCE = 200  # the backward alone, with an agreeing forward: after the named causes
 #: a generic symptom: dropped when another rule names the divergence
 ONLY_ALONE = True
 

@@ -48,6 +48,7 @@ ID = "D020"
 NAME = "parted-in-statistics"
 TITLE = "sides part where only statistics were recorded"
 SEVERITY = Severity.ERROR
+PRECEDENCE = 210  # statistics only: the least precise name, last
 #: rules that read a cause at the first divergence compared in full, or from a step's logits and loss agreeing
 SUPERSEDES = ("D002", "D008", "D010", "D011", "D012", "D013", "D015", "D017", "D019")
 #: a parting is where to look, not a cause: a rule that names one from the metadata or its own side's numbers

@@ -44,6 +44,7 @@ ID = "D021"
 NAME = "optimizer-state-restarts"
 TITLE = "optimizer state restarts"
 SEVERITY = Severity.ERROR
+PRECEDENCE = 160  # the state restarting: before the update difference it explains (D009)
 #: D009's "no setting of that optimizer explains it" and D020's "the update parts first" are this, named
 SUPERSEDES = ("D009", "D020")
 

@@ -1,7 +1,9 @@
 """The rule registry: one module per rule, keyed by its stable ID.
 
 Each rule module defines `ID`, `NAME`, `SEVERITY`, `TITLE`, a docstring in
-four sections (What it does / Why is this bad? / Example / Use instead), and
+four sections (What it does / Why is this bad? / Example / Use instead),
+`TOKENS` (what a file must hold for the rule to find anything: the engine's
+prefilter is built from them, `burnside.lint.prefilter`) and
 `check(unit) -> Iterable[Hit]`.
 """
 

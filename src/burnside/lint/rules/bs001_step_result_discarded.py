@@ -54,6 +54,7 @@ model = optim.step(0.1, model, grads);
 from __future__ import annotations
 
 from burnside.lint.finding import Hit, Severity
+from burnside.lint.prefilter import method_call
 from burnside.lint.step_sites import StepSite, step_sites, strip_wrappers
 from burnside.lint.syntax import (
     SourceUnit,
@@ -67,6 +68,8 @@ from burnside.lint.syntax import (
 ID = "BS001"
 NAME = "step-result-discarded"
 SEVERITY = Severity.ERROR
+#: a file holds one of these or this rule finds nothing in it (`burnside.lint.prefilter`)
+TOKENS = (method_call(b"step"),)
 TITLE = "result of optimizer step is discarded"
 
 

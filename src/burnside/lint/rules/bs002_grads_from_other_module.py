@@ -106,6 +106,7 @@ from typing import TYPE_CHECKING
 
 from burnside.lint.bindings import FunctionBindings, bindings_of
 from burnside.lint.finding import Hit, Severity
+from burnside.lint.prefilter import method_call
 from burnside.lint.freezes import frozen_at
 from burnside.lint.loss_chain import from_grads_sources, loss_chain, module_aliases, unclone
 from burnside.lint.step_sites import StepSite, step_sites
@@ -118,6 +119,8 @@ if TYPE_CHECKING:
 ID = "BS002"
 NAME = "grads-from-other-module"
 SEVERITY = Severity.WARNING
+#: a file holds one of these or this rule finds nothing in it (`burnside.lint.prefilter`)
+TOKENS = (method_call(b"step"), b"from_grads")
 TITLE = "gradients are taken against a module that did not build the loss"
 
 # Loss functions also have a `forward`; they are poor suggestions for the module.

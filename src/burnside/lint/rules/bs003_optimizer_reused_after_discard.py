@@ -45,12 +45,15 @@ from __future__ import annotations
 from collections import defaultdict
 
 from burnside.lint.finding import Hit, Severity
+from burnside.lint.prefilter import method_call
 from burnside.lint.step_sites import StepSite, step_sites
 from burnside.lint.syntax import SourceUnit, parent_of
 
 ID = "BS003"
 NAME = "optimizer-reused-after-discarded-step"
 SEVERITY = Severity.WARNING
+#: a file holds one of these or this rule finds nothing in it (`burnside.lint.prefilter`)
+TOKENS = (method_call(b"step"),)
 TITLE = "optimizer is stepped again after a discarded step"
 
 # How many earlier discarded steps of the same optimizer a step is checked

@@ -53,6 +53,8 @@ from burnside.lint.syntax import SourceUnit
 ID = "BS004"
 NAME = "adam-default-epsilon"
 SEVERITY = Severity.INFO
+#: a file holds one of these or this rule finds nothing in it (`burnside.lint.prefilter`)
+TOKENS = (b"AdamConfig", b"AdamWConfig")
 TITLE = "Adam epsilon left at burn's default 1e-5 (PyTorch uses 1e-8)"
 
 _TYPES = frozenset({"AdamConfig", "AdamWConfig"})

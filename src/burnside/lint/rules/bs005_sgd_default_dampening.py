@@ -48,6 +48,8 @@ from burnside.lint.syntax import SourceUnit, parent_of, text
 ID = "BS005"
 NAME = "sgd-default-dampening"
 SEVERITY = Severity.INFO
+#: a file holds one of these or this rule finds nothing in it (`burnside.lint.prefilter`)
+TOKENS = (b"MomentumConfig", b"with_momentum")
 TITLE = "SGD momentum dampening left at burn's default 0.1 (PyTorch uses 0)"
 
 _HELP = "set it explicitly to match PyTorch: `.with_dampening(0.0)`"

@@ -42,6 +42,8 @@ from burnside.lint.syntax import SourceUnit
 ID = "BS006"
 NAME = "adamw-default-weight-decay"
 SEVERITY = Severity.INFO
+#: a file holds one of these or this rule finds nothing in it (`burnside.lint.prefilter`)
+TOKENS = (b"AdamWConfig",)
 TITLE = "AdamW weight decay left at burn's default 1e-4 (PyTorch uses 1e-2)"
 
 

@@ -60,6 +60,8 @@ from burnside.lint.syntax import SourceUnit, arguments_of, compact
 ID = "BS007"
 NAME = "per-tensor-clip-norm"
 SEVERITY = Severity.INFO
+#: a file holds one of these or this rule finds nothing in it (`burnside.lint.prefilter`)
+TOKENS = (b"GradientClipping",)
 TITLE = "gradient clipping by norm is per tensor in burn, over all gradients in PyTorch's clip_grad_norm_"
 
 # What marks a file as a port of PyTorch code; `libtorch` (burn's tch backend) is not a word match.

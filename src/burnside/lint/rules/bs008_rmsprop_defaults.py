@@ -51,6 +51,8 @@ from burnside.lint.syntax import SourceUnit
 ID = "BS008"
 NAME = "rmsprop-default-momentum-epsilon"
 SEVERITY = Severity.INFO
+#: a file holds one of these or this rule finds nothing in it (`burnside.lint.prefilter`)
+TOKENS = (b"RmsPropConfig",)
 TITLE = "RmsProp momentum and epsilon left at burn's defaults 0.9 and 1e-5 (PyTorch uses 0 and 1e-8)"
 
 _TYPES = frozenset({"RmsPropConfig"})

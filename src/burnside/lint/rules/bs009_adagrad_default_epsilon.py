@@ -44,6 +44,8 @@ from burnside.lint.syntax import SourceUnit
 ID = "BS009"
 NAME = "adagrad-default-epsilon"
 SEVERITY = Severity.INFO
+#: a file holds one of these or this rule finds nothing in it (`burnside.lint.prefilter`)
+TOKENS = (b"AdaGradConfig",)
 TITLE = "AdaGrad epsilon left at burn's default 1e-5 (PyTorch uses 1e-10)"
 
 

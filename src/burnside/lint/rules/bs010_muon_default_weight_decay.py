@@ -51,6 +51,8 @@ from burnside.lint.syntax import SourceUnit
 ID = "BS010"
 NAME = "muon-default-weight-decay"
 SEVERITY = Severity.INFO
+#: a file holds one of these or this rule finds nothing in it (`burnside.lint.prefilter`)
+TOKENS = (b"MuonConfig",)
 TITLE = "Muon weight decay left at burn's default none (PyTorch uses 0.1)"
 
 
