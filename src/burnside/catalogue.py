@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from burnside.burn_defaults import BURN_DEFAULTS
+from burnside.optimizers.burn import BURN_DEFAULTS
 from burnside.trace import parse_name
 
 

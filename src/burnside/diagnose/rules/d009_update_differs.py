@@ -20,7 +20,7 @@ set nothing; the other value of a flag, such as RMSprop's `centered`, whose stat
 lacks; a value a one-setting fit measured) whose replay reproduces every update. Those are named, all of
 them (`RmsPropConfig::new()` against PyTorch's RMSprop: momentum 0.9 and eps 1e-5; `AdamWConfig::new()`
 against GPT's AdamW: beta_2, eps and weight decay), with the burn config that builds the declared
-optimizer by hand (`burnside.burn_defaults.burn_config`). AdamW's per-step rate is fitted with its decoupled
+optimizer by hand (`burnside.optimizers.burn.burn_config`). AdamW's per-step rate is fitted with its decoupled
 decay, which the rate scales too.
 
 Each element is judged beyond its float32 rounding (half an ulp of the parameter before and after, and
@@ -54,11 +54,12 @@ from __future__ import annotations
 
 import math
 
-from burnside.burn_defaults import BURN_CONFIGS, burn_config, config_type, setting
+from burnside.optimizers.burn import BURN_CONFIGS, burn_config, config_type
 from burnside.compare import Comparison
-from burnside.compare.config import group_config, known_optimizer
+from burnside.optimizers.settings import group_config, known_optimizer
 from burnside.forensics import evidence_of
-from burnside.forensics.replay import decoupled
+from burnside.optimizers.replay import decoupled
+from burnside.optimizers.values import setting
 from burnside.diagnose.diagnosis import Diagnosis, listed, number
 from burnside.rule import Severity
 
@@ -226,7 +227,7 @@ def check(comparison: Comparison) -> list[Diagnosis]:
     """One diagnosis per side whose updates the declared optimizer does not reproduce."""
     found = []
     if not known_optimizer(comparison.a.optimizer) or not known_optimizer(comparison.b.optimizer):
-        return found  # an optimizer burnside does not know is compared as recorded (`compare.config.optimizer_notes`)
+        return found  # an optimizer burnside does not know is compared as recorded (`optimizer_notes`)
     evidence = evidence_of(comparison)
     sides = ((comparison.a, evidence.optimizer_a, evidence.optimizer_b, comparison.b),
              (comparison.b, evidence.optimizer_b, evidence.optimizer_a, comparison.a))

@@ -1,5 +1,6 @@
-"""The RMSprop replay: each step of one parameter replayed in float64 from its recorded tensors, and the rows
-its settings are fitted on (the same in PyTorch and burn-optim 0.22.1, docs/compare.md):
+"""RMSprop (`torch.optim.RMSprop`; burn's `RmsPropConfig`): its settings on both sides, and its replay: each step of
+one parameter replayed in float64 from its recorded tensors, and the rows its settings are fitted on (the same update
+in PyTorch and burn-optim 0.22.1, docs/compare.md):
 
 - `d = g + wd * before`; `square_avg_k = alpha * square_avg_{k-1} + (1 - alpha) * d²` (0 before step 0);
 - centered: `grad_avg_k = alpha * grad_avg_{k-1} + (1 - alpha) * d`, the variance `square_avg - grad_avg²`;
@@ -9,11 +10,12 @@ its settings are fitted on (the same in PyTorch and burn-optim 0.22.1, docs/comp
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from burnside.forensics.replay import (
+from burnside.optimizers.replay import (
     REPLAY_TOLERANCE,
     Rows,
     StepRates,
@@ -24,6 +26,7 @@ from burnside.forensics.replay import (
     number,
     sampled,
 )
+from burnside.optimizers.spec import Optimizer, Step
 from burnside.trace import Trace
 
 
@@ -125,4 +128,38 @@ def replay_rmsprop(trace: Trace, config: dict, k: int, p: str, before: np.ndarra
     return (f"params_after.{p}", residual) if residual > REPLAY_TOLERANCE else None
 
 
-__all__ = ["RmsPropFits", "replay_rmsprop"]
+def _replay(step: Step, fits: RmsPropFits) -> tuple[str, float] | None:
+    return replay_rmsprop(step.trace, step.config, step.k, step.param, step.before, step.after, step.coef * step.grad,
+                          step.lr, step.weight_decay, fits)
+
+
+def _torch_settings(group: Mapping) -> dict:
+    return {"name": "rmsprop", "lr": float(group["lr"]), "alpha": float(group["alpha"]), "eps": float(group["eps"]),
+            "weight_decay": float(group["weight_decay"]), "weight_decay_kind": "l2",
+            "momentum": float(group["momentum"]), "centered": bool(group["centered"])}
+
+
+
+OPTIMIZER = Optimizer(
+    name="rmsprop", torch_class="RMSprop", torch_settings=_torch_settings,
+    # torch.optim.RMSprop's step counter (burn's `RmsProp` counts no steps)
+    unused_slots=("step",),
+    compared=("alpha", "centered"), own_eps=True,
+    new_fits=RmsPropFits, replay=_replay, flags=("centered",),
+    burn_config="RmsPropConfig",
+    burn_new={"alpha": 0.99, "momentum": 0.9, "eps": 1e-5, "centered": False, "weight_decay": 0.0},
+    burn_setters={"alpha": ".with_alpha({})", "momentum": ".with_momentum({})", "eps": ".with_epsilon({})",
+                  "centered": ".with_centered({})",
+                  "weight_decay": ".with_weight_decay(Some(WeightDecayConfig::new({})))"},
+    burn_defaults=("rmsprop/burn-default-momentum", (("momentum", 0.9), ("eps", 1e-5))),
+    d005_fixes={
+        "momentum": ("build RMSprop with PyTorch's momentum: `OptimizerSpec::rmsprop(lr)` (momentum 0, eps 1e-8), "
+                     "`.with_momentum(m)` for another; a burn optimizer built by hand needs "
+                     "`RmsPropConfig::new().with_momentum(0.0)` explicitly (burn's default is 0.9)"),
+        "eps": ("give RMSprop PyTorch's epsilon: `OptimizerSpec::rmsprop(lr)` has it (1e-8); by hand, "
+                "`RmsPropConfig::new().with_epsilon(1e-8)` (burn's default is 1e-5)")},
+    a1_names=("rmsprop",), a1_settings=("lr", "alpha", "eps", "weight_decay", "momentum", "centered"))
+
+
+__all__ = ["OPTIMIZER", "RmsPropFits", "replay_rmsprop"]
+

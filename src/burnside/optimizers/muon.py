@@ -1,5 +1,6 @@
-"""The Muon replay: each step's momentum buffer of one parameter replayed in float64 from its recorded tensors
-(PyTorch's moving average, which the burn recorder records for burn's momentum sum, docs/compare.md):
+"""Muon (`torch.optim.Muon`; burn's `MuonConfig`): its settings on both sides, and its replay: each step's momentum
+buffer of one parameter replayed in float64 from its recorded tensors (PyTorch's moving average, which the burn
+recorder records for burn's momentum sum, docs/compare.md):
 `momentum_buffer_k = momentum * momentum_buffer_{k-1} + (1 - momentum) * g` (0 before step 0).
 
 The update itself is not replayed: PyTorch runs its Newton-Schulz iteration in bfloat16, and the iteration does not
@@ -10,11 +11,12 @@ fails). The buffer shows a momentum other than the declared one (burn's `Momentu
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from burnside.forensics.replay import (
+from burnside.optimizers.replay import (
     REPLAY_TOLERANCE,
     Rows,
     beyond_rounding,
@@ -24,6 +26,7 @@ from burnside.forensics.replay import (
     number,
     sampled,
 )
+from burnside.optimizers.spec import Optimizer, Step
 from burnside.trace import Trace
 
 
@@ -62,4 +65,34 @@ def replay_muon(trace: Trace, config: dict, k: int, p: str, grad: np.ndarray, fi
     return (f"optim.momentum_buffer.{p}", residual) if residual > REPLAY_TOLERANCE else None
 
 
-__all__ = ["MuonFits", "replay_muon"]
+def _replay(step: Step, fits: MuonFits) -> tuple[str, float] | None:
+    return replay_muon(step.trace, step.config, step.k, step.param, step.coef * step.grad, fits)
+
+
+def _torch_settings(group: Mapping) -> dict:
+    return {"name": "muon", "lr": float(group["lr"]), "weight_decay": float(group["weight_decay"]),
+            "weight_decay_kind": "decoupled", "momentum": float(group["momentum"]),
+            "nesterov": bool(group["nesterov"]), "ns_coefficients": [float(c) for c in group["ns_coefficients"]],
+            "eps": float(group["eps"]), "ns_steps": int(group["ns_steps"]),
+            "adjust_lr_fn": group["adjust_lr_fn"] or "original"}
+
+
+
+OPTIMIZER = Optimizer(
+    name="muon", torch_class="Muon", torch_settings=_torch_settings,
+    compared=("ns_coefficients", "ns_steps", "adjust_lr_fn"), own_eps=True,
+    new_fits=MuonFits, replay=_replay,
+    burn_defaults=("muon/burn-default", (("weight_decay", 0.0),)),
+    d005_fixes={
+        "weight_decay": ("give Muon PyTorch's weight decay: `OptimizerSpec::muon(lr)` has it (0.1); by hand, "
+                         "`MuonConfig::new().with_weight_decay(Some(WeightDecayConfig::new(0.1)))` (burn's "
+                         "default is none)"),
+        "adjust_lr_fn": ("give Muon PyTorch's lr adjustment: `OptimizerSpec::muon(lr).with_muon(..)` or "
+                         "`MuonConfig::with_adjust_lr_fn(AdjustLrFn::MatchRmsAdamW)` for \"match_rms_adamw\" "
+                         "(burn's \"original\" reads burn's [d_in, d_out] Linear weight, "
+                         "the transpose of PyTorch's)")},
+    a1_names=("muon",), a1_settings=("lr", "weight_decay", "momentum", "nesterov", "eps", "ns_steps"))
+
+
+__all__ = ["OPTIMIZER", "MuonFits", "replay_muon"]
+

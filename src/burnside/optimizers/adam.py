@@ -1,5 +1,6 @@
-"""The Adam/AdamW replay: each step of one parameter replayed in float64, the rows its settings are
-fitted on, and the gradient scale each step actually applied.
+"""Adam (`torch.optim.Adam`; burn's `AdamConfig`): its settings on both sides, and the replay it shares with AdamW
+(`burnside.optimizers.adamw`): each step of one parameter replayed in float64, the rows its settings are fitted on,
+and the gradient scale each step actually applied.
 
 `exp_avg_0 = (1 - beta_1) g`, `exp_avg_sq_0 = (1 - beta_2) g^2`, and at step 0
 `|m_hat / delta| = sqrt(v_hat) / lr + eps / lr` (a line in sqrt(v_hat)): lr and eps.
@@ -23,12 +24,12 @@ which it is.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from burnside.forensics.replay import (
+from burnside.optimizers.replay import (
     REPLAY_TOLERANCE,
     Rows,
     StepRates,
@@ -42,6 +43,7 @@ from burnside.forensics.replay import (
     number,
     sampled,
 )
+from burnside.optimizers.spec import Optimizer, Step
 from burnside.trace import Trace
 
 
@@ -254,3 +256,48 @@ def _amsgrad_evidence(fits: AdamFits, start: np.ndarray, after: np.ndarray, plai
     fits.amsgrad_err = max(fits.amsgrad_err,
                            float(np.max(np.abs(after[apart] - (start[apart] - with_max[apart])))) / scale)
     fits.plain_err = max(fits.plain_err, float(np.max(np.abs(after[apart] - (start[apart] - plain[apart])))) / scale)
+
+
+def replay(step: Step, fits: AdamFits) -> tuple[str, float] | None:
+    """Adam's or AdamW's replay of one step, and the gradient scale it applied (`scale_pairs`)."""
+    found = replay_adam(step.trace, step.config, step.name, step.k, step.param, step.before, step.after,
+                        step.coef * step.grad, step.lr, step.weight_decay, fits)
+    scale_pairs(step.trace, step.config, step.name, step.k, step.param, step.grad, fits)
+    return found
+
+
+def clipping(fits: AdamFits, measured: dict, lr_by_step: dict[int, float], steps: int, clip: float,
+             norm: Callable[[int], float], step_rate: Callable[[int], float]) -> None:
+    """The clipping the moments show (`AdamFits.clipping`): the scale explains the moments, and betas fitted to scaled
+    gradients would only restate it."""
+    clipped = fits.clipping(steps, clip, norm)
+    if clipped is not None:
+        measured.pop("beta_1", None)
+        measured.pop("beta_2", None)
+        measured["clip_grad_norm"] = clipped
+
+
+def torch_settings(group: Mapping, kind: str = "Adam") -> dict:
+    """The trace's settings of one group of a torch.optim Adam, or AdamW (``kind``)."""
+    return {"name": kind.lower(), "lr": float(group["lr"]), "betas": [float(b) for b in group["betas"]],
+            "eps": float(group["eps"]), "weight_decay": float(group["weight_decay"]),
+            "weight_decay_kind": "decoupled" if kind == "AdamW" or group.get("decoupled_weight_decay") else "l2",
+            "amsgrad": bool(group["amsgrad"])}
+
+
+#: burn's `AdamConfig::new()` (and `AdamWConfig::new()`, with its weight decay) apart from the weight decay
+BURN_ADAM = {"beta_1": 0.9, "beta_2": 0.999, "eps": 1e-5, "weight_decay": 0.0, "amsgrad": False}
+
+OPTIMIZER = Optimizer(
+    name="adam", torch_class="Adam", torch_settings=torch_settings,
+    new_fits=AdamFits, replay=replay, clipping=clipping, flags=("amsgrad",),
+    burn_config="AdamConfig", burn_new=BURN_ADAM,
+    burn_setters={"beta_1": ".with_beta_1({})", "beta_2": ".with_beta_2({})", "eps": ".with_epsilon({})",
+                  "amsgrad": ".with_amsgrad({})",
+                  "weight_decay": ".with_weight_decay(Some(WeightDecayConfig::new({})))"},
+    burn_defaults=("adam/burn-default", (("eps", 1e-5),)),
+    a1_names=("adam",))
+
+
+__all__ = ["BURN_ADAM", "OPTIMIZER", "AdamFits", "clipping", "replay", "replay_adam", "scale_pairs",
+           "torch_settings"]
