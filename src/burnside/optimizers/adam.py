@@ -285,6 +285,27 @@ def torch_settings(group: Mapping, kind: str = "Adam") -> dict:
             "amsgrad": bool(group["amsgrad"])}
 
 
+def d009_fix(key: str, declared: object, optimizer: str) -> str | None:
+    """D009's fix of Adam's or AdamW's (``optimizer``) AMSGrad or weight decay (its value and kind) where the updates
+    show another."""
+    if key == "amsgrad":
+        return (f"build {optimizer} with `amsgrad` as declared: `OptimizerSpec::{optimizer}(lr).with_amsgrad("
+                f"{str(declared).lower()})` and `spec.init()` (by hand, `{'AdamW' if optimizer == 'adamw' else 'Adam'}"
+                f"Config::new().with_amsgrad({str(declared).lower()})`)")
+    if key == "weight_decay" and isinstance(declared, tuple):
+        value, kind = declared
+        if kind == "decoupled":
+            return ("decay as `torch.optim.AdamW` does, decoupled: "
+                    f"`OptimizerSpec::adamw(lr).with_weight_decay({value:g})` "
+                    f"and `spec.init()` (by hand, `AdamWConfig::new().with_weight_decay({value:g})`: burn's default is "
+                    "1e-4, PyTorch's 0.01)")
+        return (f"decay as `torch.optim.Adam(weight_decay=)` does, L2 on the gradient: `OptimizerSpec::adam(lr)"
+                f".with_weight_decay({value:g})` and `spec.init()` (by hand, `AdamConfig::new().with_weight_decay("
+                f"Some(WeightDecayConfig::new({value:g})))`; burn's `AdamW` decouples it)" if value else
+                "build the optimizer without weight decay, as declared: `spec.init()` from the spec the trace records")
+    return None
+
+
 #: burn's `AdamConfig::new()` (and `AdamWConfig::new()`, with its weight decay) apart from the weight decay
 BURN_ADAM = {"beta_1": 0.9, "beta_2": 0.999, "eps": 1e-5, "weight_decay": 0.0, "amsgrad": False}
 
@@ -295,9 +316,9 @@ OPTIMIZER = Optimizer(
     burn_setters={"beta_1": ".with_beta_1({})", "beta_2": ".with_beta_2({})", "eps": ".with_epsilon({})",
                   "amsgrad": ".with_amsgrad({})",
                   "weight_decay": ".with_weight_decay(Some(WeightDecayConfig::new({})))"},
-    burn_defaults=("adam/burn-default", (("eps", 1e-5),)),
+    burn_defaults=("adam/burn-default", (("eps", 1e-5),)), d009_fix=d009_fix,
     a1_names=("adam",))
 
 
-__all__ = ["BURN_ADAM", "OPTIMIZER", "AdamFits", "clipping", "replay", "replay_adam", "scale_pairs",
+__all__ = ["BURN_ADAM", "OPTIMIZER", "AdamFits", "clipping", "d009_fix", "replay", "replay_adam", "scale_pairs",
            "torch_settings"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from burnside.optimizers.adam import BURN_ADAM, AdamFits, clipping, replay, torch_settings
+from burnside.optimizers.adam import BURN_ADAM, AdamFits, clipping, d009_fix, replay, torch_settings
 from burnside.optimizers.spec import Optimizer
 
 
@@ -20,7 +20,7 @@ OPTIMIZER = Optimizer(
     burn_config="AdamWConfig", burn_new={**BURN_ADAM, "weight_decay": 1e-4},
     burn_setters={"beta_1": ".with_beta_1({})", "beta_2": ".with_beta_2({})", "eps": ".with_epsilon({})",
                   "weight_decay": ".with_weight_decay({})", "amsgrad": ".with_amsgrad({})"},
-    burn_defaults=("adamw/burn-default", (("eps", 1e-5), ("weight_decay", 1e-4))),
+    burn_defaults=("adamw/burn-default", (("eps", 1e-5), ("weight_decay", 1e-4))), d009_fix=d009_fix,
     a1_names=("adamw",))
 
 

@@ -221,12 +221,22 @@ def _burn_code(config: dict) -> str:
     return "".join(parts)
 
 
+def _d009_fix(key: str, declared: object, name: str) -> str | None:
+    if key == "nesterov":
+        return ("build the momentum as declared: "
+                f"`OptimizerSpec::sgd(lr).with_momentum(m).with_nesterov({str(declared).lower()})` "
+                f"and `spec.init()`; a burn optimizer built by hand needs "
+                f"`MomentumConfig::new().with_momentum(m).with_dampening(0.0).with_nesterov({str(declared).lower()})`")
+    return None
+
+
 OPTIMIZER = Optimizer(
     name="sgd", torch_class="SGD", torch_settings=_torch_settings,
     new_fits=SgdFits, replay=_replay, clipping=_clipping, flags=("nesterov",),
     burn_config="MomentumConfig", burn_code=_burn_code,
     burn_new={"momentum": 0.9, "dampening": 0.1, "nesterov": False, "weight_decay": 0.0},
     burn_defaults=("sgd/burn-default", (("dampening", 0.1),)),  # MomentumConfig
+    d009_fix=_d009_fix,
     a1_names=("sgd", "momentum"))
 
 

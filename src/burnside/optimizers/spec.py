@@ -3,8 +3,8 @@
 
 Each field is read by one stage: the recorder (`torch_class`, `torch_settings`, `unused_slots`), the float64
 reference (`burn_variant`), the comparison of settings (`compared`, `own_eps`), the optimizer forensics (`new_fits`,
-`replay`, `reads_whole`, `measured`, `clipping`, `flags`), D005 (`d005_fixes`), D009 and the catalogue (the `burn_*`
-fields), and `burnside run a1` (`a1_names`, `a1_settings`).
+`replay`, `reads_whole`, `measured`, `clipping`, `flags`), D005 (`d005_fixes`), D009 (`d009_fix`) and the catalogue
+(the `burn_*` fields), and `burnside run a1` (`a1_names`, `a1_settings`).
 """
 
 from __future__ import annotations
@@ -98,6 +98,9 @@ class Optimizer:
     burn_defaults: tuple[str, tuple[tuple[str, float], ...]] | None = None
     #: D005's fix of a setting of this optimizer (on the burn side), where it is not the setting's own fix
     d005_fixes: Mapping[str, str] = field(default_factory=dict)
+    #: (a setting its updates contradict, its declared value, the optimizer's name) -> D009's fix of it, or None
+    #: where the fix is to build the optimizer from the declared spec
+    d009_fix: Callable[[str, Any, str], str | None] | None = None
     #: the names `burnside run a1 --optim` gives it (SGD also `momentum`)
     a1_names: tuple[str, ...] = ()
     #: the PyTorch settings `--optim NAME:key=value,...` may give it on A1 (read the same way by rust/a1)

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import math
 
+from burnside.optimizers import OPTIMIZERS
 from burnside.optimizers.burn import BURN_CONFIGS, burn_config, config_type
 from burnside.compare import Comparison
 from burnside.optimizers.settings import group_config, known_optimizer
@@ -193,28 +194,10 @@ def _said(key: str, declared) -> str:
 
 
 def _fix(key: str, declared, optimizer: str) -> str | None:
-    """The fix of one contradicted setting, where it is more than "build the optimizer from the spec"."""
-    if key == "nesterov":
-        return ("build the momentum as declared: "
-                f"`OptimizerSpec::sgd(lr).with_momentum(m).with_nesterov({str(declared).lower()})` "
-                f"and `spec.init()`; a burn optimizer built by hand needs "
-                f"`MomentumConfig::new().with_momentum(m).with_dampening(0.0).with_nesterov({str(declared).lower()})`")
-    if key == "amsgrad":
-        return (f"build {optimizer} with `amsgrad` as declared: `OptimizerSpec::{optimizer}(lr).with_amsgrad("
-                f"{str(declared).lower()})` and `spec.init()` (by hand, `{'AdamW' if optimizer == 'adamw' else 'Adam'}"
-                f"Config::new().with_amsgrad({str(declared).lower()})`)")
-    if key == "weight_decay" and isinstance(declared, tuple):
-        value, kind = declared
-        if kind == "decoupled":
-            return ("decay as `torch.optim.AdamW` does, decoupled: "
-                    f"`OptimizerSpec::adamw(lr).with_weight_decay({value:g})` "
-                    f"and `spec.init()` (by hand, `AdamWConfig::new().with_weight_decay({value:g})`: burn's default is "
-                    "1e-4, PyTorch's 0.01)")
-        return (f"decay as `torch.optim.Adam(weight_decay=)` does, L2 on the gradient: `OptimizerSpec::adam(lr)"
-                f".with_weight_decay({value:g})` and `spec.init()` (by hand, `AdamConfig::new().with_weight_decay("
-                f"Some(WeightDecayConfig::new({value:g})))`; burn's `AdamW` decouples it)" if value else
-                "build the optimizer without weight decay, as declared: `spec.init()` from the spec the trace records")
-    return None
+    """The fix of one contradicted setting, where it is more than "build the optimizer from the spec": the declared
+    optimizer's own (`Optimizer.d009_fix`)."""
+    spec = OPTIMIZERS.get(optimizer)
+    return spec.d009_fix(key, declared, optimizer) if spec is not None and spec.d009_fix is not None else None
 
 
 _CLIP_FIX = ("clip as the PyTorch loop does, all gradients by their joint norm (`clip_grad_norm_`), and declare it: "
