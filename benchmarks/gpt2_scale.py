@@ -163,7 +163,7 @@ def _inference_case(case: str, model, batches: list[dict], out: str) -> int:
         from burnside.torch import record_forward
         return record_forward(model, batches, out).stat().st_size
     if case == "reference":
-        from burnside.reference import record_forward_reference
+        from burnside.recording.reference import record_forward_reference
         return record_forward_reference(model, batches, out).stat().st_size
     raise SystemExit(f"unknown case {case}")
 
@@ -209,7 +209,7 @@ def run_python_case(case: str, out: str, cfg: dict) -> None:
                full_steps=cfg["full_steps"])
         written = Path(out).stat().st_size
     elif case == "reference":
-        from burnside.reference import record_reference, reference_files
+        from burnside.recording.reference import record_reference, reference_files
         files = reference_files(model, opt, out, variants=cfg["variants"])
         record_reference(model, opt, batches, out, steps=cfg["steps"], layer_inputs=True,
                          variants=cfg["variants"], full_steps=cfg["full_steps"])

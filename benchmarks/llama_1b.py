@@ -118,7 +118,7 @@ def _options(function, statistics: bool) -> dict:
 
 
 def stage_record(folder: Path, seed: int, prompt: int, steps: int, statistics: bool, reference: bool) -> None:
-    from burnside.reference import record_generate_reference
+    from burnside.recording.reference import record_generate_reference
     from burnside.torch import record_generate
 
     model = _load(folder)

@@ -67,7 +67,7 @@ _CASE = textwrap.dedent("""
         record(model, opt, batches, out, steps=steps, activations=True, full_steps=[0, -1], layer_statistics=True)
         written = out.stat().st_size
     else:
-        from burnside.reference import record_reference, reference_files
+        from burnside.recording.reference import record_reference, reference_files
         files = reference_files(model, opt, out)  # the trace and its burn-adam variant
         record_reference(model, opt, batches, out, steps=steps)
         written = sum(f.stat().st_size for f in files)

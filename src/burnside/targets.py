@@ -40,13 +40,13 @@ class Target:
 
 
 def _a1_torch(path: Path, *, steps: int, optim: str, progress: StepProgress | None = None) -> Path:
-    from burnside.a1_torch import record_torch
+    from burnside.examples.a1 import record_torch
 
     return record_torch(path, steps=steps, optim=optim, progress=progress)
 
 
 def _a1_reference(path: Path, *, steps: int, optim: str, progress: StepProgress | None = None) -> Path:
-    from burnside.a1_torch import record_reference
+    from burnside.examples.a1 import record_reference
 
     return record_reference(path, steps=steps, optim=optim, progress=progress)
 

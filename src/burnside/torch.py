@@ -20,9 +20,11 @@ no optimizer, no gradients), as a forward trace (docs/trace-format.md, "Forward 
     from burnside.torch import record_forward
     record_forward(model, [{"x": x0}, {"x": x1}], "torch.safetensors", reference="reference.safetensors")
 
-The loops themselves live in the private `burnside._torch_loop` and `burnside._torch_forward` (shared
-with `burnside.reference`); `record`, `record_forward` and `export_init` are this module's API, and the
-package root's (`burnside.record`, `burnside.record_forward`).
+The loops themselves live in the record stage's package, `burnside.recording` (`loop.py`, `forward.py`,
+`generate.py`, shared with its float64 reference, `reference.py`); `record`, `record_forward`, `record_generate`
+and `export_init` are this module's API, and the package root's (`burnside.record`, `burnside.record_forward`).
+This module stays at the package root, outside `burnside.recording`, because `burnside.torch` is the import path
+the README, the templates' record.py and the pytest plugin give users.
 """
 
 from __future__ import annotations
@@ -38,10 +40,11 @@ import torch
 from torch import nn
 
 from burnside import __version__
-from burnside._torch_forward import Forward, batch_list, forward_statistics, record_forward_trace
-from burnside._torch_loop import (
+from burnside.recording.forward import Forward, batch_list, forward_statistics, record_forward_trace
+from burnside.recording.loop import (
     LAYER_STATISTICS_ABOVE,
     Batch,
+    LoopSettings,
     check_full_steps,
     check_model,
     default_forward,
@@ -50,9 +53,9 @@ from burnside._torch_loop import (
     record_trace,
     tied_names,
 )
-from burnside._torch_optim import to_numpy
+from burnside.recording.optim_state import to_numpy
 from burnside.errors import BurnsideError
-from burnside.reference import record_forward_reference, record_reference, reference_files
+from burnside.recording.reference import record_forward_reference, record_loop_reference, reference_files
 from burnside.trace import write_trace
 from burnside.trace.init_batches import batch_tensors
 
@@ -216,13 +219,12 @@ def record(
     written; if the trace then fails, the model may be partly trained, as without ``reference``, and the
     reference files this call wrote are deleted, so no reference is left without its trace.
     """
-    loop = {"steps": steps, "loss_fn": loss_fn, "forward": forward, "target": target, "metadata": metadata,
-            "clip_grad_norm": clip_grad_norm, "dropout": dropout, "lr_schedule": lr_schedule,
-            "layer_inputs": layer_inputs, **({"accumulate": accumulate} if accumulate != 1 else {}),
-            **({"full_steps": full_steps} if full_steps is not None else {}),
-            **({"layer_statistics": layer_statistics} if layer_statistics is not None else {})}
+    settings = LoopSettings(steps=steps, loss_fn=loss_fn, forward=forward, target=target, metadata=metadata,
+                            activations=activations, layer_inputs=layer_inputs, clip_grad_norm=clip_grad_norm,
+                            dropout=dropout, lr_schedule=lr_schedule, accumulate=accumulate, full_steps=full_steps,
+                            layer_statistics=layer_statistics)
     if reference is None:
-        return record_trace(model, optimizer, batches, path, activations=activations, progress=progress, **loop)
+        return record_trace(model, optimizer, batches, path, settings, progress)
     files = reference_files(model, optimizer, reference, variants=reference_variants)
     clash = next((f for f in files if _same_file(f, path)), None)
     if clash is not None:
@@ -236,9 +238,9 @@ def record(
     layer_statistics_for(model, layer_statistics)
     before = {f: _stamp(f) for f in files}
     try:
-        record_reference(model, optimizer, batches, reference, variants=reference_variants,
-                         progress=_reference_progress(progress), **loop)
-        return record_trace(model, optimizer, batches, path, activations=activations, progress=progress, **loop)
+        record_loop_reference(model, optimizer, batches, reference, settings, variants=reference_variants,
+                              progress=_reference_progress(progress))
+        return record_trace(model, optimizer, batches, path, settings, progress)
     except BaseException:
         for f in files:
             if _stamp(f) != before[f]:  # written by this call
@@ -358,7 +360,7 @@ def record_generate(
     statistics (the load checked by hash), and the layers of every step in full unless ``full_steps`` names
     fewer (a decode step's layers are one token's), the logits always in full.
     """
-    from burnside._torch_generate import record_generate_trace
+    from burnside.recording.generate import record_generate_trace
 
     return record_generate_trace(model, prompt_ids, path, steps=steps, step=step, reference=reference,
                                  activations=activations, layer_inputs=layer_inputs,

@@ -26,7 +26,7 @@ def traces_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def a1_trace(programs, traces_dir):
     """``a1_trace(side, optim, steps, f32_inputs=False) -> Trace``, each recorded once."""
-    from burnside.a1_torch import record_torch
+    from burnside.examples.a1 import record_torch
     from burnside.burn.a1 import record_a1
 
     cache: dict[tuple, Trace] = {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from burnside.a1_torch import SEED_ADAM_LOSSES
+from burnside.examples.a1 import SEED_ADAM_LOSSES
 from burnside.compare import Tolerance, Tolerances, compare_traces
 from burnside.compare.comparison import is_optional
 

@@ -38,7 +38,7 @@ def test_check_of_a_missing_bin_is_one_line_exit_2(a1_trace, tmp_path):
 
 
 def test_check_of_a_float64_reference_as_the_torch_trace_is_one_line_exit_2(tmp_path):
-    from burnside.a1_torch import record_reference
+    from burnside.examples.a1 import record_reference
 
     reference = record_reference(tmp_path / "a1.reference.safetensors", steps=1, optim="sgd")
     proc = check(reference, tmp_path / "out", "--", "--steps", "1")

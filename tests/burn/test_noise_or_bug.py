@@ -24,7 +24,7 @@ def run_cli(*args: str, cwd) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def sides(programs, tmp_path_factory):
     """``sides(optim) -> (torch trace, reference path)`` for STEPS steps, recorded once per optimizer."""
-    from burnside.a1_torch import record_reference, record_torch
+    from burnside.examples.a1 import record_reference, record_torch
 
     root = tmp_path_factory.mktemp("noise")
     cache: dict[str, tuple[Path, Path]] = {}

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from burnside.a1_torch import record_reference, record_torch
+from burnside.examples.a1 import record_reference, record_torch
 from burnside.burn.a1 import record_a1
 from burnside.compare import Tolerance, Tolerances
 from burnside.diagnose import diagnose

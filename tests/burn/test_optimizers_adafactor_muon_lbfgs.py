@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from burnside.a1_torch import record_reference, record_torch
+from burnside.examples.a1 import record_reference, record_torch
 from burnside.burn.a1 import record_a1
 from burnside.compare import open_reference
 from burnside.diagnose import diagnose

@@ -75,7 +75,7 @@ def builds() -> dict[str, dict[str, Path]]:
 @pytest.fixture(scope="module")
 def init_file(tmp_path_factory) -> Path:
     """A1's starting point exported from PyTorch: the file `burnside check` hands a port."""
-    from burnside.a1_torch import a1_data, a1_model
+    from burnside.examples.a1 import a1_data, a1_model
     from burnside.torch import export_init
 
     x, y = a1_data()

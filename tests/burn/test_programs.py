@@ -38,7 +38,7 @@ def test_s8_clone_discard_leaves_the_loss_bit_identical_without_a_warning(progra
 
 
 def test_s12_clone_version_stuck_fixed_version_matches_pytorch(programs):
-    from burnside.a1_torch import torch_losses
+    from burnside.examples.a1 import torch_losses
 
     out = run(programs, "discard", "sgd")
     assert len(set(out["clone_bits"])) == 1
@@ -47,7 +47,7 @@ def test_s12_clone_version_stuck_fixed_version_matches_pytorch(programs):
 
 
 def test_s13_new_adam_equals_fresh_and_reused_adam_drifts(programs):
-    from burnside.a1_torch import torch_losses
+    from burnside.examples.a1 import torch_losses
 
     out = run(programs, "discard", "adam")
     assert out["c_bits"] == out["b_bits"]

@@ -11,7 +11,7 @@ from burnside.burn.locate import rust_workspace
 USER_TESTS = textwrap.dedent('''
     import pytest
 
-    from burnside.a1_torch import record_reference, record_torch
+    from burnside.examples.a1 import record_reference, record_torch
 
     CALLS = []
 

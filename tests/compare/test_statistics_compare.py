@@ -24,7 +24,7 @@ from burnside.compare import Tolerance, Tolerances, compare_traces
 from burnside.diagnose import diagnose
 from burnside.errors import TraceError
 from burnside.parity import compare_with_evidence
-from burnside.reference import record_reference
+from burnside.recording.reference import record_reference
 from burnside.report.html import html_report
 from burnside.report.json_report import comparison_json
 from burnside.report.table import render, statistics_lines

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from burnside.a1_torch import a1_arrays
+from burnside.examples.a1 import a1_arrays
 from burnside.trace import write_trace
 
 PARAMS = ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from burnside.a1_torch import a1_data, a1_model
+from burnside.examples.a1 import a1_data, a1_model
 from burnside.optimizers.adafactor import replay_adafactor
 from burnside.forensics.optimizer import measure_optimizer
-from burnside.reference import record_reference
+from burnside.recording.reference import record_reference
 from burnside.torch import record
 from burnside.trace import open_trace
 

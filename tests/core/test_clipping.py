@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 import torch
 
-from burnside._torch_optim import optimizer_config
-from burnside.a1_torch import a1_data, a1_model
+from burnside.recording.optim_state import optimizer_config
+from burnside.examples.a1 import a1_data, a1_model
 from burnside.compare import open_reference
 from burnside.parity import compare_with_evidence
 from burnside.forensics import measure_optimizer
 from burnside.diagnose import diagnose
 from burnside.errors import BurnsideError
-from burnside.reference import has_burn_adam_variant, record_reference
+from burnside.recording.reference import has_burn_adam_variant, record_reference
 from burnside.torch import record
 from burnside.trace import open_trace, write_trace
 

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from burnside.a1_torch import a1_arrays, a1_f32_arithmetic_inputs
+from burnside.examples.a1 import a1_arrays, a1_f32_arithmetic_inputs
 from burnside.compare import Tolerance, Tolerances, compare_traces, diff_arrays
 from burnside.compare.tensor_diff import CHUNK
 from burnside.errors import TraceError

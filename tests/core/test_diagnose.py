@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from burnside.a1_torch import a1_data, a1_f32_arithmetic_inputs, a1_model, record_torch
+from burnside.examples.a1 import a1_data, a1_f32_arithmetic_inputs, a1_model, record_torch
 from burnside.parity import compare_with_evidence
 from burnside.diagnose import diagnose
 from burnside.torch import record

@@ -11,7 +11,7 @@ import torch
 from burnside.parity import compare_with_evidence
 from burnside.diagnose import diagnose
 from burnside.errors import BurnsideError
-from burnside.reference import record_reference
+from burnside.recording.reference import record_reference
 from burnside.torch import record
 from burnside.trace import open_trace, write_trace
 

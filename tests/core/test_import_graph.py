@@ -275,7 +275,7 @@ def test_the_graph_sees_the_package() -> None:
     assert "burnside.templates.port.model" not in MODULES  # a user's file, copied by `burnside new`
     assert all(target in MODULES for m in MODULES.values() for target in m.imports)
     # `targets` imports the A1 recorders inside functions: still edges
-    assert {"burnside.a1_torch", "burnside.burn.a1"} <= set(MODULES["burnside.targets"].imports)
+    assert {"burnside.examples.a1", "burnside.burn.a1"} <= set(MODULES["burnside.targets"].imports)
     # imports by name: the examples `targets` runs, the commands the CLI imports on first use
     assert "burnside.examples.cnn" in MODULES["burnside.targets"].imports
     assert {"burnside.cli.lint", "burnside.cli.explain"} <= set(MODULES["burnside.cli.root"].imports)

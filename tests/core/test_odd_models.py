@@ -16,7 +16,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from burnside.errors import BurnsideError
-from burnside.reference import record_reference
+from burnside.recording.reference import record_reference
 from burnside.torch import export_init, record
 from burnside.trace import open_trace
 

@@ -12,7 +12,7 @@ import textwrap
 
 from rich.console import Console
 
-from burnside.a1_torch import record_reference, record_torch
+from burnside.examples.a1 import record_reference, record_torch
 from burnside.compare import compare_traces
 from burnside.progress import Progress
 from burnside.trace import open_trace
@@ -78,7 +78,7 @@ def test_nothing_is_printed_when_stderr_is_not_a_terminal(tmp_path):
         import sys
         from pathlib import Path
         from rich.console import Console
-        from burnside.a1_torch import record_torch
+        from burnside.examples.a1 import record_torch
         from burnside.compare import compare_traces
         from burnside.progress import Progress
         from burnside.trace import open_trace

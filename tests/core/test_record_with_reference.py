@@ -16,7 +16,7 @@ from torch import nn
 
 from burnside.compare import open_reference
 from burnside.errors import BurnsideError
-from burnside.reference import record_reference
+from burnside.recording.reference import record_reference
 from burnside.torch import record
 
 STEPS = 3

@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-from burnside.a1_torch import a1_data, a1_model, a1_optimizer, record_reference, record_torch
+from burnside.examples.a1 import a1_data, a1_model, a1_optimizer, record_reference, record_torch
 from burnside.compare import open_reference
 from burnside.parity import compare_with_evidence
 from burnside.compare.referee import verdict
 from burnside.compare.rounding import FLOOR_HALF_ULPS, NOISE_FACTOR
-from burnside.reference import _BurnAdam as BurnAdam
-from burnside.reference import record_reference as record_double
+from burnside.recording.reference import _BurnAdam as BurnAdam
+from burnside.recording.reference import record_reference as record_double
 from burnside.torch import record
 from burnside.trace import open_trace, write_trace
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from burnside.a1_torch import a1_data, a1_model
+from burnside.examples.a1 import a1_data, a1_model
 from burnside.compare import open_reference
-from burnside.reference import has_burn_adam_variant, record_reference
+from burnside.recording.reference import has_burn_adam_variant, record_reference
 from burnside.trace import open_trace
 
 

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from burnside.a1_torch import a1_data, a1_model
+from burnside.examples.a1 import a1_data, a1_model
 from burnside.compare import compare_traces
 from burnside.diagnose import diagnose
 from burnside.errors import BurnsideError, TraceError
 from burnside.parity import compare_with_evidence
-from burnside.reference import record_reference, variant_name
+from burnside.recording.reference import record_reference, variant_name
 from burnside.torch import record
 from burnside.trace import open_trace, write_trace
 

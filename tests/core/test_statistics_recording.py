@@ -12,7 +12,7 @@ from torch import nn
 
 from burnside.burn.port import init_from_trace
 from burnside.errors import BurnsideError
-from burnside.reference import record_reference
+from burnside.recording.reference import record_reference
 from burnside.torch import export_init, record
 from burnside.trace import Trace, open_trace, parse_name
 

@@ -64,7 +64,7 @@ def test_activations_can_be_turned_off_and_init_files_carry_buffers(tmp_path):
 
 
 def test_a_version_1_trace_without_the_new_stages_still_reads(tmp_path):
-    from burnside.a1_torch import record_torch
+    from burnside.examples.a1 import record_torch
 
     trace = open_trace(record_torch(tmp_path / "a1.safetensors", steps=1))
     assert "buffers" not in trace.metadata and trace.params == ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]

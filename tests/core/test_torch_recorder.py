@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from burnside.a1_torch import (
+from burnside.examples.a1 import (
     SEED_ADAM_LOSSES,
     SEED_FC2_BIAS_GRAD,
     SEED_SGD_LOSSES,
@@ -78,7 +78,7 @@ def test_adamw_is_recorded_as_decoupled(tmp_path):
 
 
 def test_export_init_holds_params_and_inputs_in_pytorch_layout(tmp_path):
-    from burnside.a1_torch import a1_data, a1_model
+    from burnside.examples.a1 import a1_data, a1_model
 
     x, y = a1_data()
     init = open_trace(export_init(a1_model(), {"x": x, "y": y}, tmp_path / "init.safetensors"), kind="init")
@@ -89,7 +89,7 @@ def test_export_init_holds_params_and_inputs_in_pytorch_layout(tmp_path):
 
 
 def test_export_init_writes_a_batch_per_step_only_where_the_batches_differ(tmp_path):
-    from burnside.a1_torch import a1_data, a1_model
+    from burnside.examples.a1 import a1_data, a1_model
 
     x, y = a1_data()
     batches = [{"x": x + k, "y": (y + k) % 3} for k in range(3)]
@@ -109,7 +109,7 @@ def test_export_init_writes_a_batch_per_step_only_where_the_batches_differ(tmp_p
 
 
 def test_export_init_refuses_batches_with_other_names(tmp_path):
-    from burnside.a1_torch import a1_data, a1_model
+    from burnside.examples.a1 import a1_data, a1_model
     from burnside.errors import BurnsideError
 
     x, y = a1_data()

@@ -191,7 +191,7 @@ def test_a_forward_port_holding_a_tied_head_as_its_own_copy_passes_and_one_left_
 
 
 def _sgd_run(path, lr, weight_decay=0.01, steps=4):
-    from burnside.a1_torch import a1_data, a1_model
+    from burnside.examples.a1 import a1_data, a1_model
 
     x, y = a1_data()
     model = a1_model()
@@ -282,7 +282,7 @@ def test_a_parameter_moved_only_by_weight_decay_replays_within_its_rounding(tmp_
 def test_an_optimizer_setting_the_recorded_steps_do_not_show_still_fails_the_verdict(tmp_path):
     """Momentum's dampening shows from the second step on: over one step the numbers agree, the declared
     optimizers do not, and the verdict says FAIL with D005 rather than OK beside a diagnosis."""
-    from burnside.a1_torch import a1_data, a1_model
+    from burnside.examples.a1 import a1_data, a1_model
 
     x, y = a1_data()
     model = a1_model()
@@ -302,7 +302,7 @@ def test_an_optimizer_setting_the_recorded_steps_do_not_show_still_fails_the_ver
 def test_optimizer_state_pairs_only_within_its_slot(tmp_path):
     """A port that records Adam's state under other slot names: `optim.step.X` is never paired with
     `optim.avg.X` and printed as the same name on both sides."""
-    from burnside.a1_torch import a1_data, a1_model
+    from burnside.examples.a1 import a1_data, a1_model
 
     x, y = a1_data()
     model = a1_model()

@@ -188,7 +188,7 @@ STEPS = 30
 @pytest.fixture(scope="module")
 def torch_trace(tmp_path_factory) -> Path:
     """A1's PyTorch trace of STEPS steps, and train-step built (a check without a limit)."""
-    from burnside.a1_torch import record_torch
+    from burnside.examples.a1 import record_torch
     from burnside.burn.locate import rust_workspace
 
     folder = tmp_path_factory.mktemp("full-disk-a1")

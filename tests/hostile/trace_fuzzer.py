@@ -1,7 +1,7 @@
 """A seeded mutation fuzzer for every file burnside reads: traces (both forms), init files, tolerance files.
 
 Seeds are real files: small traces written by `burnside.trace.write_trace`, one recorded by
-`burnside.a1_torch.record_torch` when torch is importable, an init file, tolerance files in TOML and
+`burnside.examples.a1.record_torch` when torch is importable, an init file, tolerance files in TOML and
 JSON. Each mutant goes through the whole path a command takes: `open_trace` -> `compare_with_evidence`
 (against the unmutated seed, both ways round) -> `diagnose`, then `convert_trace` to the other form
 and back. An outcome is one of
@@ -217,7 +217,7 @@ def make_seeds(workdir: Path, with_torch: bool = True) -> dict[str, list[Seed]]:
     sources.append(bf16)
     if with_torch:
         try:
-            from burnside.a1_torch import record_torch
+            from burnside.examples.a1 import record_torch
         except ImportError:
             pass
         else:

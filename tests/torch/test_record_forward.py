@@ -17,7 +17,7 @@ from torch import nn
 import burnside
 from burnside.compare import open_reference
 from burnside.errors import BurnsideError
-from burnside.reference import record_forward_reference
+from burnside.recording.reference import record_forward_reference
 from burnside.torch import record_forward
 from burnside.trace import open_trace
 

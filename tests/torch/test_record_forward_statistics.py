@@ -15,7 +15,7 @@ import pytest
 import torch
 from torch import nn
 
-import burnside._torch_loop as torch_loop
+import burnside.recording.loop as torch_loop
 from burnside.burn.port import init_from_trace
 from burnside.compare import compare_traces
 from burnside.compare.reference_file import open_reference

@@ -19,8 +19,8 @@ from burnside.diagnose import diagnose
 from burnside.errors import BurnsideError
 from burnside.parity import compare_with_evidence
 from burnside.report.table import generation_line
-from burnside._torch_generate import hf_step
-from burnside.reference import record_generate_reference
+from burnside.recording.generate import hf_step
+from burnside.recording.reference import record_generate_reference
 from burnside.torch import record_generate
 from burnside.trace import open_trace
 from tests.diagnose.forward_traces import as_burn

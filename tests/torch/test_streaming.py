@@ -22,7 +22,7 @@ from safetensors import safe_open
 from torch import nn
 
 from burnside.errors import BurnsideError, TraceError
-from burnside.reference import record_reference
+from burnside.recording.reference import record_reference
 from burnside.torch import record, record_forward
 from burnside.trace import open_trace, write_trace
 from burnside.trace.stream import BASE_RESERVE, TraceWriter

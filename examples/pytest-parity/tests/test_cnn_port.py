@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from burnside.examples.cnn import LR, model_and_batch
-from burnside.reference import record_reference
+from burnside.recording.reference import record_reference
 from burnside.torch import record
 
 #: The burn port's crate. In your project, your own crate; here the burnside repository's CNN

@@ -1,7 +1,7 @@
 //! The seed's A1 case: a two-layer MLP, its weights and its batch of four, written out
 //! value by value so the burn side starts from exactly the numbers the PyTorch side uses.
 //!
-//! Every value is computed in f64 and rounded to f32 once, as `burnside.a1_torch` does in Python;
+//! Every value is computed in f64 and rounded to f32 once, as `burnside.examples.a1` does in Python;
 //! [`Arithmetic::F32`] reproduces the tempting shortcut of computing in f32 (seed item S3).
 
 mod arithmetic;
@@ -39,12 +39,12 @@ pub const LBFGS_MAX_ITER: usize = 5;
 /// PyTorch's `SGD(momentum=0.9)`: dampening 0 and no Nesterov, which burn does not default to.
 pub const MOMENTUM: f64 = 0.9;
 
-/// A1's optimizers by name, with PyTorch's defaults (what `burnside.a1_torch.a1_optimizer` builds):
+/// A1's optimizers by name, with PyTorch's defaults (what `burnside.examples.a1.a1_optimizer` builds):
 /// `sgd`, `momentum`, `adam`, `adamw`, `rmsprop` (`torch.optim.RMSprop(params, lr=0.01)`: momentum 0,
 /// eps 1e-8), `adagrad` (`torch.optim.Adagrad(params, lr=0.01)`: eps 1e-10).
 ///
 /// RMSprop and Adagrad also take PyTorch's keyword settings as `NAME:key=value,...`
-/// (`rmsprop:momentum=0.9,centered=true`; `burnside.a1_torch.optimizer_settings` reads the same):
+/// (`rmsprop:momentum=0.9,centered=true`; `burnside.examples.a1.optimizer_settings` reads the same):
 /// RMSprop's `lr`, `alpha`, `eps`, `weight_decay`, `momentum`, `centered`; Adagrad's `lr`, `lr_decay`,
 /// `weight_decay`, `eps`, `initial_accumulator_value` (only 0: burn's `AdaGrad` has no other start).
 /// `adafactor` (lr 0.01: `lr`, `beta2_decay`, `d`, `weight_decay`), `muon` (lr 0.02, "match_rms_adamw",

@@ -1,6 +1,6 @@
 """A1's burn side: build `train-step` and record its trace (`burnside run a1`).
 
-The PyTorch side of A1, with the seed's numbers, is `burnside.a1_torch`.
+The PyTorch side of A1, with the seed's numbers, is `burnside.examples.a1`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from burnside.a1_torch import optimizer_settings
+from burnside.examples.a1 import optimizer_settings
 from burnside.burn.binary import run_binary
 from burnside.burn.cargo import build_workspace
 
@@ -41,7 +41,7 @@ BUG_OPTIMS = {
 def record_a1(out: Path, *, steps: int = 1, optim: str = "sgd", console: Console | None = None,
               f32_inputs: bool = False, init: Path | None = None, bug: str | None = None,
               progress: StepProgress | None = None) -> Path:
-    """Record ``steps`` steps of A1 on burn (one of OPTIMS, as `burnside.a1_torch.a1_optimizer`; RMSprop and Adagrad
+    """Record ``steps`` steps of A1 on burn (one of OPTIMS, as `burnside.examples.a1.a1_optimizer`; RMSprop and Adagrad
     also as ``NAME:key=value,...`` with PyTorch's settings) into ``out``.
 
     The model and batch are built in Rust (f64, rounded once); ``f32_inputs`` computes inputs

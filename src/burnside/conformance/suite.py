@@ -121,7 +121,7 @@ def record_torch(case: Case, directory: Path) -> tuple[Path, Path]:
 
 def record_hypothesis(case: Case, hypothesis: Hypothesis, path: Path) -> Path:
     """The case's float64 run with the hypothesis' change made to its layer."""
-    from burnside.reference import record_reference
+    from burnside.recording.reference import record_reference
 
     harness, batch = build(case)
     if hypothesis.change is not None:

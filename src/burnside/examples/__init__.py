@@ -1,8 +1,10 @@
-"""Worked examples beyond A1, each a PyTorch model recorded here and a burn port in rust/.
+"""Worked examples, each a PyTorch model recorded here and a burn port in rust/.
 
 Each module has ``record_torch(path, *, steps) -> Path`` (deterministic weights and data, CPU)
 and ``BURN_BIN``, the port's binary in the crate of the same name under rust/, which follows
-the `burnside check` contract (``BIN --init INIT -o OUT --steps N``).
+the `burnside check` contract (``BIN --init INIT -o OUT --steps N``). A1 (`a1.py`, the seed's MLP) is the
+exception: its ``record_torch`` also takes the optimizer, and its burn side is `burnside.burn.a1` (rust/a1
+builds its own start, bit-identical to the PyTorch side's), so it has no ``BURN_BIN``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ def record_example(name: str, model: Any, optimizer: Any, batches: Any, path: Pa
                    reference: bool, progress: Any = None, **loop: Any) -> Path:
     """Record example ``name``'s loop at ``path``: the float32 trace, or with ``reference`` its float64 referee
     from the same start; ``loop`` holds the loop's other arguments (``clip_grad_norm``, ``lr_schedule``)."""
-    from burnside.reference import record_reference
+    from burnside.recording.reference import record_reference
     from burnside.torch import record
 
     return (record_reference if reference else record)(model, optimizer, batches, path, steps=steps,
@@ -32,7 +34,7 @@ def record_pretrained(name: str, model: Any, checkpoint: Path, batches: Any, pat
 
     import torch
 
-    from burnside.reference import record_forward_reference
+    from burnside.recording.reference import record_forward_reference
     from burnside.torch import record_forward
 
     checkpoint.parent.mkdir(parents=True, exist_ok=True)

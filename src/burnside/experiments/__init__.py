@@ -76,7 +76,7 @@ def get_experiment(experiment_id: str) -> Experiment:
 
 def record_a1_pair(ctx: Context, stem: str, *, f32_inputs: bool = False, tolerances=None):
     """One SGD step of A1 on both sides, compared: the `record_and_compare` the S1-S3 pages run."""
-    from burnside.a1_torch import record_torch
+    from burnside.examples.a1 import record_torch
     from burnside.burn.a1 import record_a1
     from burnside.parity import record_and_compare
 

@@ -11,7 +11,7 @@ _PARAM_ID = re.compile(r"^[0-9a-z]{13}$")
 
 def run(ctx: Context) -> ExperimentResult:
     """GradientsParams keyed by ParamId; the step returns a new model with the same ids."""
-    from burnside.a1_torch import SEED_FC2_BIAS_GRAD
+    from burnside.examples.a1 import SEED_FC2_BIAS_GRAD
     from burnside.burn.programs import run_program
 
     moves = run_program("moves", console=ctx.console if ctx.progress else None)

@@ -12,7 +12,7 @@ def run(ctx: Context) -> ExperimentResult:
     import torch
     from torch import nn
 
-    from burnside.a1_torch import SGD_LR, a1_data, a1_model
+    from burnside.examples.a1 import SGD_LR, a1_data, a1_model
 
     out = ctx.console.print
     x, y = a1_data()

@@ -10,7 +10,7 @@ def run(ctx: Context) -> ExperimentResult:
     import torch
     from torch import nn
 
-    from burnside.a1_torch import SEED_SGD_LOSSES, SGD_LR, a1_data, a1_model
+    from burnside.examples.a1 import SEED_SGD_LOSSES, SGD_LR, a1_data, a1_model
 
     x, y = a1_data()
 

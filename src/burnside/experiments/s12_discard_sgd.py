@@ -9,7 +9,7 @@ TOL = 1.2e-7  # the page: "within 1.2e-7", one f32 ulp near 1
 
 def run(ctx: Context) -> ExperimentResult:
     """Three SGD steps through `&mut Mlp`: dropped (`optim.step(.., model.clone(), ..);`) and fixed."""
-    from burnside.a1_torch import torch_losses
+    from burnside.examples.a1 import torch_losses
     from burnside.burn.programs import run_program
 
     run = run_program("discard", ["sgd"], console=ctx.console if ctx.progress else None)

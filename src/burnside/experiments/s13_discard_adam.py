@@ -11,7 +11,7 @@ TOL = 1e-6
 
 def run(ctx: Context) -> ExperimentResult:
     """A: 3 dropped then fixed (same Adam); B: fresh; C: 3 dropped then a new Adam. C == B, A drifts."""
-    from burnside.a1_torch import torch_losses
+    from burnside.examples.a1 import torch_losses
     from burnside.burn.programs import run_program
     from burnside.compare import float_ulps
 

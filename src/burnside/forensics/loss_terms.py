@@ -1,7 +1,7 @@
 """Which part of a loss of several terms the port computes otherwise, from the terms PyTorch's recorder measured.
 
 A loss that is no single `torch.nn.functional` call (a VAE's BCE summed plus a KL term written by hand, divided by
-the batch) is recorded by the PyTorch side as terms (metadata `loss_terms`, `burnside._torch_loss.LossCall.terms`):
+the batch) is recorded by the PyTorch side as terms (metadata `loss_terms`, `burnside.recording.loss.LossCall.terms`):
 each call's function, settings, value at every step and weight in the loss (the loss's derivative by it). What the
 calls do not compute is the rest, `loss - sum(weight * value)`: the hand-written part.
 

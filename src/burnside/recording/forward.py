@@ -4,7 +4,7 @@
 gradients, and writes a forward trace (metadata `kind = forward`, docs/trace-format.md): each
 batch's inputs, the model's parameters and buffers once (as loaded), every submodule's first tensor
 input (`layer_inputs`) and output (`activations`), and the model's outputs, named. A module of its
-own so that `burnside.torch` and `burnside.reference` (which re-runs it in float64) both import it
+own so that `burnside.torch` and `burnside.recording.reference` (which re-runs it in float64) both import it
 and not each other. Users call `burnside.torch.record_forward`; nothing here is public.
 """
 
@@ -19,10 +19,10 @@ import torch
 from torch import nn
 
 from burnside import __version__
-from burnside._torch_loop import (_STATISTICS_RESERVE, LAYER_STATISTICS_ABOVE, Batch, ModuleHooks, _dropout_off,
+from burnside.recording.loop import (_STATISTICS_RESERVE, LAYER_STATISTICS_ABOVE, Batch, ModuleHooks, _dropout_off,
                                   active_dropouts, check_full_steps, check_model, layer_statistics_for,
                                   nonpersistent_buffers, output_tensors, tied_names)
-from burnside._torch_optim import host_array
+from burnside.recording.optim_state import host_array
 from burnside.errors import BurnsideError
 from burnside.trace import parse_name, tensor_name
 from burnside.trace.dtypes import dtype_of
@@ -172,14 +172,7 @@ def record_forward_trace(
     run = forward if forward is not None else default_forward
     n = len(per_batch)
     full = forward_statistics(model, statistics, full_steps, n)
-    modules = [name for name, _ in model.named_modules() if name]
-    expected = len(named) + len(list(model.named_buffers())) + n * (len(per_batch[0]) + 2 * len(modules) + 4)
-    names_text = sum(len(name) + 4 for name, _ in named) + sum(len(name) + 24 for name in modules)
-    reserve = 0 if full is None else _STATISTICS_RESERVE * (len(named) + (n - len(full)) * 2 * len(modules))
-    writer = open_writer(path, expected_tensors=expected,
-                         metadata_estimate=4 * names_text + len(str(dict(metadata or {}))) + reserve, forward=True)
-    if full is not None:
-        writer = ForwardStatisticsWriter(writer, full)
+    writer = _forward_writer(model, per_batch, path, named, full, metadata)
     with writer:
         for name, p in named:
             writer.add(tensor_name(0, "params_before", name), host_array(p))
@@ -201,20 +194,7 @@ def record_forward_trace(
         try:
             with torch.no_grad():
                 for k, batch in enumerate(per_batch):
-                    for name, t in batch.items():
-                        writer.add(tensor_name(k, "inputs", name), host_array(t))
-                    if hooks is None:
-                        output = run(model, batch)
-                    else:
-                        def sink(stage: str, key: str, tensor: torch.Tensor, k: int = k) -> None:
-                            writer.add(tensor_name(k, stage, key), host_array(tensor))
-
-                        with hooks.recording(sink):
-                            output = run(model, batch)
-                    for name, t in output_tensors(output, forward, k).items():
-                        writer.add(tensor_name(k, "outputs", name), host_array(t))
-                        if name not in output_names:
-                            output_names.append(name)
+                    _record_pass(writer, model, run, forward, hooks, k, batch, output_names)
                     if progress is not None:
                         progress(k + 1, n)
         finally:
@@ -228,36 +208,79 @@ def record_forward_trace(
                 for name, b in model.named_buffers():
                     if name in untouched:
                         b.copy_(untouched[name])
-        # the model's dtype and device: its first float parameter's (an integer parameter's dtype is not the model's)
-        first = next((p for _, p in named if p.is_floating_point()), named[0][1])
-        meta: dict[str, object] = {
-            "kind": "forward",
-            "framework": "pytorch",
-            "framework_version": torch.__version__,
-            "device": str(first.device),
-            "dtype": str(first.dtype).removeprefix("torch."),
-            "steps": n,
-            "params": [name for name, _ in named],
-            "mode": mode,
-            "outputs": output_names,
-            "recorder": f"burnside {__version__}",
-        }
-        buffers = [name for name, _ in model.named_buffers()]
-        if buffers:
-            meta["buffers"] = buffers
-        if nonpersistent_buffers(model):
-            meta["buffers_nonpersistent"] = nonpersistent_buffers(model)
-        if active:
-            meta["dropout"] = "off"
-        tied = tied_names(model)
-        if tied:
-            meta["tied"] = tied
-        if hooks is not None:
-            hooks.describe(meta)
-        if full is not None:
-            meta |= {"full_steps": full, "layer_statistics": False, "params_statistics": True}
+        meta = _forward_metadata(model, named, n, mode, output_names, active, hooks, full)
         meta.update(metadata or {})
         return writer.finish(meta)
+
+
+def _forward_writer(model: nn.Module, per_batch: list[Batch], path: str | Path, named: list[tuple[str, nn.Parameter]],
+                    full: list[int] | None, metadata: Mapping[str, object] | None):
+    """The streamed writer of a forward trace, sized for its tensors and metadata (statistics with ``full``)."""
+    n = len(per_batch)
+    modules = [name for name, _ in model.named_modules() if name]
+    expected = len(named) + len(list(model.named_buffers())) + n * (len(per_batch[0]) + 2 * len(modules) + 4)
+    names_text = sum(len(name) + 4 for name, _ in named) + sum(len(name) + 24 for name in modules)
+    reserve = 0 if full is None else _STATISTICS_RESERVE * (len(named) + (n - len(full)) * 2 * len(modules))
+    writer = open_writer(path, expected_tensors=expected,
+                         metadata_estimate=4 * names_text + len(str(dict(metadata or {}))) + reserve, forward=True)
+    if full is not None:
+        writer = ForwardStatisticsWriter(writer, full)
+    return writer
+
+
+def _record_pass(writer, model: nn.Module, run: Forward, forward: Forward | None, hooks: ModuleHooks | None, k: int,
+                 batch: Batch, output_names: list[str]) -> None:
+    """Forward pass ``k``: its inputs, the hooked layers' inputs and outputs, and its outputs (their names added to
+    ``output_names`` in the order first seen)."""
+    for name, t in batch.items():
+        writer.add(tensor_name(k, "inputs", name), host_array(t))
+    if hooks is None:
+        output = run(model, batch)
+    else:
+        def sink(stage: str, key: str, tensor: torch.Tensor, k: int = k) -> None:
+            writer.add(tensor_name(k, stage, key), host_array(tensor))
+
+        with hooks.recording(sink):
+            output = run(model, batch)
+    for name, t in output_tensors(output, forward, k).items():
+        writer.add(tensor_name(k, "outputs", name), host_array(t))
+        if name not in output_names:
+            output_names.append(name)
+
+
+def _forward_metadata(model: nn.Module, named: list[tuple[str, nn.Parameter]], n: int, mode: str,
+                      output_names: list[str], active: list[str], hooks: ModuleHooks | None,
+                      full: list[int] | None) -> dict[str, object]:
+    """A forward trace's metadata (docs/trace-format.md), before the caller's own."""
+    # the model's dtype and device: its first float parameter's (an integer parameter's dtype is not the model's)
+    first = next((p for _, p in named if p.is_floating_point()), named[0][1])
+    meta: dict[str, object] = {
+        "kind": "forward",
+        "framework": "pytorch",
+        "framework_version": torch.__version__,
+        "device": str(first.device),
+        "dtype": str(first.dtype).removeprefix("torch."),
+        "steps": n,
+        "params": [name for name, _ in named],
+        "mode": mode,
+        "outputs": output_names,
+        "recorder": f"burnside {__version__}",
+    }
+    buffers = [name for name, _ in model.named_buffers()]
+    if buffers:
+        meta["buffers"] = buffers
+    if nonpersistent_buffers(model):
+        meta["buffers_nonpersistent"] = nonpersistent_buffers(model)
+    if active:
+        meta["dropout"] = "off"
+    tied = tied_names(model)
+    if tied:
+        meta["tied"] = tied
+    if hooks is not None:
+        hooks.describe(meta)
+    if full is not None:
+        meta |= {"full_steps": full, "layer_statistics": False, "params_statistics": True}
+    return meta
 
 
 __all__ = ["ForwardStatisticsWriter", "batch_list", "check_forward_model", "default_forward", "forward_statistics",

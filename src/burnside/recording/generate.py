@@ -115,7 +115,7 @@ def generation_full_steps(model: nn.Module, statistics: bool | None, full_steps:
     """The steps whose layers a generation trace records in full: as given, else every step where statistics are
     on (a decode step's layers are one token's, the parameters are what is large: a slip at a decode step is then
     judged at its layer, not from statistics), else None (`record_forward`'s rule)."""
-    from burnside._torch_loop import LAYER_STATISTICS_ABOVE
+    from burnside.recording.loop import LAYER_STATISTICS_ABOVE
 
     if full_steps is not None or statistics is False:
         return full_steps

@@ -211,7 +211,7 @@ def record_torch(path, *, steps: int = 1, optim: str = "sgd", progress=None):
 
 def record_reference(path, *, steps: int = 1, optim: str = "sgd", progress=None):
     """Record A1's float64 reference (and its f32-constants variant, for Adam) at ``path``."""
-    from burnside.reference import record_reference as record_double
+    from burnside.recording.reference import record_reference as record_double
 
     model = a1_model()
     x, y = a1_data()

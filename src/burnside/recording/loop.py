@@ -2,8 +2,8 @@
 
 `record_trace` trains a model and writes every tensor of every step to a trace; the dropout
 switches live here too, since both recorders need them (the optimizer's description and state:
-`burnside._torch_optim`). A module of its own so that `burnside.torch` (which records the
-reference first when asked) and `burnside.reference` (which re-runs this loop in float64) both
+`burnside.recording.optim_state`). A module of its own so that `burnside.torch` (which records the
+reference first when asked) and `burnside.recording.reference` (which re-runs this loop in float64) both
 import it and not each other. Users call `burnside.torch.record`; nothing here is public (`__all__`
 lists what the two recorders import).
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,8 +21,8 @@ import torch
 from torch import nn
 
 from burnside import __version__
-from burnside._torch_loss import LossCall, merge_terms
-from burnside._torch_optim import host_array, optimizer_config, optimizer_state, step_optimizer
+from burnside.recording.loss import LossCall, merge_terms
+from burnside.recording.optim_state import host_array, optimizer_config, optimizer_state, step_optimizer
 from burnside.errors import BurnsideError
 from burnside.trace import tensor_name
 from burnside.trace.dtypes import dtype_of
@@ -543,29 +544,158 @@ def default_forward(model: nn.Module, batch: Batch) -> torch.Tensor:
     return model(batch["x"])
 
 
-def record_trace(
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    batches: Batch | Sequence[Batch],
-    path: str | Path,
-    *,
-    steps: int | None = None,
-    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | Callable[[torch.Tensor, Batch], torch.Tensor]
-    = nn.functional.cross_entropy,
-    forward: Callable[[nn.Module, Batch], torch.Tensor] = default_forward,
-    target: str | None = "y",
-    metadata: Mapping[str, object] | None = None,
-    activations: bool = True,
-    layer_inputs: bool = True,
-    clip_grad_norm: float | None = None,
-    dropout: bool = False,
-    lr_schedule: Callable[[torch.optim.Optimizer], object] | None = None,
-    progress: StepProgress | None = None,
-    accumulate: int = 1,
-    full_steps: Sequence[int] | None = None,
-    layer_statistics: bool | None = None,
-) -> Path:
-    """Train ``steps`` steps and write every tensor of every step to a trace at ``path``.
+@dataclass(frozen=True)
+class LoopSettings:
+    """How a recorded training loop runs, besides its model, optimizer, batches and file: the keyword arguments
+    of `burnside.torch.record` and `burnside.reference.record_reference` that reach the loop (their docstrings say
+    what each means), built once by those functions and handed whole to `record_trace`."""
+
+    steps: int | None = None
+    loss_fn: Callable = nn.functional.cross_entropy
+    forward: Callable = default_forward
+    target: str | None = "y"
+    metadata: Mapping[str, object] | None = None
+    activations: bool = True
+    layer_inputs: bool = True
+    clip_grad_norm: float | None = None
+    dropout: bool = False
+    lr_schedule: Callable[[torch.optim.Optimizer], object] | None = None
+    accumulate: int = 1
+    full_steps: Sequence[int] | None = None
+    layer_statistics: bool | None = None
+
+
+def _statistics_asked(model: nn.Module, settings: LoopSettings, steps: int) -> tuple[list[int] | None, bool]:
+    """The loop's full steps and whether its layers are statistics, checked, and its clipping checked."""
+    full = check_full_steps(settings.full_steps, steps)
+    layer = layer_statistics_for(model, settings.layer_statistics)
+    clip = settings.clip_grad_norm
+    if clip is not None and not clip > 0:
+        raise BurnsideError(f"clip_grad_norm must be a positive number, got {clip!r}")
+    return full, layer
+
+
+class _Run:
+    """What both loops (`record_trace`, `_record_accumulating`) set up before their first step, after their own
+    checks: the schedule made on the optimizer, the optimizer's description, the module hooks (with ``hooks``),
+    dropout off, the buffers as they were; and what they gather step by step for the metadata.
+
+    ``lr_reason`` ends the refusal of an ``lr_schedule`` that is no factory (the plain loop's names the float64
+    reference, the accumulating loop's does not)."""
+
+    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, settings: LoopSettings, *, hooks: bool,
+                 lr_reason: str) -> None:
+        lr_schedule = settings.lr_schedule
+        if lr_schedule is not None and not callable(lr_schedule):
+            raise BurnsideError(f"lr_schedule takes a factory of the scheduler, e.g. `lr_schedule=lambda opt: "
+                                f"LambdaLR(opt, ...)`, not a {type(lr_schedule).__name__} made on the optimizer"
+                                + lr_reason)
+        check_model(model)
+        self.model = model
+        self.named = list(model.named_parameters())
+        self.names_by_param = {id(p): name for name, p in self.named}
+        self.grads_len: list[int] = []
+        self.scheduler = lr_schedule(optimizer) if lr_schedule is not None else None
+        if self.scheduler is not None and not callable(getattr(self.scheduler, "step", None)):
+            raise BurnsideError(f"lr_schedule(optimizer) gave a {type(self.scheduler).__name__}, not a scheduler "
+                                "(no step()): give a factory such as `lambda opt: LambdaLR(opt, ...)`")
+        self.config = optimizer_config(optimizer, self.names_by_param)  # before training: a schedule moves the lr
+        base_lrs = getattr(self.scheduler, "base_lrs", None)
+        if base_lrs:
+            self.config["lr"] = float(base_lrs[0])  # the optimizer's own lr, which the schedule scales
+        self.lrs: list[float] = []
+        self.hooks = ModuleHooks(model, activations=settings.activations, layer_inputs=settings.layer_inputs) \
+            if hooks and (settings.activations or settings.layer_inputs) else None
+        self.active = active_dropouts(model)
+        self.restore = [] if settings.dropout else _dropout_off(model)
+        # the buffers as they were, put back if step 0 is refused (its forward pass updated BatchNorm's statistics)
+        self.untouched = {name: b.detach().clone() for name, b in model.named_buffers()}
+
+    def refuse(self, message: str, k: int) -> BurnsideError:
+        if k == 0:  # a later step's refusal leaves the model as the steps before it trained it
+            with torch.no_grad():
+                for name, b in self.model.named_buffers():
+                    if name in self.untouched:
+                        b.copy_(self.untouched[name])
+        return BurnsideError(message)
+
+    def record_start(self, writer, k: int) -> None:
+        """Step ``k``'s `params_before`: step 0's recorded, a later step's the previous step's `params_after`."""
+        for name, p in self.named:
+            if k == 0:
+                writer.add(tensor_name(k, "params_before", name), host_array(p))
+            else:  # bit-identical to the previous step's params_after: nothing ran in between
+                writer.alias(tensor_name(k, "params_before", name), tensor_name(k - 1, "params_after", name),
+                             lambda p=p: host_array(p))
+
+    def step(self, writer, k: int, optimizer: torch.optim.Optimizer, clip_grad_norm: float | None,
+             step: Callable[[], object]) -> None:
+        """After step ``k``'s backward pass: the gradients counted, then `_step_and_record`."""
+        self.grads_len.append(sum(p.grad is not None for _, p in self.named))
+        _step_and_record(writer, k, self.model, self.named, self.names_by_param, optimizer, self.scheduler,
+                         clip_grad_norm, self.lrs, step)
+
+    def end(self) -> None:
+        """The hooks removed and dropout put back as it was, however the loop ended."""
+        if self.hooks is not None:
+            self.hooks.remove()
+        for undo in self.restore:
+            undo()
+
+
+class _LossSeen:
+    """What the plain loop learns of its loss and outputs over the steps, for the metadata."""
+
+    def __init__(self) -> None:
+        #: the loss call found inside the loss (`burnside.recording.loss`), the same one every step it is recorded
+        self.loss_call: dict | None = None
+        #: the names of the outputs a forward pass returning several records (`outputs.{name}`)
+        self.output_names: list[str] = []
+        #: the loss functions inside a loss that is no single one of them, each step's value and weight
+        #: (`LossCall.terms`)
+        self.loss_terms: list[dict] | None = None
+
+    def record(self, writer, k: int, batch: Batch, target: str | None, logits: torch.Tensor,
+               outputs: dict[str, torch.Tensor], loss: torch.Tensor, watch: LossCall) -> None:
+        """Step ``k``'s outputs' names, and its loss call's inputs (`loss_inputs.*`) or the loss's terms."""
+        self.output_names = self.output_names or list(outputs)
+        call = watch.found(loss)
+        if call is None:
+            names = {id(logits): "logits", **{id(t): f"outputs.{key}" for key, t in outputs.items()
+                                              if t is not logits},
+                     **{id(t): f"inputs.{key}" for key, t in batch.items() if isinstance(t, torch.Tensor)}}
+            self.loss_terms = merge_terms(self.loss_terms, watch.terms(loss, names), k)
+        else:
+            self.loss_terms = None
+        if call is not None and self.loss_call is None:
+            self.loss_call = call[0]
+        if call is not None and call[0] == self.loss_call:
+            for key, t in call[1].items():
+                name = tensor_name(k, "loss_inputs", key)
+                if t is logits:
+                    writer.alias(name, tensor_name(k, "logits"), lambda t=t: host_array(t))
+                elif target is not None and t is batch.get(target):
+                    writer.alias(name, tensor_name(k, "inputs", target), lambda t=t: host_array(t))
+                else:
+                    writer.add(name, host_array(t))
+
+    def describe(self, meta: dict) -> None:
+        if self.loss_call is not None:
+            meta.setdefault("loss_call", self.loss_call)
+        if self.output_names:
+            meta.setdefault("outputs", self.output_names)
+        if self.loss_terms:
+            meta.setdefault("loss_terms", self.loss_terms)
+
+
+def _told(progress: StepProgress | None, done: int, total: int) -> None:
+    if progress is not None:
+        progress(done, total)
+
+
+def record_trace(model: nn.Module, optimizer: torch.optim.Optimizer, batches: Batch | Sequence[Batch],
+                 path: str | Path, settings: LoopSettings, progress: StepProgress | None = None) -> Path:
+    """Train ``settings.steps`` steps and write every tensor of every step to a trace at ``path``.
 
     `burnside.torch.record` without its ``reference``: the arguments are documented there. A `.safetensors`
     trace is streamed (`burnside.trace.stream.TraceWriter`): each tensor is written as it is recorded, and
@@ -574,210 +704,113 @@ def record_trace(
     complete; an error or an interrupt leaves no file there (and a previous one as it was).
     """
     per_step = [batches] if isinstance(batches, Mapping) else list(batches)
+    accumulate = settings.accumulate
     if type(accumulate) is not int or accumulate < 1:
         raise BurnsideError(f"accumulate must be a positive integer (the micro-batches of one optimizer step), "
                             f"got {accumulate!r}")
     if accumulate > 1:
-        return _record_accumulating(model, optimizer, per_step, path, steps=steps, loss_fn=loss_fn, forward=forward,
-                                    target=target, metadata=metadata, clip_grad_norm=clip_grad_norm,
-                                    dropout=dropout, lr_schedule=lr_schedule, progress=progress,
-                                    accumulate=accumulate, full_steps=full_steps, layer_statistics=layer_statistics)
-    steps = steps if steps is not None else len(per_step)
+        return _record_accumulating(model, optimizer, per_step, path, settings, progress)
+    steps = settings.steps if settings.steps is not None else len(per_step)
     if steps < 1:
         raise BurnsideError("record needs at least one step")
-    full = check_full_steps(full_steps, steps)
-    layer = layer_statistics_for(model, layer_statistics)
-    if clip_grad_norm is not None and not clip_grad_norm > 0:
-        raise BurnsideError(f"clip_grad_norm must be a positive number, got {clip_grad_norm!r}")
+    full, layer = _statistics_asked(model, settings, steps)
     if len(per_step) not in (1, steps):
         raise BurnsideError(f"got {len(per_step)} batches for {steps} steps; give one batch or one per step")
-    if lr_schedule is not None and not callable(lr_schedule):
-        raise BurnsideError(f"lr_schedule takes a factory of the scheduler, e.g. `lr_schedule=lambda opt: "
-                            f"LambdaLR(opt, ...)`, not a {type(lr_schedule).__name__} made on the optimizer: the "
-                            "float64 reference makes its own scheduler on its own optimizer")
-    check_model(model)
-    named = list(model.named_parameters())
-    names_by_param = {id(p): name for name, p in named}
-    grads_len: list[int] = []
-
-    scheduler = lr_schedule(optimizer) if lr_schedule is not None else None
-    if scheduler is not None and not callable(getattr(scheduler, "step", None)):
-        raise BurnsideError(f"lr_schedule(optimizer) gave a {type(scheduler).__name__}, not a scheduler (no step()): "
-                            "give a factory such as `lambda opt: LambdaLR(opt, ...)`")
-    config = optimizer_config(optimizer, names_by_param)  # before training: a schedule moves the group's lr
-    base_lrs = getattr(scheduler, "base_lrs", None)
-    if base_lrs:
-        config["lr"] = float(base_lrs[0])  # the optimizer's own lr, which the schedule scales
-    lrs: list[float] = []
-    hooks = ModuleHooks(model, activations=activations, layer_inputs=layer_inputs) \
-        if activations or layer_inputs else None
-    active = active_dropouts(model)
-    restore = [] if dropout else _dropout_off(model)
-    # the buffers as they were, put back if step 0 is refused (its forward pass updated BatchNorm's statistics)
-    untouched = {name: b.detach().clone() for name, b in model.named_buffers()}
-
-    def refuse(message: str, k: int) -> BurnsideError:
-        if k == 0:  # a later step's refusal leaves the model as the steps before it trained it
-            with torch.no_grad():
-                for name, b in model.named_buffers():
-                    if name in untouched:
-                        b.copy_(untouched[name])
-        return BurnsideError(message)
-
-    modules = sum(1 for name, _ in model.named_modules() if name) if hooks is not None else 0
-    per_step_tensors = (len(per_step[0]) + 6 * len(named) + len(untouched) + 2 * modules + 6)
-    names_text = sum(len(name) + 4 for name, _ in named) + sum(len(name) + 24 for name, _ in model.named_modules())
+    run = _Run(model, optimizer, settings, hooks=True,
+               lr_reason=": the float64 reference makes its own scheduler on its own optimizer")
+    modules = sum(1 for name, _ in model.named_modules() if name) if run.hooks is not None else 0
+    per_step_tensors = (len(per_step[0]) + 6 * len(run.named) + len(run.untouched) + 2 * modules + 6)
+    names_text = (sum(len(name) + 4 for name, _ in run.named)
+                  + sum(len(name) + 24 for name, _ in model.named_modules()))
     writer = StatisticsWriter(
         open_writer(path, expected_tensors=steps * per_step_tensors + 1,
-                    metadata_estimate=4 * names_text + 32 * steps + len(str(dict(metadata or {})))
+                    metadata_estimate=4 * names_text + 32 * steps + len(str(dict(settings.metadata or {})))
                     + statistics_reserve(per_step_tensors, steps, full, layer, 2 * modules)),
         full, layer)
-    #: the loss call found inside the loss (`burnside._torch_loss`), the same one every step it is recorded
-    loss_call: dict | None = None
-    #: the names of the outputs a forward pass returning several records (`outputs.{name}`)
-    output_names: list[str] = []
-    #: the loss functions inside a loss that is no single one of them, each step's value and weight (`LossCall.terms`)
-    loss_terms: list[dict] | None = None
+    seen = _LossSeen()
+    forward, loss_fn, target = settings.forward, settings.loss_fn, settings.target
     with writer:
-        if progress is not None:
-            progress(0, steps)
+        _told(progress, 0, steps)
         try:
             for k in range(steps):
                 batch = per_step[k % len(per_step)]
-                for name, t in batch.items():
-                    writer.add(tensor_name(k, "inputs", name), host_array(t))
-                for name, p in named:
-                    if k == 0:
-                        writer.add(tensor_name(k, "params_before", name), host_array(p))
-                    else:  # bit-identical to the previous step's params_after: nothing ran in between
-                        writer.alias(tensor_name(k, "params_before", name), tensor_name(k - 1, "params_after", name),
-                                     lambda p=p: host_array(p))
-                if hooks is None:
-                    output = forward(model, batch)
-                else:
-                    def sink(stage: str, key: str, tensor: torch.Tensor, k: int = k) -> None:
-                        writer.add(tensor_name(k, stage, key), host_array(tensor))
-
-                    with hooks.recording(sink):
-                        output = forward(model, batch)
-                logits, outputs = _training_outputs(output, forward, loss_fn, k, refuse)
-                with LossCall() as watch:
-                    loss = _loss(loss_fn, output, batch, target, k, refuse)
-                wrong = _not_scalar(loss, loss_fn)
-                if wrong is not None:
-                    raise refuse(wrong, k)
-                writer.add(tensor_name(k, "logits"), host_array(logits))
-                for key, t in outputs.items():
-                    if t is logits:
-                        writer.alias(tensor_name(k, "outputs", key), tensor_name(k, "logits"),
-                                     lambda t=t: host_array(t))
-                    else:
-                        writer.add(tensor_name(k, "outputs", key), host_array(t))
-                output_names = output_names or list(outputs)
-                call = watch.found(loss)
-                if call is None:
-                    names = {id(logits): "logits", **{id(t): f"outputs.{key}" for key, t in outputs.items()
-                                                      if t is not logits},
-                             **{id(t): f"inputs.{key}" for key, t in batch.items() if isinstance(t, torch.Tensor)}}
-                    loss_terms = merge_terms(loss_terms, watch.terms(loss, names), k)
-                else:
-                    loss_terms = None
-                if call is not None and loss_call is None:
-                    loss_call = call[0]
-                if call is not None and call[0] == loss_call:
-                    for key, t in call[1].items():
-                        name = tensor_name(k, "loss_inputs", key)
-                        if t is logits:
-                            writer.alias(name, tensor_name(k, "logits"), lambda t=t: host_array(t))
-                        elif target is not None and t is batch.get(target):
-                            writer.alias(name, tensor_name(k, "inputs", target), lambda t=t: host_array(t))
-                        else:
-                            writer.add(name, host_array(t))
-                writer.add(tensor_name(k, "loss"), host_array(loss).reshape(()))
+                loss = _record_forward_and_loss(writer, run, settings, seen, k, batch)
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                grads_len.append(sum(p.grad is not None for _, p in named))
-                _step_and_record(writer, k, model, named, names_by_param, optimizer, scheduler, clip_grad_norm, lrs,
-                                 lambda: step_optimizer(optimizer, _closure(model, optimizer, forward, loss_fn, batch,
-                                                                            target, k, refuse)))
-                if progress is not None:
-                    progress(k + 1, steps)
+                run.step(writer, k, optimizer, settings.clip_grad_norm,
+                         lambda: step_optimizer(optimizer, _closure(model, optimizer, forward, loss_fn, batch,
+                                                                    target, k, run.refuse)))
+                _told(progress, k + 1, steps)
             with torch.no_grad():
                 last = per_step[(steps - 1) % len(per_step)]
-                loss_after = _loss(loss_fn, forward(model, last), last, target, steps, refuse)
+                loss_after = _loss(loss_fn, forward(model, last), last, target, steps, run.refuse)
                 writer.add(tensor_name(steps - 1, "loss_after"), host_array(loss_after).reshape(()))
         finally:
-            if hooks is not None:
-                hooks.remove()
-            for undo in restore:
-                undo()
-        meta = _metadata(model, named, steps, config, clip_grad_norm, scheduler, lrs, grads_len, loss_fn, target,
-                         active, dropout, hooks, metadata, writer)
-        if loss_call is not None:
-            meta.setdefault("loss_call", loss_call)
-        if output_names:
-            meta.setdefault("outputs", output_names)
-        if loss_terms:
-            meta.setdefault("loss_terms", loss_terms)
+            run.end()
+        meta = _metadata(run, steps, settings, run.hooks, settings.metadata, writer)
+        seen.describe(meta)
         return writer.finish(meta)
 
 
+def _record_forward_and_loss(writer, run: _Run, settings: LoopSettings, seen: _LossSeen, k: int,
+                             batch: Batch) -> torch.Tensor:
+    """Step ``k`` of the plain loop up to its loss, recorded: the inputs, the parameters before, the forward pass
+    (the hooked layers' inputs and outputs), the logits and outputs, the loss call's inputs and the loss."""
+    model, forward, loss_fn, target = run.model, settings.forward, settings.loss_fn, settings.target
+    for name, t in batch.items():
+        writer.add(tensor_name(k, "inputs", name), host_array(t))
+    run.record_start(writer, k)
+    if run.hooks is None:
+        output = forward(model, batch)
+    else:
+        def sink(stage: str, key: str, tensor: torch.Tensor, k: int = k) -> None:
+            writer.add(tensor_name(k, stage, key), host_array(tensor))
+
+        with run.hooks.recording(sink):
+            output = forward(model, batch)
+    logits, outputs = _training_outputs(output, forward, loss_fn, k, run.refuse)
+    with LossCall() as watch:
+        loss = _loss(loss_fn, output, batch, target, k, run.refuse)
+    wrong = _not_scalar(loss, loss_fn)
+    if wrong is not None:
+        raise run.refuse(wrong, k)
+    writer.add(tensor_name(k, "logits"), host_array(logits))
+    for key, t in outputs.items():
+        if t is logits:
+            writer.alias(tensor_name(k, "outputs", key), tensor_name(k, "logits"), lambda t=t: host_array(t))
+        else:
+            writer.add(tensor_name(k, "outputs", key), host_array(t))
+    seen.record(writer, k, batch, target, logits, outputs, loss, watch)
+    writer.add(tensor_name(k, "loss"), host_array(loss).reshape(()))
+    return loss
+
+
 def _record_accumulating(model: nn.Module, optimizer: torch.optim.Optimizer, per_step: list[Batch], path: str | Path,
-                         *, steps: int | None, loss_fn: Callable, forward: Callable, target: str | None,
-                         metadata: Mapping[str, object] | None, clip_grad_norm: float | None, dropout: bool,
-                         lr_schedule: Callable | None, progress: StepProgress | None, accumulate: int,
-                         full_steps: Sequence[int] | None = None, layer_statistics: bool | None = None) -> Path:
-    """`record_trace` of a loop that accumulates gradients over ``accumulate`` micro-batches per optimizer step:
-    `zero_grad`, then `loss_fn(...).backward()` on each micro-batch's loss as ``loss_fn`` returns it (a loop that
-    divides each loss by M does so in its ``loss_fn``), then one (clipped) optimizer step on the summed `.grad`.
+                         settings: LoopSettings, progress: StepProgress | None) -> Path:
+    """`record_trace` of a loop that accumulates gradients over ``settings.accumulate`` micro-batches per
+    optimizer step: `zero_grad`, then `loss_fn(...).backward()` on each micro-batch's loss as ``loss_fn`` returns it
+    (a loop that divides each loss by M does so in its ``loss_fn``), then one (clipped) optimizer step on the
+    summed `.grad`.
 
     Each micro-batch j of step k is recorded as `step{k}.micro_inputs.{j}.{name}`, `step{k}.micro_logits.{j}` and
     `step{k}.micro_loss.{j}`; `step{k}.loss` is the micro-batches' losses summed in order in the loss's dtype (the
     loss whose gradient `step{k}.grads.*` is: what the optimizer steps on), `loss_after` the same sum of the
     trained model on the last step's micro-batches. Activations, layer inputs and the loss call are not recorded
     (one forward pass per step has them; here there are M); metadata `accumulate` is M."""
-    m = accumulate
+    m = settings.accumulate
     if isinstance(optimizer, torch.optim.LBFGS):
         raise BurnsideError("accumulate with torch.optim.LBFGS: its step re-evaluates the loss on one batch through "
                             "a closure, which is no accumulation; record L-BFGS without accumulate")
-    steps = steps if steps is not None else (len(per_step) // m if len(per_step) > 1 else 1)
+    steps = settings.steps if settings.steps is not None else (len(per_step) // m if len(per_step) > 1 else 1)
     if steps < 1:
         raise BurnsideError("record needs at least one step")
     if len(per_step) not in (1, steps * m):
         raise BurnsideError(f"got {len(per_step)} batches for {steps} steps of {m} micro-batches: give one batch "
                             f"(every micro-batch's) or one per micro-batch ({steps * m}: step k's micro-batch j is "
                             f"batches[k * {m} + j])")
-    full = check_full_steps(full_steps, steps)
-    layer = layer_statistics_for(model, layer_statistics)
-    if clip_grad_norm is not None and not clip_grad_norm > 0:
-        raise BurnsideError(f"clip_grad_norm must be a positive number, got {clip_grad_norm!r}")
-    if lr_schedule is not None and not callable(lr_schedule):
-        raise BurnsideError(f"lr_schedule takes a factory of the scheduler, e.g. `lr_schedule=lambda opt: "
-                            f"LambdaLR(opt, ...)`, not a {type(lr_schedule).__name__} made on the optimizer")
-    check_model(model)
-    named = list(model.named_parameters())
-    names_by_param = {id(p): name for name, p in named}
-    grads_len: list[int] = []
-    scheduler = lr_schedule(optimizer) if lr_schedule is not None else None
-    if scheduler is not None and not callable(getattr(scheduler, "step", None)):
-        raise BurnsideError(f"lr_schedule(optimizer) gave a {type(scheduler).__name__}, not a scheduler (no step()): "
-                            "give a factory such as `lambda opt: LambdaLR(opt, ...)`")
-    config = optimizer_config(optimizer, names_by_param)
-    base_lrs = getattr(scheduler, "base_lrs", None)
-    if base_lrs:
-        config["lr"] = float(base_lrs[0])
-    lrs: list[float] = []
-    active = active_dropouts(model)
-    restore = [] if dropout else _dropout_off(model)
-    untouched = {name: b.detach().clone() for name, b in model.named_buffers()}
-
-    def refuse(message: str, k: int) -> BurnsideError:
-        if k == 0:
-            with torch.no_grad():
-                for name, b in model.named_buffers():
-                    if name in untouched:
-                        b.copy_(untouched[name])
-        return BurnsideError(message)
+    full, layer = _statistics_asked(model, settings, steps)
+    run = _Run(model, optimizer, settings, hooks=False, lr_reason="")
+    forward, loss_fn, target = settings.forward, settings.loss_fn, settings.target
 
     def batch_of(k: int, j: int) -> Batch:
         return per_step[(k * m + j) % len(per_step)]
@@ -785,31 +818,26 @@ def _record_accumulating(model: nn.Module, optimizer: torch.optim.Optimizer, per
     def micro_loss(k: int, j: int, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         logits = forward(model, batch)
         if not isinstance(logits, torch.Tensor):
-            raise refuse(_not_logits(logits, forward), k)
-        loss = _loss(loss_fn, logits, batch, target, k, refuse)
+            raise run.refuse(_not_logits(logits, forward), k)
+        loss = _loss(loss_fn, logits, batch, target, k, run.refuse)
         wrong = _not_scalar(loss, loss_fn)
         if wrong is not None:
-            raise refuse(wrong, k)
+            raise run.refuse(wrong, k)
         return logits, loss
 
     per_micro = len(per_step[0]) + 2
-    per_step_tensors = m * per_micro + 5 * len(named) + len(untouched) + 2
+    per_step_tensors = m * per_micro + 5 * len(run.named) + len(run.untouched) + 2
     writer = StatisticsWriter(
         open_writer(path, expected_tensors=steps * per_step_tensors + 1,
-                    metadata_estimate=4 * sum(len(n) + 4 for n, _ in named) + 32 * steps
-                    + len(str(dict(metadata or {}))) + statistics_reserve(per_step_tensors, steps, full, False, 0)),
+                    metadata_estimate=4 * sum(len(n) + 4 for n, _ in run.named) + 32 * steps
+                    + len(str(dict(settings.metadata or {})))
+                    + statistics_reserve(per_step_tensors, steps, full, False, 0)),
         full, layer)
     with writer:
-        if progress is not None:
-            progress(0, steps)
+        _told(progress, 0, steps)
         try:
             for k in range(steps):
-                for name, p in named:
-                    if k == 0:
-                        writer.add(tensor_name(k, "params_before", name), host_array(p))
-                    else:
-                        writer.alias(tensor_name(k, "params_before", name), tensor_name(k - 1, "params_after", name),
-                                     lambda p=p: host_array(p))
+                run.record_start(writer, k)
                 optimizer.zero_grad(set_to_none=True)
                 total = None
                 for j in range(m):
@@ -822,11 +850,8 @@ def _record_accumulating(model: nn.Module, optimizer: torch.optim.Optimizer, per
                     loss.backward()  # into .grad, summed with the micro-batches before
                     total = loss.detach().reshape(()) if total is None else total + loss.detach().reshape(())
                 writer.add(tensor_name(k, "loss"), host_array(total))
-                grads_len.append(sum(p.grad is not None for _, p in named))
-                _step_and_record(writer, k, model, named, names_by_param, optimizer, scheduler, clip_grad_norm, lrs,
-                                 optimizer.step)
-                if progress is not None:
-                    progress(k + 1, steps)
+                run.step(writer, k, optimizer, settings.clip_grad_norm, optimizer.step)
+                _told(progress, k + 1, steps)
             with torch.no_grad():
                 total = None
                 for j in range(m):
@@ -834,20 +859,17 @@ def _record_accumulating(model: nn.Module, optimizer: torch.optim.Optimizer, per
                     total = loss.reshape(()) if total is None else total + loss.reshape(())
                 writer.add(tensor_name(steps - 1, "loss_after"), host_array(total))
         finally:
-            for undo in restore:
-                undo()
-        meta = _metadata(model, named, steps, config, clip_grad_norm, scheduler, lrs, grads_len, loss_fn, target,
-                         active, dropout, None, None, writer)
+            run.end()
+        meta = _metadata(run, steps, settings, None, None, writer)
         meta["accumulate"] = m
-        meta.update(metadata or {})
+        meta.update(settings.metadata or {})
         return writer.finish(meta)
 
 
-def _metadata(model: nn.Module, named: list[tuple[str, nn.Parameter]], steps: int, config: dict,
-              clip_grad_norm: float | None, scheduler: object, lrs: list[float], grads_len: list[int],
-              loss_fn: Callable, target: str | None, active: list[str], dropout: bool, hooks: ModuleHooks | None,
+def _metadata(run: _Run, steps: int, settings: LoopSettings, hooks: ModuleHooks | None,
               metadata: Mapping[str, object] | None, writer: StatisticsWriter | None = None) -> dict:
     """A training trace's metadata (docs/trace-format.md), the caller's ``metadata`` last."""
+    model, named, clip_grad_norm = run.model, run.named, settings.clip_grad_norm
     # the model's dtype and device: its first float parameter's (an integer parameter's dtype is not the model's)
     first = next((p for _, p in named if p.is_floating_point()), named[0][1])
     meta = {
@@ -856,17 +878,17 @@ def _metadata(model: nn.Module, named: list[tuple[str, nn.Parameter]], steps: in
         "device": str(first.device),
         "dtype": str(first.dtype).removeprefix("torch."),
         "steps": steps,
-        "optimizer": {**config,
+        "optimizer": {**run.config,
                       **({"clip_grad_norm": float(clip_grad_norm)} if clip_grad_norm is not None else {}),
-                      **({"lr_per_step": lrs} if scheduler is not None else {})},
+                      **({"lr_per_step": run.lrs} if run.scheduler is not None else {})},
         "params": [name for name, _ in named],
-        "grads_len": grads_len,
-        "loss_fn": loss_name(loss_fn),
-        **({"target": target} if target is not None else {"loss_input": "batch"}),
+        "grads_len": run.grads_len,
+        "loss_fn": loss_name(settings.loss_fn),
+        **({"target": settings.target} if settings.target is not None else {"loss_input": "batch"}),
         "recorder": f"burnside {__version__}",
     }
-    if active:
-        meta["dropout"] = f"on: {', '.join(active)}" if dropout else "off"
+    if run.active:
+        meta["dropout"] = f"on: {', '.join(run.active)}" if settings.dropout else "off"
     tied = tied_names(model)
     if tied:
         meta["tied"] = tied
@@ -887,4 +909,4 @@ def _metadata(model: nn.Module, named: list[tuple[str, nn.Parameter]], steps: in
 __all__ = ["LAYER_STATISTICS_ABOVE", "StatisticsWriter", "check_full_steps", "layer_statistics_for", "loop_steps",
            "Batch", "ModuleHooks", "active_dropouts", "check_model", "default_forward", "loss_name",
            "nonpersistent_buffers",
-           "host_array", "record_trace", "tied_names"]
+           "host_array", "LoopSettings", "record_trace", "tied_names"]

@@ -1,0 +1,819 @@
+"""The float64 arbiter: the PyTorch side re-run in float64 from the same start and batches.
+
+A float32 run of either framework differs from exact arithmetic by its rounding; the float64
+run is close to exact arithmetic (2^-53 against 2^-24), so each side's distance to it measures
+that side's own error. `burnside compare --reference` judges the two sides by those distances
+(docs/compare.md). The float64 copy keeps the constants the float32 loop reads from its dtype
+(`Float32Constants`: an RMSNorm's `eps=None`, `torch.finfo(x.dtype)` in the model's code), so it computes
+the loop's own arithmetic in float64 and not another model's with a smaller epsilon.
+
+burn's Adam and AdamW form their scalar constants in float32 (`1 - beta_2`, `1 - beta_2^t`)
+where PyTorch uses double, and burn's BatchNorm updates `running_var` with the biased batch
+variance where PyTorch uses the unbiased one. For such a loop a second float64 run with burn's
+arithmetic is recorded next to the reference (a *variant*, named in the reference's metadata),
+so the comparison can tell the framework's own arithmetic from a port's mistake.
+
+A forward trace (`burnside.torch.record_forward`) has its reference too, `record_forward_reference`:
+the same forward passes by a float64 copy of the model. It has no variant: with no optimizer step
+and no running statistics carried into an output, burn's known arithmetic differences never meet it.
+"""
+
+from __future__ import annotations
+
+import copy
+import gc
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from torch import nn
+
+from burnside.errors import BurnsideError
+from burnside.recording.forward import (Forward, batch_list, check_forward_model, forward_statistics,
+                                        record_forward_trace)
+from burnside.recording.loop import (
+    active_dropouts,
+    check_full_steps,
+    check_model,
+    layer_statistics_for,
+    LoopSettings,
+    default_forward,
+    loop_steps,
+    record_trace,
+)
+from burnside.recording.optim_state import optimizer_kind, same_step
+from torch.overrides import TorchFunctionMode
+
+if TYPE_CHECKING:
+    from burnside.progress import StepProgress
+
+Batch = Mapping[str, torch.Tensor]
+
+#: The variant that forms Adam's and AdamW's scalar constants as burn-optim 0.22 does.
+BURN_ADAM = "burn-adam"
+#: The variant that forms RMSprop's `1 - alpha` and holds its settings in float32 as burn-optim 0.22.1 does.
+BURN_RMSPROP = "burn-rmsprop"
+#: The variant that runs Muon's Newton-Schulz iteration in the parameters' dtype with f32 settings,
+#: as burn-optim 0.22.1.
+BURN_MUON = "burn-muon"
+#: The variant whose BatchNorm updates running_var with the biased batch variance, as burn-nn 0.22.1 does.
+BURN_BATCHNORM = "burn-batchnorm"
+
+
+class _BiasedRunningVar:
+    """Hooks that make every training-mode BatchNorm of a module update `running_var` as burn does.
+
+    PyTorch updates it with the unbiased batch variance (divided by n - 1), burn 0.22.1 with the
+    biased one (divided by n), n the elements per channel; `running_mean` is the same in both.
+    After each forward pass the update PyTorch made is replaced by burn's, from the same input.
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        self.handles = []
+        for module in model.modules():
+            if (isinstance(module, nn.modules.batchnorm._BatchNorm) and module.track_running_stats
+                    and module.momentum is not None):
+                self.handles.append(module.register_forward_pre_hook(self._before))
+                self.handles.append(module.register_forward_hook(self._after))
+        self._previous: dict[int, torch.Tensor] = {}
+
+    def _before(self, module: nn.Module, inputs: tuple) -> None:
+        if module.training:
+            self._previous[id(module)] = module.running_var.detach().clone()
+
+    @torch.no_grad()
+    def _after(self, module: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
+        previous = self._previous.pop(id(module), None)
+        if previous is None:
+            return
+        x = inputs[0]
+        dims = [d for d in range(x.dim()) if d != 1]
+        biased = x.var(dim=dims, unbiased=False)
+        # a new tensor, not an in-place update: autograd saved the old one for the backward pass
+        module.running_var = previous * (1 - module.momentum) + biased * module.momentum
+
+
+#: `torch.finfo` itself, kept while `Float32Constants` answers for it.
+_FINFO = torch.finfo
+#: The float32 epsilon a float32 run's `eps=None` norms use (`torch.finfo(torch.float32).eps`, 2^-23).
+F32_EPS = float(_FINFO(torch.float32).eps)
+#: The dtypes a float64 re-run holds, each with the one the float32 run held in its place.
+_NARROWED = {torch.float64: torch.float32, torch.complex128: torch.complex64}
+#: Calls whose default tolerance is read from the dtype inside PyTorch's C++ code, out of reach of a pin:
+#: a float64 re-run that makes one with its default tolerance computes with float64's (named as unpinned).
+_DTYPE_TOLERANCES = {"linalg_pinv": "rtol", "linalg_matrix_rank": "rtol", "linalg_lstsq": "rcond"}
+#: The float32 dtypes a model's own code may ask for, each with what the float64 re-run makes in its place.
+_WIDENED = {torch.float32: torch.float64, torch.complex64: torch.complex128}
+
+
+#: Where torch's and burnside's own sources are (burnside's: the package, the folder above this one's).
+_TORCH, _BURNSIDE = str(Path(torch.__file__).resolve().parent), str(Path(__file__).resolve().parents[1])
+
+
+def _caller() -> str | None:
+    """`file.py:line` of the code that made the torch call (the first frame outside torch): the model's or the
+    loss's own; None when it is burnside's (the recorder's own tensors are left as they are)."""
+    frame = sys._getframe(2)
+    while frame is not None and str(Path(frame.f_code.co_filename).resolve()).startswith(_TORCH):
+        frame = frame.f_back
+    if frame is None or str(Path(frame.f_code.co_filename).resolve()).startswith(_BURNSIDE):
+        return None
+    return f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}"
+
+
+class Float32Constants(TorchFunctionMode):
+    """While entered, a float64 re-run of a float32 model takes the float32 run's dtype-dependent constants.
+
+    A float64 copy of a model computes the float32 loop's arithmetic in float64 only if every constant the
+    loop reads from its dtype keeps its float32 value. PyTorch reads three kinds:
+
+    - a module built with ``eps=None`` (`nn.RMSNorm`, the only `torch.nn` module with that default):
+      `torch.finfo(input.dtype).eps`, 1.19e-7 in float32, 2.2e-16 in float64. Pinned on the copy at
+      construction: its ``eps`` is set to float32's.
+    - `F.rms_norm` / `torch.rms_norm` called with ``eps=None`` in the model's own code: given float32's
+      epsilon when its input is float64 (this mode sees every torch call).
+    - `torch.finfo(t.dtype)` in the model's or the loss's code (a clamp, an epsilon, a mask fill with
+      `finfo.min`): `torch.finfo` is replaced while entered, and answers a float64 (complex128) dtype with
+      float32's (complex64's) values; every other dtype as before. The call site is recorded. A float32 run
+      asking for `torch.finfo(torch.float64)` by name would be answered otherwise in the reference: the
+      recorded sites say where to look. A name bound before the run (`from torch import finfo`) is not
+      replaced.
+
+    The other way round, a float32 tensor the model's own code makes (`torch.arange(half, dtype=torch.float32)`,
+    `softmax(..., dtype=torch.float32)`, `t.float()` of integer timesteps, `x.to(torch.float32)` as Hugging Face's
+    RMSNorm upcasts) is made in float64 (`widened`, each call site once): the float32 loop's arithmetic in float64,
+    where it would otherwise mix dtypes (an error) or round the re-run to float32 there (Hugging Face's LlamaRMSNorm
+    output was then the reference itself at the Llama-3.2-1B shape).
+
+    Out of reach, and named as *unpinned* instead: the default tolerances of `torch.linalg.pinv`,
+    `matrix_rank` and `lstsq`, read from the dtype in C++.
+    `metadata()` gives the reference's metadata: ``pinned`` and ``unpinned``, each a ``; ``-separated list
+    of what was pinned and what could not be (absent when empty). Entering replaces `torch.finfo` for the
+    whole process: a float64 re-run is not to be made in a thread beside other float work.
+    """
+
+    def __init__(self, *models: object) -> None:
+        super().__init__()
+        self.pinned: list[str] = []
+        self.unpinned: list[str] = []
+        self.widened: list[str] = []
+        for i, model in enumerate(m for m in models if isinstance(m, nn.Module)):
+            prefix = "" if i == 0 else "loss_fn."
+            for name, module in model.named_modules():
+                if isinstance(module, nn.RMSNorm) and module.eps is None:
+                    module.eps = F32_EPS
+                    self.pinned.append(f"{prefix}{name or type(module).__name__}.eps (RMSNorm eps=None) = "
+                                       f"{F32_EPS:.8g}")
+
+    def _note(self, found: list[str], what: str) -> None:
+        if what not in found:
+            found.append(what)
+
+    def _finfo(self, type: object = None) -> object:  # noqa: A002 (torch.finfo's own argument name)
+        if type is None:
+            return _FINFO()
+        narrowed = _NARROWED.get(type)
+        if narrowed is None:
+            return _FINFO(type)
+        caller = sys._getframe(1)
+        where = f"{Path(caller.f_code.co_filename).name}:{caller.f_lineno}"
+        self._note(self.pinned, f"torch.finfo({str(type).removeprefix('torch.')}) at {where} answered as "
+                                f"{str(narrowed).removeprefix('torch.')}")
+        return _FINFO(narrowed)
+
+    def __enter__(self) -> Float32Constants:
+        torch.finfo = self._finfo
+        try:
+            return super().__enter__()
+        except BaseException:
+            torch.finfo = _FINFO
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            super().__exit__(*exc)
+        finally:
+            torch.finfo = _FINFO
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if kwargs.get("dtype") in _WIDENED and func not in (torch.Tensor.to, torch.Tensor.type) \
+                and (where := _caller()) is not None:
+            # a factory's or a reduction's dtype= (`softmax(..., dtype=torch.float32)` in HF's eager attention)
+            name = getattr(func, "__name__", "a call")
+            name = f"torch.{name}" if getattr(torch, name, None) is func else name
+            self._note(self.widened, f"{name}(dtype={str(kwargs['dtype']).removeprefix('torch.')}) at {where}")
+            kwargs = {**kwargs, "dtype": _WIDENED[kwargs["dtype"]]}
+        elif func is torch.Tensor.float and (where := _caller()) is not None:
+            self._note(self.widened, f".float() at {where}")
+            func = torch.Tensor.double
+        elif func in (torch.Tensor.to, torch.Tensor.type) and (
+                kwargs.get("dtype") in _WIDENED or any(a in _WIDENED for a in args[1:] if isinstance(a, torch.dtype))) \
+                and (where := _caller()) is not None:
+            asked = next(a for a in (*args[1:], kwargs.get("dtype")) if isinstance(a, torch.dtype) and a in _WIDENED)
+            self._note(self.widened, f".{func.__name__}({str(asked).removeprefix('torch.')}) at {where}")
+            args = tuple(_WIDENED.get(a, a) if isinstance(a, torch.dtype) else a for a in args)
+            if "dtype" in kwargs:
+                kwargs = {**kwargs, "dtype": _WIDENED.get(kwargs["dtype"], kwargs["dtype"])}
+        if func is torch.nn.functional.rms_norm or func is torch.rms_norm:
+            eps = args[3] if len(args) > 3 else kwargs.get("eps")
+            x = args[0] if args else kwargs.get("input")
+            if eps is None and isinstance(x, torch.Tensor) and x.dtype in _NARROWED:
+                if len(args) > 3:
+                    args = (*args[:3], F32_EPS, *args[4:])
+                else:
+                    kwargs = {**kwargs, "eps": F32_EPS}
+                self._note(self.pinned, f"rms_norm(eps=None) = {F32_EPS:.8g}")
+        else:
+            name = getattr(func, "__name__", "")
+            tolerance = _DTYPE_TOLERANCES.get(name)
+            if tolerance is not None and not any(kwargs.get(k) is not None for k in (tolerance, "atol", "rtol", "tol")):
+                self._note(self.unpinned, f"torch.linalg.{name.removeprefix('linalg_')} (its default tolerance is "
+                                          "float64's, a float32 run's is float32's)")
+        return func(*args, **kwargs)
+
+    def metadata(self) -> dict[str, str]:
+        """``pinned``, ``unpinned`` and ``widened`` for the reference's metadata, each present when not empty."""
+        return {k: "; ".join(v) for k, v in (("pinned", self.pinned), ("unpinned", self.unpinned),
+                                              ("widened", self.widened)) if v}
+
+
+class _WithPins(Mapping):
+    """The reference's metadata with its `Float32Constants`' ``pinned``/``unpinned``, read when the trace is written
+    (after the run: a `torch.finfo` call site is known only once the model has run)."""
+
+    def __init__(self, base: Mapping[str, object], pins: Float32Constants) -> None:
+        self.base, self.pins = base, pins
+
+    def _now(self) -> dict[str, object]:
+        return {**self.base, **self.pins.metadata()}
+
+    def __getitem__(self, key: str) -> object:
+        return self._now()[key]
+
+    def __iter__(self):
+        return iter(self._now())
+
+    def __len__(self) -> int:
+        return len(self._now())
+
+
+def _double_loss(loss_fn: Callable) -> Callable:
+    """The reference's loss: a float64 deep copy of a loss that is an `nn.Module` (its class weights, a frozen
+    target network it holds), the function itself otherwise."""
+    return copy.deepcopy(loss_fn).double() if isinstance(loss_fn, nn.Module) else loss_fn
+
+
+@contextmanager
+def _float64_loss_errors() -> Iterator[None]:
+    """A float32 tensor the loss holds meeting the reference's float64 ones, said in one line with its fix."""
+    try:
+        yield
+    except RuntimeError as exc:
+        text = str(exc)
+        if ("Double" in text and "Float" in text) or ("double" in text and "float" in text):
+            raise BurnsideError(
+                f"the float64 reference met a float32 tensor ({text.splitlines()[0]}): a loss or forward that holds "
+                "modules or tensors of its own (a frozen target network, class weights, a noise schedule made at "
+                "import) must give them to the reference: register a tensor the forward reads as a buffer of the "
+                "model (`self.register_buffer(\"alphas\", alphas)`), make the loss an nn.Module holding them "
+                "(loss_fn=TDLoss(target_net)); the reference copies both to float64 as it does the model") from None
+        raise
+
+
+def has_batchnorm(model: nn.Module) -> bool:
+    """Whether ``model`` has a BatchNorm whose running variance burn would update otherwise."""
+    return any(isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats and m.momentum is not None
+               for m in model.modules())
+
+
+def _powi_f32(base: np.float32, n: int) -> np.float32:
+    """`f32::powi` as compiled (compiler-rt's `__powisf2`: square-and-multiply in f32)."""
+    result = np.float32(1.0)
+    while True:
+        if n & 1:
+            result = np.float32(result * base)
+        n >>= 1
+        if n == 0:
+            return result
+        base = np.float32(base * base)
+
+
+class _BurnAdam(torch.optim.Optimizer):
+    """Adam or AdamW on float64 tensors with burn-optim 0.22.1's float32 scalar constants.
+
+    burn holds beta_1, beta_2, epsilon and weight decay as f32 and forms `1 - beta`,
+    `1 - beta^t` (with `powi`) and the bias-correction factors in f32; PyTorch keeps them in
+    double. Only those scalars are rounded here: the tensor arithmetic is float64, so a burn
+    port of Adam is within its own rounding of this run, and its distance from the plain
+    float64 reference is burn's constants, not the port (adam.rs `AdaptiveMomentum::transform`,
+    adamw.rs `AdaptiveMomentumW::transform`).
+    """
+
+    def __init__(self, params, *, lr: float, betas: tuple[float, float], eps: float, weight_decay: float,
+                 decoupled: bool, amsgrad: bool = False) -> None:
+        super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
+                                  "decoupled": decoupled, "amsgrad": amsgrad})
+
+    @torch.no_grad()
+    def step(self, closure=None) -> None:
+        """One Adam/AdamW update of every parameter with a gradient (``closure`` is not supported)."""
+        for group in self.param_groups:
+            b1, b2 = (np.float32(b) for b in group["betas"])
+            eps, wd, lr = np.float32(group["eps"]), np.float32(group["weight_decay"]), group["lr"]
+            f1, f2 = float(np.float32(1) - b1), float(np.float32(1) - b2)
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                grad = p.grad
+                state = self.state[p]
+                if not group["decoupled"] and wd:
+                    grad = p * float(wd) + grad
+                # in place, each operation rounded as written out (`m * b1 + g * f1`, ...): a new state tensor
+                # per parameter per step left glibc's heap growing by half the float64 model each step at GPT-2 size
+                if state:
+                    state["exp_avg"].mul_(float(b1)).add_(grad * f1)
+                    state["exp_avg_sq"].mul_(float(b2)).add_(grad.square().mul_(f2))
+                    state["step"] += 1
+                else:
+                    state.update(exp_avg=grad * f1, exp_avg_sq=grad.square().mul_(f2), step=1)
+                if group["amsgrad"]:  # burn keeps the running maximum of moment_2 and divides by it
+                    previous = state.get("max_exp_avg_sq")
+                    if previous is None:
+                        state["max_exp_avg_sq"] = state["exp_avg_sq"].clone()
+                    else:
+                        torch.maximum(previous, state["exp_avg_sq"], out=previous)
+                second = state["max_exp_avg_sq"] if group["amsgrad"] else state["exp_avg_sq"]
+                t = state["step"]
+                bc1 = np.float32(1) - _powi_f32(b1, t)
+                bc2 = np.float32(1) - _powi_f32(b2, t)
+                if group["decoupled"]:
+                    # (m / bc1) / (sqrt(v / bc2) + eps), then p * (1 - lr * wd) - update * lr
+                    update = (state["exp_avg"] / float(bc1)).div_((second / float(bc2)).sqrt_().add_(float(eps)))
+                    decay = lr * float(wd)
+                    if decay:
+                        p.mul_(1.0 - decay)
+                    p.sub_(update.mul_(lr))
+                else:
+                    bc2_sqrt = np.sqrt(bc2)
+                    factor = float(np.float32(bc2_sqrt / bc1))
+                    update = (state["exp_avg"] * factor).div_(second.sqrt().add_(float(np.float32(eps * bc2_sqrt))))
+                    p.sub_(update.mul_(lr))
+
+
+class _BurnRmsProp(torch.optim.Optimizer):
+    """RMSprop on float64 tensors with burn-optim 0.22.1's float32 settings and constant.
+
+    burn's `RmsProp` computes PyTorch's update in the same order (L2 decay on the gradient, the squared
+    average, the centered variance, epsilon added outside the root, the momentum buffer), but holds
+    alpha, epsilon, momentum and the decay as f32 and forms `1 - alpha` in f32: 0.99f32 gives 0.00999999
+    for PyTorch's 0.01 (double), a relative -9.5e-7 in `square_avg` and +4.8e-7 in the update. Only those
+    scalars are rounded here (rmsprop.rs `SquareAvgState`, `CenteredState`, `RmsPropMomentum::transform`).
+    The state is kept under PyTorch's slot names; there is no step counter (burn keeps none).
+    """
+
+    def __init__(self, params, *, lr: float, alpha: float, eps: float, weight_decay: float, momentum: float,
+                 centered: bool) -> None:
+        super().__init__(params, {"lr": lr, "alpha": alpha, "eps": eps, "weight_decay": weight_decay,
+                                  "momentum": momentum, "centered": centered})
+
+    @torch.no_grad()
+    def step(self, closure=None) -> None:
+        """One RMSprop update of every parameter with a gradient (``closure`` is not supported)."""
+        for group in self.param_groups:
+            alpha, eps = np.float32(group["alpha"]), float(np.float32(group["eps"]))
+            wd, momentum = float(np.float32(group["weight_decay"])), float(np.float32(group["momentum"]))
+            rest = float(np.float32(1) - alpha)
+            alpha = float(alpha)
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                grad = p * wd + p.grad if wd else p.grad
+                state = self.state[p]
+                first = "square_avg" not in state
+                # in place, each operation rounded as written out (`g^2 * rest + avg * alpha`, ...), as for Adam
+                if first:
+                    state["square_avg"] = grad.square().mul_(rest)
+                else:
+                    state["square_avg"].mul_(alpha).add_(grad.square().mul_(rest))
+                avg = state["square_avg"]
+                if group["centered"]:
+                    if first:
+                        state["grad_avg"] = grad * rest + 0  # + 0 as before: a -0.0 gradient gives +0.0
+                    else:
+                        state["grad_avg"].mul_(alpha).add_(grad * rest)
+                    avg = avg - state["grad_avg"].square()
+                update = grad / avg.sqrt().add_(eps)
+                if momentum > 0:
+                    if first:
+                        state["momentum_buffer"] = update
+                    else:
+                        update = state["momentum_buffer"].mul_(momentum).add_(update)
+                p.sub_(update * group["lr"])
+
+
+class _BurnMuon(torch.optim.Optimizer):
+    """Muon on float64 tensors as burn-optim 0.22.1 computes it: the Newton-Schulz iteration in the parameters'
+    dtype (PyTorch's casts the update to bfloat16 first, whatever the parameters' dtype), its coefficients, epsilon,
+    momentum and weight decay held as f32 (muon.rs `NewtonSchulzParams`, momentum.rs `Momentum`).
+
+    burn keeps the momentum sum ``v = momentum * v + g`` (Nesterov: ``g + momentum * v``), PyTorch the moving average
+    ``(1 - momentum) * v``; the iteration's normalisation by the Frobenius norm makes the two updates equal. The state
+    is recorded as PyTorch's ``momentum_buffer`` (``(1 - momentum) * v``), as the burn recorder records burn's.
+    The quintic iteration does not converge (it leaves singular values spread over roughly 0.5 to 1.5), so a rounding
+    of its input is not rounded away: measured on A1's first step, bfloat16's moves the update by 60% of its size.
+    """
+
+    def __init__(self, params, *, lr: float, weight_decay: float, momentum: float, nesterov: bool,
+                 ns_coefficients: tuple[float, float, float], eps: float, ns_steps: int, adjust_lr_fn: str | None
+                 ) -> None:
+        super().__init__(params, {"lr": lr, "weight_decay": weight_decay, "momentum": momentum, "nesterov": nesterov,
+                                  "ns_coefficients": ns_coefficients, "eps": eps, "ns_steps": ns_steps,
+                                  "adjust_lr_fn": adjust_lr_fn})
+
+    @torch.no_grad()
+    def step(self, closure=None) -> None:
+        """One Muon update of every parameter with a gradient (``closure`` is not supported)."""
+        from torch.optim._muon import _adjust_lr
+
+        for group in self.param_groups:
+            a, b, c = (float(np.float32(x)) for x in group["ns_coefficients"])
+            eps, momentum = float(np.float32(group["eps"])), float(np.float32(group["momentum"]))
+            wd, lr = float(np.float32(group["weight_decay"])), group["lr"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                grad, state = p.grad, self.state[p]
+                total = state.get("velocity")  # burn's name; no trace slot, so not recorded
+                total = grad.clone() if total is None else total * momentum + grad
+                state["velocity"] = total
+                state["momentum_buffer"] = total * (1 - group["momentum"])
+                update = grad + total * momentum if group["nesterov"] else total
+                x = update.T if update.shape[0] > update.shape[1] else update
+                x = x / x.norm().clamp(min=eps)
+                for _ in range(group["ns_steps"]):
+                    gram = x @ x.T
+                    x = x * a + (gram * b + gram @ gram * c) @ x
+                x = x.T if update.shape[0] > update.shape[1] else x
+                if wd:
+                    p.mul_(1 - lr * wd)
+                p.sub_(x * _adjust_lr(lr, group["adjust_lr_fn"], p.shape))
+
+
+def _record_variant(model: nn.Module, optimizer: torch.optim.Optimizer, batches: Batch | Sequence[Batch],
+                    variant: Path, name: str, settings: LoopSettings, progress: StepProgress | None) -> None:
+    """The variant ``name`` of `record_reference`, recorded at ``variant`` from its own float64 copy, which is
+    freed when this returns (the reference's copy is made after it: one copy alive at a time)."""
+    double, opt = _double_copy(model, optimizer, burn_adam=has_burn_adam_variant(optimizer)
+                               or has_burn_rmsprop_variant(optimizer) or has_burn_muon_variant(optimizer))
+    hooks = _BiasedRunningVar(double) if has_batchnorm(model) else None
+
+    def variant_progress(done: int, total: int, part: str | None = None) -> None:
+        progress(done, total, f"{name} variant")
+
+    try:
+        double_loss = _double_loss(settings.loss_fn)
+        with _float64_loss_errors(), Float32Constants(double, double_loss) as pins:
+            metadata = _WithPins({**(settings.metadata or {}), "reference": "float64", "variant": name}, pins)
+            record_trace(double, opt, _double_batches(batches), variant,
+                         replace(settings, loss_fn=double_loss, metadata=metadata),
+                         variant_progress if progress is not None else None)
+    finally:
+        for handle in hooks.handles if hooks else ():
+            handle.remove()
+
+
+def _double_batches(batches: Batch | Sequence[Batch]) -> Batch | list[Batch]:
+    def double(batch: Batch) -> dict[str, torch.Tensor]:
+        return {k: (v.double() if v.is_floating_point() else v) for k, v in batch.items()}
+
+    return double(batches) if isinstance(batches, Mapping) else [double(b) for b in batches]
+
+
+def _double_copy(model: nn.Module, optimizer: torch.optim.Optimizer, burn_adam: bool
+                 ) -> tuple[nn.Module, torch.optim.Optimizer]:
+    """A float64 deep copy of ``model`` and a fresh optimizer of the same kind and settings on it; with
+    ``burn_adam``, the optimizer with burn's float32 constants (`_BurnAdam`, `_BurnRmsProp`)."""
+    if not _fresh(optimizer):
+        raise BurnsideError("record the reference from a fresh optimizer (its state is not empty)")
+    double = copy.deepcopy(model).double()
+    by_id = {id(p): name for name, p in model.named_parameters()}
+    params = dict(double.named_parameters())
+    strangers = sum(id(p) not in by_id for group in optimizer.param_groups for p in group["params"])
+    if strangers:
+        raise BurnsideError(f"the optimizer holds {strangers} parameter(s) that are not the model's: build it on "
+                            "model.parameters() of the model given to record_reference")
+    groups = [{"params": [params[by_id[id(p)]] for p in group["params"]],
+               **{k: v for k, v in group.items() if k != "params"}} for group in optimizer.param_groups]
+    if not burn_adam:
+        if optimizer_kind(optimizer) == "Adagrad":
+            # Adagrad starts every group's sum at its constructor's initial_accumulator_value, not the group's
+            init = optimizer.defaults["initial_accumulator_value"]
+            return double, type(optimizer)(groups, initial_accumulator_value=init)
+        try:
+            return double, type(optimizer)(groups)
+        except TypeError:
+            pass  # a class of its own whose constructor needs its settings named: give it its defaults
+        try:
+            return double, type(optimizer)(groups, **optimizer.defaults)
+        except (TypeError, ValueError) as exc:
+            # a class of its own whose constructor takes other arguments than its groups and defaults
+            raise BurnsideError(f"the float64 reference cannot rebuild the optimizer {type(optimizer).__name__} on the "
+                                f"float64 copy ({type(optimizer).__name__}(param_groups) failed: {exc}); record "
+                                "without reference= (the comparison then has no float64 referee), or give the "
+                                "class a constructor that takes param groups as torch.optim's do") from None
+    kind = optimizer_kind(optimizer)
+    if kind == "Muon":
+        keys = ("lr", "weight_decay", "momentum", "nesterov", "ns_coefficients", "eps", "ns_steps", "adjust_lr_fn")
+        return double, _BurnMuon([{"params": g["params"], **{k: g[k] for k in keys}} for g in groups],
+                                 **{k: groups[0][k] for k in keys})
+    if kind == "RMSprop":
+        keys = ("lr", "alpha", "eps", "weight_decay", "momentum", "centered")
+        return double, _BurnRmsProp([{"params": g["params"], **{k: g[k] for k in keys}} for g in groups],
+                                    **{k: groups[0][k] for k in keys})
+    # each group with its own settings, as the float64 re-run of the same optimizer has them
+    settings = [{"lr": g["lr"], "betas": tuple(g["betas"]), "eps": g["eps"], "weight_decay": g["weight_decay"],
+                 "decoupled": kind == "AdamW" or bool(g.get("decoupled_weight_decay")),
+                 "amsgrad": bool(g.get("amsgrad"))} for g in groups]
+    return double, _BurnAdam([{"params": g["params"], **own} for g, own in zip(groups, settings, strict=True)],
+                             **settings[0])
+
+
+def _fresh(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether no step has changed the optimizer's state: none at all, or only what Adagrad's constructor
+    makes (``step`` 0 and ``sum`` at ``initial_accumulator_value``), which the float64 copy makes anew."""
+    for state in optimizer.state.values():
+        if optimizer_kind(optimizer) != "Adagrad" or float(state.get("step", 1)) != 0.0:
+            return False
+        if not bool((state["sum"] == optimizer.defaults["initial_accumulator_value"]).all()):
+            return False
+    return True
+
+
+def _check_rerunnable(optimizer: torch.optim.Optimizer) -> None:
+    """Refuse an optimizer whose float64 re-run would silently differ from the recorded loop."""
+    from torch.optim.optimizer import _global_optimizer_post_hooks, _global_optimizer_pre_hooks
+
+    own = [getattr(optimizer, name, {}) for name in ("_optimizer_step_pre_hooks", "_optimizer_step_post_hooks")]
+    hooks = sum(map(len, own)) + len(_global_optimizer_pre_hooks) + len(_global_optimizer_post_hooks)
+    if hooks:
+        raise BurnsideError(
+            f"the optimizer has {hooks} step hook(s), which a float64 re-run cannot carry over (it builds a new "
+            f"optimizer of the same class): pass what the hook does as an argument, e.g. clip_grad_norm=MAX to both "
+            f"record(...) and record_reference(...) for torch.nn.utils.clip_grad_norm_")
+    kind = type(optimizer)
+    for base in (torch.optim.AdamW, torch.optim.Adam):
+        if isinstance(optimizer, base) and not same_step(kind, base):
+            raise BurnsideError(
+                f"{kind.__name__} overrides {base.__name__}.step, which the float64 re-run with burn's arithmetic "
+                f"cannot follow: record with torch.optim.{base.__name__} itself and pass gradient clipping as "
+                f"clip_grad_norm=MAX to record(...) and record_reference(...)")
+
+
+def _check_no_dropout(model: nn.Module) -> None:
+    """Refuse a model whose dropout is on: the float64 re-run would draw other masks than the trace's run."""
+    active = active_dropouts(model)
+    if active:
+        shown = ", ".join(active[:4]) + (f" and {len(active) - 4} more" if len(active) > 4 else "")
+        raise BurnsideError(
+            f"the model's dropout is on ({shown}): its masks are random numbers a float64 re-run draws anew, so no "
+            "reference can judge it; record the trace and the reference with dropout off (the default), and build "
+            "the burn model's dropout with probability 0 for the check")
+
+
+def has_burn_adam_variant(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether ``optimizer`` is an Adam or AdamW burn would compute with other constants (any groups, each with its
+    own settings, amsgrad's running maximum too)."""
+    return optimizer_kind(optimizer) in ("Adam", "AdamW")
+
+
+def has_burn_rmsprop_variant(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether ``optimizer`` is an RMSprop (burn forms its `1 - alpha` in f32; any groups)."""
+    return optimizer_kind(optimizer) == "RMSprop"
+
+
+def has_burn_muon_variant(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether ``optimizer`` is a Muon (burn runs its Newton-Schulz iteration in the parameters' dtype; any groups)."""
+    return optimizer_kind(optimizer) == "Muon"
+
+
+def variant_name(model: nn.Module, optimizer: torch.optim.Optimizer) -> str | None:
+    """The variant a reference of this loop records next to it (`burn-adam` or `burn-rmsprop`, `burn-batchnorm`,
+    or both joined by ``+``: one run with all of burn's known arithmetic the loop meets), None if burn computes it
+    as PyTorch does."""
+    used = ((BURN_ADAM, has_burn_adam_variant(optimizer)), (BURN_RMSPROP, has_burn_rmsprop_variant(optimizer)),
+            (BURN_MUON, has_burn_muon_variant(optimizer)), (BURN_BATCHNORM, has_batchnorm(model)))
+    return "+".join(name for name, found in used if found) or None
+
+
+def variant_path(path: str | Path, name: str) -> Path:
+    """Where the reference at ``path`` keeps variant ``name``: ``{stem}.{name}.safetensors`` next to it."""
+    path = Path(path)
+    return path.with_name(f"{path.name.removesuffix('.safetensors')}.{name}.safetensors")
+
+
+def reference_files(model: nn.Module, optimizer: torch.optim.Optimizer, path: str | Path, *,
+                    variants: bool = True) -> list[Path]:
+    """The files `record_reference` writes for this loop at ``path``, in the order it writes them: its variant's
+    (with ``variants``, if the loop has one), then ``path``."""
+    name = variant_name(model, optimizer) if variants else None
+    return ([variant_path(path, name)] if name else []) + [Path(path)]
+
+
+def record_reference(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batches: Batch | Sequence[Batch],
+    path: str | Path,
+    *,
+    steps: int | None = None,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | Callable[[torch.Tensor, Batch], torch.Tensor]
+    = nn.functional.cross_entropy,
+    forward: Callable | None = None,
+    target: str | None = "y",
+    metadata: Mapping[str, object] | None = None,
+    variants: bool = True,
+    clip_grad_norm: float | None = None,
+    dropout: bool = False,
+    lr_schedule: Callable[[torch.optim.Optimizer], object] | None = None,
+    progress: StepProgress | None = None,
+    layer_inputs: bool = False,
+    accumulate: int = 1,
+    full_steps: Sequence[int] | None = None,
+    layer_statistics: bool | None = None,
+) -> Path:
+    """Record the float64 reference of a PyTorch loop at ``path``; call it before training ``model``
+    (or pass ``reference=path`` to `burnside.torch.record`, which calls this first, with its arguments).
+
+    ``model`` and ``optimizer`` are deep-copied to float64 (the originals are untouched), the
+    batches' float tensors converted; the arguments mean what they mean for `burnside.torch.record`.
+    The copy keeps the float32 loop's dtype-dependent constants (`Float32Constants`: an `nn.RMSNorm`'s
+    ``eps=None``, `F.rms_norm(eps=None)`, `torch.finfo` read in the model's or the loss's code), so it computes
+    the float32 loop's arithmetic in float64; the metadata's ``pinned`` lists what was pinned, ``unpinned``
+    what could not be (a `torch.linalg` call with its dtype's default tolerance).
+    With ``variants``, also records the variant of burn's arithmetic the loop meets (`variant_name`:
+    `burn-adam` for Adam and AdamW, `burn-rmsprop` for RMSprop, `burn-batchnorm` for a BatchNorm in training, both
+    joined by ``+``) at
+    ``{stem}.{variant}.safetensors`` next to ``path`` (`reference_files` lists the files written), and names
+    it in the reference's metadata (`variant.burn-adam`: the file name).
+    ``progress`` is told the steps of each run, the variant's with its name as ``part``.
+
+    A loss that is an `nn.Module` (``nn.CrossEntropyLoss(weight=w)``, a loss holding a frozen target network) is
+    deep-copied to float64 with the model; a loss function is called as it is, on float64 tensors.
+
+    Anything the loop does besides the optimizer's step must be an argument (``clip_grad_norm``,
+    ``dropout``, ``lr_schedule``, as for `record`): a float64 re-run is made from the optimizer's
+    class and settings, so step hooks registered on ``optimizer`` and an Adam whose ``step`` is
+    overridden are refused rather than silently left out.
+
+    ``full_steps`` and ``layer_statistics`` record steps and layers as statistics only, as `burnside.torch.record`
+    does (give the reference the trace's own: compare refuses a reference holding only the statistics of a
+    tensor both traces hold in full); the layer rule counts the model's parameters.
+    """
+    settings = LoopSettings(steps=steps, loss_fn=loss_fn, forward=forward if forward is not None else default_forward,
+                            target=target, metadata=metadata, layer_inputs=layer_inputs,
+                            clip_grad_norm=clip_grad_norm, dropout=dropout, lr_schedule=lr_schedule,
+                            accumulate=accumulate, full_steps=full_steps, layer_statistics=layer_statistics)
+    return record_loop_reference(model, optimizer, batches, path, settings, variants=variants, progress=progress)
+
+
+def record_loop_reference(model: nn.Module, optimizer: torch.optim.Optimizer, batches: Batch | Sequence[Batch],
+                          path: str | Path, settings: LoopSettings, *, variants: bool = True,
+                          progress: StepProgress | None = None) -> Path:
+    """`record_reference` of the loop ``settings`` describe (`burnside.torch.record` calls this with its own).
+
+    The float64 runs record every layer's input and output whatever ``settings.activations`` and
+    ``settings.layer_inputs`` say: `record_reference`'s ``layer_inputs`` has never turned them off."""
+    path = Path(path)
+    check_model(model)
+    _check_rerunnable(optimizer)
+    if not isinstance(batches, Mapping):
+        batches = list(batches)  # counted here, then read by each run
+    check_full_steps(settings.full_steps, loop_steps(batches, settings.steps, settings.accumulate))  # before any run
+    layer_statistics_for(model, settings.layer_statistics)
+    if settings.dropout:
+        _check_no_dropout(model)
+    settings = replace(settings, activations=True, layer_inputs=True)
+    found: dict[str, str] = {}
+    name = variant_name(model, optimizer) if variants else None
+    if name is not None:
+        variant = variant_path(path, name)
+        _record_variant(model, optimizer, batches, variant, name, settings, progress)
+        found[name] = variant.name
+        # the variant's float64 copy, its gradients and its optimizer's state are gone with its frame; collect
+        # any cycle among them before the reference's copy is made, so the two copies are never alive together
+        gc.collect()
+    double, opt = _double_copy(model, optimizer, burn_adam=False)
+    meta = {**(settings.metadata or {}), "reference": "float64", **{f"variant.{k}": v for k, v in found.items()}}
+    double_loss = _double_loss(settings.loss_fn)
+    with _float64_loss_errors(), Float32Constants(double, double_loss) as pins:
+        return record_trace(double, opt, _double_batches(batches), path,
+                            replace(settings, loss_fn=double_loss, metadata=_WithPins(meta, pins)), progress)
+
+
+def record_forward_reference(
+    model: nn.Module,
+    batches: Batch | Sequence[Batch],
+    path: str | Path,
+    *,
+    forward: Forward | None = None,
+    eval: bool = True,  # noqa: A002 (record_forward's argument)
+    activations: bool = True,
+    layer_inputs: bool = True,
+    metadata: Mapping[str, object] | None = None,
+    progress: StepProgress | None = None,
+    statistics: bool | None = None,
+    full_steps: Sequence[int] | None = None,
+) -> Path:
+    """Record the float64 reference of `burnside.torch.record_forward`'s forward passes at ``path`` (or pass
+    ``reference=path`` to `record_forward`, which calls this first, with its arguments).
+
+    ``model`` runs in float64 (its floating-point parameters and buffers widened in place for the run and put back
+    bit for bit after it: a model of N float32 bytes takes 2N while the reference runs, where the model beside a
+    float64 deep copy took 3N), the batches' float tensors converted
+    (integer ones, token ids and labels, kept as they are); the arguments mean what they mean for
+    `record_forward`. The float64 run keeps the float32 model's dtype-dependent constants, as `record_reference`'s
+    does (`Float32Constants`; metadata ``pinned``, ``unpinned``). The file is a forward trace of dtype float64,
+    marked ``reference: float64`` as a
+    training reference is, so `burnside compare A B --reference` takes it as the referee and refuses it as
+    a side. No variant is recorded: a forward pass meets none of burn's known arithmetic differences
+    (Adam's constants are an optimizer's, BatchNorm's biased variance a running statistic no output reads).
+    With ``statistics`` (decided on the float32 model, as `record_forward` decides it), the reference records the
+    same names as statistics as the trace: its float64 parameters (compare checks the reference starts where the
+    trace does from their mean, norm and largest magnitude, which a float32 tensor widened to float64 keeps
+    exactly) and the layers of the batches not in ``full_steps``; at the full batches it holds every layer in full,
+    so the referee judges there as without statistics.
+    """
+    per_batch = batch_list(batches)
+    check_forward_model(model)
+    statistics = forward_statistics(model, statistics, full_steps, len(per_batch)) is not None
+    full_steps = forward_statistics(model, statistics, full_steps, len(per_batch)) if statistics else None
+    with _float64_in_place(model) as double, _float64_loss_errors(), Float32Constants(double) as pins:
+        return record_forward_trace(double, _double_batches(per_batch), path, forward=forward, eval=eval,
+                                    activations=activations, layer_inputs=layer_inputs,
+                                    metadata=_WithPins({**(metadata or {}), "reference": "float64"}, pins),
+                                    progress=progress, statistics=statistics, full_steps=full_steps)
+
+
+def record_generate_reference(
+    model: nn.Module,
+    prompt_ids: torch.Tensor,
+    path: str | Path,
+    *,
+    steps: int = 8,
+    step: Callable | None = None,
+    activations: bool = True,
+    layer_inputs: bool = True,
+    metadata: Mapping[str, object] | None = None,
+    progress: StepProgress | None = None,
+    statistics: bool | None = None,
+    full_steps: Sequence[int] | None = None,
+) -> Path:
+    """Record the float64 reference of `burnside.torch.record_generate`'s greedy generation at ``path`` on its
+    own (``reference=path`` records it with the trace, in one call): the loop is run as given to choose the
+    tokens, then its steps, teacher-forced with them, in float64, as `record_forward_reference` runs a forward
+    trace's batches. The same file as `record_generate(..., reference=path)` writes, so a large model's trace
+    and reference can be recorded by separate processes, each holding one copy of the weights."""
+    from burnside.recording.generate import generation_full_steps, generation_inputs
+
+    batches, forward, meta = generation_inputs(model, prompt_ids, steps, step, metadata)
+    return record_forward_reference(model, batches, path, forward=forward, activations=activations,
+                                    layer_inputs=layer_inputs, metadata=meta, progress=progress, statistics=statistics,
+                                    full_steps=generation_full_steps(model, statistics, full_steps, steps))
+
+
+@contextmanager
+def _float64_in_place(model: nn.Module) -> Iterator[nn.Module]:
+    """``model`` itself with its floating-point parameters and buffers widened to float64 for the block, each put
+    back to its own dtype after it, bit for bit (every float32, float16 and bfloat16 value is a float64 one), and
+    the constants `Float32Constants` pins on it restored.
+
+    A forward reference changes no parameter, so it needs no copy: `copy.deepcopy(model).double()` kept the float32
+    model beside its float64 copy, 12 bytes per float32 parameter (a 1.24 B-parameter Llama: 14.8 GB, over 12 GiB),
+    where this holds the float64 tensors and the one tensor being widened, 8 bytes per parameter. Shared
+    parameters (a tied lm_head) are one tensor and stay shared."""
+    widened: list[tuple[torch.Tensor, torch.dtype]] = []
+    eps = [(module, module.eps) for module in model.modules() if isinstance(module, nn.RMSNorm)]
+    try:
+        # parameters() and buffers() give a shared tensor once
+        for tensor in [*model.parameters(), *model.buffers()]:
+            if tensor.is_floating_point() and tensor.dtype != torch.float64:
+                widened.append((tensor, tensor.dtype))
+                tensor.data = tensor.data.double()  # the narrower storage is freed here, tensor by tensor
+        yield model
+    finally:
+        for tensor, dtype in widened:
+            tensor.data = tensor.data.to(dtype)
+        for module, value in eps:
+            module.eps = value
+
+
+__all__ = ["BURN_ADAM", "BURN_BATCHNORM", "BURN_MUON", "BURN_RMSPROP", "has_burn_muon_variant",
+           "has_burn_rmsprop_variant", "F32_EPS", "Float32Constants", "has_batchnorm", "has_burn_adam_variant",
+           "record_forward_reference", "record_generate_reference",
+           "record_loop_reference", "record_reference", "reference_files", "variant_name", "variant_path"]
