@@ -40,6 +40,9 @@ LBFGS_LR = 0.1
 LBFGS_MAX_ITER = 5
 #: The optimizers A1 trains with on both sides (`burnside run a1 --optim`).
 OPTIMS = a1_optimizers()
+#: What `burnside run --help` says A1 is: the model and each optimizer with the settings `a1_optimizer` gives it.
+TITLE = ("the seed's two-Linear MLP (SGD lr 0.1, with momentum 0.9, Adam or AdamW lr 0.01, eps 1e-8, RMSprop or "
+         "Adagrad lr 0.01, Adafactor lr 0.01, Muon lr 0.02, L-BFGS lr 0.1)")
 #: The parameters A1's Muon trains: torch.optim.Muon takes only 2-D parameters, so the biases are frozen (no gradient
 #: on either side) and keep their start.
 MUON_PARAMS = ("fc1.weight", "fc2.weight")

@@ -104,8 +104,12 @@ OPTIMIZER = Optimizer(
     burn_config="AdaGradConfig", burn_new={"lr_decay": 0.0, "eps": 1e-5, "weight_decay": 0.0},
     burn_setters={"lr_decay": ".with_lr_decay({})", "eps": ".with_epsilon({})",
                   "weight_decay": ".with_weight_decay(Some(WeightDecayConfig::new({})))"},
-    burn_defaults=("adagrad/burn-default", (("eps", 1e-5),)),
-    d005_fixes={"eps": ("give Adagrad PyTorch's epsilon: `OptimizerSpec::adagrad(lr)` has it (1e-10); by hand, "
+    burn_defaults_setter="with_epsilon", burn_defaults=("adagrad/burn-default", (("eps", 1e-5),)),
+    d005_fixes={"lr_decay": ("`OptimizerSpec::adagrad(lr).with_lr_decay(..)` as PyTorch's `lr_decay=` "
+                             "(`AdaGradConfig::with_lr_decay`)"),
+                "initial_accumulator_value": ("burn's `AdaGrad` starts its sum at 0 and has no setting for another "
+                                              "start: train the PyTorch side with initial_accumulator_value=0"),
+                "eps": ("give Adagrad PyTorch's epsilon: `OptimizerSpec::adagrad(lr)` has it (1e-10); by hand, "
                         "`AdaGradConfig::new().with_epsilon(1e-10)` (burn's default is 1e-5)")},
     a1_names=("adagrad",), a1_settings=("lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps"))
 

@@ -43,7 +43,7 @@ from burnside.optimizers.replay import (
     number,
     sampled,
 )
-from burnside.optimizers.spec import Optimizer, Step
+from burnside.optimizers.spec import BurnVariant, Optimizer, Step
 from burnside.trace import Trace
 
 
@@ -306,19 +306,104 @@ def d009_fix(key: str, declared: object, optimizer: str) -> str | None:
     return None
 
 
+def _powi_f32(base: np.float32, n: int) -> np.float32:
+    """`f32::powi` as compiled (compiler-rt's `__powisf2`: square-and-multiply in f32)."""
+    result = np.float32(1.0)
+    while True:
+        if n & 1:
+            result = np.float32(result * base)
+        n >>= 1
+        if n == 0:
+            return result
+        base = np.float32(base * base)
+
+
+def _burn_update(p, state: dict, group: Mapping) -> None:
+    """One Adam or AdamW update of ``p`` on float64 tensors with burn-optim 0.22.1's float32 scalar constants.
+
+    burn holds beta_1, beta_2, epsilon and weight decay as f32 and forms `1 - beta`,
+    `1 - beta^t` (with `powi`) and the bias-correction factors in f32; PyTorch keeps them in
+    double. Only those scalars are rounded here: the tensor arithmetic is float64, so a burn
+    port of Adam is within its own rounding of this run, and its distance from the plain
+    float64 reference is burn's constants, not the port (adam.rs `AdaptiveMomentum::transform`,
+    adamw.rs `AdaptiveMomentumW::transform`).
+    """
+    import torch
+
+    b1, b2 = (np.float32(b) for b in group["betas"])
+    eps, wd, lr = np.float32(group["eps"]), np.float32(group["weight_decay"]), group["lr"]
+    f1, f2 = float(np.float32(1) - b1), float(np.float32(1) - b2)
+    grad = p.grad
+    if not group["decoupled"] and wd:
+        grad = p * float(wd) + grad
+    # in place, each operation rounded as written out (`m * b1 + g * f1`, ...): a new state tensor
+    # per parameter per step left glibc's heap growing by half the float64 model each step at GPT-2 size
+    if state:
+        state["exp_avg"].mul_(float(b1)).add_(grad * f1)
+        state["exp_avg_sq"].mul_(float(b2)).add_(grad.square().mul_(f2))
+        state["step"] += 1
+    else:
+        state.update(exp_avg=grad * f1, exp_avg_sq=grad.square().mul_(f2), step=1)
+    if group["amsgrad"]:  # burn keeps the running maximum of moment_2 and divides by it
+        previous = state.get("max_exp_avg_sq")
+        if previous is None:
+            state["max_exp_avg_sq"] = state["exp_avg_sq"].clone()
+        else:
+            torch.maximum(previous, state["exp_avg_sq"], out=previous)
+    second = state["max_exp_avg_sq"] if group["amsgrad"] else state["exp_avg_sq"]
+    t = state["step"]
+    bc1 = np.float32(1) - _powi_f32(b1, t)
+    bc2 = np.float32(1) - _powi_f32(b2, t)
+    if group["decoupled"]:
+        # (m / bc1) / (sqrt(v / bc2) + eps), then p * (1 - lr * wd) - update * lr
+        update = (state["exp_avg"] / float(bc1)).div_((second / float(bc2)).sqrt_().add_(float(eps)))
+        decay = lr * float(wd)
+        if decay:
+            p.mul_(1.0 - decay)
+        p.sub_(update.mul_(lr))
+    else:
+        bc2_sqrt = np.sqrt(bc2)
+        factor = float(np.float32(bc2_sqrt / bc1))
+        update = (state["exp_avg"] * factor).div_(second.sqrt().add_(float(np.float32(eps * bc2_sqrt))))
+        p.sub_(update.mul_(lr))
+
+
+def _burn_settings(group: Mapping, kind: str) -> dict:
+    return {"lr": group["lr"], "betas": tuple(group["betas"]), "eps": group["eps"],
+            "weight_decay": group["weight_decay"],
+            "decoupled": kind == "AdamW" or bool(group.get("decoupled_weight_decay")),
+            "amsgrad": bool(group.get("amsgrad"))}
+
+
+#: Adam's and AdamW's arithmetic in burn (float32 scalar constants), one variant for both: AdamW's groups say
+#: `decoupled`.
+BURN_VARIANT = BurnVariant("burn-adam", "_BurnAdam", _burn_settings, _burn_update, defaults={"amsgrad": False})
+
+
+#: D005's fixes of Adam's and AdamW's own settings
+D005_FIXES = {
+    "betas": ("give PyTorch's betas: `OptimizerSpec::adam(lr).with_betas(beta_1, beta_2)` (`adamw` alike); a burn "
+              "optimizer built by hand, `AdamConfig::with_beta_1(..).with_beta_2(..)` (burn's defaults are 0.9 and "
+              "0.999, as PyTorch's)"),
+    "amsgrad": ("give Adam PyTorch's `amsgrad=`: `OptimizerSpec::adam(lr).with_amsgrad(..)` (`adamw` alike); a burn "
+                "optimizer built by hand, `AdamConfig::with_amsgrad(..)` or `AdamWConfig::with_amsgrad(..)` (burn's "
+                "default is false)"),
+}
+
 #: burn's `AdamConfig::new()` (and `AdamWConfig::new()`, with its weight decay) apart from the weight decay
-BURN_ADAM = {"beta_1": 0.9, "beta_2": 0.999, "eps": 1e-5, "weight_decay": 0.0, "amsgrad": False}
+ADAM_NEW = {"beta_1": 0.9, "beta_2": 0.999, "eps": 1e-5, "weight_decay": 0.0, "amsgrad": False}
 
 OPTIMIZER = Optimizer(
     name="adam", torch_class="Adam", torch_settings=torch_settings,
-    new_fits=AdamFits, replay=replay, clipping=clipping, flags=("amsgrad",),
-    burn_config="AdamConfig", burn_new=BURN_ADAM,
+    burn_variant=BURN_VARIANT, new_fits=AdamFits, replay=replay, clipping=clipping, flags=("amsgrad",),
+    burn_config="AdamConfig", burn_new=ADAM_NEW,
     burn_setters={"beta_1": ".with_beta_1({})", "beta_2": ".with_beta_2({})", "eps": ".with_epsilon({})",
                   "amsgrad": ".with_amsgrad({})",
                   "weight_decay": ".with_weight_decay(Some(WeightDecayConfig::new({})))"},
-    burn_defaults=("adam/burn-default", (("eps", 1e-5),)), d009_fix=d009_fix,
+    burn_defaults_setter="with_epsilon", burn_defaults=("adam/burn-default", (("eps", 1e-5),)),
+    d005_fixes=D005_FIXES, d009_fix=d009_fix,
     a1_names=("adam",))
 
 
-__all__ = ["BURN_ADAM", "OPTIMIZER", "AdamFits", "clipping", "d009_fix", "replay", "replay_adam", "scale_pairs",
-           "torch_settings"]
+__all__ = ["ADAM_NEW", "BURN_VARIANT", "D005_FIXES", "OPTIMIZER", "AdamFits", "clipping", "d009_fix", "replay",
+           "replay_adam", "scale_pairs", "torch_settings"]

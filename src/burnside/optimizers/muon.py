@@ -26,7 +26,7 @@ from burnside.optimizers.replay import (
     number,
     sampled,
 )
-from burnside.optimizers.spec import Optimizer, Step
+from burnside.optimizers.spec import BurnVariant, Optimizer, Step
 from burnside.trace import Trace
 
 
@@ -78,11 +78,52 @@ def _torch_settings(group: Mapping) -> dict:
 
 
 
+def _burn_update(p, state: dict, group: Mapping) -> None:
+    """One Muon update of ``p`` on float64 tensors as burn-optim 0.22.1 computes it: the Newton-Schulz iteration in
+    the parameters' dtype (PyTorch's casts the update to bfloat16 first, whatever the parameters' dtype), its
+    coefficients, epsilon, momentum and weight decay held as f32 (muon.rs `NewtonSchulzParams`, momentum.rs
+    `Momentum`).
+
+    burn keeps the momentum sum ``v = momentum * v + g`` (Nesterov: ``g + momentum * v``), PyTorch the moving average
+    ``(1 - momentum) * v``; the iteration's normalisation by the Frobenius norm makes the two updates equal. The state
+    is recorded as PyTorch's ``momentum_buffer`` (``(1 - momentum) * v``), as the burn recorder records burn's.
+    The quintic iteration does not converge (it leaves singular values spread over roughly 0.5 to 1.5), so a rounding
+    of its input is not rounded away: measured on A1's first step, bfloat16's moves the update by 60% of its size.
+    """
+    from torch.optim._muon import _adjust_lr
+
+    a, b, c = (float(np.float32(x)) for x in group["ns_coefficients"])
+    eps, momentum = float(np.float32(group["eps"])), float(np.float32(group["momentum"]))
+    wd, lr = float(np.float32(group["weight_decay"])), group["lr"]
+    grad = p.grad
+    total = state.get("velocity")  # burn's name; no trace slot, so not recorded
+    total = grad.clone() if total is None else total * momentum + grad
+    state["velocity"] = total
+    state["momentum_buffer"] = total * (1 - group["momentum"])
+    update = grad + total * momentum if group["nesterov"] else total
+    x = update.T if update.shape[0] > update.shape[1] else update
+    x = x / x.norm().clamp(min=eps)
+    for _ in range(group["ns_steps"]):
+        gram = x @ x.T
+        x = x * a + (gram * b + gram @ gram * c) @ x
+    x = x.T if update.shape[0] > update.shape[1] else x
+    if wd:
+        p.mul_(1 - lr * wd)
+    p.sub_(x * _adjust_lr(lr, group["adjust_lr_fn"], p.shape))
+
+
+def _burn_settings(group: Mapping, kind: str) -> dict:
+    return {k: group[k] for k in ("lr", "weight_decay", "momentum", "nesterov", "ns_coefficients", "eps", "ns_steps",
+                                  "adjust_lr_fn")}
+
+
 OPTIMIZER = Optimizer(
     name="muon", torch_class="Muon", torch_settings=_torch_settings,
     compared=("ns_coefficients", "ns_steps", "adjust_lr_fn"), own_eps=True,
+    # burn runs the Newton-Schulz iteration in the parameters' dtype
+    burn_variant=BurnVariant("burn-muon", "_BurnMuon", _burn_settings, _burn_update),
     new_fits=MuonFits, replay=_replay,
-    burn_defaults=("muon/burn-default", (("weight_decay", 0.0),)),
+    burn_defaults_setter="with_weight_decay", burn_defaults=("muon/burn-default", (("weight_decay", 0.0),)),
     d005_fixes={
         "weight_decay": ("give Muon PyTorch's weight decay: `OptimizerSpec::muon(lr)` has it (0.1); by hand, "
                          "`MuonConfig::new().with_weight_decay(Some(WeightDecayConfig::new(0.1)))` (burn's "

@@ -26,7 +26,7 @@ from burnside.optimizers.replay import (
     number,
     sampled,
 )
-from burnside.optimizers.spec import Optimizer, Step
+from burnside.optimizers.spec import BurnVariant, Optimizer, Step
 from burnside.trace import Trace
 
 
@@ -140,10 +140,53 @@ def _torch_settings(group: Mapping) -> dict:
 
 
 
+def _burn_update(p, state: dict, group: Mapping) -> None:
+    """One RMSprop update of ``p`` on float64 tensors with burn-optim 0.22.1's float32 settings and constant.
+
+    burn's `RmsProp` computes PyTorch's update in the same order (L2 decay on the gradient, the squared
+    average, the centered variance, epsilon added outside the root, the momentum buffer), but holds
+    alpha, epsilon, momentum and the decay as f32 and forms `1 - alpha` in f32: 0.99f32 gives 0.00999999
+    for PyTorch's 0.01 (double), a relative -9.5e-7 in `square_avg` and +4.8e-7 in the update. Only those
+    scalars are rounded here (rmsprop.rs `SquareAvgState`, `CenteredState`, `RmsPropMomentum::transform`).
+    The state is kept under PyTorch's slot names; there is no step counter (burn keeps none).
+    """
+    alpha, eps = np.float32(group["alpha"]), float(np.float32(group["eps"]))
+    wd, momentum = float(np.float32(group["weight_decay"])), float(np.float32(group["momentum"]))
+    rest = float(np.float32(1) - alpha)
+    alpha = float(alpha)
+    grad = p * wd + p.grad if wd else p.grad
+    first = "square_avg" not in state
+    # in place, each operation rounded as written out (`g^2 * rest + avg * alpha`, ...), as for Adam
+    if first:
+        state["square_avg"] = grad.square().mul_(rest)
+    else:
+        state["square_avg"].mul_(alpha).add_(grad.square().mul_(rest))
+    avg = state["square_avg"]
+    if group["centered"]:
+        if first:
+            state["grad_avg"] = grad * rest + 0  # + 0 as before: a -0.0 gradient gives +0.0
+        else:
+            state["grad_avg"].mul_(alpha).add_(grad * rest)
+        avg = avg - state["grad_avg"].square()
+    update = grad / avg.sqrt().add_(eps)
+    if momentum > 0:
+        if first:
+            state["momentum_buffer"] = update
+        else:
+            update = state["momentum_buffer"].mul_(momentum).add_(update)
+    p.sub_(update * group["lr"])
+
+
+def _burn_settings(group: Mapping, kind: str) -> dict:
+    return {k: group[k] for k in ("lr", "alpha", "eps", "weight_decay", "momentum", "centered")}
+
+
 OPTIMIZER = Optimizer(
     name="rmsprop", torch_class="RMSprop", torch_settings=_torch_settings,
     # torch.optim.RMSprop's step counter (burn's `RmsProp` counts no steps)
     unused_slots=("step",),
+    # burn forms its `1 - alpha` in f32
+    burn_variant=BurnVariant("burn-rmsprop", "_BurnRmsProp", _burn_settings, _burn_update),
     compared=("alpha", "centered"), own_eps=True,
     new_fits=RmsPropFits, replay=_replay, flags=("centered",),
     burn_config="RmsPropConfig",
@@ -151,8 +194,13 @@ OPTIMIZER = Optimizer(
     burn_setters={"alpha": ".with_alpha({})", "momentum": ".with_momentum({})", "eps": ".with_epsilon({})",
                   "centered": ".with_centered({})",
                   "weight_decay": ".with_weight_decay(Some(WeightDecayConfig::new({})))"},
+    burn_defaults_setter="with_momentum",
     burn_defaults=("rmsprop/burn-default-momentum", (("momentum", 0.9), ("eps", 1e-5))),
     d005_fixes={
+        "alpha": ("give RMSprop PyTorch's smoothing constant: `OptimizerSpec::rmsprop(lr).with_alpha(alpha)` "
+                  "(`RmsPropConfig::with_alpha`)"),
+        "centered": ("`OptimizerSpec::rmsprop(lr).with_centered(..)` as PyTorch's `centered=` "
+                     "(`RmsPropConfig::with_centered`)"),
         "momentum": ("build RMSprop with PyTorch's momentum: `OptimizerSpec::rmsprop(lr)` (momentum 0, eps 1e-8), "
                      "`.with_momentum(m)` for another; a burn optimizer built by hand needs "
                      "`RmsPropConfig::new().with_momentum(0.0)` explicitly (burn's default is 0.9)"),

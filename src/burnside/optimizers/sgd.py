@@ -235,7 +235,10 @@ OPTIMIZER = Optimizer(
     new_fits=SgdFits, replay=_replay, clipping=_clipping, flags=("nesterov",),
     burn_config="MomentumConfig", burn_code=_burn_code,
     burn_new={"momentum": 0.9, "dampening": 0.1, "nesterov": False, "weight_decay": 0.0},
-    burn_defaults=("sgd/burn-default", (("dampening", 0.1),)),  # MomentumConfig
+    burn_defaults_setter="with_dampening", burn_defaults=("sgd/burn-default", (("dampening", 0.1),)),  # MomentumConfig
+    d005_fixes={"dampening": ("build SGD with momentum as PyTorch's: `OptimizerSpec::sgd(lr).with_momentum(m)` "
+                              "(dampening 0); a burn optimizer built by hand needs "
+                              "`MomentumConfig::with_dampening(0.0)` explicitly (burn's default is 0.1, PyTorch's 0)")},
     d009_fix=_d009_fix,
     a1_names=("sgd", "momentum"))
 

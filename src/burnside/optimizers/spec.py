@@ -47,6 +47,26 @@ class Step:
     grad: np.ndarray | None = None
 
 
+@dataclass(frozen=True)
+class BurnVariant:
+    """burn-optim 0.22.1's arithmetic of an optimizer where it differs from PyTorch's (float32 constants, another
+    order): the float64 reference records a second run with it, a *variant* (`burnside.recording.reference`), so the
+    comparison can tell the framework's own arithmetic from a port's mistake."""
+
+    #: its name in a reference's metadata (`burn-adam`)
+    name: str
+    #: the class name of the variant's torch.optim optimizer (its trace's `optimizer.class`)
+    class_name: str
+    #: (one parameter group of the recorded torch.optim optimizer, that optimizer's kind) -> the settings the update
+    #: reads, each group's its own
+    settings: Callable[[Mapping, str], dict]
+    #: (a float64 parameter with its gradient, its state, its group's settings) -> None: one update in place, under
+    #: `torch.no_grad()` (torch imported inside it)
+    update: Callable[[Any, dict, Mapping], None]
+    #: the settings a group may leave out, with their values
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+
+
 def _settings(fits: Any, lr: float) -> dict[str, float]:
     return fits.settings()
 
@@ -64,10 +84,9 @@ class Optimizer:
     torch_settings: Callable[[Mapping], dict]
     #: state slots torch.optim keeps that do not enter its update and burn does not keep: not recorded
     unused_slots: tuple[str, ...] = ()
-    #: (the float64 parameter groups, the optimizer's defaults) -> a torch.optim optimizer computing in float64 with
-    #: burn-optim 0.22.1's float32 constants (`burnside.reference`'s variant), or None where burn's arithmetic is
-    #: PyTorch's
-    burn_variant: Callable[[list, dict], Any] | None = None
+    #: burn's arithmetic where it is not PyTorch's, which the float64 reference records as a variant; None where burn
+    #: computes what PyTorch computes
+    burn_variant: BurnVariant | None = None
     #: its own settings compared between the sides (D005), beyond those `settings.SHARED_KEYS` lists
     compared: tuple[str, ...] = ()
     #: whether its epsilon is compared with the other settings (Adam's is D004's, measured from the numbers)
@@ -96,6 +115,8 @@ class Optimizer:
     burn_code: Callable[[dict], str] | None = None
     #: the catalogue case measuring burn's defaults that differ from PyTorch's, and burn's value of each
     burn_defaults: tuple[str, tuple[tuple[str, float], ...]] | None = None
+    #: the burn setter the catalogue names for them (a diagnosis whose fix calls it already gives it)
+    burn_defaults_setter: str = ""
     #: D005's fix of a setting of this optimizer (on the burn side), where it is not the setting's own fix
     d005_fixes: Mapping[str, str] = field(default_factory=dict)
     #: (a setting its updates contradict, its declared value, the optimizer's name) -> D009's fix of it, or None
@@ -107,4 +128,4 @@ class Optimizer:
     a1_settings: tuple[str, ...] = ()
 
 
-__all__ = ["SLOTS", "Optimizer", "Step"]
+__all__ = ["SLOTS", "BurnVariant", "Optimizer", "Step"]

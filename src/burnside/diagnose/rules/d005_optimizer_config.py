@@ -41,33 +41,16 @@ SEVERITY = Severity.ERROR
 #: Each fix names the `Training` form first (what `burnside new` and the README teach), then the
 #: same for a loop written call by call with `TraceRecorder`.
 _FIXES = {
-    "dampening": ("build SGD with momentum as PyTorch's: `OptimizerSpec::sgd(lr).with_momentum(m)` (dampening 0); "
-                  "a burn optimizer built by hand needs `MomentumConfig::with_dampening(0.0)` explicitly (burn's "
-                  "default is 0.1, PyTorch's 0)"),
-    "alpha": "give RMSprop PyTorch's smoothing constant: `OptimizerSpec::rmsprop(lr).with_alpha(alpha)` "
-             "(`RmsPropConfig::with_alpha`)",
-    "centered": "`OptimizerSpec::rmsprop(lr).with_centered(..)` as PyTorch's `centered=` "
-                "(`RmsPropConfig::with_centered`)",
-    "lr_decay": "`OptimizerSpec::adagrad(lr).with_lr_decay(..)` as PyTorch's `lr_decay=` "
-                "(`AdaGradConfig::with_lr_decay`)",
-    "initial_accumulator_value": ("burn's `AdaGrad` starts its sum at 0 and has no setting for another start: "
-                                  "train the PyTorch side with initial_accumulator_value=0"),
     "weight_decay_kind": ("`OptimizerSpec::adamw` (burn's `AdamW`) for `torch.optim.AdamW` (decoupled), "
                           "`OptimizerSpec::adam` (burn's `Adam`) for L2 decay"),
     "weight_decay": ("give PyTorch's weight decay: `OptimizerSpec::...(lr).with_weight_decay(wd)` (L2 on the gradient "
                      "for SGD, Adam, RMSprop and Adagrad, decoupled for AdamW); burn's `AdamWConfig::new()` decays by "
                      "1e-4 unless told otherwise (`with_weight_decay`)"),
-    "betas": ("give PyTorch's betas: `OptimizerSpec::adam(lr).with_betas(beta_1, beta_2)` (`adamw` alike); a burn "
-              "optimizer built by hand, `AdamConfig::with_beta_1(..).with_beta_2(..)` (burn's defaults are 0.9 and "
-              "0.999, as PyTorch's)"),
     "momentum": ("give PyTorch's momentum: `OptimizerSpec::sgd(lr).with_momentum(m)` or `OptimizerSpec::rmsprop(lr)"
                  ".with_momentum(m)`; a burn RMSprop built by hand, `RmsPropConfig::with_momentum(m)` (burn's default "
                  "is 0.9, PyTorch's 0)"),
     "nesterov": ("give SGD PyTorch's `nesterov=`: `OptimizerSpec::sgd(lr).with_momentum(m).with_nesterov(..)`; a burn "
                  "optimizer built by hand, `MomentumConfig::with_nesterov(..)` (burn's default is false)"),
-    "amsgrad": ("give Adam PyTorch's `amsgrad=`: `OptimizerSpec::adam(lr).with_amsgrad(..)` (`adamw` alike); a burn "
-                "optimizer built by hand, `AdamConfig::with_amsgrad(..)` or `AdamWConfig::with_amsgrad(..)` (burn's "
-                "default is false)"),
     "lr": ("give the PyTorch loop's rate: `Training::new(OptimizerSpec::...(lr))`; call by call, pass it to "
            "`optim.step(lr, ...)`"),
     "lr_per_step": ("apply the PyTorch loop's learning-rate schedule: `Training::with_lr_schedule(|step| lr)`; call "
