@@ -97,10 +97,18 @@ def _torch_settings(group: Mapping) -> dict:
             "initial_accumulator_value": float(group["initial_accumulator_value"]), "eps": float(group["eps"])}
 
 
+def _fresh_state(state: Mapping, defaults: Mapping) -> bool:
+    """torch.optim.Adagrad's constructor makes `step` 0 and `sum` at its `initial_accumulator_value`."""
+    return float(state.get("step", 1)) == 0.0 and bool((state["sum"] == defaults["initial_accumulator_value"]).all())
+
+
 OPTIMIZER = Optimizer(
     name="adagrad", torch_class="Adagrad", torch_settings=_torch_settings,
+    # torch.optim.Adagrad starts each sum at its constructor's initial_accumulator_value, whatever a group says
+    constructor_settings=("initial_accumulator_value",), fresh_state=_fresh_state,
     compared=("lr_decay", "initial_accumulator_value"), own_eps=True,
     new_fits=AdagradFits, replay=_replay, measured=_measured,
+    fitted={"lr_decay": ("lr_decay", None, 1e-5)},  # measured to ~1e-6 on A1
     burn_config="AdaGradConfig", burn_new={"lr_decay": 0.0, "eps": 1e-5, "weight_decay": 0.0},
     burn_setters={"lr_decay": ".with_lr_decay({})", "eps": ".with_epsilon({})",
                   "weight_decay": ".with_weight_decay(Some(WeightDecayConfig::new({})))"},

@@ -189,6 +189,8 @@ OPTIMIZER = Optimizer(
     burn_variant=BurnVariant("burn-rmsprop", "_BurnRmsProp", _burn_settings, _burn_update),
     compared=("alpha", "centered"), own_eps=True,
     new_fits=RmsPropFits, replay=_replay, flags=("centered",),
+    # judged by 1 - alpha, as a beta (measured to ~1e-5 on A1)
+    fitted={"alpha": ("alpha", None, 1e-4)},
     burn_config="RmsPropConfig",
     burn_new={"alpha": 0.99, "momentum": 0.9, "eps": 1e-5, "centered": False, "weight_decay": 0.0},
     burn_setters={"alpha": ".with_alpha({})", "momentum": ".with_momentum({})", "eps": ".with_epsilon({})",

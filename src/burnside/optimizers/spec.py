@@ -84,6 +84,12 @@ class Optimizer:
     torch_settings: Callable[[Mapping], dict]
     #: state slots torch.optim keeps that do not enter its update and burn does not keep: not recorded
     unused_slots: tuple[str, ...] = ()
+    #: settings torch.optim reads from the optimizer's constructor (its `defaults`) whatever a group says (Adagrad's
+    #: initial_accumulator_value): recorded from there, and given to the float64 copy's constructor
+    constructor_settings: tuple[str, ...] = ()
+    #: (a parameter's state, the optimizer's defaults) -> whether it is what the constructor made before any step
+    #: (Adagrad's), which the float64 copy makes anew; None: a fresh optimizer has no state
+    fresh_state: Callable[[Mapping, Mapping], bool] | None = None
     #: burn's arithmetic where it is not PyTorch's, which the float64 reference records as a variant; None where burn
     #: computes what PyTorch computes
     burn_variant: BurnVariant | None = None
@@ -102,6 +108,9 @@ class Optimizer:
     #: (its fits, measured, lr_by_step, steps, clip, norm(k), the declared rate of step k): where the updates show a
     #: gradient clipping other than the declared one, put it in ``measured`` (and take out what it explains)
     clipping: Callable[..., None] | None = None
+    #: settings only its fits measure, as D009 judges them: measured key -> (the trace's key, the index in a list
+    #: value, the absolute floor below which the fit cannot resolve it)
+    fitted: Mapping[str, tuple[str, int | None, float]] = field(default_factory=dict)
     #: its flags a search for the optimizer as built may switch (`forensics.optimizer._candidates`)
     flags: tuple[str, ...] = ()
     #: burn's config it is built from by hand (`AdamWConfig`; SGD's momentum `MomentumConfig`)

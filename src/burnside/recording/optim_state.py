@@ -48,9 +48,10 @@ def optimizer_config(optimizer: torch.optim.Optimizer, names: Mapping[int, str] 
     settings where it differs from the first (docs/trace-format.md)."""
     kind = optimizer_kind(optimizer)
     groups = optimizer.param_groups
-    if kind == "Adagrad":
-        # torch.optim.Adagrad starts each sum at its constructor's initial_accumulator_value, whatever a group says
-        groups = [{**g, "initial_accumulator_value": optimizer.defaults["initial_accumulator_value"]} for g in groups]
+    known = by_torch_class(kind)
+    for key in known.constructor_settings if known is not None else ():
+        # read from the constructor whatever a group says (`Optimizer.constructor_settings`)
+        groups = [{**g, key: optimizer.defaults[key]} for g in groups]
     config = _group_config(kind, groups[0])
     if len(optimizer.param_groups) > 1:
         config["param_groups"] = len(optimizer.param_groups)

@@ -382,10 +382,10 @@ def _double_copy(model: nn.Module, optimizer: torch.optim.Optimizer, burn_adam: 
     groups = [{"params": [params[by_id[id(p)]] for p in group["params"]],
                **{k: v for k, v in group.items() if k != "params"}} for group in optimizer.param_groups]
     if not burn_adam:
-        if optimizer_kind(optimizer) == "Adagrad":
-            # Adagrad starts every group's sum at its constructor's initial_accumulator_value, not the group's
-            init = optimizer.defaults["initial_accumulator_value"]
-            return double, type(optimizer)(groups, initial_accumulator_value=init)
+        known = by_torch_class(optimizer_kind(optimizer))
+        if known is not None and known.constructor_settings:
+            # settings read from the constructor, not the groups (Adagrad's initial_accumulator_value)
+            return double, type(optimizer)(groups, **{k: optimizer.defaults[k] for k in known.constructor_settings})
         try:
             return double, type(optimizer)(groups)
         except TypeError:
@@ -408,14 +408,12 @@ def _double_copy(model: nn.Module, optimizer: torch.optim.Optimizer, burn_adam: 
 
 
 def _fresh(optimizer: torch.optim.Optimizer) -> bool:
-    """Whether no step has changed the optimizer's state: none at all, or only what Adagrad's constructor
-    makes (``step`` 0 and ``sum`` at ``initial_accumulator_value``), which the float64 copy makes anew."""
-    for state in optimizer.state.values():
-        if optimizer_kind(optimizer) != "Adagrad" or float(state.get("step", 1)) != 0.0:
-            return False
-        if not bool((state["sum"] == optimizer.defaults["initial_accumulator_value"]).all()):
-            return False
-    return True
+    """Whether no step has changed the optimizer's state: none at all, or only what its constructor makes
+    (`Optimizer.fresh_state`: Adagrad's ``step`` 0 and ``sum`` at ``initial_accumulator_value``), which the float64
+    copy makes anew."""
+    known = by_torch_class(optimizer_kind(optimizer))
+    fresh = known.fresh_state if known is not None else None
+    return all(fresh is not None and fresh(state, optimizer.defaults) for state in optimizer.state.values())
 
 
 def _check_rerunnable(optimizer: torch.optim.Optimizer) -> None:

@@ -69,8 +69,9 @@ NAME = "update-differs"
 TITLE = "update differs from the declared optimizer"
 SEVERITY = Severity.ERROR
 
-# measured key -> (metadata key, index in a list value, absolute floor below which it cannot be resolved)
-_SETTINGS = {
+# measured key -> (metadata key, index in a list value, absolute floor below which it cannot be resolved): the settings
+# several optimizers' fits measure, then each optimizer's own (`Optimizer.fitted`)
+_SHARED_SETTINGS = {
     "lr": ("lr", None, 0.0),
     "weight_decay": ("weight_decay", None, 1e-5),  # measured within 3e-7 of the truth on A1 and under momentum
     "momentum": ("momentum", None, 1e-3),
@@ -78,10 +79,9 @@ _SETTINGS = {
     "beta_1": ("betas", 0, 1e-4),
     "beta_2": ("betas", 1, 1e-5),
     "eps": ("eps", None, 1e-6),  # the step-0 fit resolves eps to ~1e-7 on A1 (measured 2.2e-8 for 1e-8)
-    "alpha": ("alpha", None, 1e-4),  # RMSprop; judged by 1 - alpha, as a beta (measured to ~1e-5 on A1)
-    "lr_decay": ("lr_decay", None, 1e-5),  # Adagrad (measured to ~1e-6 on A1)
     "clip_grad_norm": ("clip_grad_norm", None, 0.0),  # infinity measured: no clipping
 }
+_SETTINGS = {**_SHARED_SETTINGS, **{key: own for o in OPTIMIZERS.values() for key, own in o.fitted.items()}}
 _RELATIVE = 0.05
 
 
