@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
-from burnside.burn_defaults import BURN_DEFAULTS
+from burnside.optimizers import OPTIMIZERS
 from burnside.trace import parse_name
 
 
@@ -84,13 +84,9 @@ CATALOGUE: tuple[KnownDifference, ...] = (
     KnownDifference("transformer_encoder_layer/activation", ("TransformerEncoderLayer", "TransformerEncoder"),
                     "with_activation"),
     KnownDifference("kl_div/default", ("KLDivLoss", "kl_div"), "Reduction::"),
-    KnownDifference("sgd/burn-default", ("SGD",), "with_dampening", burn_values=BURN_DEFAULTS["sgd"][1]),
-    KnownDifference("adam/burn-default", ("Adam",), "with_epsilon", burn_values=BURN_DEFAULTS["adam"][1]),
-    KnownDifference("adamw/burn-default", ("AdamW",), "with_weight_decay", burn_values=BURN_DEFAULTS["adamw"][1]),
-    KnownDifference("rmsprop/burn-default-momentum", ("RMSprop",), "with_momentum",
-                    burn_values=BURN_DEFAULTS["rmsprop"][1]),
-    KnownDifference("adagrad/burn-default", ("Adagrad",), "with_epsilon", burn_values=BURN_DEFAULTS["adagrad"][1]),
-    KnownDifference("muon/burn-default", ("Muon",), "with_weight_decay", burn_values=BURN_DEFAULTS["muon"][1]),
+    # each optimizer's burn defaults that differ from PyTorch's (`Optimizer.burn_defaults`)
+    *(KnownDifference(o.burn_defaults[0], (o.torch_class,), o.burn_defaults_setter, burn_values=o.burn_defaults[1])
+      for o in OPTIMIZERS.values() if o.burn_defaults is not None),
     # framework: modelled by the referee
     KnownDifference("batch_norm2d/train", _NORMS, variant="burn-batchnorm"),
     KnownDifference("adam/default", ("Adam", "AdamW"), variant="burn-adam"),

@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from burnside.burn.a1 import BUGS as A1_BUGS
+from burnside.examples.a1 import TITLE as A1_TITLE
 from burnside.errors import BurnsideError
+from burnside.optimizers import a1_optimizers
 
 if TYPE_CHECKING:
     from burnside.progress import StepProgress
@@ -134,9 +136,7 @@ def _inference_example(name: str, title: str, bugs: tuple[str, ...]) -> Target:
 
 
 TARGETS: dict[str, Target] = {
-    "a1": Target("a1", "the seed's two-Linear MLP (SGD lr 0.1, with momentum 0.9, Adam or AdamW lr 0.01, "
-                 "eps 1e-8, RMSprop or Adagrad lr 0.01, Adafactor lr 0.01, Muon lr 0.02, L-BFGS lr 0.1)",
-                 ("sgd", "momentum", "adam", "adamw", "rmsprop", "adagrad", "adafactor", "muon", "lbfgs"),
+    "a1": Target("a1", A1_TITLE, a1_optimizers(),
                  A1_BUGS, _a1_torch, _a1_burn, _a1_reference),
     "cnn": _example("cnn", "Conv2d, BatchNorm2d, ReLU, MaxPool2d, Linear; Adam", "adam", ("bn-eps", "bn-momentum")),
     "transformer": _example("transformer", "a transformer block: Embedding, LayerNorm, attention, GELU MLP; AdamW",

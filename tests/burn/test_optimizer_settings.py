@@ -16,7 +16,7 @@ import torch
 
 from burnside.burn.port import record_port
 from burnside.compare import Tolerance, Tolerances
-from burnside.compare.config import optimizer_notes
+from burnside.optimizers.settings import optimizer_notes
 from burnside.diagnose import diagnose
 from burnside.parity import compare_with_evidence
 from burnside.torch import record

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from burnside.examples.a1 import a1_data, a1_model
-from burnside.forensics.adafactor import replay_adafactor
+from burnside.optimizers.adafactor import replay_adafactor
 from burnside.forensics.optimizer import measure_optimizer
 from burnside.recording.reference import record_reference
 from burnside.torch import record

@@ -11,12 +11,14 @@ from burnside.compare import open_reference
 from burnside.parity import compare_with_evidence
 from burnside.compare.referee import verdict
 from burnside.compare.rounding import FLOOR_HALF_ULPS, NOISE_FACTOR
-from burnside.recording.reference import _BurnAdam as BurnAdam
+from burnside.recording.reference import variant_class
 from burnside.recording.reference import record_reference as record_double
 from burnside.torch import record
 from burnside.trace import open_trace, write_trace
 
 from .conftest import run_cli
+
+BurnAdam = variant_class("adam")
 
 
 def test_the_reference_is_a_float64_copy_and_leaves_the_model_alone(tmp_path):

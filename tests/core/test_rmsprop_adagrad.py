@@ -189,9 +189,9 @@ def test_adagrads_start_is_its_constructors_in_every_group_as_pytorch_computes(t
 
 def _replay(trace, override=None):
     """Every step of every parameter replayed with the declared (or ``override``) settings: (misses, fits)."""
-    from burnside.forensics.adagrad import AdagradFits, replay_adagrad
-    from burnside.forensics.rmsprop import RmsPropFits, replay_rmsprop
-    from burnside.forensics.replay import sampled
+    from burnside.optimizers.adagrad import AdagradFits, replay_adagrad
+    from burnside.optimizers.rmsprop import RmsPropFits, replay_rmsprop
+    from burnside.optimizers.replay import sampled
 
     config = {**trace.optimizer, **(override or {})}
     rmsprop = config["name"] == "rmsprop"

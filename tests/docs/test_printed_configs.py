@@ -1,4 +1,4 @@
-"""The burn optimizer configs D009 prints as the by-hand fix (`burnside.burn_defaults.burn_config`: the config's
+"""The burn optimizer configs D009 prints as the by-hand fix (`burnside.optimizers.burn.burn_config`: the config's
 `new()` and a builder call for each declared setting burn's default is not) compile against burn, for every
 optimizer with a config and every builder call it can print. They go into one binary of the README's port project
 (the same burn build as the documents' Rust blocks), one function each; compiling is the test."""
@@ -10,7 +10,7 @@ import re
 import pytest
 
 from burnside.burn.cargo import build
-from burnside.burn_defaults import burn_config
+from burnside.optimizers.burn import burn_config
 from burnside.errors import BuildError
 
 #: Declared optimizers (as a trace's metadata holds them) that between them need every builder call.

@@ -21,8 +21,6 @@ if TYPE_CHECKING:
 BUGS = ("discard", "othergrads", "epsilon", "rmsprop-defaults", "adagrad-eps", "muon-decay", "adafactor-absolute",
         "lbfgs-max-iter", "skipstep", "literallr", "betas", "weightdecay", "dampening", "clip",
         "double", "sum", "gelu", "nobias", "f32inputs", "init")
-#: The optimizers A1's burn side trains with (train-step's and bugs' `--optim`).
-OPTIMS = ("sgd", "momentum", "adam", "adamw", "rmsprop", "adagrad", "adafactor", "muon", "lbfgs")
 #: Bugs that live in one kind of optimizer: bug -> (the optimizers it needs, what it is).
 BUG_OPTIMS = {
     "epsilon": (("adam",), "Adam's default epsilon"),
@@ -41,15 +39,16 @@ BUG_OPTIMS = {
 def record_a1(out: Path, *, steps: int = 1, optim: str = "sgd", console: Console | None = None,
               f32_inputs: bool = False, init: Path | None = None, bug: str | None = None,
               progress: StepProgress | None = None) -> Path:
-    """Record ``steps`` steps of A1 on burn (one of OPTIMS, as `burnside.examples.a1.a1_optimizer`; RMSprop and Adagrad
-    also as ``NAME:key=value,...`` with PyTorch's settings) into ``out``.
+    """Record ``steps`` steps of A1 on burn (one of `burnside.examples.a1.OPTIMS`, as
+    `burnside.examples.a1.a1_optimizer`; RMSprop, Adagrad, Adafactor, Muon and L-BFGS also as ``NAME:key=value,...``
+    with PyTorch's settings) into ``out``.
 
     The model and batch are built in Rust (f64, rounded once); ``f32_inputs`` computes inputs
     and biases in f32 instead (S3); ``init`` loads a `burnside.torch.export_init` file instead.
     ``bug`` (one of BUGS) records the loop with that failure built in (`pitb-opt`'s `bugs`).
     ``progress`` is told the steps the program reports; the build's progress goes to ``console``.
     """
-    optimizer_settings(optim)  # one of OPTIMS, with settings the burn side reads the same way
+    optimizer_settings(optim)  # one of A1's optimizers, with settings the burn side reads the same way
     if bug is not None and (bug not in BUGS or f32_inputs or init is not None):
         raise ValueError(f"bug must be one of {BUGS}, without f32_inputs or init")
     out = Path(out)

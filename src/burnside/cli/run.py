@@ -33,10 +33,9 @@ _OPTIMS = sorted({optim for target in TARGETS.values() for optim in target.optim
               help="Training steps, or forward batches for an inference example (default 1; classifier and "
               "encoder: 3 batches).")
 @click.option("--optim", type=click.Choice(_OPTIMS), default=None,
-              help="The optimizer (a1: sgd lr 0.1 (default), momentum 0.9 with lr 0.1, adam or adamw lr 0.01 "
-              "eps 1e-8, rmsprop or adagrad with PyTorch's defaults, adafactor lr 0.01, muon lr 0.02 on the weights, "
-              "lbfgs lr 0.1; cnn: adam; transformer: adamw; rnn: adam; "
-              "attention: adamw).")
+              help="The optimizer (" + "; ".join(f"{t.name}: {', '.join(t.optims)}" for t in TARGETS.values()
+                                                 if t.optims)
+              + "; the first is the default, each with the settings NAME's description above gives).")
 @click.option("--bug", default=None, help="Build a porting bug into the burn side, to see burnside name it "
               f"(a1: {', '.join(A1_BUGS)}; cnn: bn-eps, bn-momentum; transformer: gelu-tanh, ln-eps; "
               "rnn: batch-first, no-clip, per-tensor-clip; attention: dropout, no-warmup; "

@@ -127,7 +127,7 @@ class Comparison:
     #: buffers one side records that a trace's metadata lists as registered with ``persistent=False``
     #: (`buffers_nonpersistent`: constants of the module, outside its state_dict, such as a causal mask
     #: kept as a constant), which the other side computes inline: listed, never a failure
-    #: the optimizer settings the two traces declare otherwise (`burnside.compare.config`; D005 names them): a
+    #: the optimizer settings the two traces declare otherwise (`burnside.optimizers.settings`; D005 names them): a
     #: failure even where the recorded steps do not show them yet
     optimizer_differences: list[str] = field(default_factory=list)
     #: the two traces accumulate gradients over other numbers of micro-batches per optimizer step (metadata

@@ -13,6 +13,7 @@ import numpy as np
 
 from burnside.compare.reference_file import Reference
 from burnside.errors import TraceError
+from burnside.optimizers.settings import same_setting
 from burnside.trace import Trace, parse_name
 
 
@@ -145,17 +146,6 @@ def _check_same_loss(trace: Trace, reference: Reference) -> None:
 #: The relative gap between a trace's and its reference's first loss beyond which they are two losses: a
 #: float32 forward from the same start is within ~1e-6 of the float64 one (A1: 1.4e-7 relative).
 _SAME_LOSS = 1e-3
-
-
-def same_setting(a: object, b: object, *, abs_tol: float = 0.0) -> bool:
-    """Whether two optimizer settings from trace metadata agree: numbers to 1e-6 relative (a setting
-    written through float32; ``abs_tol`` for values near 0), lists element by element, the rest equal."""
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(same_setting(x, y, abs_tol=abs_tol) for x, y in zip(a, b, strict=True))
-    numbers = (int, float)
-    if isinstance(a, numbers) and isinstance(b, numbers) and not isinstance(a, bool) and not isinstance(b, bool):
-        return math.isclose(float(a), float(b), rel_tol=1e-6, abs_tol=abs_tol)
-    return a == b
 
 
 def _setting(value: object) -> str:

@@ -15,7 +15,7 @@ import numpy as np
 
 from burnside.compare.aligned import Holders, align
 from burnside.compare.collector import Collector
-from burnside.compare.config import optimizer_differences
+from burnside.optimizers.settings import optimizer_differences
 from burnside.compare.comparison import Comparison, StructureProblem, TensorRow, is_optional
 from burnside.compare.loading import (
     LoadingFault,

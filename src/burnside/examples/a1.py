@@ -12,6 +12,8 @@ import math
 
 import numpy as np
 
+from burnside.optimizers import OPTIMIZERS, a1_optimizers
+
 #: The seed's published numbers, which the A1 reconstruction must reproduce.
 SEED_SGD_LOSSES = (1.1400575637817383, 1.105960726737976, 1.0757620334625244)
 SEED_FC2_BIAS_GRAD = (0.11327312141656876, 0.03841985762119293, -0.1516929566860199)
@@ -37,7 +39,10 @@ MUON_ADJUST_LR_FN = "match_rms_adamw"
 LBFGS_LR = 0.1
 LBFGS_MAX_ITER = 5
 #: The optimizers A1 trains with on both sides (`burnside run a1 --optim`).
-OPTIMS = ("sgd", "momentum", "adam", "adamw", "rmsprop", "adagrad", "adafactor", "muon", "lbfgs")
+OPTIMS = a1_optimizers()
+#: What `burnside run --help` says A1 is: the model and each optimizer with the settings `a1_optimizer` gives it.
+TITLE = ("the seed's two-Linear MLP (SGD lr 0.1, with momentum 0.9, Adam or AdamW lr 0.01, eps 1e-8, RMSprop or "
+         "Adagrad lr 0.01, Adafactor lr 0.01, Muon lr 0.02, L-BFGS lr 0.1)")
 #: The parameters A1's Muon trains: torch.optim.Muon takes only 2-D parameters, so the biases are frozen (no gradient
 #: on either side) and keep their start.
 MUON_PARAMS = ("fc1.weight", "fc2.weight")
@@ -104,12 +109,8 @@ def a1_data():
     return torch.from_numpy(arrays["x"]), torch.from_numpy(arrays["y"])
 
 
-#: The PyTorch settings `NAME:key=value,...` may give A1's RMSprop and Adagrad (the same on the burn side).
-SETTINGS = {"rmsprop": ("lr", "alpha", "eps", "weight_decay", "momentum", "centered"),
-            "adagrad": ("lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps"),
-            "adafactor": ("lr", "beta2_decay", "d", "weight_decay"),
-            "muon": ("lr", "weight_decay", "momentum", "nesterov", "eps", "ns_steps"),
-            "lbfgs": ("lr", "max_iter", "history_size")}
+#: The PyTorch settings `NAME:key=value,...` may give A1's optimizers (the same on the burn side).
+SETTINGS = {name: o.a1_settings for name, o in OPTIMIZERS.items() if o.a1_settings}
 #: Settings that are counts (given to PyTorch as int).
 _COUNTS = ("ns_steps", "max_iter", "history_size")
 

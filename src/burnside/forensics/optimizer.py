@@ -1,7 +1,8 @@
 """Optimizer forensics: what optimizer a trace's own numbers show, next to what its metadata says.
 
 Each step is replayed in float64 from the side's own recorded tensors (params before, gradients,
-the previous step's optimizer state) with the declared optimizer (`sgd`, `adam`: the replay of each
+the previous step's optimizer state) with the declared optimizer (each of `burnside.optimizers` that has a
+replay: SGD, Adam, AdamW, RMSprop, Adagrad, Adafactor, and Muon's momentum buffer; its module holds the replay
 and the fits of its settings); a step whose recorded update (or state) the replay does not reproduce
 is where the update differs from the declared optimizer. The effective settings are measured by
 least squares from the same tensors.
@@ -11,9 +12,9 @@ with its own lr.
 
 Gradient clipping (`clip_grad_norm` in the metadata, PyTorch's `clip_grad_norm_`) scales step k's
 gradients by `c_k = min(1, max_norm / (||g_k|| + 1e-6))`, `||g_k||` the norm of all the recorded
-(unclipped) gradients of the step together; the replay scales them so. For Adam the scale each step
-actually applied is measured too (`AdamFits.clipping`), reported as the `clip_grad_norm` it implies
-(`s ||g_k||`, or infinity for none) where it is not `c_k`.
+(unclipped) gradients of the step together; the replay scales them so. Where an optimizer measures the
+clipping its updates show (`Optimizer.clipping`: Adam's from the moments, plain SGD's from its rates per
+step), it is reported as the `clip_grad_norm` it implies where it is not the declared one.
 """
 
 from __future__ import annotations
@@ -22,18 +23,16 @@ import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from burnside.burn_defaults import BURN_CONFIGS, BURN_DEFAULTS, setting, with_setting
-from burnside.compare.config import group_config, group_index, group_settings
-from burnside.forensics.adam import AdamFits, replay_adam, scale_pairs
-from burnside.forensics.replay import number, sampled
-from burnside.forensics.adafactor import AdafactorFits, replay_adafactor
-from burnside.forensics.adagrad import AdagradFits, replay_adagrad
-from burnside.forensics.muon import MuonFits, replay_muon
-from burnside.forensics.rmsprop import RmsPropFits, replay_rmsprop
-from burnside.forensics.sgd import SgdFits, replay_sgd
+from burnside.optimizers import OPTIMIZERS, Optimizer
+from burnside.optimizers.burn import BURN_CONFIGS, BURN_DEFAULTS
+from burnside.optimizers.replay import number, sampled
+from burnside.optimizers.settings import group_config, group_index, group_settings
+from burnside.optimizers.spec import Step
+from burnside.optimizers.values import setting, with_setting
 from burnside.trace import Trace, parse_name
 
 
@@ -96,9 +95,6 @@ class _Declaring:
         return name in self._trace
 
 
-#: The settings a search for the optimizer as built may change, by optimizer: burn's config settings (`BURN_CONFIGS`)
-#: and those measured by a fit of one setting at a time (a value the port typed itself).
-_FLAGS_OF = {"sgd": ("nesterov",), "adam": ("amsgrad",), "adamw": ("amsgrad",), "rmsprop": ("centered",)}
 #: Fitted settings (`measured`'s keys) a search may take, as config keys (Adam's decay by the declared kind).
 _FITTED = ("beta_1", "beta_2", "eps", "alpha", "momentum", "dampening", "lr_decay", "weight_decay")
 #: How far (relative; a beta or alpha by 1 - beta) a fitted value is from the declared one to be a candidate.
@@ -119,7 +115,8 @@ def _candidates(declared: dict, measured: dict) -> list[tuple[str, float | bool]
             continue  # plain SGD: no MomentumConfig, nothing of it to default
         if setting(declared, key) != burn:
             found.append((key, burn))
-    for flag in _FLAGS_OF.get(name, ()):
+    spec = OPTIMIZERS.get(name) if isinstance(name, str) else None
+    for flag in spec.flags if spec is not None else ():
         if (flag, not setting(declared, flag)) not in found and not (name == "sgd" and not momentum):
             found.append((flag, not setting(declared, flag)))
     kind = "decoupled" if name == "adamw" else "l2"
@@ -165,24 +162,18 @@ def _as_built(trace: Trace, declared: dict, measured: dict) -> tuple[dict[str, f
 def _measure(trace: Trace) -> OptimizerForensics:
     """The replay and the fits, step by step.
 
-    Reads the first SAMPLE elements of one parameter's tensors of one step at a time. Traces without params,
-    gradients or an optimizer it replays (sgd, adam, adamw, rmsprop, adagrad, adafactor, muon) give an empty
-    result.
+    Reads the first SAMPLE elements of one parameter's tensors of one step at a time (the whole tensors for a replay
+    that needs them, Adafactor's). Traces without params, gradients or an optimizer with a replay give an empty
+    result: L-BFGS is not replayed, nor Muon's update, only its momentum buffer (docs/compare.md): Muon's PyTorch
+    update rests on bfloat16 rounding, L-BFGS's on closure evaluations the trace does not hold.
     """
     config = trace.optimizer if isinstance(trace.optimizer, dict) else {}
     result = OptimizerForensics(declared=config)
-    name = config.get("name")
+    spec = OPTIMIZERS.get(str(config.get("name")))
     params = [p for p in (trace.metadata.get("params") or []) if isinstance(p, str)]
-    # L-BFGS is not replayed, nor Muon's update, only its momentum buffer (docs/compare.md): Muon's PyTorch update rests
-    # on bfloat16 rounding, L-BFGS's on closure evaluations the trace does not hold
-    if name not in ("sgd", "adam", "adamw", "rmsprop", "adagrad", "adafactor", "muon") or not params:
+    if spec is None or spec.replay is None or spec.new_fits is None or not params:
         return result
-    lr = number(config, "lr", 0.0)
     clip = number(config, "clip_grad_norm", 0.0)
-    sgd = name == "sgd"
-    new_fits = {"sgd": SgdFits, "rmsprop": RmsPropFits, "adagrad": AdagradFits,
-                "adafactor": AdafactorFits, "muon": MuonFits}.get(name, AdamFits)
-    fits: SgdFits | AdamFits | RmsPropFits | AdagradFits | AdafactorFits | MuonFits = new_fits()
     steps = max(trace.steps, 0)
     norms: dict[int, float] = {}
 
@@ -193,11 +184,34 @@ def _measure(trace: Trace) -> OptimizerForensics:
 
     schedule = config.get("lr_per_step")
     schedule = [float(x) for x in schedule] if isinstance(schedule, list) and len(schedule) >= steps else None
-    base_lr = lr
+    fits, group_fits = _replay_steps(trace, spec, config, params, steps, schedule, norm, result)
+    base_lr = number(config, "lr", 0.0)
+    result.measured = spec.measured(fits, base_lr)
+    for i, found_fits in group_fits.items():
+        result.group_measured[i] = spec.measured(found_fits, number(group_config(config, i)[0], "lr", 0.0))
+    rates = getattr(fits, "step_lr", None)  # Muon and Adafactor fit no rate per step
+    if rates is not None:
+        result.lr_by_step = rates.rates()
+    if spec.clipping is not None:
+        def step_rate(k: int) -> float:
+            return schedule[k] if schedule is not None else base_lr
+
+        spec.clipping(fits, result.measured, result.lr_by_step, steps, clip, norm, step_rate)
+    return result
+
+
+def _replay_steps(trace: Trace, spec: Optimizer, config: dict, params: list[str], steps: int,
+                  schedule: list[float] | None, norm: Callable[[int], float], result: OptimizerForensics
+                  ) -> tuple[Any, dict[int, Any]]:
+    """Replay every step of every parameter with ``spec``'s replay, noting the first miss in ``result``: the first
+    group's fits and, by index in the declared `groups`, the fits of each group with settings of its own."""
+    clip = number(config, "clip_grad_norm", 0.0)
+    base_lr = number(config, "lr", 0.0)
     overrides = group_settings(config)
     # each group with settings of its own is fitted apart (its weight decay, its lr): index -> its fits
     group_of = group_index(config)
-    group_fits: dict[int, SgdFits | AdamFits | RmsPropFits | AdagradFits | AdafactorFits | MuonFits] = {}
+    new_fits, replay = spec.new_fits, spec.replay  # both set: `_measure` replays no other optimizer
+    fits, group_fits = new_fits(), {}
     # (step, parameter) whose optimizer state a trace holds as statistics only (format version 3): the next step's
     # replay needs that state's values, so it is not replayed (a missing buffer would read as a fresh one)
     held = {(parsed.step, parsed.param) for n in getattr(trace, "statistics", None) or {}
@@ -213,103 +227,29 @@ def _measure(trace: Trace) -> OptimizerForensics:
             fit_to = group_fits.setdefault(group_of[p], new_fits()) if own and p in group_of else fits
             group_lr = number(cfg, "lr", base_lr)
             lr = (schedule[k] * (group_lr / base_lr if base_lr else 1.0)) if schedule is not None else group_lr
-            wd = number(cfg, "weight_decay", 0.0)
-            needed = (f"step{k}.params_before.{p}", f"step{k}.params_after.{p}", f"step{k}.grads.{p}")
-            if not all(n in trace for n in needed) or len({trace.info(n).shape for n in needed}) != 1:
-                continue
-            if (k - 1, p) in held:
-                continue
-            if name == "adafactor":  # read whole, not sampled: its update needs the tensor's RMS and means
-                found = replay_adafactor(trace, cfg, k, p, lr)
-                if found is not None and result.mismatch_step is None:
-                    result.mismatch_step, result.mismatch_what, result.mismatch_residual = k, found[0], found[1]
-                continue
-            before = sampled(trace, f"step{k}.params_before.{p}")
-            after = sampled(trace, f"step{k}.params_after.{p}")
-            grad = sampled(trace, f"step{k}.grads.{p}")
-            if before is None or after is None or grad is None or before.shape != grad.shape:
-                continue
-            if sgd:
-                found = replay_sgd(trace, cfg, k, p, before, after, coef * grad, lr, wd, fit_to)
-            elif name == "rmsprop":
-                found = replay_rmsprop(trace, cfg, k, p, before, after, coef * grad, lr, wd, fit_to)
-            elif name == "adagrad":
-                found = replay_adagrad(trace, cfg, k, p, before, after, coef * grad, lr, wd, fit_to)
-            elif name == "muon":
-                found = replay_muon(trace, cfg, k, p, coef * grad, fit_to)
-            else:
-                found = replay_adam(trace, cfg, name, k, p, before, after, coef * grad, lr, wd, fit_to)
-                scale_pairs(trace, cfg, name, k, p, grad, fit_to)
+            step = _step(trace, spec, cfg, k, p, lr, coef, held)
+            found = replay(step, fit_to) if step is not None else None
             if found is not None and result.mismatch_step is None:
                 result.mismatch_step, result.mismatch_what, result.mismatch_residual = k, found[0], found[1]
-    result.measured = fits.settings(number(config, "lr", 0.0)) if isinstance(fits, AdagradFits) else fits.settings()
-    for i, found_fits in group_fits.items():
-        group_lr = number(group_config(config, i)[0], "lr", 0.0)
-        result.group_measured[i] = (found_fits.settings(group_lr) if isinstance(found_fits, AdagradFits)
-                                    else found_fits.settings())
-    rates = getattr(fits, "step_lr", None)  # Muon and Adafactor fit no rate per step
-    if rates is not None:
-        result.lr_by_step = rates.rates()
-    if isinstance(fits, SgdFits) and result.lr_by_step:
-        def step_rate(k: int) -> float:
-            return schedule[k] if schedule is not None else base_lr
-
-        clipped = _clipping_from_rates(result.lr_by_step, step_rate, clip, norm)
-        if clipped is not None:
-            # plain SGD's update is linear in the gradient: a global clipping shows as a rate per step, and is that
-            result.measured.pop("lr", None)
-            result.measured["clip_grad_norm"] = clipped
-            result.lr_by_step = {}
-    if isinstance(fits, AdamFits):
-        clipped = fits.clipping(steps, clip, norm)
-        if clipped is not None:
-            # the scale explains the moments; betas fitted to scaled gradients would only restate it
-            result.measured.pop("beta_1", None)
-            result.measured.pop("beta_2", None)
-            result.measured["clip_grad_norm"] = clipped
-    return result
+    return fits, group_fits
 
 
-#: How far apart (relative) two rates, two clipping thresholds or a scale and 1 are to be told apart.
-_APART = 1e-3
-
-
-def _clipping_from_rates(rates: dict[int, float], step_rate: Callable[[int], float], clip: float,
-                         norm: Callable[[int], float]) -> float | None:
-    """The `clip_grad_norm` a plain SGD's per-step rates show where it is not the declared ``clip`` (infinity: no
-    clipping), or None: they show the declared rates, or no one threshold explains them. A step clipped at c moves by
-    ``lr * min(1, c / |g_k|)``: each step's rate over the declared one, times the declared clipping's factor, is the
-    factor the step applied; the clipped steps' factors times their gradient norms must give one c, and the steps at
-    their full rate have norms at most c, over two clipped steps at least. A rate changed by hand follows the norms only
-    by chance."""
-    if all(abs(rate - step_rate(k)) <= _APART * step_rate(k) for k, rate in rates.items()):
-        return None  # the declared rates (and the declared clipping, which the replay applied)
-    implied: dict[int, float] = {}
-    full: list[int] = []
-    declared_clipped = False
-    for k, rate in rates.items():
-        said = step_rate(k)
-        if said <= 0:
-            return None
-        declared = min(1.0, clip / (norm(k) + 1e-6)) if clip > 0 else 1.0
-        declared_clipped |= declared < 1 - _APART
-        factor = rate / said * declared
-        if factor > 1 + _APART:
-            return None  # faster than the unclipped rate: no clipping gives it
-        if factor < 1 - _APART:
-            implied[k] = factor * (norm(k) + 1e-6)
-        else:
-            full.append(k)
-    if not implied:
-        return math.inf if declared_clipped else None
-    if len(implied) < 2:
-        return None  # one clipped step's factor is as well another lr: the rates say which only over two
-    threshold = float(np.median(list(implied.values())))
-    if any(abs(c - threshold) > _APART * threshold for c in implied.values()):
+def _step(trace: Trace, spec: Optimizer, config: dict, k: int, p: str, lr: float, coef: float,
+          held: set) -> Step | None:
+    """Step ``k`` of parameter ``p`` as ``spec``'s replay reads it, or None where the trace cannot replay it (a tensor
+    missing or of another shape, the previous state held as statistics only)."""
+    needed = (f"step{k}.params_before.{p}", f"step{k}.params_after.{p}", f"step{k}.grads.{p}")
+    if not all(n in trace for n in needed) or len({trace.info(n).shape for n in needed}) != 1:
         return None
-    if any(norm(k) > threshold * (1 + _APART) for k in full):
+    if (k - 1, p) in held:
         return None
-    return threshold
+    wd = number(config, "weight_decay", 0.0)
+    if spec.reads_whole:  # its update needs the tensor's RMS and means: it reads them whole itself
+        return Step(trace, config, spec.name, k, p, lr, wd, coef)
+    before, after, grad = (sampled(trace, name) for name in needed)
+    if before is None or after is None or grad is None or before.shape != grad.shape:
+        return None
+    return Step(trace, config, spec.name, k, p, lr, wd, coef, before, after, grad)
 
 
 #: Elements per read when a step's gradient norm is taken over whole tensors.

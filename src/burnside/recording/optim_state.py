@@ -13,17 +13,8 @@ import numpy as np
 import torch
 
 from burnside.errors import BurnsideError
+from burnside.optimizers import OPTIMIZERS, SLOTS, by_torch_class
 from burnside.trace.dtypes import as_bf16
-
-# PyTorch state names are the trace's slot names already (docs/trace-format.md).
-_SLOTS = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer", "square_avg", "grad_avg", "sum", "row_var",
-          "col_var", "variance", "step")
-#: Slots an optimizer keeps that do not enter its update and burn does not keep, so a port cannot record
-#: them: RMSprop's step counter (burn's `RmsProp` counts no steps). L-BFGS keeps one state for the whole model
-#: (its history of flat steps and gradient changes, under the first parameter), no per-parameter slot: none is
-#: recorded.
-_UNUSED_SLOTS = {"RMSprop": ("step",), "LBFGS": _SLOTS}
-
 
 #: The float dtypes a tensor is recorded in as it is; any other is recorded as float32.
 _OWN_DTYPES = (torch.float64, torch.bfloat16, torch.float16)
@@ -37,8 +28,9 @@ _HELD_DTYPES = frozenset({torch.float64, torch.float32, torch.float16, torch.bfl
 def optimizer_kind(optimizer: torch.optim.Optimizer) -> str:
     """The optimizer's class name, or the torch.optim class it subclasses without changing its step
     (a subclass that only adds a constructor or a name computes what its base computes)."""
-    for base in (torch.optim.AdamW, torch.optim.Adam, torch.optim.SGD, torch.optim.RMSprop, torch.optim.Adagrad,
-                 torch.optim.Adafactor, torch.optim.Muon, torch.optim.LBFGS):
+    # a subclass before its base (torch.optim.AdamW subclasses Adam)
+    bases = sorted((getattr(torch.optim, o.torch_class) for o in OPTIMIZERS.values()), key=lambda c: -len(c.__mro__))
+    for base in bases:
         if isinstance(optimizer, base) and same_step(type(optimizer), base):
             return base.__name__
     return type(optimizer).__name__
@@ -56,9 +48,10 @@ def optimizer_config(optimizer: torch.optim.Optimizer, names: Mapping[int, str] 
     settings where it differs from the first (docs/trace-format.md)."""
     kind = optimizer_kind(optimizer)
     groups = optimizer.param_groups
-    if kind == "Adagrad":
-        # torch.optim.Adagrad starts each sum at its constructor's initial_accumulator_value, whatever a group says
-        groups = [{**g, "initial_accumulator_value": optimizer.defaults["initial_accumulator_value"]} for g in groups]
+    known = by_torch_class(kind)
+    for key in known.constructor_settings if known is not None else ():
+        # read from the constructor whatever a group says (`Optimizer.constructor_settings`)
+        groups = [{**g, key: optimizer.defaults[key]} for g in groups]
     config = _group_config(kind, groups[0])
     if len(optimizer.param_groups) > 1:
         config["param_groups"] = len(optimizer.param_groups)
@@ -71,46 +64,9 @@ def optimizer_config(optimizer: torch.optim.Optimizer, names: Mapping[int, str] 
 
 
 def _group_config(kind: str, group: Mapping) -> dict:
-    config: dict = {"lr": float(group["lr"])}
-    if kind == "SGD":
-        config = {"name": "sgd", **config, "momentum": float(group["momentum"]),
-                  "dampening": float(group["dampening"]), "nesterov": bool(group["nesterov"]),
-                  "weight_decay": float(group["weight_decay"]), "weight_decay_kind": "l2"}
-    elif kind in ("Adam", "AdamW"):
-        config = {"name": kind.lower(), **config, "betas": [float(b) for b in group["betas"]],
-                  "eps": float(group["eps"]), "weight_decay": float(group["weight_decay"]),
-                  "weight_decay_kind": "decoupled" if kind == "AdamW" or group.get("decoupled_weight_decay") else "l2",
-                  "amsgrad": bool(group["amsgrad"])}
-    elif kind == "RMSprop":
-        config = {"name": "rmsprop", **config, "alpha": float(group["alpha"]), "eps": float(group["eps"]),
-                  "weight_decay": float(group["weight_decay"]), "weight_decay_kind": "l2",
-                  "momentum": float(group["momentum"]), "centered": bool(group["centered"])}
-    elif kind == "Adagrad":
-        config = {"name": "adagrad", **config, "lr_decay": float(group["lr_decay"]),
-                  "weight_decay": float(group["weight_decay"]), "weight_decay_kind": "l2",
-                  "initial_accumulator_value": float(group["initial_accumulator_value"]), "eps": float(group["eps"])}
-    elif kind == "Adafactor":
-        # eps1=None is the parameters' machine epsilon, read by torch.optim.Adafactor at each step: the value used
-        eps1 = group["eps"][0]
-        if eps1 is None:
-            eps1 = float(torch.finfo(next(iter(group["params"])).dtype).eps) if group["params"] else None
-        config = {"name": "adafactor", **config, "beta2_decay": float(group["beta2_decay"]),
-                  "eps1": None if eps1 is None else float(eps1), "eps2": float(group["eps"][1]), "d": float(group["d"]),
-                  "weight_decay": float(group["weight_decay"]), "weight_decay_kind": "decoupled",
-                  # what torch.optim.Adafactor always does (burn's AdafactorConfig can switch either off)
-                  "relative_step": True, "scale_parameter": True, "maximize": bool(group["maximize"])}
-    elif kind == "Muon":
-        config = {"name": "muon", **config, "weight_decay": float(group["weight_decay"]),
-                  "weight_decay_kind": "decoupled", "momentum": float(group["momentum"]),
-                  "nesterov": bool(group["nesterov"]), "ns_coefficients": [float(c) for c in group["ns_coefficients"]],
-                  "eps": float(group["eps"]), "ns_steps": int(group["ns_steps"]),
-                  "adjust_lr_fn": group["adjust_lr_fn"] or "original"}
-    elif kind == "LBFGS":
-        config = {"name": "lbfgs", **config, "max_iter": int(group["max_iter"]), "max_eval": int(group["max_eval"]),
-                  "tolerance_grad": float(group["tolerance_grad"]),
-                  "tolerance_change": float(group["tolerance_change"]),
-                  "history_size": int(group["history_size"]), "line_search_fn": group["line_search_fn"],
-                  "maximize": bool(group.get("maximize", False))}
+    known = by_torch_class(kind)
+    if known is not None:
+        config = known.torch_settings(group)
     else:
         # an optimizer burnside does not know: its class and what its group says (numbers, flags, names, and
         # lists of numbers such as betas), recorded as read; the comparison says it cannot replay it
@@ -169,14 +125,15 @@ def optimizer_state(optimizer: torch.optim.Optimizer, names_by_param: Mapping[in
 
     A float64 reference keeps its state in float64; a number (a step count) is an f32 scalar.
     """
-    unused = _UNUSED_SLOTS.get(optimizer_kind(optimizer), ())
+    known = by_torch_class(optimizer_kind(optimizer))
+    unused = known.unused_slots if known is not None else ()
     for p, state in optimizer.state.items():
         pname = names_by_param.get(id(p))
         if pname is None:
             continue  # a parameter of another module: the recorded model never sees it
         if _never_stepped(state):
             continue  # Adagrad's state from its constructor, of a parameter no step updated yet
-        for slot in (s for s in _SLOTS if s not in unused):
+        for slot in (s for s in SLOTS if s not in unused):
             value = state.get(slot)
             if isinstance(value, torch.Tensor):
                 # a half model's state in its own dtype (torch.optim keeps it in the parameters'), as burn's is

@@ -28,12 +28,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
 import torch
 from torch import nn
 
 from burnside.errors import BurnsideError
 from burnside.recording.float64 import F32_EPS, Float32Constants, _double_loss, _float64_loss_errors, _WithPins
+from burnside.optimizers import OPTIMIZERS, by_torch_class
+from burnside.optimizers.spec import BurnVariant
 from burnside.recording.forward import (Forward, batch_list, check_forward_model, forward_statistics,
                                         record_forward_trace)
 from burnside.recording.loop import LoopSettings, default_forward, loop_steps, record_trace
@@ -46,13 +47,12 @@ if TYPE_CHECKING:
 
 Batch = Mapping[str, torch.Tensor]
 
-#: The variant that forms Adam's and AdamW's scalar constants as burn-optim 0.22 does.
-BURN_ADAM = "burn-adam"
-#: The variant that forms RMSprop's `1 - alpha` and holds its settings in float32 as burn-optim 0.22.1 does.
-BURN_RMSPROP = "burn-rmsprop"
-#: The variant that runs Muon's Newton-Schulz iteration in the parameters' dtype with f32 settings,
-#: as burn-optim 0.22.1.
-BURN_MUON = "burn-muon"
+#: The variants with an optimizer's arithmetic in burn-optim 0.22.1 (`BurnVariant`, in the optimizer's module), by
+#: the names the public `burnside.reference` gives them: Adam's and AdamW's float32 scalar constants (`burn-adam`),
+#: RMSprop's `1 - alpha` and settings in float32 (`burn-rmsprop`), Muon's Newton-Schulz iteration in the parameters'
+#: dtype with f32 settings (`burn-muon`).
+BURN_ADAM, BURN_RMSPROP, BURN_MUON = (OPTIMIZERS[name].burn_variant.name  # type: ignore[union-attr]
+                                      for name in ("adam", "rmsprop", "muon"))
 #: The variant whose BatchNorm updates running_var with the biased batch variance, as burn-nn 0.22.1 does.
 BURN_BATCHNORM = "burn-batchnorm"
 
@@ -96,185 +96,55 @@ def has_batchnorm(model: nn.Module) -> bool:
                for m in model.modules())
 
 
-def _powi_f32(base: np.float32, n: int) -> np.float32:
-    """`f32::powi` as compiled (compiler-rt's `__powisf2`: square-and-multiply in f32)."""
-    result = np.float32(1.0)
-    while True:
-        if n & 1:
-            result = np.float32(result * base)
-        n >>= 1
-        if n == 0:
-            return result
-        base = np.float32(base * base)
+class _BurnArithmetic(torch.optim.Optimizer):
+    """An optimizer on float64 tensors with burn-optim 0.22.1's arithmetic: each parameter's update is its
+    optimizer's (`BurnVariant.update`, in the optimizer's module of `burnside.optimizers`). One subclass per variant
+    (`variant_class`), named as the variant says (`_BurnAdam`, ...): the variant's trace records that class."""
 
+    variant: BurnVariant
 
-class _BurnAdam(torch.optim.Optimizer):
-    """Adam or AdamW on float64 tensors with burn-optim 0.22.1's float32 scalar constants.
-
-    burn holds beta_1, beta_2, epsilon and weight decay as f32 and forms `1 - beta`,
-    `1 - beta^t` (with `powi`) and the bias-correction factors in f32; PyTorch keeps them in
-    double. Only those scalars are rounded here: the tensor arithmetic is float64, so a burn
-    port of Adam is within its own rounding of this run, and its distance from the plain
-    float64 reference is burn's constants, not the port (adam.rs `AdaptiveMomentum::transform`,
-    adamw.rs `AdaptiveMomentumW::transform`).
-    """
-
-    def __init__(self, params, *, lr: float, betas: tuple[float, float], eps: float, weight_decay: float,
-                 decoupled: bool, amsgrad: bool = False) -> None:
-        super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
-                                  "decoupled": decoupled, "amsgrad": amsgrad})
+    def __init__(self, params, **settings) -> None:
+        super().__init__(params, {**settings, **{k: v for k, v in self.variant.defaults.items() if k not in settings}})
 
     @torch.no_grad()
     def step(self, closure=None) -> None:
-        """One Adam/AdamW update of every parameter with a gradient (``closure`` is not supported)."""
+        """One update of every parameter with a gradient (``closure`` is not supported)."""
         for group in self.param_groups:
-            b1, b2 = (np.float32(b) for b in group["betas"])
-            eps, wd, lr = np.float32(group["eps"]), np.float32(group["weight_decay"]), group["lr"]
-            f1, f2 = float(np.float32(1) - b1), float(np.float32(1) - b2)
             for p in group["params"]:
-                if p.grad is None:
-                    continue
-                grad = p.grad
-                state = self.state[p]
-                if not group["decoupled"] and wd:
-                    grad = p * float(wd) + grad
-                # in place, each operation rounded as written out (`m * b1 + g * f1`, ...): a new state tensor
-                # per parameter per step left glibc's heap growing by half the float64 model each step at GPT-2 size
-                if state:
-                    state["exp_avg"].mul_(float(b1)).add_(grad * f1)
-                    state["exp_avg_sq"].mul_(float(b2)).add_(grad.square().mul_(f2))
-                    state["step"] += 1
-                else:
-                    state.update(exp_avg=grad * f1, exp_avg_sq=grad.square().mul_(f2), step=1)
-                if group["amsgrad"]:  # burn keeps the running maximum of moment_2 and divides by it
-                    previous = state.get("max_exp_avg_sq")
-                    if previous is None:
-                        state["max_exp_avg_sq"] = state["exp_avg_sq"].clone()
-                    else:
-                        torch.maximum(previous, state["exp_avg_sq"], out=previous)
-                second = state["max_exp_avg_sq"] if group["amsgrad"] else state["exp_avg_sq"]
-                t = state["step"]
-                bc1 = np.float32(1) - _powi_f32(b1, t)
-                bc2 = np.float32(1) - _powi_f32(b2, t)
-                if group["decoupled"]:
-                    # (m / bc1) / (sqrt(v / bc2) + eps), then p * (1 - lr * wd) - update * lr
-                    update = (state["exp_avg"] / float(bc1)).div_((second / float(bc2)).sqrt_().add_(float(eps)))
-                    decay = lr * float(wd)
-                    if decay:
-                        p.mul_(1.0 - decay)
-                    p.sub_(update.mul_(lr))
-                else:
-                    bc2_sqrt = np.sqrt(bc2)
-                    factor = float(np.float32(bc2_sqrt / bc1))
-                    update = (state["exp_avg"] * factor).div_(second.sqrt().add_(float(np.float32(eps * bc2_sqrt))))
-                    p.sub_(update.mul_(lr))
+                if p.grad is not None:
+                    self.variant.update(p, self.state[p], group)
 
 
-class _BurnRmsProp(torch.optim.Optimizer):
-    """RMSprop on float64 tensors with burn-optim 0.22.1's float32 settings and constant.
-
-    burn's `RmsProp` computes PyTorch's update in the same order (L2 decay on the gradient, the squared
-    average, the centered variance, epsilon added outside the root, the momentum buffer), but holds
-    alpha, epsilon, momentum and the decay as f32 and forms `1 - alpha` in f32: 0.99f32 gives 0.00999999
-    for PyTorch's 0.01 (double), a relative -9.5e-7 in `square_avg` and +4.8e-7 in the update. Only those
-    scalars are rounded here (rmsprop.rs `SquareAvgState`, `CenteredState`, `RmsPropMomentum::transform`).
-    The state is kept under PyTorch's slot names; there is no step counter (burn keeps none).
-    """
-
-    def __init__(self, params, *, lr: float, alpha: float, eps: float, weight_decay: float, momentum: float,
-                 centered: bool) -> None:
-        super().__init__(params, {"lr": lr, "alpha": alpha, "eps": eps, "weight_decay": weight_decay,
-                                  "momentum": momentum, "centered": centered})
-
-    @torch.no_grad()
-    def step(self, closure=None) -> None:
-        """One RMSprop update of every parameter with a gradient (``closure`` is not supported)."""
-        for group in self.param_groups:
-            alpha, eps = np.float32(group["alpha"]), float(np.float32(group["eps"]))
-            wd, momentum = float(np.float32(group["weight_decay"])), float(np.float32(group["momentum"]))
-            rest = float(np.float32(1) - alpha)
-            alpha = float(alpha)
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                grad = p * wd + p.grad if wd else p.grad
-                state = self.state[p]
-                first = "square_avg" not in state
-                # in place, each operation rounded as written out (`g^2 * rest + avg * alpha`, ...), as for Adam
-                if first:
-                    state["square_avg"] = grad.square().mul_(rest)
-                else:
-                    state["square_avg"].mul_(alpha).add_(grad.square().mul_(rest))
-                avg = state["square_avg"]
-                if group["centered"]:
-                    if first:
-                        state["grad_avg"] = grad * rest + 0  # + 0 as before: a -0.0 gradient gives +0.0
-                    else:
-                        state["grad_avg"].mul_(alpha).add_(grad * rest)
-                    avg = avg - state["grad_avg"].square()
-                update = grad / avg.sqrt().add_(eps)
-                if momentum > 0:
-                    if first:
-                        state["momentum_buffer"] = update
-                    else:
-                        update = state["momentum_buffer"].mul_(momentum).add_(update)
-                p.sub_(update * group["lr"])
+_VARIANT_CLASSES: dict[str, type[_BurnArithmetic]] = {}
 
 
-class _BurnMuon(torch.optim.Optimizer):
-    """Muon on float64 tensors as burn-optim 0.22.1 computes it: the Newton-Schulz iteration in the parameters'
-    dtype (PyTorch's casts the update to bfloat16 first, whatever the parameters' dtype), its coefficients, epsilon,
-    momentum and weight decay held as f32 (muon.rs `NewtonSchulzParams`, momentum.rs `Momentum`).
+def variant_class(optimizer: str) -> type[_BurnArithmetic]:
+    """The torch.optim class of the burn-arithmetic variant of ``optimizer`` (its name in a trace, `adam`), built with
+    its settings as keywords (`_BurnAdam(params, lr=..., betas=..., eps=..., weight_decay=..., decoupled=...)`)."""
+    variant = OPTIMIZERS[optimizer].burn_variant
+    if variant is None:
+        raise ValueError(f"burn computes {optimizer} as PyTorch does: it has no variant")
+    return _variant_type(variant)
 
-    burn keeps the momentum sum ``v = momentum * v + g`` (Nesterov: ``g + momentum * v``), PyTorch the moving average
-    ``(1 - momentum) * v``; the iteration's normalisation by the Frobenius norm makes the two updates equal. The state
-    is recorded as PyTorch's ``momentum_buffer`` (``(1 - momentum) * v``), as the burn recorder records burn's.
-    The quintic iteration does not converge (it leaves singular values spread over roughly 0.5 to 1.5), so a rounding
-    of its input is not rounded away: measured on A1's first step, bfloat16's moves the update by 60% of its size.
-    """
 
-    def __init__(self, params, *, lr: float, weight_decay: float, momentum: float, nesterov: bool,
-                 ns_coefficients: tuple[float, float, float], eps: float, ns_steps: int, adjust_lr_fn: str | None
-                 ) -> None:
-        super().__init__(params, {"lr": lr, "weight_decay": weight_decay, "momentum": momentum, "nesterov": nesterov,
-                                  "ns_coefficients": ns_coefficients, "eps": eps, "ns_steps": ns_steps,
-                                  "adjust_lr_fn": adjust_lr_fn})
+def _variant_type(variant: BurnVariant) -> type[_BurnArithmetic]:
+    if variant.name not in _VARIANT_CLASSES:
+        _VARIANT_CLASSES[variant.name] = type(variant.class_name, (_BurnArithmetic,),
+                                              {"variant": variant, "__doc__": variant.update.__doc__})
+    return _VARIANT_CLASSES[variant.name]
 
-    @torch.no_grad()
-    def step(self, closure=None) -> None:
-        """One Muon update of every parameter with a gradient (``closure`` is not supported)."""
-        from torch.optim._muon import _adjust_lr
 
-        for group in self.param_groups:
-            a, b, c = (float(np.float32(x)) for x in group["ns_coefficients"])
-            eps, momentum = float(np.float32(group["eps"])), float(np.float32(group["momentum"]))
-            wd, lr = float(np.float32(group["weight_decay"])), group["lr"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                grad, state = p.grad, self.state[p]
-                total = state.get("velocity")  # burn's name; no trace slot, so not recorded
-                total = grad.clone() if total is None else total * momentum + grad
-                state["velocity"] = total
-                state["momentum_buffer"] = total * (1 - group["momentum"])
-                update = grad + total * momentum if group["nesterov"] else total
-                x = update.T if update.shape[0] > update.shape[1] else update
-                x = x / x.norm().clamp(min=eps)
-                for _ in range(group["ns_steps"]):
-                    gram = x @ x.T
-                    x = x * a + (gram * b + gram @ gram * c) @ x
-                x = x.T if update.shape[0] > update.shape[1] else x
-                if wd:
-                    p.mul_(1 - lr * wd)
-                p.sub_(x * _adjust_lr(lr, group["adjust_lr_fn"], p.shape))
+def _burn_variant(optimizer: torch.optim.Optimizer) -> BurnVariant | None:
+    """The variant with burn's arithmetic of ``optimizer``'s kind, None where burn computes what PyTorch does."""
+    known = by_torch_class(optimizer_kind(optimizer))
+    return known.burn_variant if known is not None else None
 
 
 def _record_variant(model: nn.Module, optimizer: torch.optim.Optimizer, batches: Batch | Sequence[Batch],
                     variant: Path, name: str, settings: LoopSettings, progress: StepProgress | None) -> None:
     """The variant ``name`` of `record_reference`, recorded at ``variant`` from its own float64 copy, which is
     freed when this returns (the reference's copy is made after it: one copy alive at a time)."""
-    double, opt = _double_copy(model, optimizer, burn_adam=has_burn_adam_variant(optimizer)
-                               or has_burn_rmsprop_variant(optimizer) or has_burn_muon_variant(optimizer))
+    double, opt = _double_copy(model, optimizer, burn_adam=_burn_variant(optimizer) is not None)
     hooks = _BiasedRunningVar(double) if has_batchnorm(model) else None
 
     def variant_progress(done: int, total: int, part: str | None = None) -> None:
@@ -302,7 +172,8 @@ def _double_batches(batches: Batch | Sequence[Batch]) -> Batch | list[Batch]:
 def _double_copy(model: nn.Module, optimizer: torch.optim.Optimizer, burn_adam: bool
                  ) -> tuple[nn.Module, torch.optim.Optimizer]:
     """A float64 deep copy of ``model`` and a fresh optimizer of the same kind and settings on it; with
-    ``burn_adam``, the optimizer with burn's float32 constants (`_BurnAdam`, `_BurnRmsProp`)."""
+    ``burn_adam``, the optimizer with burn's arithmetic (`variant_class`: Adam's and AdamW's float32 constants,
+    RMSprop's, Muon's iteration)."""
     if not _fresh(optimizer):
         raise BurnsideError("record the reference from a fresh optimizer (its state is not empty)")
     double = copy.deepcopy(model).double()
@@ -315,10 +186,10 @@ def _double_copy(model: nn.Module, optimizer: torch.optim.Optimizer, burn_adam: 
     groups = [{"params": [params[by_id[id(p)]] for p in group["params"]],
                **{k: v for k, v in group.items() if k != "params"}} for group in optimizer.param_groups]
     if not burn_adam:
-        if optimizer_kind(optimizer) == "Adagrad":
-            # Adagrad starts every group's sum at its constructor's initial_accumulator_value, not the group's
-            init = optimizer.defaults["initial_accumulator_value"]
-            return double, type(optimizer)(groups, initial_accumulator_value=init)
+        known = by_torch_class(optimizer_kind(optimizer))
+        if known is not None and known.constructor_settings:
+            # settings read from the constructor, not the groups (Adagrad's initial_accumulator_value)
+            return double, type(optimizer)(groups, **{k: optimizer.defaults[k] for k in known.constructor_settings})
         try:
             return double, type(optimizer)(groups)
         except TypeError:
@@ -331,32 +202,22 @@ def _double_copy(model: nn.Module, optimizer: torch.optim.Optimizer, burn_adam: 
                                 f"float64 copy ({type(optimizer).__name__}(param_groups) failed: {exc}); record "
                                 "without reference= (the comparison then has no float64 referee), or give the "
                                 "class a constructor that takes param groups as torch.optim's do") from None
-    kind = optimizer_kind(optimizer)
-    if kind == "Muon":
-        keys = ("lr", "weight_decay", "momentum", "nesterov", "ns_coefficients", "eps", "ns_steps", "adjust_lr_fn")
-        return double, _BurnMuon([{"params": g["params"], **{k: g[k] for k in keys}} for g in groups],
-                                 **{k: groups[0][k] for k in keys})
-    if kind == "RMSprop":
-        keys = ("lr", "alpha", "eps", "weight_decay", "momentum", "centered")
-        return double, _BurnRmsProp([{"params": g["params"], **{k: g[k] for k in keys}} for g in groups],
-                                    **{k: groups[0][k] for k in keys})
+    kind, variant = optimizer_kind(optimizer), _burn_variant(optimizer)
+    if variant is None:
+        raise BurnsideError(f"burn computes {kind} as PyTorch does: the reference records no variant of it")
     # each group with its own settings, as the float64 re-run of the same optimizer has them
-    settings = [{"lr": g["lr"], "betas": tuple(g["betas"]), "eps": g["eps"], "weight_decay": g["weight_decay"],
-                 "decoupled": kind == "AdamW" or bool(g.get("decoupled_weight_decay")),
-                 "amsgrad": bool(g.get("amsgrad"))} for g in groups]
-    return double, _BurnAdam([{"params": g["params"], **own} for g, own in zip(groups, settings, strict=True)],
-                             **settings[0])
+    settings = [variant.settings(g, kind) for g in groups]
+    return double, _variant_type(variant)([{"params": g["params"], **own}
+                                           for g, own in zip(groups, settings, strict=True)], **settings[0])
 
 
 def _fresh(optimizer: torch.optim.Optimizer) -> bool:
-    """Whether no step has changed the optimizer's state: none at all, or only what Adagrad's constructor
-    makes (``step`` 0 and ``sum`` at ``initial_accumulator_value``), which the float64 copy makes anew."""
-    for state in optimizer.state.values():
-        if optimizer_kind(optimizer) != "Adagrad" or float(state.get("step", 1)) != 0.0:
-            return False
-        if not bool((state["sum"] == optimizer.defaults["initial_accumulator_value"]).all()):
-            return False
-    return True
+    """Whether no step has changed the optimizer's state: none at all, or only what its constructor makes
+    (`Optimizer.fresh_state`: Adagrad's ``step`` 0 and ``sum`` at ``initial_accumulator_value``), which the float64
+    copy makes anew."""
+    known = by_torch_class(optimizer_kind(optimizer))
+    fresh = known.fresh_state if known is not None else None
+    return all(fresh is not None and fresh(state, optimizer.defaults) for state in optimizer.state.values())
 
 
 def _check_rerunnable(optimizer: torch.optim.Optimizer) -> None:
@@ -393,26 +254,30 @@ def _check_no_dropout(model: nn.Module) -> None:
 def has_burn_adam_variant(optimizer: torch.optim.Optimizer) -> bool:
     """Whether ``optimizer`` is an Adam or AdamW burn would compute with other constants (any groups, each with its
     own settings, amsgrad's running maximum too)."""
-    return optimizer_kind(optimizer) in ("Adam", "AdamW")
+    return _variant_name(optimizer) == BURN_ADAM
 
 
 def has_burn_rmsprop_variant(optimizer: torch.optim.Optimizer) -> bool:
     """Whether ``optimizer`` is an RMSprop (burn forms its `1 - alpha` in f32; any groups)."""
-    return optimizer_kind(optimizer) == "RMSprop"
+    return _variant_name(optimizer) == BURN_RMSPROP
 
 
 def has_burn_muon_variant(optimizer: torch.optim.Optimizer) -> bool:
     """Whether ``optimizer`` is a Muon (burn runs its Newton-Schulz iteration in the parameters' dtype; any groups)."""
-    return optimizer_kind(optimizer) == "Muon"
+    return _variant_name(optimizer) == BURN_MUON
+
+
+def _variant_name(optimizer: torch.optim.Optimizer) -> str | None:
+    variant = _burn_variant(optimizer)
+    return variant.name if variant is not None else None
 
 
 def variant_name(model: nn.Module, optimizer: torch.optim.Optimizer) -> str | None:
     """The variant a reference of this loop records next to it (`burn-adam` or `burn-rmsprop`, `burn-batchnorm`,
     or both joined by ``+``: one run with all of burn's known arithmetic the loop meets), None if burn computes it
     as PyTorch does."""
-    used = ((BURN_ADAM, has_burn_adam_variant(optimizer)), (BURN_RMSPROP, has_burn_rmsprop_variant(optimizer)),
-            (BURN_MUON, has_burn_muon_variant(optimizer)), (BURN_BATCHNORM, has_batchnorm(model)))
-    return "+".join(name for name, found in used if found) or None
+    used = (_variant_name(optimizer), BURN_BATCHNORM if has_batchnorm(model) else None)
+    return "+".join(name for name in used if name) or None
 
 
 def variant_path(path: str | Path, name: str) -> Path:

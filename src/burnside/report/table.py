@@ -9,7 +9,7 @@ from rich.text import Text
 
 from burnside.compare import Comparison, StatisticsRow, StructureProblem, TensorRow
 from burnside.compare.statistics_rows import NOT_JUDGED, OUT_OF_TOLERANCE
-from burnside.compare.config import optimizer_notes
+from burnside.optimizers.settings import optimizer_notes
 from burnside.compare.pairing import pair_renamed
 from burnside.compare.rounding import FLOOR_HALF_ULPS, NOISE_FACTOR, SUM_FACTOR, sum_half_ulps
 from burnside.diagnose import Diagnosis

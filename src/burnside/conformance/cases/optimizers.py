@@ -28,16 +28,17 @@ def _optim(cls: type[torch.optim.Optimizer], **settings):
 
 def _burn_adam(*, lr: float, eps: float, weight_decay: float, decoupled: bool):
     """Adam/AdamW with burn's float32 constants (the referee's `burn-adam` variant) and these settings."""
-    from burnside.recording.reference import _BurnAdam
+    from burnside.recording.reference import variant_class
 
-    return _optim(_BurnAdam, lr=lr, betas=(0.9, 0.999), eps=eps, weight_decay=weight_decay, decoupled=decoupled)
+    return _optim(variant_class("adam"), lr=lr, betas=(0.9, 0.999), eps=eps, weight_decay=weight_decay,
+                  decoupled=decoupled)
 
 
 def _burn_muon(*, lr: float, weight_decay: float):
     """Muon with burn's Newton-Schulz arithmetic (the referee's `burn-muon` variant), PyTorch's other defaults."""
-    from burnside.recording.reference import _BurnMuon
+    from burnside.recording.reference import variant_class
 
-    return _optim(_BurnMuon, lr=lr, weight_decay=weight_decay, momentum=0.95, nesterov=True,
+    return _optim(variant_class("muon"), lr=lr, weight_decay=weight_decay, momentum=0.95, nesterov=True,
                   ns_coefficients=(3.4445, -4.775, 2.0315), eps=1e-7, ns_steps=5, adjust_lr_fn=None)
 
 

@@ -29,8 +29,9 @@ let optim = SgdConfig::new().with_momentum(Some(momentum)).init();
 from __future__ import annotations
 
 from burnside.compare import Comparison
-from burnside.compare.config import differing_keys, group_differences, known_optimizer, same
+from burnside.optimizers.settings import differing_keys, group_differences, known_optimizer, same
 from burnside.diagnose.diagnosis import Diagnosis, listed
+from burnside.optimizers import OPTIMIZERS
 from burnside.rule import Severity
 
 ID = "D005"
@@ -42,33 +43,16 @@ CATALOGUE = "declared optimizer"  # its fix gains burn's known differences of th
 #: Each fix names the `Training` form first (what `burnside new` and the README teach), then the
 #: same for a loop written call by call with `TraceRecorder`.
 _FIXES = {
-    "dampening": ("build SGD with momentum as PyTorch's: `OptimizerSpec::sgd(lr).with_momentum(m)` (dampening 0); "
-                  "a burn optimizer built by hand needs `MomentumConfig::with_dampening(0.0)` explicitly (burn's "
-                  "default is 0.1, PyTorch's 0)"),
-    "alpha": "give RMSprop PyTorch's smoothing constant: `OptimizerSpec::rmsprop(lr).with_alpha(alpha)` "
-             "(`RmsPropConfig::with_alpha`)",
-    "centered": "`OptimizerSpec::rmsprop(lr).with_centered(..)` as PyTorch's `centered=` "
-                "(`RmsPropConfig::with_centered`)",
-    "lr_decay": "`OptimizerSpec::adagrad(lr).with_lr_decay(..)` as PyTorch's `lr_decay=` "
-                "(`AdaGradConfig::with_lr_decay`)",
-    "initial_accumulator_value": ("burn's `AdaGrad` starts its sum at 0 and has no setting for another start: "
-                                  "train the PyTorch side with initial_accumulator_value=0"),
     "weight_decay_kind": ("`OptimizerSpec::adamw` (burn's `AdamW`) for `torch.optim.AdamW` (decoupled), "
                           "`OptimizerSpec::adam` (burn's `Adam`) for L2 decay"),
     "weight_decay": ("give PyTorch's weight decay: `OptimizerSpec::...(lr).with_weight_decay(wd)` (L2 on the gradient "
                      "for SGD, Adam, RMSprop and Adagrad, decoupled for AdamW); burn's `AdamWConfig::new()` decays by "
                      "1e-4 unless told otherwise (`with_weight_decay`)"),
-    "betas": ("give PyTorch's betas: `OptimizerSpec::adam(lr).with_betas(beta_1, beta_2)` (`adamw` alike); a burn "
-              "optimizer built by hand, `AdamConfig::with_beta_1(..).with_beta_2(..)` (burn's defaults are 0.9 and "
-              "0.999, as PyTorch's)"),
     "momentum": ("give PyTorch's momentum: `OptimizerSpec::sgd(lr).with_momentum(m)` or `OptimizerSpec::rmsprop(lr)"
                  ".with_momentum(m)`; a burn RMSprop built by hand, `RmsPropConfig::with_momentum(m)` (burn's default "
                  "is 0.9, PyTorch's 0)"),
     "nesterov": ("give SGD PyTorch's `nesterov=`: `OptimizerSpec::sgd(lr).with_momentum(m).with_nesterov(..)`; a burn "
                  "optimizer built by hand, `MomentumConfig::with_nesterov(..)` (burn's default is false)"),
-    "amsgrad": ("give Adam PyTorch's `amsgrad=`: `OptimizerSpec::adam(lr).with_amsgrad(..)` (`adamw` alike); a burn "
-                "optimizer built by hand, `AdamConfig::with_amsgrad(..)` or `AdamWConfig::with_amsgrad(..)` (burn's "
-                "default is false)"),
     "lr": ("give the PyTorch loop's rate: `Training::new(OptimizerSpec::...(lr))`; call by call, pass it to "
            "`optim.step(lr, ...)`"),
     "lr_per_step": ("apply the PyTorch loop's learning-rate schedule: `Training::with_lr_schedule(|step| lr)`; call "
@@ -90,7 +74,7 @@ def check(comparison: Comparison) -> list[Diagnosis]:
     steps do not show them yet: a correct port declares the optimizer PyTorch's loop has."""
     a, b = comparison.a.optimizer, comparison.b.optimizer
     if not a or not b or not known_optimizer(a) or not known_optimizer(b):
-        return []  # an optimizer burnside does not know is not judged as another (`compare.config.optimizer_notes`)
+        return []  # an optimizer burnside does not know is not judged as another (`optimizer_notes`)
     differing = differing_keys(a, b)
     parts = [_differs(k, a.get(k), b.get(k), comparison.a.framework, comparison.b.framework) for k in differing]
     fixes = [fix for k in differing if (fix := _fix(k, b.get("name"))) is not None]
@@ -135,32 +119,6 @@ def check(comparison: Comparison) -> list[Diagnosis]:
                       "; ".join(fixes) or "configure the burn optimizer like the PyTorch one")]
 
 
-#: Settings whose fix depends on the optimizer: (key, the burn side's optimizer) -> the fix.
-_OPTIMIZER_FIXES = {
-    ("momentum", "rmsprop"): ("build RMSprop with PyTorch's momentum: `OptimizerSpec::rmsprop(lr)` (momentum 0, "
-                              "eps 1e-8), `.with_momentum(m)` for another; a burn optimizer built by hand needs "
-                              "`RmsPropConfig::new().with_momentum(0.0)` explicitly (burn's default is 0.9)"),
-    ("eps", "rmsprop"): ("give RMSprop PyTorch's epsilon: `OptimizerSpec::rmsprop(lr)` has it (1e-8); by hand, "
-                         "`RmsPropConfig::new().with_epsilon(1e-8)` (burn's default is 1e-5)"),
-    ("weight_decay", "muon"): ("give Muon PyTorch's weight decay: `OptimizerSpec::muon(lr)` has it (0.1); by hand, "
-                               "`MuonConfig::new().with_weight_decay(Some(WeightDecayConfig::new(0.1)))` (burn's "
-                               "default is none)"),
-    ("adjust_lr_fn", "muon"): ("give Muon PyTorch's lr adjustment: `OptimizerSpec::muon(lr).with_muon(..)` or "
-                               "`MuonConfig::with_adjust_lr_fn(AdjustLrFn::MatchRmsAdamW)` for \"match_rms_adamw\" "
-                               "(burn's \"original\" reads burn's [d_in, d_out] Linear weight, "
-                               "the transpose of PyTorch's)"),
-    ("max_iter", "lbfgs"): ("give L-BFGS the PyTorch loop's iterations per step: "
-                            "`OptimizerSpec::lbfgs(lr).with_lbfgs(max_iter, None, history_size, false)`; by hand, "
-                            "`LBFGSConfig::new().with_max_iter(..)` (burn's and PyTorch's default is 20)"),
-    ("relative_step", "adafactor"): ("build Adafactor as torch.optim.Adafactor computes it: "
-                                     "`OptimizerSpec::adafactor(lr)`; "
-                                     "by hand, `AdafactorConfig::new()` keeps `relative_step` and `scale_parameter` on "
-                                     "(PyTorch has no absolute step)"),
-    ("eps", "adagrad"): ("give Adagrad PyTorch's epsilon: `OptimizerSpec::adagrad(lr)` has it (1e-10); by hand, "
-                         "`AdaGradConfig::new().with_epsilon(1e-10)` (burn's default is 1e-5)"),
-}
-
-
 def _factor_for_rate(a: dict, b: dict) -> bool:
     """Whether B's rate at every step is A's divided by A's base rate: a schedule that returns LambdaLR's factor."""
     ra, rb, base = a.get("lr_per_step"), b.get("lr_per_step"), a.get("lr")
@@ -187,7 +145,9 @@ def _schedule_offset(a: dict, b: dict) -> int | None:
 
 
 def _fix(key: str, optimizer: object) -> str | None:
-    return _OPTIMIZER_FIXES.get((key, optimizer)) or _FIXES.get(key)
+    """The burn side's optimizer's own fix of ``key`` (`Optimizer.d005_fixes`), else the setting's."""
+    spec = OPTIMIZERS.get(optimizer) if isinstance(optimizer, str) else None
+    return (spec.d005_fixes.get(key) if spec is not None else None) or _FIXES.get(key)
 
 
 def _same(a: object, b: object) -> bool:

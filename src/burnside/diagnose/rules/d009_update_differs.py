@@ -20,7 +20,7 @@ set nothing; the other value of a flag, such as RMSprop's `centered`, whose stat
 lacks; a value a one-setting fit measured) whose replay reproduces every update. Those are named, all of
 them (`RmsPropConfig::new()` against PyTorch's RMSprop: momentum 0.9 and eps 1e-5; `AdamWConfig::new()`
 against GPT's AdamW: beta_2, eps and weight decay), with the burn config that builds the declared
-optimizer by hand (`burnside.burn_defaults.burn_config`). AdamW's per-step rate is fitted with its decoupled
+optimizer by hand (`burnside.optimizers.burn.burn_config`). AdamW's per-step rate is fitted with its decoupled
 decay, which the rate scales too.
 
 Each element is judged beyond its float32 rounding (half an ulp of the parameter before and after, and
@@ -54,11 +54,13 @@ from __future__ import annotations
 
 import math
 
-from burnside.burn_defaults import BURN_CONFIGS, burn_config, config_type, setting
+from burnside.optimizers import OPTIMIZERS
+from burnside.optimizers.burn import BURN_CONFIGS, burn_config, config_type
 from burnside.compare import Comparison
-from burnside.compare.config import group_config, known_optimizer
+from burnside.optimizers.settings import group_config, known_optimizer
 from burnside.forensics import evidence_of
-from burnside.forensics.replay import decoupled
+from burnside.optimizers.replay import decoupled
+from burnside.optimizers.values import setting
 from burnside.diagnose.diagnosis import Diagnosis, listed, number
 from burnside.rule import Severity
 
@@ -69,8 +71,9 @@ SEVERITY = Severity.ERROR
 PRECEDENCE = 190  # the update itself: after every cause of it
 CATALOGUE = "updating optimizer"  # its fix gains burn's known differences of the optimizer its updates show
 
-# measured key -> (metadata key, index in a list value, absolute floor below which it cannot be resolved)
-_SETTINGS = {
+# measured key -> (metadata key, index in a list value, absolute floor below which it cannot be resolved): the settings
+# several optimizers' fits measure, then each optimizer's own (`Optimizer.fitted`)
+_SHARED_SETTINGS = {
     "lr": ("lr", None, 0.0),
     "weight_decay": ("weight_decay", None, 1e-5),  # measured within 3e-7 of the truth on A1 and under momentum
     "momentum": ("momentum", None, 1e-3),
@@ -78,10 +81,9 @@ _SETTINGS = {
     "beta_1": ("betas", 0, 1e-4),
     "beta_2": ("betas", 1, 1e-5),
     "eps": ("eps", None, 1e-6),  # the step-0 fit resolves eps to ~1e-7 on A1 (measured 2.2e-8 for 1e-8)
-    "alpha": ("alpha", None, 1e-4),  # RMSprop; judged by 1 - alpha, as a beta (measured to ~1e-5 on A1)
-    "lr_decay": ("lr_decay", None, 1e-5),  # Adagrad (measured to ~1e-6 on A1)
     "clip_grad_norm": ("clip_grad_norm", None, 0.0),  # infinity measured: no clipping
 }
+_SETTINGS = {**_SHARED_SETTINGS, **{key: own for o in OPTIMIZERS.values() for key, own in o.fitted.items()}}
 _RELATIVE = 0.05
 
 
@@ -194,28 +196,10 @@ def _said(key: str, declared) -> str:
 
 
 def _fix(key: str, declared, optimizer: str) -> str | None:
-    """The fix of one contradicted setting, where it is more than "build the optimizer from the spec"."""
-    if key == "nesterov":
-        return ("build the momentum as declared: "
-                f"`OptimizerSpec::sgd(lr).with_momentum(m).with_nesterov({str(declared).lower()})` "
-                f"and `spec.init()`; a burn optimizer built by hand needs "
-                f"`MomentumConfig::new().with_momentum(m).with_dampening(0.0).with_nesterov({str(declared).lower()})`")
-    if key == "amsgrad":
-        return (f"build {optimizer} with `amsgrad` as declared: `OptimizerSpec::{optimizer}(lr).with_amsgrad("
-                f"{str(declared).lower()})` and `spec.init()` (by hand, `{'AdamW' if optimizer == 'adamw' else 'Adam'}"
-                f"Config::new().with_amsgrad({str(declared).lower()})`)")
-    if key == "weight_decay" and isinstance(declared, tuple):
-        value, kind = declared
-        if kind == "decoupled":
-            return ("decay as `torch.optim.AdamW` does, decoupled: "
-                    f"`OptimizerSpec::adamw(lr).with_weight_decay({value:g})` "
-                    f"and `spec.init()` (by hand, `AdamWConfig::new().with_weight_decay({value:g})`: burn's default is "
-                    "1e-4, PyTorch's 0.01)")
-        return (f"decay as `torch.optim.Adam(weight_decay=)` does, L2 on the gradient: `OptimizerSpec::adam(lr)"
-                f".with_weight_decay({value:g})` and `spec.init()` (by hand, `AdamConfig::new().with_weight_decay("
-                f"Some(WeightDecayConfig::new({value:g})))`; burn's `AdamW` decouples it)" if value else
-                "build the optimizer without weight decay, as declared: `spec.init()` from the spec the trace records")
-    return None
+    """The fix of one contradicted setting, where it is more than "build the optimizer from the spec": the declared
+    optimizer's own (`Optimizer.d009_fix`)."""
+    spec = OPTIMIZERS.get(optimizer)
+    return spec.d009_fix(key, declared, optimizer) if spec is not None and spec.d009_fix is not None else None
 
 
 _CLIP_FIX = ("clip as the PyTorch loop does, all gradients by their joint norm (`clip_grad_norm_`), and declare it: "
@@ -228,7 +212,7 @@ def check(comparison: Comparison) -> list[Diagnosis]:
     """One diagnosis per side whose updates the declared optimizer does not reproduce."""
     found = []
     if not known_optimizer(comparison.a.optimizer) or not known_optimizer(comparison.b.optimizer):
-        return found  # an optimizer burnside does not know is compared as recorded (`compare.config.optimizer_notes`)
+        return found  # an optimizer burnside does not know is compared as recorded (`optimizer_notes`)
     evidence = evidence_of(comparison)
     sides = ((comparison.a, evidence.optimizer_a, evidence.optimizer_b, comparison.b),
              (comparison.b, evidence.optimizer_b, evidence.optimizer_a, comparison.a))

@@ -1,4 +1,5 @@
-"""The SGD replay: each step of one parameter replayed in float64, and the rows its settings are fitted on.
+"""SGD (`torch.optim.SGD`; burn's `SgdConfig` with `MomentumConfig`): its settings on both sides, its replay (each
+step of one parameter replayed in float64) and the rows its settings are fitted on.
 
 - `after - before = -lr * (g + wd * before)` (step 0, or any step without momentum);
 - momentum: `buf_k = momentum * buf_{k-1} + (1 - dampening) * g_k`, `after - before = -lr * buf_k`;
@@ -12,11 +13,13 @@ the gradient itself): `(after - before) / lr` fitted on (buf_k, g_k, before) has
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from burnside.forensics.replay import (
+from burnside.optimizers.replay import (
     REPLAY_TOLERANCE,
     Rows,
     StepRates,
@@ -27,6 +30,8 @@ from burnside.forensics.replay import (
     number,
     sampled,
 )
+from burnside.optimizers.spec import Optimizer, Step
+from burnside.optimizers.values import rust_number, setting
 from burnside.trace import Trace
 
 
@@ -134,3 +139,108 @@ def replay_sgd(trace: Trace, config: dict, k: int, p: str, before: np.ndarray, a
     residual = beyond_rounding(after, expected, after - before if np.any(after != before) else lr * step_dir,
                                rounding)
     return (f"params_after.{p}", residual) if residual > REPLAY_TOLERANCE else None
+
+
+def _replay(step: Step, fits: SgdFits) -> tuple[str, float] | None:
+    return replay_sgd(step.trace, step.config, step.k, step.param, step.before, step.after, step.coef * step.grad,
+                      step.lr, step.weight_decay, fits)
+
+
+#: How far apart (relative) two rates, two clipping thresholds or a scale and 1 are to be told apart.
+_APART = 1e-3
+
+
+def _clipping(fits: SgdFits, measured: dict, lr_by_step: dict[int, float], steps: int, clip: float,
+              norm: Callable[[int], float], step_rate: Callable[[int], float]) -> None:
+    """Plain SGD's update is linear in the gradient: a global clipping shows as a rate per step, and is that."""
+    if not lr_by_step:
+        return
+    clipped = clipping_from_rates(lr_by_step, step_rate, clip, norm)
+    if clipped is not None:
+        measured.pop("lr", None)
+        measured["clip_grad_norm"] = clipped
+        lr_by_step.clear()
+
+
+def clipping_from_rates(rates: dict[int, float], step_rate: Callable[[int], float], clip: float,
+                        norm: Callable[[int], float]) -> float | None:
+    """The `clip_grad_norm` a plain SGD's per-step rates show where it is not the declared ``clip`` (infinity: no
+    clipping), or None: they show the declared rates, or no one threshold explains them. A step clipped at c moves by
+    ``lr * min(1, c / |g_k|)``: each step's rate over the declared one, times the declared clipping's factor, is the
+    factor the step applied; the clipped steps' factors times their gradient norms must give one c, and the steps at
+    their full rate have norms at most c, over two clipped steps at least. A rate changed by hand follows the norms only
+    by chance."""
+    if all(abs(rate - step_rate(k)) <= _APART * step_rate(k) for k, rate in rates.items()):
+        return None  # the declared rates (and the declared clipping, which the replay applied)
+    implied: dict[int, float] = {}
+    full: list[int] = []
+    declared_clipped = False
+    for k, rate in rates.items():
+        said = step_rate(k)
+        if said <= 0:
+            return None
+        declared = min(1.0, clip / (norm(k) + 1e-6)) if clip > 0 else 1.0
+        declared_clipped |= declared < 1 - _APART
+        factor = rate / said * declared
+        if factor > 1 + _APART:
+            return None  # faster than the unclipped rate: no clipping gives it
+        if factor < 1 - _APART:
+            implied[k] = factor * (norm(k) + 1e-6)
+        else:
+            full.append(k)
+    if not implied:
+        return math.inf if declared_clipped else None
+    if len(implied) < 2:
+        return None  # one clipped step's factor is as well another lr: the rates say which only over two
+    threshold = float(np.median(list(implied.values())))
+    if any(abs(c - threshold) > _APART * threshold for c in implied.values()):
+        return None
+    if any(norm(k) > threshold * (1 + _APART) for k in full):
+        return None
+    return threshold
+
+
+def _torch_settings(group: Mapping) -> dict:
+    return {"name": "sgd", "lr": float(group["lr"]), "momentum": float(group["momentum"]),
+            "dampening": float(group["dampening"]), "nesterov": bool(group["nesterov"]),
+            "weight_decay": float(group["weight_decay"]), "weight_decay_kind": "l2"}
+
+
+def _burn_code(config: dict) -> str:
+    """`SgdConfig::new()` with every `MomentumConfig` setting spelled out (burn's dampening default, 0.1, is PyTorch's
+    trap) and the weight decay, where declared."""
+    parts = ["SgdConfig::new()"]
+    momentum = setting(config, "momentum") or 0.0
+    if momentum:
+        parts.append(f".with_momentum(Some(MomentumConfig::new().with_momentum({rust_number(momentum)})"
+                     f".with_dampening({rust_number(setting(config, 'dampening') or 0.0)})"
+                     f".with_nesterov({rust_number(bool(setting(config, 'nesterov')))})))")
+    decay = setting(config, "weight_decay") or 0.0
+    if decay:
+        parts.append(f".with_weight_decay(Some(WeightDecayConfig::new({rust_number(decay)})))")
+    return "".join(parts)
+
+
+def _d009_fix(key: str, declared: object, name: str) -> str | None:
+    if key == "nesterov":
+        return ("build the momentum as declared: "
+                f"`OptimizerSpec::sgd(lr).with_momentum(m).with_nesterov({str(declared).lower()})` "
+                f"and `spec.init()`; a burn optimizer built by hand needs "
+                f"`MomentumConfig::new().with_momentum(m).with_dampening(0.0).with_nesterov({str(declared).lower()})`")
+    return None
+
+
+OPTIMIZER = Optimizer(
+    name="sgd", torch_class="SGD", torch_settings=_torch_settings,
+    new_fits=SgdFits, replay=_replay, clipping=_clipping, flags=("nesterov",),
+    burn_config="MomentumConfig", burn_code=_burn_code,
+    burn_new={"momentum": 0.9, "dampening": 0.1, "nesterov": False, "weight_decay": 0.0},
+    burn_defaults_setter="with_dampening", burn_defaults=("sgd/burn-default", (("dampening", 0.1),)),  # MomentumConfig
+    d005_fixes={"dampening": ("build SGD with momentum as PyTorch's: `OptimizerSpec::sgd(lr).with_momentum(m)` "
+                              "(dampening 0); a burn optimizer built by hand needs "
+                              "`MomentumConfig::with_dampening(0.0)` explicitly (burn's default is 0.1, PyTorch's 0)")},
+    d009_fix=_d009_fix,
+    a1_names=("sgd", "momentum"))
+
+
+__all__ = ["OPTIMIZER", "SgdFits", "clipping_from_rates", "replay_sgd"]

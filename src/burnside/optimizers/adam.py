@@ -1,5 +1,6 @@
-"""The Adam/AdamW replay: each step of one parameter replayed in float64, the rows its settings are
-fitted on, and the gradient scale each step actually applied.
+"""Adam (`torch.optim.Adam`; burn's `AdamConfig`): its settings on both sides, and the replay it shares with AdamW
+(`burnside.optimizers.adamw`): each step of one parameter replayed in float64, the rows its settings are fitted on,
+and the gradient scale each step actually applied.
 
 `exp_avg_0 = (1 - beta_1) g`, `exp_avg_sq_0 = (1 - beta_2) g^2`, and at step 0
 `|m_hat / delta| = sqrt(v_hat) / lr + eps / lr` (a line in sqrt(v_hat)): lr and eps.
@@ -23,12 +24,12 @@ which it is.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from burnside.forensics.replay import (
+from burnside.optimizers.replay import (
     REPLAY_TOLERANCE,
     Rows,
     StepRates,
@@ -42,6 +43,7 @@ from burnside.forensics.replay import (
     number,
     sampled,
 )
+from burnside.optimizers.spec import BurnVariant, Optimizer, Step
 from burnside.trace import Trace
 
 
@@ -254,3 +256,154 @@ def _amsgrad_evidence(fits: AdamFits, start: np.ndarray, after: np.ndarray, plai
     fits.amsgrad_err = max(fits.amsgrad_err,
                            float(np.max(np.abs(after[apart] - (start[apart] - with_max[apart])))) / scale)
     fits.plain_err = max(fits.plain_err, float(np.max(np.abs(after[apart] - (start[apart] - plain[apart])))) / scale)
+
+
+def replay(step: Step, fits: AdamFits) -> tuple[str, float] | None:
+    """Adam's or AdamW's replay of one step, and the gradient scale it applied (`scale_pairs`)."""
+    found = replay_adam(step.trace, step.config, step.name, step.k, step.param, step.before, step.after,
+                        step.coef * step.grad, step.lr, step.weight_decay, fits)
+    scale_pairs(step.trace, step.config, step.name, step.k, step.param, step.grad, fits)
+    return found
+
+
+def clipping(fits: AdamFits, measured: dict, lr_by_step: dict[int, float], steps: int, clip: float,
+             norm: Callable[[int], float], step_rate: Callable[[int], float]) -> None:
+    """The clipping the moments show (`AdamFits.clipping`): the scale explains the moments, and betas fitted to scaled
+    gradients would only restate it."""
+    clipped = fits.clipping(steps, clip, norm)
+    if clipped is not None:
+        measured.pop("beta_1", None)
+        measured.pop("beta_2", None)
+        measured["clip_grad_norm"] = clipped
+
+
+def torch_settings(group: Mapping, kind: str = "Adam") -> dict:
+    """The trace's settings of one group of a torch.optim Adam, or AdamW (``kind``)."""
+    return {"name": kind.lower(), "lr": float(group["lr"]), "betas": [float(b) for b in group["betas"]],
+            "eps": float(group["eps"]), "weight_decay": float(group["weight_decay"]),
+            "weight_decay_kind": "decoupled" if kind == "AdamW" or group.get("decoupled_weight_decay") else "l2",
+            "amsgrad": bool(group["amsgrad"])}
+
+
+def d009_fix(key: str, declared: object, optimizer: str) -> str | None:
+    """D009's fix of Adam's or AdamW's (``optimizer``) AMSGrad or weight decay (its value and kind) where the updates
+    show another."""
+    if key == "amsgrad":
+        return (f"build {optimizer} with `amsgrad` as declared: `OptimizerSpec::{optimizer}(lr).with_amsgrad("
+                f"{str(declared).lower()})` and `spec.init()` (by hand, `{'AdamW' if optimizer == 'adamw' else 'Adam'}"
+                f"Config::new().with_amsgrad({str(declared).lower()})`)")
+    if key == "weight_decay" and isinstance(declared, tuple):
+        value, kind = declared
+        if kind == "decoupled":
+            return ("decay as `torch.optim.AdamW` does, decoupled: "
+                    f"`OptimizerSpec::adamw(lr).with_weight_decay({value:g})` "
+                    f"and `spec.init()` (by hand, `AdamWConfig::new().with_weight_decay({value:g})`: burn's default is "
+                    "1e-4, PyTorch's 0.01)")
+        return (f"decay as `torch.optim.Adam(weight_decay=)` does, L2 on the gradient: `OptimizerSpec::adam(lr)"
+                f".with_weight_decay({value:g})` and `spec.init()` (by hand, `AdamConfig::new().with_weight_decay("
+                f"Some(WeightDecayConfig::new({value:g})))`; burn's `AdamW` decouples it)" if value else
+                "build the optimizer without weight decay, as declared: `spec.init()` from the spec the trace records")
+    return None
+
+
+def _powi_f32(base: np.float32, n: int) -> np.float32:
+    """`f32::powi` as compiled (compiler-rt's `__powisf2`: square-and-multiply in f32)."""
+    result = np.float32(1.0)
+    while True:
+        if n & 1:
+            result = np.float32(result * base)
+        n >>= 1
+        if n == 0:
+            return result
+        base = np.float32(base * base)
+
+
+def _burn_update(p, state: dict, group: Mapping) -> None:
+    """One Adam or AdamW update of ``p`` on float64 tensors with burn-optim 0.22.1's float32 scalar constants.
+
+    burn holds beta_1, beta_2, epsilon and weight decay as f32 and forms `1 - beta`,
+    `1 - beta^t` (with `powi`) and the bias-correction factors in f32; PyTorch keeps them in
+    double. Only those scalars are rounded here: the tensor arithmetic is float64, so a burn
+    port of Adam is within its own rounding of this run, and its distance from the plain
+    float64 reference is burn's constants, not the port (adam.rs `AdaptiveMomentum::transform`,
+    adamw.rs `AdaptiveMomentumW::transform`).
+    """
+    import torch
+
+    b1, b2 = (np.float32(b) for b in group["betas"])
+    eps, wd, lr = np.float32(group["eps"]), np.float32(group["weight_decay"]), group["lr"]
+    f1, f2 = float(np.float32(1) - b1), float(np.float32(1) - b2)
+    grad = p.grad
+    if not group["decoupled"] and wd:
+        grad = p * float(wd) + grad
+    # in place, each operation rounded as written out (`m * b1 + g * f1`, ...): a new state tensor
+    # per parameter per step left glibc's heap growing by half the float64 model each step at GPT-2 size
+    if state:
+        state["exp_avg"].mul_(float(b1)).add_(grad * f1)
+        state["exp_avg_sq"].mul_(float(b2)).add_(grad.square().mul_(f2))
+        state["step"] += 1
+    else:
+        state.update(exp_avg=grad * f1, exp_avg_sq=grad.square().mul_(f2), step=1)
+    if group["amsgrad"]:  # burn keeps the running maximum of moment_2 and divides by it
+        previous = state.get("max_exp_avg_sq")
+        if previous is None:
+            state["max_exp_avg_sq"] = state["exp_avg_sq"].clone()
+        else:
+            torch.maximum(previous, state["exp_avg_sq"], out=previous)
+    second = state["max_exp_avg_sq"] if group["amsgrad"] else state["exp_avg_sq"]
+    t = state["step"]
+    bc1 = np.float32(1) - _powi_f32(b1, t)
+    bc2 = np.float32(1) - _powi_f32(b2, t)
+    if group["decoupled"]:
+        # (m / bc1) / (sqrt(v / bc2) + eps), then p * (1 - lr * wd) - update * lr
+        update = (state["exp_avg"] / float(bc1)).div_((second / float(bc2)).sqrt_().add_(float(eps)))
+        decay = lr * float(wd)
+        if decay:
+            p.mul_(1.0 - decay)
+        p.sub_(update.mul_(lr))
+    else:
+        bc2_sqrt = np.sqrt(bc2)
+        factor = float(np.float32(bc2_sqrt / bc1))
+        update = (state["exp_avg"] * factor).div_(second.sqrt().add_(float(np.float32(eps * bc2_sqrt))))
+        p.sub_(update.mul_(lr))
+
+
+def _burn_settings(group: Mapping, kind: str) -> dict:
+    return {"lr": group["lr"], "betas": tuple(group["betas"]), "eps": group["eps"],
+            "weight_decay": group["weight_decay"],
+            "decoupled": kind == "AdamW" or bool(group.get("decoupled_weight_decay")),
+            "amsgrad": bool(group.get("amsgrad"))}
+
+
+#: Adam's and AdamW's arithmetic in burn (float32 scalar constants), one variant for both: AdamW's groups say
+#: `decoupled`.
+BURN_VARIANT = BurnVariant("burn-adam", "_BurnAdam", _burn_settings, _burn_update, defaults={"amsgrad": False})
+
+
+#: D005's fixes of Adam's and AdamW's own settings
+D005_FIXES = {
+    "betas": ("give PyTorch's betas: `OptimizerSpec::adam(lr).with_betas(beta_1, beta_2)` (`adamw` alike); a burn "
+              "optimizer built by hand, `AdamConfig::with_beta_1(..).with_beta_2(..)` (burn's defaults are 0.9 and "
+              "0.999, as PyTorch's)"),
+    "amsgrad": ("give Adam PyTorch's `amsgrad=`: `OptimizerSpec::adam(lr).with_amsgrad(..)` (`adamw` alike); a burn "
+                "optimizer built by hand, `AdamConfig::with_amsgrad(..)` or `AdamWConfig::with_amsgrad(..)` (burn's "
+                "default is false)"),
+}
+
+#: burn's `AdamConfig::new()` (and `AdamWConfig::new()`, with its weight decay) apart from the weight decay
+ADAM_NEW = {"beta_1": 0.9, "beta_2": 0.999, "eps": 1e-5, "weight_decay": 0.0, "amsgrad": False}
+
+OPTIMIZER = Optimizer(
+    name="adam", torch_class="Adam", torch_settings=torch_settings,
+    burn_variant=BURN_VARIANT, new_fits=AdamFits, replay=replay, clipping=clipping, flags=("amsgrad",),
+    burn_config="AdamConfig", burn_new=ADAM_NEW,
+    burn_setters={"beta_1": ".with_beta_1({})", "beta_2": ".with_beta_2({})", "eps": ".with_epsilon({})",
+                  "amsgrad": ".with_amsgrad({})",
+                  "weight_decay": ".with_weight_decay(Some(WeightDecayConfig::new({})))"},
+    burn_defaults_setter="with_epsilon", burn_defaults=("adam/burn-default", (("eps", 1e-5),)),
+    d005_fixes=D005_FIXES, d009_fix=d009_fix,
+    a1_names=("adam",))
+
+
+__all__ = ["ADAM_NEW", "BURN_VARIANT", "D005_FIXES", "OPTIMIZER", "AdamFits", "clipping", "d009_fix", "replay",
+           "replay_adam", "scale_pairs", "torch_settings"]

@@ -1,6 +1,6 @@
-"""What the optimizer replays share (SGD, Adam, RMSprop, Adagrad, Adafactor, Muon): the sampled read of a
-tensor, the residual of a replay, and
-the rows of a least-squares fit gathered over parameters and steps."""
+"""What the optimizer replays share (SGD, Adam and AdamW, RMSprop, Adagrad, Adafactor, Muon): the sampled read of
+a tensor, a declared setting, the residual of a replay beyond float32 rounding, and the rows of a least-squares fit
+gathered over parameters and steps."""
 
 from __future__ import annotations
 

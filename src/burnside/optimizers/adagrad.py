@@ -1,5 +1,6 @@
-"""The Adagrad replay: each step of one parameter replayed in float64 from its recorded tensors, and the rows
-its settings are fitted on (the same in PyTorch and burn-optim 0.22.1, docs/compare.md):
+"""Adagrad (`torch.optim.Adagrad`; burn's `AdaGradConfig`): its settings on both sides, and its replay: each step of
+one parameter replayed in float64 from its recorded tensors, and the rows its settings are fitted on (the same update
+in PyTorch and burn-optim 0.22.1, docs/compare.md):
 
 - `d = g + wd * before`; `sum_k = sum_{k-1} + d²` (`initial_accumulator_value` before step 0);
 - `after - before = -lr / (1 + (step - 1) * lr_decay) * d / (sqrt(sum_k) + eps)` (epsilon outside the root).
@@ -7,11 +8,13 @@ its settings are fitted on (the same in PyTorch and burn-optim 0.22.1, docs/comp
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from burnside.forensics.replay import REPLAY_TOLERANCE, Rows, StepRates, beyond_rounding, half_ulp, number, sampled
+from burnside.optimizers.replay import REPLAY_TOLERANCE, Rows, StepRates, beyond_rounding, half_ulp, number, sampled
+from burnside.optimizers.spec import Optimizer, Step
 from burnside.trace import Trace
 
 
@@ -79,4 +82,45 @@ def replay_adagrad(trace: Trace, config: dict, k: int, p: str, before: np.ndarra
     return (f"params_after.{p}", residual) if residual > REPLAY_TOLERANCE else None
 
 
-__all__ = ["AdagradFits", "replay_adagrad"]
+def _replay(step: Step, fits: AdagradFits) -> tuple[str, float] | None:
+    return replay_adagrad(step.trace, step.config, step.k, step.param, step.before, step.after, step.coef * step.grad,
+                          step.lr, step.weight_decay, fits)
+
+
+def _measured(fits: AdagradFits, lr: float) -> dict[str, float]:
+    return fits.settings(lr)
+
+
+def _torch_settings(group: Mapping) -> dict:
+    return {"name": "adagrad", "lr": float(group["lr"]), "lr_decay": float(group["lr_decay"]),
+            "weight_decay": float(group["weight_decay"]), "weight_decay_kind": "l2",
+            "initial_accumulator_value": float(group["initial_accumulator_value"]), "eps": float(group["eps"])}
+
+
+def _fresh_state(state: Mapping, defaults: Mapping) -> bool:
+    """torch.optim.Adagrad's constructor makes `step` 0 and `sum` at its `initial_accumulator_value`."""
+    return float(state.get("step", 1)) == 0.0 and bool((state["sum"] == defaults["initial_accumulator_value"]).all())
+
+
+OPTIMIZER = Optimizer(
+    name="adagrad", torch_class="Adagrad", torch_settings=_torch_settings,
+    # torch.optim.Adagrad starts each sum at its constructor's initial_accumulator_value, whatever a group says
+    constructor_settings=("initial_accumulator_value",), fresh_state=_fresh_state,
+    compared=("lr_decay", "initial_accumulator_value"), own_eps=True,
+    new_fits=AdagradFits, replay=_replay, measured=_measured,
+    fitted={"lr_decay": ("lr_decay", None, 1e-5)},  # measured to ~1e-6 on A1
+    burn_config="AdaGradConfig", burn_new={"lr_decay": 0.0, "eps": 1e-5, "weight_decay": 0.0},
+    burn_setters={"lr_decay": ".with_lr_decay({})", "eps": ".with_epsilon({})",
+                  "weight_decay": ".with_weight_decay(Some(WeightDecayConfig::new({})))"},
+    burn_defaults_setter="with_epsilon", burn_defaults=("adagrad/burn-default", (("eps", 1e-5),)),
+    d005_fixes={"lr_decay": ("`OptimizerSpec::adagrad(lr).with_lr_decay(..)` as PyTorch's `lr_decay=` "
+                             "(`AdaGradConfig::with_lr_decay`)"),
+                "initial_accumulator_value": ("burn's `AdaGrad` starts its sum at 0 and has no setting for another "
+                                              "start: train the PyTorch side with initial_accumulator_value=0"),
+                "eps": ("give Adagrad PyTorch's epsilon: `OptimizerSpec::adagrad(lr)` has it (1e-10); by hand, "
+                        "`AdaGradConfig::new().with_epsilon(1e-10)` (burn's default is 1e-5)")},
+    a1_names=("adagrad",), a1_settings=("lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps"))
+
+
+__all__ = ["OPTIMIZER", "AdagradFits", "replay_adagrad"]
+

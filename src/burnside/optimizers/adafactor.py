@@ -1,5 +1,6 @@
-"""The Adafactor replay: each step of one parameter replayed in float64 from its recorded tensors (the same update in
-PyTorch and burn-optim 0.22.1 with relative step and parameter scaling on, docs/compare.md):
+"""Adafactor (`torch.optim.Adafactor`; burn's `AdafactorConfig`): its settings on both sides, and its replay: each step
+of one parameter replayed in float64 from its recorded tensors (the same update in PyTorch and burn-optim 0.22.1 with
+relative step and parameter scaling on, docs/compare.md):
 
 - `w = step^beta2_decay`; a matrix (the last two dimensions) `row_var = (1 - w) row_var + w mean(g², -1)`,
   `col_var = (1 - w) col_var + w mean(g², -2)` (the first step the means whole), the estimate
@@ -15,10 +16,12 @@ read: a parameter of more than `WHOLE` elements is not replayed.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 
-from burnside.forensics.replay import REPLAY_TOLERANCE, beyond_rounding, half_ulp, number
+from burnside.optimizers.replay import REPLAY_TOLERANCE, beyond_rounding, half_ulp, number
+from burnside.optimizers.spec import Optimizer, Step
 from burnside.trace import Trace
 
 #: The largest parameter the replay reads whole (elements).
@@ -95,4 +98,34 @@ def replay_adafactor(trace: Trace, config: dict, k: int, p: str, lr: float) -> t
     return (f"params_after.{p}", residual) if residual > REPLAY_TOLERANCE else None
 
 
-__all__ = ["WHOLE", "AdafactorFits", "replay_adafactor"]
+def _replay(step: Step, fits: AdafactorFits) -> tuple[str, float] | None:
+    return replay_adafactor(step.trace, step.config, step.k, step.param, step.lr)
+
+
+def _torch_settings(group: Mapping) -> dict:
+    import torch
+
+    # eps1=None is the parameters' machine epsilon, read by torch.optim.Adafactor at each step: the value used
+    eps1 = group["eps"][0]
+    if eps1 is None:
+        eps1 = float(torch.finfo(next(iter(group["params"])).dtype).eps) if group["params"] else None
+    return {"name": "adafactor", "lr": float(group["lr"]), "beta2_decay": float(group["beta2_decay"]),
+            "eps1": None if eps1 is None else float(eps1), "eps2": float(group["eps"][1]), "d": float(group["d"]),
+            "weight_decay": float(group["weight_decay"]), "weight_decay_kind": "decoupled",
+            # what torch.optim.Adafactor always does (burn's AdafactorConfig can switch either off)
+            "relative_step": True, "scale_parameter": True, "maximize": bool(group["maximize"])}
+
+
+OPTIMIZER = Optimizer(
+    name="adafactor", torch_class="Adafactor", torch_settings=_torch_settings,
+    compared=("beta2_decay", "eps1", "eps2", "d", "relative_step", "scale_parameter"),
+    new_fits=AdafactorFits, replay=_replay, reads_whole=True,
+    d005_fixes={"relative_step": ("build Adafactor as torch.optim.Adafactor computes it: "
+                                  "`OptimizerSpec::adafactor(lr)`; "
+                                  "by hand, `AdafactorConfig::new()` keeps `relative_step` and `scale_parameter` on "
+                                  "(PyTorch has no absolute step)")},
+    a1_names=("adafactor",), a1_settings=("lr", "beta2_decay", "d", "weight_decay"))
+
+
+__all__ = ["OPTIMIZER", "WHOLE", "AdafactorFits", "replay_adafactor"]
+

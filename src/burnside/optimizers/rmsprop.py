@@ -1,5 +1,6 @@
-"""The RMSprop replay: each step of one parameter replayed in float64 from its recorded tensors, and the rows
-its settings are fitted on (the same in PyTorch and burn-optim 0.22.1, docs/compare.md):
+"""RMSprop (`torch.optim.RMSprop`; burn's `RmsPropConfig`): its settings on both sides, and its replay: each step of
+one parameter replayed in float64 from its recorded tensors, and the rows its settings are fitted on (the same update
+in PyTorch and burn-optim 0.22.1, docs/compare.md):
 
 - `d = g + wd * before`; `square_avg_k = alpha * square_avg_{k-1} + (1 - alpha) * d²` (0 before step 0);
 - centered: `grad_avg_k = alpha * grad_avg_{k-1} + (1 - alpha) * d`, the variance `square_avg - grad_avg²`;
@@ -9,11 +10,12 @@ its settings are fitted on (the same in PyTorch and burn-optim 0.22.1, docs/comp
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from burnside.forensics.replay import (
+from burnside.optimizers.replay import (
     REPLAY_TOLERANCE,
     Rows,
     StepRates,
@@ -24,6 +26,7 @@ from burnside.forensics.replay import (
     number,
     sampled,
 )
+from burnside.optimizers.spec import BurnVariant, Optimizer, Step
 from burnside.trace import Trace
 
 
@@ -125,4 +128,88 @@ def replay_rmsprop(trace: Trace, config: dict, k: int, p: str, before: np.ndarra
     return (f"params_after.{p}", residual) if residual > REPLAY_TOLERANCE else None
 
 
-__all__ = ["RmsPropFits", "replay_rmsprop"]
+def _replay(step: Step, fits: RmsPropFits) -> tuple[str, float] | None:
+    return replay_rmsprop(step.trace, step.config, step.k, step.param, step.before, step.after, step.coef * step.grad,
+                          step.lr, step.weight_decay, fits)
+
+
+def _torch_settings(group: Mapping) -> dict:
+    return {"name": "rmsprop", "lr": float(group["lr"]), "alpha": float(group["alpha"]), "eps": float(group["eps"]),
+            "weight_decay": float(group["weight_decay"]), "weight_decay_kind": "l2",
+            "momentum": float(group["momentum"]), "centered": bool(group["centered"])}
+
+
+
+def _burn_update(p, state: dict, group: Mapping) -> None:
+    """One RMSprop update of ``p`` on float64 tensors with burn-optim 0.22.1's float32 settings and constant.
+
+    burn's `RmsProp` computes PyTorch's update in the same order (L2 decay on the gradient, the squared
+    average, the centered variance, epsilon added outside the root, the momentum buffer), but holds
+    alpha, epsilon, momentum and the decay as f32 and forms `1 - alpha` in f32: 0.99f32 gives 0.00999999
+    for PyTorch's 0.01 (double), a relative -9.5e-7 in `square_avg` and +4.8e-7 in the update. Only those
+    scalars are rounded here (rmsprop.rs `SquareAvgState`, `CenteredState`, `RmsPropMomentum::transform`).
+    The state is kept under PyTorch's slot names; there is no step counter (burn keeps none).
+    """
+    alpha, eps = np.float32(group["alpha"]), float(np.float32(group["eps"]))
+    wd, momentum = float(np.float32(group["weight_decay"])), float(np.float32(group["momentum"]))
+    rest = float(np.float32(1) - alpha)
+    alpha = float(alpha)
+    grad = p * wd + p.grad if wd else p.grad
+    first = "square_avg" not in state
+    # in place, each operation rounded as written out (`g^2 * rest + avg * alpha`, ...), as for Adam
+    if first:
+        state["square_avg"] = grad.square().mul_(rest)
+    else:
+        state["square_avg"].mul_(alpha).add_(grad.square().mul_(rest))
+    avg = state["square_avg"]
+    if group["centered"]:
+        if first:
+            state["grad_avg"] = grad * rest + 0  # + 0 as before: a -0.0 gradient gives +0.0
+        else:
+            state["grad_avg"].mul_(alpha).add_(grad * rest)
+        avg = avg - state["grad_avg"].square()
+    update = grad / avg.sqrt().add_(eps)
+    if momentum > 0:
+        if first:
+            state["momentum_buffer"] = update
+        else:
+            update = state["momentum_buffer"].mul_(momentum).add_(update)
+    p.sub_(update * group["lr"])
+
+
+def _burn_settings(group: Mapping, kind: str) -> dict:
+    return {k: group[k] for k in ("lr", "alpha", "eps", "weight_decay", "momentum", "centered")}
+
+
+OPTIMIZER = Optimizer(
+    name="rmsprop", torch_class="RMSprop", torch_settings=_torch_settings,
+    # torch.optim.RMSprop's step counter (burn's `RmsProp` counts no steps)
+    unused_slots=("step",),
+    # burn forms its `1 - alpha` in f32
+    burn_variant=BurnVariant("burn-rmsprop", "_BurnRmsProp", _burn_settings, _burn_update),
+    compared=("alpha", "centered"), own_eps=True,
+    new_fits=RmsPropFits, replay=_replay, flags=("centered",),
+    # judged by 1 - alpha, as a beta (measured to ~1e-5 on A1)
+    fitted={"alpha": ("alpha", None, 1e-4)},
+    burn_config="RmsPropConfig",
+    burn_new={"alpha": 0.99, "momentum": 0.9, "eps": 1e-5, "centered": False, "weight_decay": 0.0},
+    burn_setters={"alpha": ".with_alpha({})", "momentum": ".with_momentum({})", "eps": ".with_epsilon({})",
+                  "centered": ".with_centered({})",
+                  "weight_decay": ".with_weight_decay(Some(WeightDecayConfig::new({})))"},
+    burn_defaults_setter="with_momentum",
+    burn_defaults=("rmsprop/burn-default-momentum", (("momentum", 0.9), ("eps", 1e-5))),
+    d005_fixes={
+        "alpha": ("give RMSprop PyTorch's smoothing constant: `OptimizerSpec::rmsprop(lr).with_alpha(alpha)` "
+                  "(`RmsPropConfig::with_alpha`)"),
+        "centered": ("`OptimizerSpec::rmsprop(lr).with_centered(..)` as PyTorch's `centered=` "
+                     "(`RmsPropConfig::with_centered`)"),
+        "momentum": ("build RMSprop with PyTorch's momentum: `OptimizerSpec::rmsprop(lr)` (momentum 0, eps 1e-8), "
+                     "`.with_momentum(m)` for another; a burn optimizer built by hand needs "
+                     "`RmsPropConfig::new().with_momentum(0.0)` explicitly (burn's default is 0.9)"),
+        "eps": ("give RMSprop PyTorch's epsilon: `OptimizerSpec::rmsprop(lr)` has it (1e-8); by hand, "
+                "`RmsPropConfig::new().with_epsilon(1e-8)` (burn's default is 1e-5)")},
+    a1_names=("rmsprop",), a1_settings=("lr", "alpha", "eps", "weight_decay", "momentum", "centered"))
+
+
+__all__ = ["OPTIMIZER", "RmsPropFits", "replay_rmsprop"]
+

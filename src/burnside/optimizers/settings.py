@@ -8,21 +8,34 @@ schedule's later rates): the comparison fails on it, and D005 says which setting
 
 from __future__ import annotations
 
-from burnside.compare.start_checks import same_setting
+import math
 
-#: The declared settings compared, apart from Adam's epsilon (D004's, measured from the numbers).
-KEYS = ("name", "lr", "betas", "momentum", "dampening", "nesterov", "weight_decay", "weight_decay_kind", "amsgrad",
-        "alpha", "centered", "lr_decay", "initial_accumulator_value", "clip_grad_norm", "lr_per_step",
-        # Adafactor's, Muon's and L-BFGS's own settings
-        "beta2_decay", "eps1", "eps2", "d", "relative_step", "scale_parameter", "ns_coefficients", "ns_steps",
-        "adjust_lr_fn", "max_iter", "max_eval", "tolerance_grad", "tolerance_change", "history_size", "line_search_fn")
+from burnside.optimizers import OPTIMIZERS
+
+#: The declared settings compared, apart from Adam's epsilon (D004's, measured from the numbers): those of SGD,
+#: Adam, RMSprop and Adagrad and the loop's (clipping, a schedule), then each optimizer's own (`Optimizer.compared`),
+#: in the order D005 names them.
+SHARED_KEYS = ("name", "lr", "betas", "momentum", "dampening", "nesterov", "weight_decay", "weight_decay_kind",
+               "amsgrad", "alpha", "centered", "lr_decay", "initial_accumulator_value", "clip_grad_norm", "lr_per_step")
+KEYS = tuple(dict.fromkeys(SHARED_KEYS + tuple(k for o in OPTIMIZERS.values() for k in o.compared)))
 #: The optimizers whose epsilon is compared here (no rule of its own, as Adam's D004).
-OWN_EPS = ("rmsprop", "adagrad", "muon")
+OWN_EPS = tuple(name for name, o in OPTIMIZERS.items() if o.own_eps)
 #: A trace says these only when its loop has them (clipping, a schedule): absent is "none".
 OPTIONAL = ("clip_grad_norm", "lr_per_step")
 #: The settings a parameter group can hold.
 GROUP_KEYS = ("lr", "betas", "eps", "weight_decay", "momentum", "dampening", "nesterov", "amsgrad", "alpha", "centered",
               "lr_decay", "initial_accumulator_value")
+
+
+def same_setting(a: object, b: object, *, abs_tol: float = 0.0) -> bool:
+    """Whether two optimizer settings from trace metadata agree: numbers to 1e-6 relative (a setting
+    written through float32; ``abs_tol`` for values near 0), lists element by element, the rest equal."""
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same_setting(x, y, abs_tol=abs_tol) for x, y in zip(a, b, strict=True))
+    numbers = (int, float)
+    if isinstance(a, numbers) and isinstance(b, numbers) and not isinstance(a, bool) and not isinstance(b, bool):
+        return math.isclose(float(a), float(b), rel_tol=1e-6, abs_tol=abs_tol)
+    return a == b
 
 
 def same(a: object, b: object) -> bool:
@@ -67,17 +80,13 @@ def group_config(config: dict, index: int) -> tuple[dict, list[str]]:
         params
 
 
-#: The optimizers burnside knows (`burnside.recording.optim_state` describes each with its settings, burnside-trace's
-#: `OptimizerSpec` builds each): their settings are compared key by key (D005) and replayed from the numbers
-#: where `burnside.forensics` has a replay (D009). Another (a `torch.optim.Optimizer` subclass with its own
-#: `step`, a class burnside does not know) is recorded with what its parameter groups say, and its updates are
-#: only compared as recorded.
-KNOWN = ("sgd", "adam", "adamw", "rmsprop", "adagrad", "adafactor", "muon", "lbfgs")
-
-
 def known_optimizer(config: object) -> bool:
-    """Whether a trace's optimizer is one burnside knows (`KNOWN`); True when the trace names none."""
-    return not isinstance(config, dict) or not config.get("name") or config.get("name") in KNOWN
+    """Whether a trace's optimizer is one burnside knows (`OPTIMIZERS`: the recorder describes each with its settings,
+    burnside-trace's `OptimizerSpec` builds each; their settings are compared key by key (D005) and replayed from the
+    numbers where the optimizer has a replay (D009)); True when the trace names none. Another (a
+    `torch.optim.Optimizer` subclass with its own `step`, a class burnside does not know) is recorded with what its
+    parameter groups say, and its updates are only compared as recorded."""
+    return not isinstance(config, dict) or not config.get("name") or config.get("name") in OPTIMIZERS
 
 
 def optimizer_notes(a: object, b: object) -> list[str]:
