@@ -170,7 +170,7 @@ def _ruled_out(known: KnownDifference, comparison, rule: str) -> bool:
     """Whether ``known`` cannot be the cause ``rule``'s diagnosis is about: any layer default where D010 re-ran the
     layer with A's settings and found what B read or masked otherwise; an optimizer default where the port
     declares none of burn's values (D005 judges the declared settings; D009's updates may not follow them, so it
-    keeps the note), or what the diverging layer as measured on A (`burnside.forensics.layers`) cannot meet: a
+    keeps the note), or what the diverging layer as measured on A (`burnside.compare.layers.settings`) cannot meet: a
     convolution measured by its zero-padded formula pads with zeros (so no reflect padding), and one of dilation 1
     meets no dilation bug; an embedding whose ids are read back from its rows (`forensics.lookups`) looked up other
     rows, as they are."""
