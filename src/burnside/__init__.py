@@ -2,10 +2,10 @@
 
 The public API, small on purpose: record the PyTorch side, read and write traces, compare them,
 name the failure, and check parity inside a test. Each name also lives in its module, where the docs
-import it from (`burnside.torch.record`, `burnside.testing.assert_parity`), except `compare_traces`:
-here it is the pipeline's compare (`burnside.parity.compare_with_evidence`: the diagnosis evidence
-gathered in the same pass, a reference refused as a side and checked to start where A does), what
-`diagnose` needs; `burnside.compare.compare_traces` only compares.
+import it from (`burnside.torch.record`, `burnside.testing.assert_parity`). `compare_traces` gives the verdict;
+`compare_with_evidence` is the pipeline's compare, the same verdict with the evidence the diagnosis rules read
+(gathered in the same pass) and a reference refused as a side and checked to start where A does: what
+`diagnose` needs.
 
 `record`, `record_forward`, `export_init` and `record_reference` need the `torch` extra: they are attributes of the
 package, left out of `__all__` so that `from burnside import *` works without torch.
@@ -25,9 +25,8 @@ _PUBLIC = {
     "Comparison": "burnside.compare",
     "Tolerance": "burnside.compare",
     "Tolerances": "burnside.compare",
-    # the root's compare is the pipeline's: the diagnosis evidence gathered in the same pass and a
-    # reference checked before it judges (`burnside.compare.compare_traces` alone only compares)
-    "compare_traces": ("burnside.parity", "compare_with_evidence"),
+    "compare_traces": "burnside.compare",
+    "compare_with_evidence": "burnside.pipeline",
     "Diagnosis": "burnside.diagnose",
     "diagnose": "burnside.diagnose",
     "BuildError": "burnside.errors",
@@ -70,6 +69,7 @@ __all__ = [
     "__version__",
     "assert_parity",
     "compare_traces",
+    "compare_with_evidence",
     "convert_trace",
     "diagnose",
     "open_trace",

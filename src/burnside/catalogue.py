@@ -199,7 +199,7 @@ SUBJECTS: dict[str, Subject] = {
 
 def _ruled_out(known: KnownDifference, comparison, subject: Subject) -> bool:
     """Whether ``known`` cannot be the cause a diagnosis about ``subject`` names: what the subject's own evidence
-    excludes (`Subject.rules_out`), and what the diverging layer as measured on A (`burnside.forensics.layers`)
+    excludes (`Subject.rules_out`), and what the diverging layer as measured on A (`burnside.compare.layers.settings`)
     cannot meet: a convolution measured by its zero-padded formula pads with zeros (so no reflect padding), and one
     of dilation 1 meets no dilation bug; an embedding whose ids are read back from its rows (`forensics.lookups`)
     looked up other rows, as they are."""

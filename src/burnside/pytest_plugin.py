@@ -10,7 +10,7 @@
 `record_my_model(path) -> path` records the PyTorch side (`burnside.torch.record`) and
 `record_my_reference(path) -> path` the float64 reference of the same loop
 (`burnside.reference.record_reference`, optional); each recorder runs once per session however
-many tests use it. `check` goes through `burnside check`'s pipeline (`burnside.parity`): the
+many tests use it. `check` goes through `burnside check`'s pipeline (`burnside.pipeline`): the
 reference is checked against the PyTorch trace's start before the port is built, the port runs
 with the `burnside check` contract from that start, and the test fails with compare's report when
 they differ. A problem the user can fix (a wrong reference, a crate that does not build, a port
@@ -27,7 +27,7 @@ import pytest
 
 from burnside.compare import Comparison, Tolerances
 from burnside.errors import BurnsideError
-from burnside.parity import record_and_compare
+from burnside.pipeline import record_and_compare
 from burnside.testing import failure_message, tolerances_of
 
 #: Writes a trace (the PyTorch side, or the float64 reference) at the path it is given and returns it.

@@ -23,7 +23,7 @@ from rich.console import Console
 
 from burnside.compare import Comparison, Reference, Tolerance, Tolerances
 from burnside.diagnose import Diagnosis, diagnose
-from burnside.parity import compare_with_evidence
+from burnside.pipeline import compare_with_evidence
 from burnside.report import render
 from burnside.trace import Trace
 

@@ -8,7 +8,7 @@ import pytest
 from burnside.burn.locate import rust_workspace
 from burnside.burn.port import record_port
 from burnside.compare import open_reference
-from burnside.parity import compare_with_evidence
+from burnside.pipeline import compare_with_evidence
 from burnside.examples import cnn
 from burnside.testing import MAX_ROWS, assert_parity
 from burnside.trace import open_trace

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from burnside.burn.locate import target_dir
-from burnside.parity import compare_with_evidence
+from burnside.pipeline import compare_with_evidence
 from burnside.compare.tolerance import Tolerance, Tolerances
 from burnside.examples import cnn
 from burnside.torch import export_init

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from burnside.parity import compare_with_evidence
+from burnside.pipeline import compare_with_evidence
 from burnside.compare.tolerance import Tolerance, Tolerances
 from burnside.diagnose import diagnose
 
@@ -105,7 +105,7 @@ def test_faithful_ports_draw_no_d011(compared, example_run, name):
         assert comparison.passed and comparison.evidence.layer is None
     if name == "rnn":
         # both recurrent layers re-run from the traces read time on the first axis, on both sides
-        from burnside.forensics import measure_layer
+        from burnside.compare.layers.settings import measure_layer
 
         for module in ("gru", "lstm"):
             layer = measure_layer(*example_run(name, STEPS), f"step1.activations.{module}")

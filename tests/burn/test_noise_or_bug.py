@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from burnside.compare import open_reference
-from burnside.parity import compare_with_evidence
+from burnside.pipeline import compare_with_evidence
 from burnside.diagnose import diagnose
 from burnside.trace import open_trace
 

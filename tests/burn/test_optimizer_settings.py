@@ -18,7 +18,7 @@ from burnside.burn.port import record_port
 from burnside.compare import Tolerance, Tolerances
 from burnside.optimizers.settings import optimizer_notes
 from burnside.diagnose import diagnose
-from burnside.parity import compare_with_evidence
+from burnside.pipeline import compare_with_evidence
 from burnside.torch import record
 from burnside.trace import open_trace
 from tests.burn.user_port_harness import Mlp, copy_crate

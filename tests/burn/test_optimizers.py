@@ -13,7 +13,7 @@ from burnside.burn.a1 import record_a1
 from burnside.compare import Tolerance, Tolerances
 from burnside.diagnose import diagnose
 from burnside.errors import BurnsideError
-from burnside.parity import compare_with_evidence
+from burnside.pipeline import compare_with_evidence
 from burnside.trace import open_trace
 
 STEPS = 4

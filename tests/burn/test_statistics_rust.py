@@ -123,7 +123,7 @@ def _port_with_bug(root: Path, bug: str | None, full_steps, optim: str = "adam")
 
 def _diagnosed(root: Path, bug: str | None, full_steps, optim: str = "adam") -> tuple[bool, list]:
     from burnside.diagnose import diagnose
-    from burnside.parity import compare_with_evidence
+    from burnside.pipeline import compare_with_evidence
 
     comparison = compare_with_evidence(*_port_with_bug(root, bug, full_steps, optim))
     return comparison.passed, diagnose(comparison)

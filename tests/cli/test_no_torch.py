@@ -38,7 +38,7 @@ BURNSIDE_WATCHING_TORCH = [sys.executable, "-c", WATCH_TORCH + "from burnside.cl
 #: those imported when a command runs (the comparison, diagnoses, forensics, the outputs, the port's build).
 MODULES = [
     "burnside.cli", "burnside.cli.root", "burnside.cli.check", "burnside.cli.compare", "burnside.cli.options",
-    "burnside.cli.output", "burnside.parity", "burnside.compare", "burnside.diagnose", "burnside.forensics",
+    "burnside.cli.output", "burnside.pipeline", "burnside.compare", "burnside.diagnose", "burnside.forensics",
     "burnside.report", "burnside.report.html", "burnside.report.table", "burnside.trace", "burnside.burn",
     "burnside.burn.port", "burnside.burn.cargo", "burnside.burn.binary", "burnside.burn.freshness",
     "burnside.progress",

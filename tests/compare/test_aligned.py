@@ -1,4 +1,4 @@
-"""Names from what the port loaded (`burnside.compare.aligned.param_renames`): B's start tensors named after
+"""Names from what the port loaded (`burnside.compare.renames.param_renames`): B's start tensors named after
 the tensor of A's whose bytes they hold, a packed attention slice by slice, constants placed by the module
 their siblings name, and a name that contradicts the bytes (query and key swapped by a loader) kept as a
 loading fault, which D014 names."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from burnside.compare import compare_traces
-from burnside.compare.aligned import param_renames
+from burnside.compare.renames import param_renames
 from burnside.diagnose import diagnose
 from burnside.trace import open_trace, write_trace
 

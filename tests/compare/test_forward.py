@@ -20,7 +20,7 @@ from torch import nn
 
 from burnside.diagnose import diagnose
 from burnside.errors import TraceError
-from burnside.parity import compare_with_evidence
+from burnside.pipeline import compare_with_evidence
 from burnside.torch import record, record_forward
 from burnside.trace import open_trace, write_trace
 

@@ -23,7 +23,7 @@ from torch import nn
 from burnside.compare import Tolerance, Tolerances, compare_traces
 from burnside.diagnose import diagnose
 from burnside.errors import TraceError
-from burnside.parity import compare_with_evidence
+from burnside.pipeline import compare_with_evidence
 from burnside.recording.reference import record_reference
 from burnside.report.html import html_report
 from burnside.report.json_report import comparison_json

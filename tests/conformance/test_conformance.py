@@ -78,7 +78,7 @@ def test_a_different_default_is_named_with_its_fix(ci_results):
 def test_a_port_meeting_a_catalogued_difference_is_told_it_is_burns(ci_results, case, rule, told):
     """The case's own traces, diagnosed as a user's port is: the rule fires and its fix names the catalogue's entry."""
     from burnside.diagnose import diagnose
-    from burnside.parity import compare_with_evidence
+    from burnside.pipeline import compare_with_evidence
 
     _, out = ci_results
     d = out / "cases" / case

@@ -16,7 +16,7 @@ from torch.nn import functional as F
 
 from burnside.diagnose import diagnose
 from burnside.errors import BurnsideError
-from burnside.parity import compare_with_evidence
+from burnside.pipeline import compare_with_evidence
 from burnside.trace import open_trace
 from burnside.torch import record
 

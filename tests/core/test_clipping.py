@@ -12,7 +12,7 @@ import torch
 from burnside.recording.optim_state import optimizer_config
 from burnside.examples.a1 import a1_data, a1_model
 from burnside.compare import open_reference
-from burnside.parity import compare_with_evidence
+from burnside.pipeline import compare_with_evidence
 from burnside.forensics import measure_optimizer
 from burnside.diagnose import diagnose
 from burnside.errors import BurnsideError

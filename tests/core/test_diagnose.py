@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from burnside.examples.a1 import a1_data, a1_f32_arithmetic_inputs, a1_model, record_torch
-from burnside.parity import compare_with_evidence
+from burnside.pipeline import compare_with_evidence
 from burnside.diagnose import diagnose
 from burnside.torch import record
 from burnside.trace import open_trace, write_trace

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from burnside.parity import compare_with_evidence
+from burnside.pipeline import compare_with_evidence
 from burnside.diagnose import diagnose
 from burnside.errors import BurnsideError
 from burnside.recording.reference import record_reference

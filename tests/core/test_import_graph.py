@@ -32,17 +32,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
-
 import burnside
 
 SRC = Path(burnside.__file__).resolve().parent
 ROOT = "burnside"
 PUBLIC: dict[str, str] = {}  # the root's lazy re-exports, read by graph()
-
-# Being restructured into `burnside.forensics` by another change (issue 18): a cycle that lies
-# entirely within these modules is theirs to open and is listed, not failed, by the test below.
-IN_RESTRUCTURING = ("compare", "forensics", "diagnose", "parity", "testing", "pytest_plugin", "report", "cli")
 
 
 def module_name(path: Path) -> str:
@@ -261,11 +255,6 @@ def describe(cycle: list[str], modules: dict[str, Module]) -> str:
     return " -> ".join(path) + "\n      " + "\n      ".join(hops)
 
 
-def restructuring(name: str) -> bool:
-    parts = name.split(".")
-    return len(parts) > 1 and parts[1] in IN_RESTRUCTURING
-
-
 MODULES = graph()
 CYCLES = cycles(MODULES)
 
@@ -312,16 +301,7 @@ def later():
 
 def test_no_import_cycles() -> None:
     """No module imports one that depends on it (run-time imports, function-level ones included)."""
-    ours = [c for c in CYCLES if not all(restructuring(m) for m in c)]
-    assert not ours, "import cycles:\n  " + "\n  ".join(describe(c, MODULES) for c in ours)
-
-
-def test_no_import_cycles_in_the_restructuring() -> None:
-    """Cycles entirely within compare/diagnose/parity/testing/pytest_plugin/report/cli (issue 18)."""
-    theirs = [c for c in CYCLES if all(restructuring(m) for m in c)]
-    if theirs:
-        pytest.xfail("import cycles left to the forensics restructuring:\n  "
-                     + "\n  ".join(describe(c, MODULES) for c in theirs))
+    assert not CYCLES, "import cycles:\n  " + "\n  ".join(describe(c, MODULES) for c in CYCLES)
 
 
 def test_type_checking_imports_name_modules_that_exist() -> None:

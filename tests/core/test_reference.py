@@ -8,7 +8,7 @@ import torch
 
 from burnside.examples.a1 import a1_data, a1_model, a1_optimizer, record_reference, record_torch
 from burnside.compare import open_reference
-from burnside.parity import compare_with_evidence
+from burnside.pipeline import compare_with_evidence
 from burnside.compare.referee import verdict
 from burnside.compare.rounding import FLOOR_HALF_ULPS, NOISE_FACTOR
 from burnside.recording.reference import variant_class

@@ -22,7 +22,7 @@ from rich.console import Console
 from torch.nn import functional as F
 
 from burnside.diagnose import diagnose
-from burnside.parity import compare_with_evidence
+from burnside.pipeline import compare_with_evidence
 from burnside.report.json_report import comparison_json
 from burnside.report.table import render
 from burnside.trace import open_trace

@@ -14,7 +14,7 @@ from burnside.examples.a1 import a1_data, a1_model
 from burnside.compare import compare_traces
 from burnside.diagnose import diagnose
 from burnside.errors import BurnsideError, TraceError
-from burnside.parity import compare_with_evidence
+from burnside.pipeline import compare_with_evidence
 from burnside.recording.reference import record_reference, variant_name
 from burnside.torch import record
 from burnside.trace import open_trace, write_trace

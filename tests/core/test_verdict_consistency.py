@@ -13,7 +13,7 @@ from torch import nn
 from burnside.compare.pairing import pair_renamed, rename_rules
 from burnside.diagnose import diagnose
 from burnside.diagnose.rules.d012_trains_frozen_parameters import UNTIED_TITLE
-from burnside.parity import compare_with_evidence
+from burnside.pipeline import compare_with_evidence
 from burnside.report.table import render
 from burnside.torch import record
 from burnside.trace import open_trace, write_trace

@@ -8,7 +8,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from burnside.diagnose import diagnose
-from burnside.parity import compare_with_evidence
+from burnside.pipeline import compare_with_evidence
 from burnside.torch import record
 
 

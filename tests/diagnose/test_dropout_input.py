@@ -15,7 +15,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from burnside.diagnose import diagnose
-from burnside.parity import compare_with_evidence
+from burnside.pipeline import compare_with_evidence
 from burnside.trace import open_trace, write_trace
 from tests.diagnose.forward_traces import BurnDropout, burn_side, torch_side
 

@@ -14,9 +14,9 @@ import torch
 from torch import nn
 
 from burnside.diagnose import diagnose
-from burnside.forensics import measure_layer
+from burnside.compare.layers.settings import measure_layer
 from burnside.forensics.dropout import measure_dropout
-from burnside.parity import compare_with_evidence
+from burnside.pipeline import compare_with_evidence
 from burnside.trace import open_trace, write_trace
 from tests.diagnose.forward_traces import BurnDropout, burn_side, torch_side
 

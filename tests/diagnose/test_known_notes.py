@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from burnside.diagnose import diagnose
-from burnside.parity import compare_with_evidence
+from burnside.pipeline import compare_with_evidence
 from burnside.torch import record
 from tests.diagnose.forward_traces import as_burn
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from burnside.parity import compare_with_evidence
+from burnside.pipeline import compare_with_evidence
 from burnside.diagnose import diagnose
 from burnside.torch import record
 from burnside.trace import open_trace

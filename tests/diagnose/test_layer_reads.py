@@ -17,7 +17,7 @@ from torch.nn import functional as F
 
 from burnside.diagnose import diagnose
 from burnside.forensics.reads import measure_reads
-from burnside.parity import compare_with_evidence
+from burnside.pipeline import compare_with_evidence
 from burnside.torch import record
 from burnside.trace import open_trace
 from tests.diagnose.forward_traces import as_burn, burn_side, torch_side

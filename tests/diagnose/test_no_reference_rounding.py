@@ -15,7 +15,7 @@ from torch import nn
 
 from burnside.compare.tolerance import Tolerance, Tolerances
 from burnside.diagnose import diagnose
-from burnside.parity import compare_with_evidence
+from burnside.pipeline import compare_with_evidence
 from burnside.report.table import divergence_text
 from burnside.trace import open_trace, write_trace
 from tests.diagnose.forward_traces import burn_side, torch_side

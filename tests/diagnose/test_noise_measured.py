@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from burnside.diagnose import diagnose
-from burnside.parity import compare_with_evidence
+from burnside.pipeline import compare_with_evidence
 from burnside.torch import record_forward
 from burnside.trace import open_trace, write_trace
 

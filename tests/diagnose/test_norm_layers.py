@@ -16,9 +16,9 @@ import torch
 from torch import nn
 
 from burnside.diagnose import diagnose
-from burnside.forensics import measure_layer
-from burnside.forensics.norms import F32_EPS
-from burnside.parity import compare_with_evidence
+from burnside.compare.layers.settings import measure_layer
+from burnside.compare.layers.norms import F32_EPS
+from burnside.pipeline import compare_with_evidence
 from burnside.torch import record
 from burnside.trace import open_trace
 from tests.diagnose.forward_traces import burn_side, torch_side

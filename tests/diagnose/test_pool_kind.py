@@ -1,4 +1,4 @@
-"""A pooling layer measured at the first divergence (D011, `forensics.pool`): average pooling where the model max
+"""A pooling layer measured at the first divergence (D011, `compare.layers.pool`): average pooling where the model max
 pools, another window, and the same pooling on a correct port, on real PyTorch forward passes."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 from burnside.diagnose import diagnose
-from burnside.forensics import measure_layer
-from burnside.parity import compare_with_evidence
+from burnside.compare.layers.settings import measure_layer
+from burnside.pipeline import compare_with_evidence
 from burnside.trace import open_trace
 from tests.diagnose.forward_traces import burn_side, torch_side
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from burnside.parity import compare_with_evidence
+from burnside.pipeline import compare_with_evidence
 from burnside.diagnose import diagnose
 from burnside.diagnose.rules import RULES
 from burnside.rule_registry import all_rules, find_rule

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from burnside.diagnose import diagnose
-from burnside.parity import compare_with_evidence
+from burnside.pipeline import compare_with_evidence
 from burnside.report.table import divergence_text
 from burnside.torch import record
 from burnside.trace import open_trace, write_trace

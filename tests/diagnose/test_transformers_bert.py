@@ -19,7 +19,7 @@ transformers = pytest.importorskip("transformers")
 activations = pytest.importorskip("transformers.activations")
 
 from burnside.diagnose import diagnose  # noqa: E402
-from burnside.parity import compare_with_evidence  # noqa: E402
+from burnside.pipeline import compare_with_evidence  # noqa: E402
 from burnside.trace import open_trace, write_trace  # noqa: E402
 from tests.diagnose.forward_traces import burn_side, torch_side  # noqa: E402
 

@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from burnside.compare.tolerance import Tolerance, Tolerances
-from burnside.parity import Parity, record_and_compare
+from burnside.pipeline import Parity, record_and_compare
 from burnside.targets import get_target
 from burnside.trace import open_trace
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from burnside.compare import Tolerance, load_tolerances
-from burnside.parity import compare_with_evidence
+from burnside.pipeline import compare_with_evidence
 from burnside.diagnose import diagnose
 from burnside.errors import BurnsideError
 from burnside.trace import convert_trace, open_trace, write_trace

@@ -38,7 +38,7 @@ from rich.console import Console
 import burnside
 from burnside.compare import Tolerance, Tolerances, load_tolerances
 from burnside.optimizers.settings import optimizer_differences
-from burnside.parity import compare_with_evidence
+from burnside.pipeline import compare_with_evidence
 from burnside.diagnose import diagnose
 from burnside.errors import BurnsideError
 from burnside.report import comparison_json, render

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from burnside.parity import compare_with_evidence
+from burnside.pipeline import compare_with_evidence
 from burnside.diagnose import diagnose
 from burnside.report import write_html_report
 from burnside.trace import open_trace, write_trace

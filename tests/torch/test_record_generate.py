@@ -17,7 +17,7 @@ import torch
 
 from burnside.diagnose import diagnose
 from burnside.errors import BurnsideError
-from burnside.parity import compare_with_evidence
+from burnside.pipeline import compare_with_evidence
 from burnside.report.table import generation_line
 from burnside.recording.generate import hf_step
 from burnside.recording.reference import record_generate_reference

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from burnside.errors import BurnsideError
-from burnside.parity import compare_with_evidence
+from burnside.pipeline import compare_with_evidence
 from burnside.torch import record
 from burnside.trace import open_trace, write_trace
 

@@ -12,7 +12,7 @@ from burnside.cli.command import BurnsideCommand
 from burnside.cli.options import comparison_options, tolerances_from
 from burnside.cli.output import finish, stderr, stdout
 from burnside.errors import BurnsideError
-from burnside.parity import record_and_compare
+from burnside.pipeline import record_and_compare
 from burnside.progress import Progress
 
 

@@ -12,7 +12,7 @@ from burnside.cli.options import comparison_options, tolerance_options, toleranc
 from burnside.cli.output import finish, stderr, stdout, write_report
 from burnside.compare import Comparison
 from burnside.diagnose import diagnose
-from burnside.parity import compare_with_evidence
+from burnside.pipeline import compare_with_evidence
 from burnside.progress import Progress
 from burnside.report.table import verdict_line
 from burnside.trace import convert_trace

@@ -1,12 +1,12 @@
 """Compare two traces tensor by tensor: absolute error, ULPs, structure, earliest divergence; with a
 float64 reference, the noise verdict."""
 
-from burnside.compare.collector import Collector
 from burnside.compare.comparison import (
     Comparison,
     StructureProblem,
     TensorRow,
 )
+from burnside.compare.observer import Observer
 from burnside.compare.referee import FrameworkDifference, RefStats
 from burnside.compare.reference_file import Reference, open_reference
 from burnside.compare.start_checks import check_start, refuse_reference, refuse_statistics_reference, same_setting
@@ -23,10 +23,10 @@ from burnside.compare.walk import compare_traces
 from burnside.compare.zero_gradients import ZeroGradient
 
 __all__ = [
-    "Collector",
     "Comparison",
     "ElementStats",
     "FrameworkDifference",
+    "Observer",
     "RefStats",
     "StatisticsRow",
     "Reference",

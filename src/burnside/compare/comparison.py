@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from burnside.compare.loading import LoadingFault, is_loaded_start
@@ -18,9 +16,6 @@ from burnside.compare.tensor_diff import ElementStats
 from burnside.compare.tolerance import Tolerance, Tolerances
 from burnside.compare.zero_gradients import ZeroGradient
 from burnside.trace import parse_name
-
-if TYPE_CHECKING:
-    from burnside.forensics import Evidence
 
 
 @dataclass(frozen=True)
@@ -94,10 +89,9 @@ class StructureProblem:
 class Comparison:
     """The result of comparing trace A (usually PyTorch) with trace B (usually burn).
 
-    It holds summaries of the two traces, not the traces: the rows, the summaries and (with a
-    collector, `burnside.forensics`) the diagnosis evidence were read in compare's one pass, so the
-    rules need no trace. The report reads some tensors again (`burnside.report.distribution`: one
-    tensor's histogram and the reference's losses).
+    It holds summaries of the two traces, not the traces: the rows and the summaries were read in compare's one
+    pass (and the diagnosis evidence, `burnside.forensics`, beside it), so the rules need no trace. The report
+    reads some tensors again (`burnside.report.distribution`: one tensor's histogram and the reference's losses).
     """
 
     a: TraceSummary
@@ -115,8 +109,6 @@ class Comparison:
     framework_differences: list[FrameworkDifference] = field(default_factory=list)
     #: parameters with elements whose gradient is zero up to rounding, left out of the verdict
     zero_gradients: list[ZeroGradient] = field(default_factory=list)
-    #: what the diagnosis rules need beyond the rows, left here by a collector (`burnside.forensics`)
-    evidence: Evidence | None = None
     #: what both traces record: `training` (steps of a training loop) or `forward` (forward passes over batches)
     kind: str = "training"
     #: a forward trace's start tensors the port does not hold as PyTorch's model does, each with its fault

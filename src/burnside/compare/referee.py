@@ -48,7 +48,7 @@ class RefStats:
     scale: float  # max|R|
     verdict: str  # "noise", "a" (A is off) or "b" (B is off)
     #: set when a distance within the noise band is a real difference all the same, and why: the layer's own
-    #: settings, measured from its input and output on each side, differ (`burnside.forensics.collector`)
+    #: settings, measured from its input and output on each side, differ (`burnside.compare.overruled_noise`)
     overruled: str = ""
     #: the float32 terms each element sums (`summed_terms`): its floor is `sum_half_ulps` of them
     terms: int = 1

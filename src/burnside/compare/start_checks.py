@@ -1,7 +1,7 @@
 """Whether a float64 reference may judge a trace: it is no side to compare, and it starts where the
 trace does (same inputs, same step-0 parameters, same optimizer settings and loss).
 
-`burnside.parity` runs these once, before anything is built or compared; `compare_traces` trusts the
+`burnside.pipeline` runs these once, before anything is built or compared; `compare_traces` trusts the
 reference it is given.
 """
 

@@ -1,20 +1,22 @@
 """`compare_traces`: every tensor two traces share, compared once, in pipeline order, into a `Comparison`.
 
-Compares and, given a float64 reference, judges each tensor by it; nothing else. The reference is
-trusted as given: `burnside.parity` refuses one given as a side and checks it starts where the
-PyTorch trace does, once, before anything is built. A later stage that reads the same traces
-(`burnside.forensics`) is told through a `Collector`.
+Compares and, given a float64 reference, judges each tensor by it; nothing else: the verdict is a function
+of the two traces, the tolerances and the reference. The reference is trusted as given: `burnside.pipeline`
+refuses one given as a side and checks it starts where the PyTorch trace does, once, before anything is built.
+A later stage that reads the same traces (`burnside.forensics`) is told through an `Observer`; it changes
+nothing here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from burnside.compare.aligned import Holders, align
-from burnside.compare.collector import Collector
+from burnside.compare.aligned import align
 from burnside.optimizers.settings import optimizer_differences
 from burnside.compare.comparison import Comparison, StructureProblem, TensorRow, is_optional
 from burnside.compare.loading import (
@@ -31,9 +33,12 @@ from burnside.compare.loading import (
     value_fault,
     widened_start,
 )
+from burnside.compare.observer import Observer
 from burnside.compare.output_metrics import output_metrics
+from burnside.compare.overruled_noise import overrule_noise
 from burnside.compare.pairing import pair_renamed
 from burnside.compare.reference_file import Reference
+from burnside.compare.renames import Holders
 from burnside.compare.referee import Judge, max_abs
 from burnside.compare.rounding import FLOOR_HALF_ULPS, HALF_ULP, sum_half_ulps
 from burnside.compare.selection import Selection
@@ -43,7 +48,7 @@ from burnside.compare.summed_terms import SummedTerms
 from burnside.compare.tensor_diff import diff_arrays
 from burnside.compare.tolerance import Tolerances
 from burnside.errors import TraceError
-from burnside.trace import TensorInfo, Trace, parse_name
+from burnside.trace import TensorInfo, Trace, open_trace, parse_name
 from burnside.trace.constant_buffers import buffer_of, unchanged_buffers
 from burnside.trace.dtypes import FLOATS, STORAGE
 from burnside.trace.names import STAGE_INDEX
@@ -246,19 +251,20 @@ def _reference_statistics(reference: Reference, name: str) -> Statistics | None:
     return ref.statistics_of(name) if name in ref.statistics or name in ref else None
 
 
-def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None,
+def compare_traces(a: str | Path | Trace, b: str | Path | Trace, tolerances: Tolerances | None = None,
                    only: str | Sequence[str] | Selection | None = None, reference: Reference | None = None,
-                   progress: TensorProgress | None = None, collector: Collector | None = None,
+                   progress: TensorProgress | None = None, observer: Observer | None = None,
                    skip: str | Sequence[str] | None = None) -> Comparison:
-    """Compare every tensor the two traces share, one at a time, in pipeline order.
+    """Compare every tensor the two traces share (open, or their paths), one at a time, in pipeline order.
 
     ``only`` (a glob or several: `--only`) keeps the tensors any of them matches, ``skip`` (`--skip`) leaves out
     those any of its globs matches (`burnside.compare.selection`); a tensor left out is neither compared nor
     listed as on one side only.
 
     With a ``reference`` (`burnside.compare.open_reference`), each tensor is also judged by both
-    sides' distances to it: a tensor out of tolerance passes when both sides are noise. The
-    reference is trusted: `burnside.parity.compare_with_evidence` (and `record_and_compare`) refuse one
+    sides' distances to it: a tensor out of tolerance passes when both sides are noise, unless its layer's
+    settings, measured on each side, differ (`burnside.compare.overruled_noise`). The
+    reference is trusted: `burnside.pipeline.compare_with_evidence` (and `record_and_compare`) refuse one
     given as a side and check it starts where A does (`start_checks`) before calling this.
     Never transposes: a shape that is the other's transpose is a structure problem with a hint.
     Raises TraceError when the traces share no tensor at all (not traces of the same run), or when one
@@ -272,54 +278,101 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None,
     A name either trace holds as statistics only (format version 3) is judged by its statistics, the full side's
     computed from its tensor (`burnside.compare.statistics_rows`), into ``comparison.statistics``, never
     ``comparison.rows``. ``progress`` is told the tensors and bytes done before each tensor and at the end
-    (`burnside.progress.Progress.tensors` draws it). ``collector`` is told the open traces before the
-    first tensor and, with the comparison, after the last (`burnside.forensics.Forensics`).
+    (`burnside.progress.Progress.tensors` draws it). ``observer`` is told the open traces before the
+    first tensor and, with the finished comparison, after the last (`burnside.forensics.EvidenceGatherer`); the
+    verdict is the same without it.
     """
     tolerances = tolerances or Tolerances()
+    a, b = (side if isinstance(side, Trace) else open_trace(side) for side in (a, b))
     check_same_kind(a, b)
     # a port someone else wrote: its tensors named from what it loaded, its captured layers as A's modules
     b = align(a, b)
+    names = _Names.of(a, b, Selection.of(only, skip))
+    comparison = _new_comparison(a, b, tolerances, names)
+    walk = _Walk.of(a, b, comparison, tolerances, reference)
+    if observer is not None:
+        observer.start(a, b)
+    common = names.common
+    if progress is not None:
+        # a tensor held as statistics on a side reads nothing there
+        sizes = [(0 if n in a.statistics else _nbytes(a.info(n))) + (0 if n in b.statistics else _nbytes(b.info(n)))
+                 for n in common]
+        done, total = 0, sum(sizes)
+    for i, name in enumerate(common):
+        if progress is not None:
+            progress(i, len(common), done, total)
+            done += sizes[i]
+        walk.tensor(name)
+    if progress is not None:
+        progress(len(common), len(common), total, total)
+    if walk.judge is not None:
+        comparison.framework_differences = walk.judge.differences
+        comparison.zero_gradients = list(walk.judge.zero_gradients.found.values())
+        overrule_noise(a, b, comparison)  # while the traces are still open
+    if observer is not None:
+        observer.finish(a, b, comparison)  # while the traces are still open
+    return comparison
+
+
+@dataclass(frozen=True)
+class _Names:
+    """What two traces hold, sorted for compare: the names both hold (selected, in pipeline order), those only one
+    side holds, and the constant buffers one side computes inline."""
+
+    common: list[str]
+    missing_in_a: list[str]
+    missing_in_b: list[str]
+    constants_a: list[str]
+    constants_b: list[str]
+    unchanged: set[str]
+    crashed: str
+
+    @classmethod
+    def of(cls, a: Trace, b: Trace, selected: Selection) -> _Names:
+        """Raises TraceError when nothing is left to compare, or when the traces hold other numbers of steps."""
+        all_a, all_b = a.held_names, b.held_names
+        crashed = str(b.metadata.get("crashed") or "")
+        if crashed:
+            # a port that crashed wrote what ran before it: A's later batches are not what it failed at
+            steps_b = {p.step for n in all_b if (p := parse_name(n)) is not None}
+            all_a = tuple(n for n in all_a if (p := parse_name(n)) is None or p.step in steps_b)
+        names_a, names_b = set(all_a), set(all_b)
+        # `--only grads.*` matches single-step names as the table prints them, without `step0.`
+        common = [n for n in all_a if n in names_b and selected(n)]
+        if a.kind == "forward":
+            common = _forward_order(common)
+        if not common and names_a & names_b == set():
+            raise TraceError(f"{a.path} and {b.path} share no tensor names; are they traces of the same model "
+                             "(see docs/trace-format.md for the names)?")
+        if not common:
+            said = ("leave no tensor present in both traces to compare" if selected.skip else
+                    f"match{'es' if len(selected.only) == 1 else ''} no tensor present in both traces")
+            raise TraceError(f"{selected.describe()} {said}")
+        _check_steps(a, b, [n for n in (names_a ^ names_b) if selected(n)], all_a, all_b)
+        missing_in_b = [n for n in all_a if n not in names_b and selected(n)]
+        missing_in_a = [n for n in all_b if n not in names_a and selected(n)]
+        # a buffer registered with persistent=False is a constant of the module (a causal mask), compared where both
+        # sides hold it; one side only is no failure: the other computes it inline
+        constant = _nonpersistent(a) | _nonpersistent(b)
+        # so is a persistent buffer the run never changes (a positional table, a mask kept in the state_dict): the
+        # other side computes it inline, and where its value differs the layer that reads it parts
+        unchanged = unchanged_buffers(a, missing_in_b, constant) | unchanged_buffers(b, missing_in_a, constant)
+        # a training step's first output is its logits (`burnside.torch.record` aliases `outputs.{first}` to them):
+        # a port that records the others by name and returns the first is compared there
+        missing_in_b = [n for n in missing_in_b if not _logits_alias(a, n, names_b)]
+        missing_in_a = [n for n in missing_in_a if not _logits_alias(b, n, names_a)]
+        constant |= unchanged
+        constants_a = [n for n in missing_in_b if buffer_of(n) in constant]
+        constants_b = [n for n in missing_in_a if buffer_of(n) in constant]
+        return cls(common, [n for n in missing_in_a if n not in constants_b],
+                   [n for n in missing_in_b if n not in constants_a], constants_a, constants_b, unchanged, crashed)
+
+
+def _new_comparison(a: Trace, b: Trace, tolerances: Tolerances, names: _Names) -> Comparison:
+    """The comparison before its first tensor: what each side holds alone, the settings the traces declare
+    otherwise, and (two forward traces) the start tensors one side lacks as loading faults."""
     forward = a.kind == "forward"
-    stats_a, stats_b = a.statistics, b.statistics
-    all_a, all_b = a.held_names, b.held_names
-    crashed = str(b.metadata.get("crashed") or "")
-    if crashed:
-        # a port that crashed wrote what ran before it: A's later batches are not what it failed at
-        steps_b = {p.step for n in all_b if (p := parse_name(n)) is not None}
-        all_a = tuple(n for n in all_a if (p := parse_name(n)) is None or p.step in steps_b)
-    names_a, names_b = set(all_a), set(all_b)
-
-    # `--only grads.*` matches single-step names as the table prints them, without `step0.`
-    selected = Selection.of(only, skip)
-
-    common = [n for n in all_a if n in names_b and selected(n)]
-    if forward:
-        common = _forward_order(common)
-    if not common and names_a & names_b == set():
-        raise TraceError(f"{a.path} and {b.path} share no tensor names; are they traces of the same model "
-                         "(see docs/trace-format.md for the names)?")
-    if not common:
-        said = ("leave no tensor present in both traces to compare" if selected.skip else
-                f"match{'es' if len(selected.only) == 1 else ''} no tensor present in both traces")
-        raise TraceError(f"{selected.describe()} {said}")
-    _check_steps(a, b, [n for n in (names_a ^ names_b) if selected(n)], all_a, all_b)
-    missing_in_b = [n for n in all_a if n not in names_b and selected(n)]
-    missing_in_a = [n for n in all_b if n not in names_a and selected(n)]
-    # a buffer registered with persistent=False is a constant of the module (a causal mask), compared where both
-    # sides hold it; one side only is no failure: the other computes it inline
-    constant = _nonpersistent(a) | _nonpersistent(b)
-    # so is a persistent buffer the run never changes (a positional table, a mask kept in the state_dict): the
-    # other side computes it inline, and where its value differs the layer that reads it parts
-    unchanged = unchanged_buffers(a, missing_in_b, constant) | unchanged_buffers(b, missing_in_a, constant)
-    # a training step's first output is its logits (`burnside.torch.record` aliases `outputs.{first}` to them): a
-    # port that records the others by name and returns the first is compared there
-    missing_in_b = [n for n in missing_in_b if not _logits_alias(a, n, names_b)]
-    missing_in_a = [n for n in missing_in_a if not _logits_alias(b, n, names_a)]
-    constant |= unchanged
-    constants_a = [n for n in missing_in_b if buffer_of(n) in constant]
-    constants_b = [n for n in missing_in_a if buffer_of(n) in constant]
-    missing_in_b = [n for n in missing_in_b if n not in constants_a]
-    missing_in_a = [n for n in missing_in_a if n not in constants_b]
+    missing_in_a, missing_in_b = names.missing_in_a, names.missing_in_b
     comparison = Comparison(
         a=summarize(a),
         b=summarize(b),
@@ -330,13 +383,13 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None,
         unrecorded_in_a=[n for n in missing_in_a if is_optional(n)],
         unrecorded_in_b=[n for n in missing_in_b if is_optional(n)],
         kind=a.kind,
-        order={name: i for i, name in enumerate(common)},
-        constants_only_in_a=constants_a,
-        constants_only_in_b=constants_b,
-        persistent_constants=sorted(unchanged),
+        order={name: i for i, name in enumerate(names.common)},
+        constants_only_in_a=names.constants_a,
+        constants_only_in_b=names.constants_b,
+        persistent_constants=sorted(names.unchanged),
         optimizer_differences=[] if forward else optimizer_differences(a.optimizer, b.optimizer, a.params, b.params),
         accumulation="" if forward else _accumulation_line(a, b),
-        crashed=crashed,
+        crashed=names.crashed,
         renamed=dict(b.metadata.get("renamed_from") or {}),
         captured=list(b.metadata.get("captured_layers") or []),
         capture_off=str(b.metadata.get("capture_off") or ""),
@@ -355,104 +408,127 @@ def compare_traces(a: Trace, b: Trace, tolerances: Tolerances | None = None,
         comparison.loading += _loading_only(a, b, start_a, _tied_copies(a, b, start_b, comparison))
         comparison.only_in_a = [n for n in comparison.only_in_a if n not in start_a]
         comparison.only_in_b = [n for n in comparison.only_in_b if n not in start_b]
-    modules = a.metadata.get("modules")
-    holders = Holders(a)
-    adaptive = any(side.optimizer.get("name") in ("adam", "adamw") for side in (a, b)
-                   if isinstance(side.optimizer, dict))
-    judge = Judge(reference, adaptive=adaptive) if reference is not None else None
-    summed = SummedTerms(a)
-    if reference is not None:
-        comparison.reference = reference.path
-        pins = reference.trace.metadata
-        comparison.reference_pinned = pins["pinned"] if isinstance(pins.get("pinned"), str) else ""
-        comparison.reference_unpinned = pins["unpinned"] if isinstance(pins.get("unpinned"), str) else ""
-    if collector is not None:
-        collector.start(a, b)
-    if progress is not None:
-        # a tensor held as statistics on a side reads nothing there
-        sizes = [(0 if n in stats_a else _nbytes(a.info(n))) + (0 if n in stats_b else _nbytes(b.info(n)))
-                 for n in common]
-        done, total = 0, sum(sizes)
-    for i, name in enumerate(common):
-        if progress is not None:
-            progress(i, len(common), done, total)
-            done += sizes[i]
-        if name in stats_a or name in stats_b:
-            if forward and is_loaded_start(name):
-                fault = _loading_statistics(a, b, name, holders)
+    return comparison
+
+
+@dataclass
+class _Walk:
+    """compare's pass over the names both traces hold: each tensor into ``comparison`` (a row, a statistics row, a
+    structure problem or a loading fault)."""
+
+    a: Trace
+    b: Trace
+    comparison: Comparison
+    tolerances: Tolerances
+    reference: Reference | None
+    judge: Judge | None
+    summed: SummedTerms
+    holders: Holders
+    modules: object
+
+    @classmethod
+    def of(cls, a: Trace, b: Trace, comparison: Comparison, tolerances: Tolerances,
+           reference: Reference | None) -> _Walk:
+        """The pass, with the referee of ``reference`` (its pins noted on ``comparison``) when given."""
+        adaptive = any(side.optimizer.get("name") in ("adam", "adamw") for side in (a, b)
+                       if isinstance(side.optimizer, dict))
+        judge = Judge(reference, adaptive=adaptive) if reference is not None else None
+        if reference is not None:
+            comparison.reference = reference.path
+            pins = reference.trace.metadata
+            comparison.reference_pinned = pins["pinned"] if isinstance(pins.get("pinned"), str) else ""
+            comparison.reference_unpinned = pins["unpinned"] if isinstance(pins.get("unpinned"), str) else ""
+        return cls(a, b, comparison, tolerances, reference, judge, SummedTerms(a), Holders(a),
+                   a.metadata.get("modules"))
+
+    @property
+    def forward(self) -> bool:
+        return self.comparison.forward
+
+    def tensor(self, name: str) -> None:
+        """Compare ``name``, which both traces hold."""
+        a, b = self.a, self.b
+        if name in a.statistics or name in b.statistics:
+            if self.forward and is_loaded_start(name):
+                fault = _loading_statistics(a, b, name, self.holders)
                 if fault is not None:  # named with its fault (D014), as a full start tensor is
-                    comparison.loading.append(fault)
-                    continue
-            _compare_statistics(comparison, a, b, name, stats_a, stats_b, tolerances, reference)
-            continue
+                    self.comparison.loading.append(fault)
+                    return
+            _compare_statistics(self.comparison, a, b, name, a.statistics, b.statistics, self.tolerances,
+                                self.reference)
+            return
         ia, ib = a.info(name), b.info(name)
-        loaded = forward and is_loaded_start(name)
         if ia.shape != ib.shape:
-            if loaded:
-                comparison.loading.append(shape_fault(name, a.array(name), b.array(name)))
-                a.release(name)
-                b.release(name)
-                continue
-            transposed = len(ia.shape) == 2 and ia.shape == ib.shape[::-1]
-            comparison.structure.append(
-                StructureProblem(name, "shape", str(list(ia.shape)), str(list(ib.shape)), transposed))
-            continue
-        if ia.dtype != ib.dtype:
-            widened = widened_start(a.array(name), ia.dtype, ib.dtype) if loaded else None
-            if widened is not None:
-                # a half checkpoint loaded into a wider port (bf16 into f32): the widening is exact, so the load is
-                # judged value for value in B's dtype, and a port that converted otherwise (through f16) is named
-                tol = tolerances.for_name(name)
-                stats = diff_arrays(widened, b.array(name), ib.dtype, tol)
-                if not stats.identical:
-                    comparison.loading.append(value_fault(name, widened, b.array(name), ib.dtype, modules))
-                a.release(name)
-                b.release(name)
-                comparison.rows.append(TensorRow(name, ib.dtype, ib.shape, stats, tol))
-                continue
-            if loaded:
-                kept = kept_half_fault(name, a.array(name), b.array(name), ia.dtype, ib.dtype)
-                comparison.loading.append(kept or dtype_fault(name, ia.dtype, ib.dtype))
-                a.release(name)
-                b.release(name)
-                continue
-            comparison.structure.append(StructureProblem(name, "dtype", ia.dtype, ib.dtype))
-            continue
-        tol = tolerances.for_name(name)
+            self._shapes_differ(name, ia, ib)
+        elif ia.dtype != ib.dtype:
+            self._dtypes_differ(name, ia, ib)
+        else:
+            self._full(name, ia)
+
+    def _release(self, name: str) -> None:
+        self.a.release(name)
+        self.b.release(name)
+
+    def _shapes_differ(self, name: str, ia: TensorInfo, ib: TensorInfo) -> None:
+        if self.forward and is_loaded_start(name):
+            self.comparison.loading.append(shape_fault(name, self.a.array(name), self.b.array(name)))
+            self._release(name)
+            return
+        transposed = len(ia.shape) == 2 and ia.shape == ib.shape[::-1]
+        self.comparison.structure.append(
+            StructureProblem(name, "shape", str(list(ia.shape)), str(list(ib.shape)), transposed))
+
+    def _dtypes_differ(self, name: str, ia: TensorInfo, ib: TensorInfo) -> None:
+        a, b, comparison = self.a, self.b, self.comparison
+        loaded = self.forward and is_loaded_start(name)
+        widened = widened_start(a.array(name), ia.dtype, ib.dtype) if loaded else None
+        if widened is not None:
+            # a half checkpoint loaded into a wider port (bf16 into f32): the widening is exact, so the load is
+            # judged value for value in B's dtype, and a port that converted otherwise (through f16) is named
+            tol = self.tolerances.for_name(name)
+            stats = diff_arrays(widened, b.array(name), ib.dtype, tol)
+            if not stats.identical:
+                comparison.loading.append(value_fault(name, widened, b.array(name), ib.dtype, self.modules))
+            self._release(name)
+            comparison.rows.append(TensorRow(name, ib.dtype, ib.shape, stats, tol))
+            return
+        if loaded:
+            kept = kept_half_fault(name, a.array(name), b.array(name), ia.dtype, ib.dtype)
+            comparison.loading.append(kept or dtype_fault(name, ia.dtype, ib.dtype))
+            self._release(name)
+            return
+        comparison.structure.append(StructureProblem(name, "dtype", ia.dtype, ib.dtype))
+
+    def _full(self, name: str, ia: TensorInfo) -> None:
+        """A tensor both sides hold in full, of the same shape and dtype: its row."""
+        a, b, comparison = self.a, self.b, self.comparison
+        loaded = self.forward and is_loaded_start(name)
+        tol = self.tolerances.for_name(name)
         stats = diff_arrays(a.array(name), b.array(name), ia.dtype, tol)
         if loaded and not stats.identical:
-            comparison.loading.append(value_fault(name, a.array(name), b.array(name), ia.dtype, modules,
-                                                  holders.of(name, b.array(name), ia.dtype)))
+            comparison.loading.append(value_fault(name, a.array(name), b.array(name), ia.dtype, self.modules,
+                                                  self.holders.of(name, b.array(name), ia.dtype)))
         elif not stats.identical and is_loaded_start(name) \
-                and (gates := gate_fault(name, a.array(name), b.array(name), modules)) is not None:
+                and (gates := gate_fault(name, a.array(name), b.array(name), self.modules)) is not None:
             # a training port that loaded the init file's gates in another order: D014 names the order (D006 would
             # only say the initial parameters differ, with a fix about rounding)
             comparison.loading.append(gates)
+        parsed = parse_name(name)
         metrics = None
-        if forward and ia.dtype in FLOATS and (parsed_name := parse_name(name)) is not None \
-                and parsed_name.stage == "outputs" and ia.n:
+        if self.forward and ia.dtype in FLOATS and parsed is not None and parsed.stage == "outputs" and ia.n:
             metrics = output_metrics(a.array(name), b.array(name), ia.dtype)
         ref = None
-        terms = summed.of(name)
-        if judge is not None and ia.dtype in ("F32", "F64", "F16"):
-            parsed = parse_name(name)
-            ref = judge.judge(name, parsed.stage if parsed else None, a.array(name), b.array(name),
-                              step=parsed.step if parsed else 0, param=parsed.param if parsed else None, terms=terms)
+        terms = self.summed.of(name)
+        if self.judge is not None and ia.dtype in ("F32", "F64", "F16"):
+            ref = self.judge.judge(name, parsed.stage if parsed else None, a.array(name), b.array(name),
+                                   step=parsed.step if parsed else 0, param=parsed.param if parsed else None,
+                                   terms=terms)
         sum_band = 0.0
-        if judge is None and stats.out_of_tol and ia.dtype == "F32" and sum_half_ulps(terms) > FLOOR_HALF_ULPS:
+        if self.judge is None and stats.out_of_tol and ia.dtype == "F32" and sum_half_ulps(terms) > FLOOR_HALF_ULPS:
             # no referee: a sum of many float32 terms rounds otherwise on each side, by up to this much
             sum_band = 2 * sum_half_ulps(terms) * HALF_ULP * max_abs(a.array(name))
-        a.release(name)
-        b.release(name)
+        self._release(name)
         comparison.rows.append(TensorRow(name, ia.dtype, ia.shape, stats, tol, ref, metrics, sum_band, terms))
-    if progress is not None:
-        progress(len(common), len(common), total, total)
-    if judge is not None:
-        comparison.framework_differences = judge.differences
-        comparison.zero_gradients = list(judge.zero_gradients.found.values())
-    if collector is not None:
-        collector.finish(a, b, comparison)  # while the traces are still open
-    return comparison
 
 
 def _loading_statistics(a: Trace, b: Trace, name: str, holders: Holders) -> LoadingFault | None:

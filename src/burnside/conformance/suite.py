@@ -201,7 +201,7 @@ def run_case(case: Case, directory: Path, burn: Callable[[Case, Path, Path], Pat
     from burnside.burn.port import init_from_trace
     from burnside.compare import open_reference
     from burnside.diagnose import diagnose
-    from burnside.parity import compare_with_evidence
+    from burnside.pipeline import compare_with_evidence
 
     started = time.perf_counter()
     if case.not_comparable:

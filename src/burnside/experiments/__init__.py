@@ -78,7 +78,7 @@ def record_a1_pair(ctx: Context, stem: str, *, f32_inputs: bool = False, toleran
     """One SGD step of A1 on both sides, compared: the `record_and_compare` the S1-S3 pages run."""
     from burnside.examples.a1 import record_torch
     from burnside.burn.a1 import record_a1
-    from burnside.parity import record_and_compare
+    from burnside.pipeline import record_and_compare
 
     return record_and_compare(
         lambda path: record_torch(path, steps=1, optim="sgd"),

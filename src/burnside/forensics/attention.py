@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from burnside.forensics.layer_fit import FLOATS, VALID, read, relative
+from burnside.compare.layers.layer_fit import FLOATS, VALID, read, relative
 from burnside.trace import Trace
 
 #: The scales tried, by what a finding shows, as a function of (head_dim, d_model).

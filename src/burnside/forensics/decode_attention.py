@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from burnside.forensics.layer_fit import VALID, choose, read, relative
+from burnside.compare.layers.layer_fit import VALID, choose, read, relative
 from burnside.trace import Trace, parse_name
 
 #: One change a port makes, and what it is (the first is the attention as PyTorch computes it).

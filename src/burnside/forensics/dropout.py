@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from burnside.forensics.layer_fit import read, relative
+from burnside.compare.layers.layer_fit import read, relative
 from burnside.trace import Trace, parse_name
 
 #: PyTorch's dropout module classes.

@@ -1,14 +1,15 @@
-"""`Evidence`: what the diagnosis rules need beyond the compared rows, gathered once from the traces."""
+"""`Evidence`: what the diagnosis rules need beyond the compared rows, gathered once from the traces, and
+`ComparisonWithEvidence`, a comparison with it: what the pipeline hands the rules and the reports."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, fields
 
+from burnside.compare import Comparison
 from burnside.forensics.accumulation import AccumulationFit
 from burnside.forensics.decode_attention import DecodeAttention
 from burnside.forensics.dropout import DropoutForensics, DropoutInput
-from burnside.forensics.layers import LayerForensics
+from burnside.compare.layers.settings import LayerForensics
 from burnside.forensics.lookups import Lookup
 from burnside.forensics.loss_fit import LossFit
 from burnside.forensics.optimizer import OptimizerForensics
@@ -16,9 +17,6 @@ from burnside.forensics.positions import Positions, RopeForm
 from burnside.forensics.reads import LayerReads
 from burnside.forensics.repeated_batch import RepeatedBatch
 from burnside.forensics.transformer_layer import LayerMasks
-
-if TYPE_CHECKING:
-    from burnside.compare.comparison import Comparison
 
 
 @dataclass
@@ -64,8 +62,21 @@ class Evidence:
         return self.optimizer_a if side == "a" else self.optimizer_b
 
 
+@dataclass
+class ComparisonWithEvidence(Comparison):
+    """A comparison and the evidence gathered from the same open traces (`EvidenceGatherer`): what the pipeline
+    (`burnside.pipeline.compare_with_evidence`) returns. The verdict is the comparison's, unchanged: evidence only
+    tells the rules why."""
+
+    evidence: Evidence = field(default_factory=Evidence)
+
+    @classmethod
+    def of(cls, comparison: Comparison, evidence: Evidence) -> ComparisonWithEvidence:
+        """``comparison`` (the same rows, lists and figures, not copies) with ``evidence``."""
+        return cls(**{f.name: getattr(comparison, f.name) for f in fields(Comparison)}, evidence=evidence)
+
+
 def evidence_of(comparison: Comparison) -> Evidence:
     """The evidence gathered with ``comparison``; empty when it was compared without forensics
     (`burnside.compare.compare_traces` on its own)."""
-    found = comparison.evidence
-    return found if found is not None else Evidence()
+    return comparison.evidence if isinstance(comparison, ComparisonWithEvidence) else Evidence()

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from burnside.forensics.layer_fit import FLOATS, params_step
+from burnside.compare.layers.layer_fit import FLOATS, params_step
 from burnside.trace import Trace, parse_name
 
 KINDS = ("Embedding",)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from burnside.forensics.layer_fit import FLOATS, read
+from burnside.compare.layers.layer_fit import FLOATS, read
 from burnside.trace import Trace, parse_name
 
 #: How close (relative to the table's largest value) a row must be to A's row of a position to be that position's.

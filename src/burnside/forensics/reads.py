@@ -27,9 +27,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from burnside.forensics import attention, conv
+from burnside.compare.layers import conv
+from burnside.forensics import attention
 from burnside.forensics.attention import Variant
-from burnside.forensics.layer_fit import (
+from burnside.compare.layers.layer_fit import (
     ACTIVATIONS,
     FLOATS,
     VALID,
@@ -37,7 +38,7 @@ from burnside.forensics.layer_fit import (
     read,
     relative,
 )
-from burnside.forensics.norms import EPSILONS, F32_EPS, RMSNORM
+from burnside.compare.layers.norms import EPSILONS, F32_EPS, RMSNORM
 from burnside.trace import Trace, parse_name
 
 KINDS = ("Linear", "LayerNorm", RMSNORM, *conv.KINDS)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from burnside.forensics.layer_fit import ACTIVATIONS, FLOATS, VALID, params_step, read, relative
+from burnside.compare.layers.layer_fit import ACTIVATIONS, FLOATS, VALID, params_step, read, relative
 from burnside.trace import Trace
 
 KINDS = ("MultiheadAttention", "TransformerEncoderLayer", "TransformerDecoderLayer")

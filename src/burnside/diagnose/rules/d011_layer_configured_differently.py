@@ -73,10 +73,10 @@ from __future__ import annotations
 
 from burnside.compare import Comparison
 from burnside.forensics import evidence_of
-from burnside.forensics.conv import parse_setting
-from burnside.forensics.pool import parse as parse_pool
-from burnside.forensics.layers import OWN_RULE
-from burnside.forensics.norms import F32_EPS, INSTANCENORM, RMSNORM
+from burnside.compare.layers.conv import parse_setting
+from burnside.compare.layers.pool import parse as parse_pool
+from burnside.compare.layers.settings import OWN_RULE
+from burnside.compare.layers.norms import F32_EPS, INSTANCENORM, RMSNORM
 from burnside.diagnose.diagnosis import Diagnosis
 from burnside.rule import Severity
 
@@ -199,7 +199,7 @@ def _configured(comparison: Comparison, module: str, setting: str) -> float | No
 
 def _activation_fix(kind: str, wanted: str, theirs: str) -> str:
     """burn's call for side A's activation form ``wanted`` where B computes ``theirs``, with what A's class is."""
-    from burnside.forensics.norms import ACTIVATIONS
+    from burnside.compare.layers.norms import ACTIVATIONS
 
     shown = _form(wanted, theirs)
     if wanted in _GELU_FORMS and not shown.endswith("of GELU"):

@@ -1,6 +1,8 @@
-"""Layer forensics: the settings the layer at the first divergence ran with, measured from each side's tensors.
+"""A layer's settings, measured from each side's tensors at one step (`measure_layer`).
 
-Only the layer at the first divergence is measured, at that one step. Its input is what A
+compare measures the layer of a row its float64 referee calls noise when one side is far further off than the
+other (`overruled_noise`); forensics the layer at the first divergence (D011, D010 read it). Only one layer is
+measured, at that one step. Its input is what A
 recorded feeding it (`step{k}.layer_inputs.{module}`, a forward trace from
 `burnside.torch.record_forward`), wherever the layer sits; without it, the activation recorded just
 before it in A's execution order (metadata `activations`), which is its input only when the model is
@@ -23,8 +25,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from burnside.forensics import conv, norms, pool, recurrent
-from burnside.forensics.layer_fit import FLOATS, Fit
+from burnside.compare.layers import conv, norms, pool, recurrent
+from burnside.compare.layers.layer_fit import FLOATS, Fit
 from burnside.trace import Trace, parse_name
 
 _KINDS = (*norms.KINDS, *recurrent.KINDS, *conv.KINDS, *pool.KINDS)

@@ -1,13 +1,12 @@
-"""`Forensics`: the collector compare's pass hands its open traces to (`burnside.compare.Collector`).
+"""`EvidenceGatherer`: the observer compare's pass hands its open traces to (`burnside.compare.Observer`).
 
 Before the pass it replays each side's optimizer; after it, while the traces are still open, it
 measures the layer at the first divergence and looks for a repeated batch. Each reads only the
-tensors it needs, once: no second pass over the traces.
+tensors it needs, once: no second pass over the traces. It changes nothing compare found: the pipeline
+(`burnside.pipeline`) hands its `Evidence` to the rules with the comparison (`ComparisonWithEvidence`).
 """
 
 from __future__ import annotations
-
-from dataclasses import replace
 
 from typing import TYPE_CHECKING
 
@@ -15,7 +14,7 @@ from burnside.forensics.accumulation import measure_accumulation
 from burnside.forensics.decode_attention import measure_decode_attention
 from burnside.forensics.dropout import dropout_input, measure_dropout
 from burnside.forensics.evidence import Evidence
-from burnside.forensics.layers import measure_layer
+from burnside.compare.layers.settings import measure_layer
 from burnside.forensics.lookups import measure_lookup
 from burnside.forensics.loss_fit import measure_loss
 from burnside.forensics.optimizer import measure_optimizer
@@ -29,8 +28,8 @@ if TYPE_CHECKING:
     from burnside.compare.comparison import Comparison
 
 
-class Forensics:
-    """Gathers a comparison's `Evidence` from the traces compare has open, and hands it to the comparison."""
+class EvidenceGatherer:
+    """Gathers a comparison's `Evidence` from the traces compare has open."""
 
     def __init__(self) -> None:
         self.evidence = Evidence()
@@ -45,7 +44,6 @@ class Forensics:
         the ids it looked up if it is an embedding, a dropout on for one side there, and each side's loss when the
         loss is the first to differ."""
         self.evidence.repeated_batch = find_repeated_batch(a, b, [r.name for r in comparison.start_mismatch])
-        _measure_noise(a, b, comparison)
         first = first_layer_divergence(a, comparison)
         if first is not None:
             self.evidence.layer = measure_layer(a, b, first)
@@ -62,7 +60,6 @@ class Forensics:
             self.evidence.dropout_input = dropout_input(a, first)
         self.evidence.loss = measure_loss(a, b, comparison)
         self.evidence.accumulation = measure_accumulation(a, b)
-        comparison.evidence = self.evidence
 
 
 def _masks(a: Trace, b: Trace, first: str) -> LayerMasks | None:
@@ -75,38 +72,6 @@ def _masks(a: Trace, b: Trace, first: str) -> LayerMasks | None:
     if kind not in MASKED_KINDS:
         return None
     return measure_masks(a, b, first, parsed.rest, kind, parsed.step)
-
-
-#: How many times further from the float64 reference than the other side a layer output within the noise band
-#: must be for its layer's settings to be measured (`_measure_noise`): framework rounding stays well below it.
-NOISE_MEASURED_RATIO = 8.0
-
-
-def _measure_noise(a: Trace, b: Trace, comparison: Comparison) -> None:
-    """A layer output beyond the tolerance that the float64 reference judges rounding noise (each side within
-    the noise band of it), where one side is far further off than the other, before any real difference: its
-    layer's settings are measured from its input and output on each side, and when they differ (a LayerNorm's
-    epsilon 1e-6 against 1e-5 moves a norm's output by ~5e-6, within 32 times the other side's rounding) the
-    row is a real difference after all. Only the first such layer is measured, as at a first divergence."""
-    first = comparison.first_divergence
-    for i, row in enumerate(comparison.rows):
-        if first is not None and comparison.order.get(row.name, 0) >= comparison.order.get(first.name, 0):
-            return
-        parsed = parse_name(row.name)
-        if row.ref is None or not row.ref.noise or not row.stats.out_of_tol or parsed is None \
-                or parsed.stage != "activations":
-            continue
-        far, near = max(row.ref.dist_a, row.ref.dist_b), min(row.ref.dist_a, row.ref.dist_b)
-        if far < NOISE_MEASURED_RATIO * near:
-            continue
-        layer = measure_layer(a, b, row.name)
-        apart = layer.differing() if layer is not None else []
-        if apart:
-            side = "a" if row.ref.dist_a > row.ref.dist_b else "b"
-            shown = "; ".join(f"{key} {va} on A, {vb} on B" for key, va, vb in apart)
-            comparison.rows[i] = replace(row, ref=replace(row.ref, verdict=side,
-                                                          overruled=f"its layer's settings measure apart ({shown})"))
-        return
 
 
 def first_layer_divergence(a: Trace, comparison: Comparison) -> str | None:

@@ -40,7 +40,7 @@ import math
 
 import numpy as np
 
-from burnside.forensics.layer_fit import ACTIVATIONS as FUNCTIONS, VALID, Fit, choose, params_step, read, relative
+from burnside.compare.layers.layer_fit import ACTIVATIONS as FUNCTIONS, VALID, Fit, choose, params_step, read, relative
 from burnside.trace import Trace
 
 #: The running mean's move is reproduced within this (relative to the move) by a measured momentum.

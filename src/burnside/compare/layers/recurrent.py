@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from burnside.forensics.layer_fit import Fit, choose, params_step, read, relative
+from burnside.compare.layers.layer_fit import Fit, choose, params_step, read, relative
 from burnside.trace import Trace
 
 KINDS = ("LSTM", "GRU")

@@ -16,8 +16,8 @@ import itertools
 
 import numpy as np
 
-from burnside.forensics.conv import CHANNELS
-from burnside.forensics.layer_fit import VALID, Fit, read, relative
+from burnside.compare.layers.conv import CHANNELS
+from burnside.compare.layers.layer_fit import VALID, Fit, read, relative
 from burnside.trace import Trace
 
 KINDS = ("MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d")

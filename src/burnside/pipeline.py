@@ -4,8 +4,9 @@
     refuse / check the reference -> record PyTorch -> build and run burn -> compare (+ forensics) -> diagnose
 
 A reference is refused as a side and checked against the PyTorch trace's start once, here, before
-the port is built (`_judge_by`); compare then trusts it. The forensics collector rides along
-compare's one pass over the traces (`compare_with_evidence`).
+the port is built (`_judge_by`); compare then trusts it. Forensics observes compare's one pass over the
+traces and returns the evidence the rules read, handed to them with the comparison (`compare_with_evidence`);
+it never changes the verdict, which is compare's (`burnside.compare.compare_traces`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from burnside.compare import (
     refuse_statistics_reference,
 )
 from burnside.diagnose import Diagnosis, diagnose
-from burnside.forensics import Forensics
+from burnside.forensics import ComparisonWithEvidence, EvidenceGatherer
 from burnside.trace import Trace, open_trace
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ def _judge_by(reference: str | Path | Reference, torch_trace: Trace) -> Referenc
 def compare_with_evidence(torch: str | Path | Trace, burn: str | Path | Trace, tolerances: Tolerances | None = None,
                           only: str | Sequence[str] | None = None, reference: str | Path | Reference | None = None,
                           progress: TensorProgress | None = None,
-                          skip: str | Sequence[str] | None = None) -> Comparison:
+                          skip: str | Sequence[str] | None = None) -> ComparisonWithEvidence:
     """Compare trace ``torch`` (A, usually PyTorch) with trace ``burn`` (B, usually the burn port), with the
     diagnosis evidence gathered in the same pass (`burnside.forensics`): what `burnside compare` runs.
 
@@ -90,8 +91,17 @@ def compare_with_evidence(torch: str | Path | Trace, burn: str | Path | Trace, t
     judge_by = _judge_by(reference, trace_a) if reference is not None else None
     if judge_by is not None:
         refuse_statistics_reference(trace_a, trace_b, judge_by)
-    return compare_traces(trace_a, trace_b, tolerances, only, reference=judge_by, progress=progress,
-                          collector=Forensics(), skip=skip)
+    return _compare(trace_a, trace_b, tolerances, only, judge_by, progress, skip)
+
+
+def _compare(a: Trace, b: Trace, tolerances: Tolerances | None, only: str | Sequence[str] | None,
+             reference: Reference | None, progress: TensorProgress | None,
+             skip: str | Sequence[str] | None) -> ComparisonWithEvidence:
+    """compare's verdict, with the evidence forensics gathered from the same pass."""
+    gatherer = EvidenceGatherer()
+    comparison = compare_traces(a, b, tolerances, only, reference=reference, progress=progress, observer=gatherer,
+                                skip=skip)
+    return ComparisonWithEvidence.of(comparison, gatherer.evidence)
 
 
 def record_and_compare(torch: Path | TorchSide, burn: BurnSide, *, torch_out: Path, burn_out: Path,
@@ -127,6 +137,5 @@ def record_and_compare(torch: Path | TorchSide, burn: BurnSide, *, torch_out: Pa
     refuse_reference(trace_b, "a side to compare (B)", _AS_SIDE_FIX)
     if judge_by is not None:
         refuse_statistics_reference(trace_a, trace_b, judge_by)
-    comparison = compare_traces(trace_a, trace_b, tolerances, only, reference=judge_by, progress=progress,
-                                collector=Forensics(), skip=skip)
+    comparison = _compare(trace_a, trace_b, tolerances, only, judge_by, progress, skip)
     return Parity(torch_trace, burn_trace, comparison, diagnose(comparison), reference)

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from burnside.forensics.layer_fit import VALID, Fit, params_step, read, relative
+from burnside.compare.layers.layer_fit import VALID, Fit, params_step, read, relative
 from burnside.trace import Trace
 
 KINDS = ("Conv1d", "Conv2d")
