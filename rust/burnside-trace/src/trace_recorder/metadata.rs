@@ -116,7 +116,7 @@ impl TraceRecorder {
         if let (Some(clip), Some(object)) = (self.clip, optimizer.as_object_mut()) {
             object.insert(
                 "clip_grad_norm".to_string(),
-                crate::optimizer_spec::f32_json(clip.max_norm()),
+                crate::optimizers::f32_json(clip.max_norm()),
             );
         }
         if !self.groups.is_empty() {
