@@ -3,9 +3,10 @@
 //! metadata it writes, and the names its state is recorded under ([`Optimizer`]). The settings
 //! several optimizers share (`lr`, `weight_decay`, `eps`, `momentum`) are set here.
 //!
-//! A new optimizer is a file beside these, its variant in [`OptimizerSpec`], and one line in
-//! each of [`OptimizerSpec::optimizer`] and [`OPTIMIZERS`] (the match on the variants below
-//! names any arm it lacks); `state.rs` reads every optimizer's record alike.
+//! A new optimizer is a file beside these and, in this one, its `mod` line, its variant in
+//! [`OptimizerSpec`], an arm in `OptimizerSpec::optimizer`, a line in `OPTIMIZERS`, and its
+//! variant in the patterns of the shared settings it has (the compiler names each match that
+//! lacks it); `state.rs` reads every optimizer's record alike.
 
 use burn::optim::{AdjustLrFn, ModuleOptimizer};
 use serde_json::{Map, Value, json};
@@ -344,7 +345,7 @@ impl OptimizerSpec {
 }
 
 /// The `weight_decay` burn's configs take as an option: none for 0.
-pub(crate) fn decay(weight_decay: f32) -> Option<burn::optim::decay::WeightDecayConfig> {
+fn decay(weight_decay: f32) -> Option<burn::optim::decay::WeightDecayConfig> {
     (weight_decay != 0.0).then(|| burn::optim::decay::WeightDecayConfig::new(weight_decay))
 }
 
