@@ -49,7 +49,9 @@ _RUST_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"', re.S)
 def rust_strings() -> list[tuple[str, str]]:
     """The string literals of burnside-trace's sources outside its unit tests (what a port's user reads)."""
     found = []
-    for path in sorted(TRACE_SRC.glob("*.rs")):
+    for path in sorted(TRACE_SRC.rglob("*.rs")):
+        if path.name == "tests.rs":  # a module's unit tests in a file of their own
+            continue
         text = path.read_text(encoding="utf-8")
         text = text.split("\n#[cfg(test)]\nmod tests", 1)[0]
         code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("//"))
@@ -102,7 +104,7 @@ def named_apis(text: str) -> set[tuple[str, str]]:
 def public_methods() -> dict[str, set[str]]:
     """Type -> the `pub fn`s of its `impl` blocks in burnside-trace."""
     methods: dict[str, set[str]] = {}
-    for path in TRACE_SRC.glob("*.rs"):
+    for path in TRACE_SRC.rglob("*.rs"):
         text = path.read_text(encoding="utf-8")
         for match in re.finditer(r"^impl(?:<[^>]*>)?\s+(?:[\w:<>, ]+\s+for\s+)?([A-Z]\w*)(?:<[^>{]*>)?\s*\{", text,
                                  re.M):

@@ -12,6 +12,8 @@ pub use arithmetic::Arithmetic;
 pub use batch::{a1_data, a1_data_with, a1_inputs, a1_labels};
 pub use mlp::{Mlp, a1_model, a1_model_with, ce};
 
+use burnside_trace::OptimizerSpec;
+
 /// Learning rate of the seed's SGD runs.
 pub const SGD_LR: f64 = 0.1;
 /// Learning rate of the seed's Adam runs.
@@ -39,6 +41,37 @@ pub const LBFGS_MAX_ITER: usize = 5;
 /// PyTorch's `SGD(momentum=0.9)`: dampening 0 and no Nesterov, which burn does not default to.
 pub const MOMENTUM: f64 = 0.9;
 
+/// How [`OPTIMIZERS`] builds an optimizer with A1's settings.
+pub type Start = fn() -> Result<OptimizerSpec, String>;
+
+/// A1's optimizers, by the name `--optim` takes, each with A1's settings (the one list of them
+/// the A1 programs read: [`optimizer_named`]).
+pub const OPTIMIZERS: [(&str, Start); 9] = [
+    ("sgd", || Ok(OptimizerSpec::sgd(SGD_LR))),
+    ("momentum", || {
+        Ok(OptimizerSpec::Sgd {
+            lr: SGD_LR,
+            momentum: Some(MOMENTUM),
+            dampening: 0.0,
+            nesterov: false,
+            weight_decay: 0.0,
+        })
+    }),
+    ("adam", || Ok(OptimizerSpec::adam(ADAM_LR))),
+    ("adamw", || Ok(OptimizerSpec::adamw(ADAM_LR))),
+    ("rmsprop", || Ok(OptimizerSpec::rmsprop(RMSPROP_LR))),
+    ("adagrad", || Ok(OptimizerSpec::adagrad(ADAGRAD_LR))),
+    ("adafactor", || Ok(OptimizerSpec::adafactor(ADAFACTOR_LR))),
+    ("muon", || {
+        OptimizerSpec::muon(MUON_LR)
+            .with_muon(true, (3.4445, -4.775, 2.0315), 1e-7, 5, "match_rms_adamw")
+            .map_err(|e| e.to_string())
+    }),
+    ("lbfgs", || {
+        Ok(OptimizerSpec::lbfgs(LBFGS_LR).with_lbfgs(LBFGS_MAX_ITER, None, 100, false))
+    }),
+];
+
 /// A1's optimizers by name, with PyTorch's defaults (what `burnside.examples.a1.a1_optimizer` builds):
 /// `sgd`, `momentum`, `adam`, `adamw`, `rmsprop` (`torch.optim.RMSprop(params, lr=0.01)`: momentum 0,
 /// eps 1e-8), `adagrad` (`torch.optim.Adagrad(params, lr=0.01)`: eps 1e-10).
@@ -50,35 +83,17 @@ pub const MOMENTUM: f64 = 0.9;
 /// `adafactor` (lr 0.01: `lr`, `beta2_decay`, `d`, `weight_decay`), `muon` (lr 0.02, "match_rms_adamw",
 /// weight decay 0.1: `lr`, `weight_decay`, `momentum`, `nesterov`, `eps`, `ns_steps`) and `lbfgs`
 /// (lr 0.1, 5 iterations: `lr`, `max_iter`, `history_size`) take PyTorch's defaults otherwise.
-pub fn optimizer_named(name: &str) -> Result<burnside_trace::OptimizerSpec, String> {
-    use burnside_trace::OptimizerSpec;
-
+pub fn optimizer_named(name: &str) -> Result<OptimizerSpec, String> {
     let (name, settings) = name.split_once(':').unwrap_or((name, ""));
-    let mut spec = match name {
-        "sgd" => OptimizerSpec::sgd(SGD_LR),
-        "momentum" => OptimizerSpec::Sgd {
-            lr: SGD_LR,
-            momentum: Some(MOMENTUM),
-            dampening: 0.0,
-            nesterov: false,
-            weight_decay: 0.0,
-        },
-        "adam" => OptimizerSpec::adam(ADAM_LR),
-        "adamw" => OptimizerSpec::adamw(ADAM_LR),
-        "rmsprop" => OptimizerSpec::rmsprop(RMSPROP_LR),
-        "adagrad" => OptimizerSpec::adagrad(ADAGRAD_LR),
-        "adafactor" => OptimizerSpec::adafactor(ADAFACTOR_LR),
-        "muon" => OptimizerSpec::muon(MUON_LR)
-            .with_muon(true, (3.4445, -4.775, 2.0315), 1e-7, 5, "match_rms_adamw")
-            .map_err(|e| e.to_string())?,
-        "lbfgs" => OptimizerSpec::lbfgs(LBFGS_LR).with_lbfgs(LBFGS_MAX_ITER, None, 100, false),
-        other => {
-            return Err(format!(
-                "--optim {other}: expected sgd, momentum, adam, adamw, rmsprop, adagrad, adafactor, \
-                 muon or lbfgs"
-            ));
-        }
+    let Some((_, start)) = OPTIMIZERS.iter().find(|(known, _)| *known == name) else {
+        let names: Vec<&str> = OPTIMIZERS.iter().map(|(known, _)| *known).collect();
+        let (last, others) = names.split_last().expect("A1 has optimizers");
+        return Err(format!(
+            "--optim {name}: expected {} or {last}",
+            others.join(", ")
+        ));
     };
+    let mut spec = start()?;
     for item in settings.split(',').filter(|item| !item.is_empty()) {
         let (key, value) = item
             .split_once('=')

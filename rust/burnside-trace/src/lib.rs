@@ -91,8 +91,7 @@ mod error;
 mod host_tensor;
 mod inference;
 mod init_file;
-mod optimizer_spec;
-mod optimizer_state;
+mod optimizers;
 mod packed;
 mod param_paths;
 mod port_args;
@@ -111,7 +110,7 @@ pub use error::TraceError;
 pub use host_tensor::{HostDType, HostTensor};
 pub use inference::{Batch, Inference};
 pub use init_file::InitFile;
-pub use optimizer_spec::OptimizerSpec;
+pub use optimizers::OptimizerSpec;
 pub use port_args::{PortArgs, UsageError, run_port};
 pub use safetensors_file::SafetensorsFile;
 pub use statistics::Statistics;
@@ -120,7 +119,7 @@ pub use torch_names::TorchNames;
 pub use trace_recorder::{Tap, TraceRecorder};
 pub use training::{Step, Trained, Training};
 
-pub(crate) use optimizer_state::optimizer_state;
+pub(crate) use optimizers::optimizer_state;
 pub(crate) use packed::pack_parts;
 #[cfg(test)]
 pub(crate) use param_paths::param_paths;

@@ -4,8 +4,10 @@
 //! with `burnside-trace`.
 //!
 //! ```text
-//! train-step -o burn.safetensors [--steps N] [--optim sgd|momentum|adam|adamw|rmsprop|adagrad|adafactor|muon|lbfgs] [--f32-inputs] [--init INIT]
+//! train-step -o burn.safetensors [--steps N] [--optim NAME] [--f32-inputs] [--init INIT]
 //! ```
+//!
+//! `NAME` is one of `a1::OPTIMIZERS`, with settings as `a1::optimizer_named` reads them.
 //!
 //! Without `--init` the model and batch are A1 built in Rust (f64, rounded once to f32);
 //! `--f32-inputs` computes inputs and biases in f32 instead (S3). With `--init` the parameters

@@ -2,8 +2,10 @@
 //! `burnside compare` can be seen naming each one from what burn actually computed.
 //!
 //! ```text
-//! bugs --bug NAME -o burn.safetensors [--steps N] [--optim sgd|momentum|adam|adamw|rmsprop|adagrad|adafactor|muon|lbfgs]
+//! bugs --bug NAME -o burn.safetensors [--steps N] [--optim OPTIM]
 //! ```
+//!
+//! `OPTIM` is one of `a1::OPTIMIZERS`.
 //!
 //! Every program but `epsilon`, `rmsprop-defaults`, `adagrad-eps`, `muon-decay`,
 //! `adafactor-absolute` and `lbfgs-max-iter` records the optimizer the port *meant* to build

@@ -5,6 +5,7 @@ use burn::optim::{ModuleOptimizer, SgdConfig};
 use burn::tensor::DType;
 use burn_pack::{Reader, Scalar};
 
+use super::{OPTIMIZERS, adafactor, rmsprop};
 use crate::{HostDType, HostTensor, ParamEntry, TorchNames, TraceError, pack_parts};
 
 /// The optimizer's per-parameter state in PyTorch's names and layout:
@@ -13,9 +14,10 @@ use crate::{HostDType, HostTensor, ParamEntry, TorchNames, TraceError, pack_part
 /// burn keeps the state private; it comes out through the optimizer's record
 /// (`ModuleOptimizer::into_bytes`, a burnpack buffer whose tensors are named
 /// `{param_id}.{field}`, e.g. `{id}.momentum.moment_1`, and whose scalars hold `{id}.momentum.time`).
-/// Slots are renamed (`moment_1` → `exp_avg`, `moment_2` → `exp_avg_sq`, `max_moment_2` →
-/// `max_exp_avg_sq`, `velocity` → `momentum_buffer`, RMSprop's `buf` → `momentum_buffer`, `time` →
-/// `step` as an f32 scalar; RMSprop's `square_avg` and `grad_avg`, Adagrad's `sum` keep their names,
+/// Slots are renamed by the optimizers' files ([`Optimizer::state_slots`](super::Optimizer::state_slots):
+/// `moment_1` → `exp_avg`, `moment_2` → `exp_avg_sq`, `max_moment_2` → `max_exp_avg_sq`,
+/// `velocity` → `momentum_buffer`, RMSprop's `buf` → `momentum_buffer`), `time` → `step` as an f32
+/// scalar; RMSprop's `square_avg` and `grad_avg`, Adagrad's `sum` keep their names,
 /// PyTorch's too); a field without a PyTorch counterpart keeps its burn name. RMSprop's
 /// `centered.avg` is not recorded: it is a copy of `square_avg` (minus `grad_avg²` when centered) that
 /// burn keeps between steps and PyTorch recomputes each step, no state of its own. Adafactor's
@@ -129,7 +131,7 @@ fn record_state(
         let (name, dtype, shape, _param_id, bytes) = tensor
             .into_parts()
             .map_err(|e| bad(format!("cannot read a record tensor: {e:?}")))?;
-        if name.ends_with(DERIVED) {
+        if name.ends_with(rmsprop::DERIVED) {
             continue;
         }
         let (entry, leaf) = param_of(&name)?;
@@ -141,7 +143,7 @@ fn record_state(
             let data = burn::tensor::TensorData::from_bytes_vec(bytes.to_vec(), shape, dtype);
             entry.to_torch_layout(HostTensor::from_data(data.convert::<f32>())?, names)?
         };
-        if ADAFACTOR_MOMENTS.contains(&leaf.as_str()) {
+        if adafactor::MOMENTS.contains(&leaf.as_str()) {
             factored
                 .entry(entry.id.val())
                 .or_insert_with(|| (entry.clone(), Vec::new()))
@@ -161,11 +163,7 @@ fn record_state(
             .any(|(_, burn_shape, value)| value.shape.as_slice() != burn_shape.as_slice());
         let factored = moments.len() > 1;
         for (leaf, _, value) in moments {
-            let slot = match (leaf.as_str(), factored, transposed) {
-                ("second_moment", false, _) => "variance",
-                ("second_moment", true, false) | ("column_second_moment", _, true) => "row_var",
-                _ => "col_var",
-            };
+            let slot = adafactor::moment_slot(&leaf, factored, transposed);
             slots
                 .entry(slot.to_string())
                 .or_default()
@@ -181,21 +179,16 @@ fn record_state(
     Ok(state)
 }
 
-/// burn's `Adafactor` moments: the row (a vector's full) and column means of `g²`.
-const ADAFACTOR_MOMENTS: [&str; 2] = ["second_moment", "column_second_moment"];
-
-/// The record field burn's `RmsProp` derives from the others (`CenteredState::avg`).
-const DERIVED: &str = ".centered.avg";
-
-/// PyTorch's name for a burn optimizer state field.
+/// PyTorch's name for a burn optimizer state field: the one an optimizer's file gives it, burn's
+/// `time` is `step`, any other keeps its name. Every optimizer's names are looked up, not the
+/// declared optimizer's: the record names what burn holds, whatever the port declares.
 fn torch_slot(leaf: &str) -> String {
-    match leaf {
-        "moment_1" => "exp_avg",
-        "moment_2" => "exp_avg_sq",
-        "max_moment_2" => "max_exp_avg_sq",
-        "velocity" | "buf" => "momentum_buffer",
-        "time" => "step",
-        other => other,
+    if leaf == "time" {
+        return "step".to_string();
     }
-    .to_string()
+    (OPTIMIZERS.iter())
+        .flat_map(|optimizer| optimizer.state_slots())
+        .find(|(burn, _)| *burn == leaf)
+        .map_or(leaf, |(_, torch)| torch)
+        .to_string()
 }
