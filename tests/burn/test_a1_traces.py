@@ -7,7 +7,7 @@ import pytest
 
 from burnside.examples.a1 import SEED_ADAM_LOSSES
 from burnside.compare import Tolerance, Tolerances, compare_traces
-from burnside.compare.comparison import is_optional
+from burnside.compare.rows import is_optional
 
 PARAMS = ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]
 SEED_BURN_SGD_LOSSES = [1.1400574, 1.1059608, 1.075762]

@@ -1,14 +1,11 @@
 """Compare two traces tensor by tensor: absolute error, ULPs, structure, earliest divergence; with a
 float64 reference, the noise verdict."""
 
-from burnside.compare.comparison import (
-    Comparison,
-    StructureProblem,
-    TensorRow,
-)
+from burnside.compare.comparison import Comparison
 from burnside.compare.observer import Observer
 from burnside.compare.referee import FrameworkDifference, RefStats
 from burnside.compare.reference_file import Reference, open_reference
+from burnside.compare.rows import StructureProblem, TensorRow
 from burnside.compare.start_checks import check_start, refuse_reference, refuse_statistics_reference, same_setting
 from burnside.compare.statistics_rows import StatisticsRow
 from burnside.compare.summary import TraceSummary

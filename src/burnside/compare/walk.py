@@ -18,7 +18,7 @@ import numpy as np
 
 from burnside.compare.aligned import align
 from burnside.optimizers.settings import optimizer_differences
-from burnside.compare.comparison import Comparison, StructureProblem, TensorRow, is_optional
+from burnside.compare.comparison import Comparison
 from burnside.compare.loading import (
     LoadingFault,
     dtype_fault,
@@ -39,6 +39,7 @@ from burnside.compare.overruled_noise import overrule_noise
 from burnside.compare.pairing import pair_renamed
 from burnside.compare.reference_file import Reference
 from burnside.compare.renames import Holders
+from burnside.compare.rows import StructureProblem, TensorRow, is_optional
 from burnside.compare.referee import Judge, max_abs
 from burnside.compare.rounding import FLOOR_HALF_ULPS, HALF_ULP, sum_half_ulps
 from burnside.compare.selection import Selection

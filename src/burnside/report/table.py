@@ -12,6 +12,7 @@ from burnside.compare.statistics_rows import NOT_JUDGED, OUT_OF_TOLERANCE
 from burnside.optimizers.settings import optimizer_notes
 from burnside.compare.pairing import pair_renamed
 from burnside.compare.rounding import FLOOR_HALF_ULPS, NOISE_FACTOR, SUM_FACTOR, sum_half_ulps
+from burnside.compare.statistics_parting import first_statistics_parting, statistics_parting_first
 from burnside.diagnose import Diagnosis
 from burnside.diagnose.diagnosis import listed
 from burnside.diagnose.recording import (
@@ -129,7 +130,7 @@ def statistics_lines(comparison: Comparison) -> list[Line]:
                  f"tell rounding from a bug: record those {plural} in full, full_steps={full}"
                  f"{', layer_statistics=False' if layers else ''})")
     lines: list[Line] = [(text, "red" if failed else ("yellow" if unjudged else "green"))]
-    first = comparison.first_statistics_parting
+    first = first_statistics_parting(comparison)
     if first is not None:
         where = f"{comparison.unit} {first.step}" if first.step is not None else "a tensor"
         line = (f"statistics part first at {where}: {comparison.display_name(first.name)} (differs by at least "
@@ -181,7 +182,7 @@ def divergence_text(comparison: Comparison, first: TensorRow) -> str:
     text = (f"first divergence: {where} (max|diff|={shown_max_abs(first)}, "
             f"{first.stats.out_of_tol} of {first.stats.n} out of tolerance); later rows usually follow from it")
     parsed = parse_name(first.name)
-    earlier = comparison.statistics_parting_first
+    earlier = statistics_parting_first(comparison)
     if earlier is not None:  # the sides part before it, in a tensor recorded as statistics
         text += (f"; tensors recorded as statistics part before it, from {earlier.name} at {comparison.unit} "
                  f"{earlier.step}, so it may follow from there")

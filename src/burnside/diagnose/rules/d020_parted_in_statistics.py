@@ -39,6 +39,7 @@ record(model, optimizer, batches, "traces/torch.safetensors", steps=4, full_step
 from __future__ import annotations
 
 from burnside.compare import Comparison
+from burnside.compare.statistics_parting import statistics_parting_first
 from burnside.compare.statistics_rows import OUT_OF_TOLERANCE
 from burnside.diagnose.diagnosis import Diagnosis
 from burnside.rule import Severity
@@ -68,7 +69,7 @@ _PART = {
 
 def check(comparison: Comparison) -> list[Diagnosis]:
     """One diagnosis when the sides part first in a tensor held as statistics."""
-    first = comparison.statistics_parting_first
+    first = statistics_parting_first(comparison)
     if (first is None or comparison.passed or comparison.start_mismatch or comparison.structure
             or comparison.loading):
         return []
