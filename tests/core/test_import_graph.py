@@ -1,4 +1,5 @@
-"""The import graph of `src/burnside` has no cycles: no module imports one that depends on it.
+"""The import graph of `src/burnside` has no cycles (no module imports one that depends on it), and no import runs
+up a floor of the house (`FLOORS`, below: each stage imports only the stages beneath it).
 
 Every module is parsed with `ast` (nothing is imported). Each `import burnside.x`, `from burnside.x
 import y` and relative import becomes an edge to a module: `y` counts as the module `burnside.x.y`
@@ -302,6 +303,55 @@ def later():
 def test_no_import_cycles() -> None:
     """No module imports one that depends on it (run-time imports, function-level ones included)."""
     assert not CYCLES, "import cycles:\n  " + "\n  ".join(describe(c, MODULES) for c in CYCLES)
+
+
+#: The floors of the house, bottom to top (docs/architecture.md): a module imports only its own floor and those
+#: below. A module takes the floor of the longest prefix that names it; the root `burnside` names itself only (its
+#: public API is imported lazily, on first use).
+FLOORS: list[tuple[str, ...]] = [
+    # the trace contract and the plain utilities every stage uses
+    ("burnside", "burnside.errors", "burnside.input_file", "burnside.strict_json", "burnside.atomic",
+     "burnside.progress", "burnside.rule", "burnside.trace"),
+    # what burnside knows of each optimizer, read by every stage above
+    ("burnside.optimizers",),
+    # the PyTorch side's recorders, their public faces, and the models recorded with them
+    ("burnside.recording", "burnside.torch", "burnside.reference", "burnside.examples",
+     "burnside.conformance.case", "burnside.conformance.cases"),
+    ("burnside.compare",),
+    ("burnside.forensics",),
+    ("burnside.catalogue", "burnside.diagnose"),
+    ("burnside.report",),
+    ("burnside.pipeline", "burnside.testing"),
+    # the burn programs, and what runs them beside the pipeline
+    ("burnside.burn", "burnside.lint", "burnside.targets"),
+    ("burnside.conformance", "burnside.experiments", "burnside.pytest_plugin", "burnside.rule_registry"),
+    ("burnside.cli",),
+]
+
+
+def floor_of(module: str) -> int | None:
+    """The floor of ``module`` (an index of `FLOORS`), or None where no prefix names it."""
+    best: tuple[int, int] | None = None  # (floor, prefix length)
+    for index, prefixes in enumerate(FLOORS):
+        for prefix in prefixes:
+            named = module == prefix or (prefix != ROOT and module.startswith(prefix + "."))
+            if named and (best is None or len(prefix) > best[1]):
+                best = (index, len(prefix))
+    return None if best is None else best[0]
+
+
+def test_every_module_has_a_floor() -> None:
+    """A new room of the package is placed on a floor here before it lands."""
+    assert [m for m in MODULES if floor_of(m) is None] == []
+
+
+def test_no_import_runs_up_a_floor() -> None:
+    """No module imports one on a floor above its own (run-time imports, function-level ones included)."""
+    upward = [f"{m.name} (floor {floor_of(m.name)}) -> {target} (floor {floor_of(target)}) "
+              f"({m.path.relative_to(SRC.parent)}:{line})"
+              for m in MODULES.values() for target, line in m.imports.items()
+              if (floor_of(target) or 0) > (floor_of(m.name) or 0)]
+    assert not upward, "imports running up a floor:\n  " + "\n  ".join(upward)
 
 
 def test_type_checking_imports_name_modules_that_exist() -> None:
