@@ -13,7 +13,7 @@ NOASSIGN = "train-one/src/bin/noassign.rs"  # S7
 HELPER = "pitb-opt/src/bin/helper.rs"  # S11
 OTHERGRADS = "pitb-opt/src/bin/othergrads.rs"  # S14
 LINT = "pitb-opt/src/bin/lint.rs"  # S15
-BUGS = "pitb-opt/src/bin/bugs.rs"  # `run a1 --bug`: a dropped step, other grads, Adam's default epsilon
+BUGS = "a1-bugs/src/main.rs"  # `run a1 --bug`: a dropped step, other grads, Adam's default epsilon
 TRAIN_STEP = "train-step/src/main.rs"  # S1: the correct loop
 
 

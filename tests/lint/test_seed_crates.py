@@ -29,7 +29,7 @@ def test_each_seed_program_is_flagged_with_its_rule():
     # the bugs `burnside run a1 --bug` can build in that lint sees: dropped step, other grads,
     # default epsilon, default dampening (the others live in numbers: literal lr, clipping, ...)
     # (its optimizer-default bugs, BS008-BS010, are checked line by line in test_rules)
-    assert (found["pitb-opt/src/bin/bugs.rs"] - {"BS008", "BS009", "BS010"}
+    assert (found["a1-bugs/src/main.rs"] - {"BS008", "BS009", "BS010"}
             == {"BS001", "BS002", "BS003", "BS004", "BS005"})
 
 

@@ -17,7 +17,7 @@ from burnside.burn.cargo import build_workspace
 if TYPE_CHECKING:
     from burnside.progress import StepProgress
 
-#: The porting bugs that `pitb-opt`'s `bugs` program can build into the A1 loop (see its doc).
+#: The porting bugs that `a1-bugs`'s `bugs` program can build into the A1 loop (see its doc).
 BUGS = ("discard", "othergrads", "epsilon", "rmsprop-defaults", "adagrad-eps", "muon-decay", "adafactor-absolute",
         "lbfgs-max-iter", "skipstep", "literallr", "betas", "weightdecay", "dampening", "clip",
         "double", "sum", "gelu", "nobias", "f32inputs", "init")
@@ -45,7 +45,7 @@ def record_a1(out: Path, *, steps: int = 1, optim: str = "sgd", console: Console
 
     The model and batch are built in Rust (f64, rounded once); ``f32_inputs`` computes inputs
     and biases in f32 instead (S3); ``init`` loads a `burnside.torch.export_init` file instead.
-    ``bug`` (one of BUGS) records the loop with that failure built in (`pitb-opt`'s `bugs`).
+    ``bug`` (one of BUGS) records the loop with that failure built in (`a1-bugs`'s `bugs`).
     ``progress`` is told the steps the program reports; the build's progress goes to ``console``.
     """
     optimizer_settings(optim)  # one of A1's optimizers, with settings the burn side reads the same way
