@@ -93,21 +93,35 @@ impl Optimizer for Adam {
         else {
             unreachable!("not Adam")
         };
-        let mut object = Map::new();
-        object.insert("name".into(), json!("adam"));
-        object.insert("lr".into(), json!(lr));
-        object.insert(
-            "betas".into(),
-            json!([f32_json(betas.0), f32_json(betas.1)]),
-        );
-        object.insert("eps".into(), f32_json(eps));
-        object.insert("weight_decay".into(), f32_json(weight_decay));
-        object.insert("weight_decay_kind".into(), json!("l2"));
-        object.insert("amsgrad".into(), json!(amsgrad));
-        object
+        adam_json("adam", "l2", lr, betas, eps, weight_decay, amsgrad)
     }
 
     fn state_slots(&self) -> &'static [(&'static str, &'static str)] {
         ADAM_SLOTS
     }
+}
+
+/// The trace's optimizer settings of Adam and AdamW, which differ only in their name and the kind
+/// of their weight decay (`l2` added to the gradient, `decoupled` from the parameters).
+pub(super) fn adam_json(
+    name: &str,
+    weight_decay_kind: &str,
+    lr: f64,
+    betas: (f32, f32),
+    eps: f32,
+    weight_decay: f32,
+    amsgrad: bool,
+) -> Map<String, Value> {
+    let mut object = Map::new();
+    object.insert("name".into(), json!(name));
+    object.insert("lr".into(), json!(lr));
+    object.insert(
+        "betas".into(),
+        json!([f32_json(betas.0), f32_json(betas.1)]),
+    );
+    object.insert("eps".into(), f32_json(eps));
+    object.insert("weight_decay".into(), f32_json(weight_decay));
+    object.insert("weight_decay_kind".into(), json!(weight_decay_kind));
+    object.insert("amsgrad".into(), json!(amsgrad));
+    object
 }

@@ -2,10 +2,10 @@
 //! Adam's builders (`adam.rs`).
 
 use burn::optim::{AdamWConfig, ModuleOptimizer};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
-use super::adam::ADAM_SLOTS;
-use super::{Optimizer, OptimizerSpec, f32_json};
+use super::adam::{ADAM_SLOTS, adam_json};
+use super::{Optimizer, OptimizerSpec};
 
 impl OptimizerSpec {
     /// AdamW with learning rate `lr` and PyTorch's defaults (weight decay 0.01, eps 1e-8).
@@ -59,18 +59,7 @@ impl Optimizer for AdamW {
         else {
             unreachable!("not AdamW")
         };
-        let mut object = Map::new();
-        object.insert("name".into(), json!("adamw"));
-        object.insert("lr".into(), json!(lr));
-        object.insert(
-            "betas".into(),
-            json!([f32_json(betas.0), f32_json(betas.1)]),
-        );
-        object.insert("eps".into(), f32_json(eps));
-        object.insert("weight_decay".into(), f32_json(weight_decay));
-        object.insert("weight_decay_kind".into(), json!("decoupled"));
-        object.insert("amsgrad".into(), json!(amsgrad));
-        object
+        adam_json("adamw", "decoupled", lr, betas, eps, weight_decay, amsgrad)
     }
 
     fn state_slots(&self) -> &'static [(&'static str, &'static str)] {
