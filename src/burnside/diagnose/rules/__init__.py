@@ -1,33 +1,12 @@
 """The diagnosis rules, in the order they are reported: causes before the symptoms they explain.
 
-Each rule declares where it stands with ``PRECEDENCE`` (lower first); `ordered` sorts by it.
+Every module of the package is a rule; each declares where it stands with ``PRECEDENCE`` (lower first), and
+`ordered` sorts by it.
 """
 
+import pkgutil
+from importlib import import_module
 from types import ModuleType
-
-from burnside.diagnose.rules import (
-    d001_step_result_discarded,
-    d002_grads_from_other_module,
-    d003_optimizer_state_without_model,
-    d004_adam_epsilon,
-    d005_optimizer_config,
-    d006_inputs_not_identical,
-    d007_layout_transposed,
-    d008_parameter_unused,
-    d009_update_differs,
-    d010_forward_differs,
-    d011_layer_configured_differently,
-    d012_trains_frozen_parameters,
-    d013_dropout_mask,
-    d014_weights_not_loaded,
-    d015_batchnorm_mode,
-    d016_run_diverged,
-    d017_loss_differs,
-    d018_gradient_accumulation,
-    d019_backward_differs,
-    d020_parted_in_statistics,
-    d021_optimizer_state_restarts,
-)
 
 
 def ordered(rules: tuple[ModuleType, ...]) -> tuple[ModuleType, ...]:
@@ -35,26 +14,6 @@ def ordered(rules: tuple[ModuleType, ...]) -> tuple[ModuleType, ...]:
     return tuple(sorted(rules, key=lambda rule: rule.PRECEDENCE))
 
 
-RULES = ordered((
-    d001_step_result_discarded,
-    d002_grads_from_other_module,
-    d003_optimizer_state_without_model,
-    d004_adam_epsilon,
-    d005_optimizer_config,
-    d006_inputs_not_identical,
-    d007_layout_transposed,
-    d008_parameter_unused,
-    d009_update_differs,
-    d010_forward_differs,
-    d011_layer_configured_differently,
-    d012_trains_frozen_parameters,
-    d013_dropout_mask,
-    d014_weights_not_loaded,
-    d015_batchnorm_mode,
-    d016_run_diverged,
-    d017_loss_differs,
-    d018_gradient_accumulation,
-    d019_backward_differs,
-    d020_parted_in_statistics,
-    d021_optimizer_state_restarts,
-))
+#: every module of this package is a rule (`dNNN_name.py`): a new rule is its file, nothing listed here
+RULES = ordered(tuple(import_module(f"burnside.diagnose.rules.{module.name}")
+                      for module in pkgutil.iter_modules(__path__)))

@@ -9,33 +9,13 @@ prefilter is built from them, `burnside.lint.prefilter`) and
 
 from __future__ import annotations
 
+import pkgutil
+from importlib import import_module
 from types import ModuleType
 
-from burnside.lint.rules import (
-    bs001_step_result_discarded,
-    bs002_grads_from_other_module,
-    bs003_optimizer_reused_after_discard,
-    bs004_adam_default_epsilon,
-    bs005_sgd_default_dampening,
-    bs006_adamw_default_weight_decay,
-    bs007_per_tensor_clip_norm,
-    bs008_rmsprop_defaults,
-    bs009_adagrad_default_epsilon,
-    bs010_muon_default_weight_decay,
-)
-
+#: every module of this package is a rule (`bsNNN_name.py`), keyed by its ID in ID order: a new rule is its file
 RULES: dict[str, ModuleType] = {
     module.ID: module
-    for module in (
-        bs001_step_result_discarded,
-        bs002_grads_from_other_module,
-        bs003_optimizer_reused_after_discard,
-        bs004_adam_default_epsilon,
-        bs005_sgd_default_dampening,
-        bs006_adamw_default_weight_decay,
-        bs007_per_tensor_clip_norm,
-        bs008_rmsprop_defaults,
-        bs009_adagrad_default_epsilon,
-        bs010_muon_default_weight_decay,
-    )
+    for module in sorted((import_module(f"burnside.lint.rules.{info.name}") for info in pkgutil.iter_modules(__path__)),
+                         key=lambda module: module.ID)
 }
