@@ -16,7 +16,7 @@ from burnside.compare.tensor_diff import (
     ulp_distance,
 )
 from burnside.compare.tolerance import Tolerance, Tolerances, load_tolerances
-from burnside.compare.walk import compare_traces
+from burnside.compare.traces import compare_traces
 from burnside.compare.zero_gradients import ZeroGradient
 
 __all__ = [
