@@ -55,6 +55,7 @@ impl TraceRecorder {
         Ok(())
     }
 
+    /// The model's output `name` at forward pass `step`, already on the host.
     fn output_host(
         &mut self,
         step: usize,
@@ -77,11 +78,7 @@ impl TraceRecorder {
     ) -> Result<(), TraceError> {
         let tensor = HostTensor::of(output)?;
         self.on.tensor(output);
-        if !self.outputs.iter().any(|o| o == name) {
-            self.outputs.push(name.to_string());
-        }
-        self.mark(step, "output");
-        self.put(step, &format!("outputs.{name}"), tensor)
+        self.output_host(step, name, tensor)
     }
 
     /// Whether forward pass `step` recorded an output.
